@@ -1,0 +1,99 @@
+//! # Brief overview
+//!
+//! The filter core of gatecal: the llm-d router's
+//! `prefix-cache-affinity-filter` as a pure function. It is the only place in
+//! the workspace that answers "hold or release". No I/O, no logging, no clock.
+//!
+//! Given the filter's [`Config`] and the candidate endpoints, [`decide`]
+//! returns the outcome (named as the EPP's metric label), the endpoints kept,
+//! and the gate's evaluation with the winning endpoint of each side.
+//!
+//! ## The rule
+//!
+//! An endpoint is *sticky* iff `MatchBlocks / TotalBlocks >= affinityThreshold`.
+//! With at least one sticky and one non-sticky endpoint, per endpoint
+//!
+//! ```text
+//! TTFT_ms = inFlightTokens / peakPrefillThroughput * 1000     (ttftSource: prefillThroughput)
+//! gate input = bestStickyTTFT - bestNonStickyTTFT             (best = lowest, first on ties)
+//! ```
+//!
+//! * `penaltyMode: static` (default): release iff `gate input > maxTTFTPenaltyMs`
+//!   (strictly); `maxTTFTPenaltyMs = 0` always sticks.
+//! * `penaltyMode: matchedTokens`: release iff
+//!   `inFlight(bestSticky) - inFlight(bestNonSticky) > MatchBlocks * BlockSizeTokens`
+//!   of the best sticky endpoint, or the static bar fires (it stays as an
+//!   absolute ceiling; 0 disables it). No match info gives 0 matched tokens,
+//!   which skips the test: it never means release.
+//!
+//! The *break-even bar* of a request, `matchedTokens / peakPrefillThroughput * 1000`
+//! ms, is the static threshold at which both modes agree for it.
+//!
+//! The whole algorithm, in the order the EPP runs it:
+//!
+//! 1. at most one candidate or `affinityThreshold <= 0`: `not_applicable`, keep all;
+//! 2. `exploration_draw < explorationProbability`: `exploration`, keep all;
+//! 3. no sticky endpoint: `no_match`, keep all;
+//! 4. the TTFT gate above (static mode runs it only when `maxTTFTPenaltyMs > 0`;
+//!    both need a non-sticky endpoint). A side with no load signal gives
+//!    `missing_signal` and keeps all under [`MissingSignal::KeepAll`] (newer
+//!    upstream, the default); under [`MissingSignal::AsZero`] (v0.9.0/v0.10.0)
+//!    absent tokens count as 0 and absent predictions as `f64::MAX`;
+//!    a release is `load_override`, keep all;
+//! 5. the in-flight request gate (`maxInFlightRequestsDelta > 0`): the
+//!    non-sticky endpoints where the request's TTFT (endpoint TTFT plus its
+//!    uncached prompt `(TotalBlocks - MatchBlocks) * BlockSizeTokens` at the
+//!    peak rate) is at most `maxTTFTPenaltyMs` above its best sticky TTFT are
+//!    *within*; if the fewest in-flight requests on a sticky endpoint exceed the
+//!    fewest on a *within* endpoint by more than the delta:
+//!    `request_load_override`, keep sticky then within;
+//! 6. otherwise `sticky`: keep the sticky endpoints.
+//!
+//! # Example
+//!
+//! ```
+//! use gatecal_filter::{decide, Candidate, Config, Outcome, PenaltyMode, Rule};
+//!
+//! let candidates = [
+//!     // 22 of 25 blocks cached (0.88 >= 0.80): sticky, 41000 tokens queued.
+//!     Candidate::new("llm/p-0").with_match(22, 25, 64).with_in_flight_tokens(41_000),
+//!     Candidate::new("llm/p-1").with_match(0, 25, 64).with_in_flight_tokens(2_000),
+//! ];
+//!
+//! // Static mode, defaults: (41000 - 2000) / 15928 * 1000 = 2448.5 ms < 18000 ms: hold.
+//! let d = decide(&Config::default(), &candidates, 1.0);
+//! assert_eq!(d.outcome, Outcome::Sticky);
+//! let gate = d.gate.unwrap();
+//! assert!((gate.gate_input_ms - 2448.5).abs() < 0.1);
+//! assert_eq!(d.kept, vec![0]);
+//!
+//! // Matched-tokens mode: a 39000-token gap exceeds 22 * 64 = 1408 cached tokens: release.
+//! let mt = Config { penalty_mode: PenaltyMode::MatchedTokens, ..Config::default() };
+//! let d = decide(&mt, &candidates, 1.0);
+//! assert_eq!(d.outcome, Outcome::LoadOverride);
+//! assert_eq!(d.gate.unwrap().fired, Some(Rule::BreakEven));
+//! assert_eq!(d.kept, vec![0, 1]);
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod candidate;
+mod config;
+mod decide;
+
+pub use candidate::Candidate;
+pub use config::{Config, ConfigError, DEFAULT_CONFIG, MissingSignal, PenaltyMode, TtftSource};
+pub use decide::{
+    Best, Decision, GateEval, Outcome, RequestGateEval, Rule, SideSignal, best_by_ttft, decide,
+};
+
+/// The break-even bar of a request in ms: the static `maxTTFTPenaltyMs` at
+/// which static and matched-tokens modes agree for it,
+/// `matched_tokens / peak_prefill_throughput * 1000`.
+///
+/// ```
+/// assert_eq!(gatecal_filter::break_even_ms(15928, 15928.0), 1000.0);
+/// ```
+pub fn break_even_ms(matched_tokens: i64, peak_prefill_throughput: f64) -> f64 {
+    matched_tokens as f64 / peak_prefill_throughput * 1000.0
+}

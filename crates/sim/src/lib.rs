@@ -1,0 +1,3 @@
+//! gatecal-sim: see the crate description; filled in by its issue.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
