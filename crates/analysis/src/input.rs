@@ -1,0 +1,65 @@
+//! What the analysis needs of one filter decision, whatever its source.
+
+use gatecal_filter::{Candidate, Outcome};
+
+/// The values of a `PrefixCacheAffinityFilter: TTFT load gate broken` line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LoggedGate {
+    /// `bestStickyTTFT`, ms.
+    pub best_sticky_ttft_ms: Option<f64>,
+    /// `bestNonStickyTTFT`, ms.
+    pub best_non_sticky_ttft_ms: Option<f64>,
+    /// `penalty` = sticky - non-sticky, ms: the exact gate input.
+    pub penalty_ms: f64,
+    /// `maxPenalty`: the bar in force, ms.
+    pub max_penalty_ms: Option<f64>,
+}
+
+/// One endpoint's load as seen in the lines of one decision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScoredEndpoint {
+    /// `namespace/name`.
+    pub endpoint: String,
+    /// `TokenLoadScorer scoring` `tokenLoad`: in-flight tokens plus this
+    /// request's uncached tokens on the endpoint, capped.
+    pub token_load: Option<f64>,
+    /// The prefix cache scorer's score (match fraction), when logged.
+    pub prefix_score: Option<f64>,
+    /// In-flight tokens excluding the request, when a build logs them.
+    pub in_flight_tokens: Option<i64>,
+}
+
+/// One decision of one filter instance, as the analysis consumes it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DecisionInput {
+    /// Deployment (pool) name.
+    pub deployment: String,
+    /// Seconds since the Unix epoch.
+    pub ts: Option<f64>,
+    /// `x-request-id`.
+    pub request_id: Option<String>,
+    /// Scheduling profile.
+    pub profile: Option<String>,
+    /// Filter instance name.
+    pub filter: Option<String>,
+    /// The outcome the EPP logged or recorded.
+    pub outcome: Option<Outcome>,
+    /// The gate line, when the gate broke.
+    pub logged_gate: Option<LoggedGate>,
+    /// `sticky` of a `narrowed to sticky` line.
+    pub sticky_count: Option<u32>,
+    /// `total` of the filter line.
+    pub total: Option<u32>,
+    /// Endpoints the filter returned (`Completed running filter plugin
+    /// successfully`), when logged.
+    pub survivors: Option<Vec<String>>,
+    /// Loads seen in this decision's own scorer lines.
+    pub scored: Vec<ScoredEndpoint>,
+    /// Every candidate with exact attributes (decisions JSON lines, or a
+    /// build that logs them): the decision can be replayed exactly.
+    pub exact: Option<Vec<Candidate>>,
+    /// Prompt length in tokens, when logged (PD decider).
+    pub prompt_tokens: Option<i64>,
+    /// Cached prefix tokens of the request, when logged (PD decider).
+    pub hit_prefix_tokens: Option<i64>,
+}

@@ -1,0 +1,379 @@
+//! Reconstruction of the gate input of every decision, with its evidence.
+//!
+//! # What the logs say
+//!
+//! At `-v=4` the EPP logs the gate input only when the gate breaks
+//! (`TTFT load gate broken`, `penalty`): that is `logged` evidence, exact.
+//! It never logs per-endpoint in-flight tokens. What it does log, per
+//! decision, is `TokenLoadScorer scoring` for the endpoints that survived the
+//! filter, whose `tokenLoad` is the endpoint's in-flight tokens **plus this
+//! request's uncached tokens on it** (capped at `queueThresholdTokens`).
+//! Scorers run after filters, so a decision the filter narrowed shows only its
+//! sticky endpoints.
+//!
+//! # Method
+//!
+//! Per deployment, a tracker keeps each endpoint's latest in-flight estimate
+//! and its log time. Decisions are taken in input order.
+//!
+//! * **Estimating in-flight tokens from a decision's own lines.**
+//!   `inFlight = tokenLoad - uncached`, where `uncached` is this request's
+//!   uncached tokens on that endpoint:
+//!   - sticky survivors of a narrowed decision: `(1 - prefixScore) * prompt`
+//!     when the prefix scorer's score and the prompt length are logged,
+//!     `prompt - hitPrefix` when the PD decider's line is, else 0. Sticky
+//!     endpoints hold at least `affinityThreshold` of the prompt, so the
+//!     bias is at most `(1 - threshold) * prompt` tokens, upward;
+//!   - endpoints of a decision that kept all (no sticky endpoint, broken
+//!     gate, exploration, missing signal): the request's uncached tokens `U`
+//!     are the same on every endpoint without its prefix. `U = prompt - hit`
+//!     when logged; for a broken gate `U = min tokenLoad - bestNonSticky`
+//!     in tokens (the logged TTFT times the peak), which is exact when the
+//!     least-loaded endpoint is the best non-sticky one; otherwise
+//!     `U = min tokenLoad`, i.e. the least-loaded endpoint is taken as idle,
+//!     which biases every estimate of that decision down by that endpoint's
+//!     true in-flight tokens.
+//!
+//!   Estimates are clamped at 0.
+//! * **Narrowed decisions** (`narrowed to sticky` with `sticky < total`): the
+//!   best sticky side is the lowest estimate among this decision's survivors
+//!   (observed now); the best non-sticky side is the lowest latest estimate
+//!   among the deployment's other endpoints that were seen no longer than
+//!   `max_staleness` seconds before the decision (carried forward). Both give
+//!   `reconstructed` evidence; with no fresh non-sticky endpoint the evidence
+//!   is `unknown`, counted and never dropped.
+//! * **Exact candidates** (decisions JSON lines with in-flight tokens, or a
+//!   build that logs them): the filter core replays them, `observed` evidence
+//!   (or `logged` when the gate line is there too: its penalty is used).
+//!
+//! The measured error of this method against simulator truth is in
+//! `docs/methodology.md`; the sources of error are the two biases above and
+//! the drift of a carried-forward load during its staleness.
+
+use std::collections::HashMap;
+
+use gatecal_filter::{Candidate, Config, Outcome, best_by_ttft, decide};
+use serde::Serialize;
+
+use crate::hist::UNBOUNDED_MS;
+use crate::input::DecisionInput;
+
+/// How a decision's gate input is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Evidence {
+    /// Taken from a `TTFT load gate broken` line: exact.
+    Logged,
+    /// Every candidate's load visible in the decision's own data: exact.
+    Observed,
+    /// Some loads carried forward from other decisions, bounded by staleness.
+    Reconstructed,
+    /// Not enough evidence.
+    Unknown,
+}
+
+/// How a decision can be replayed under another config.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Replay {
+    /// The outcome does not depend on the gate's parameters (no sticky
+    /// endpoint, exploration, every endpoint sticky, ...).
+    Fixed(Outcome),
+    /// Candidates to pass to the filter core.
+    Candidates(Vec<Candidate>),
+    /// The gate ran but its input is unknown.
+    Unknown,
+}
+
+/// One decision with its gate input and how to replay it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GateSample {
+    /// Seconds since the Unix epoch.
+    pub ts: Option<f64>,
+    /// `x-request-id`.
+    pub request_id: Option<String>,
+    /// The outcome logged (or, for sources without one, replayed).
+    pub outcome: Option<Outcome>,
+    /// Whether `outcome` was logged by the EPP (rather than replayed).
+    pub outcome_logged: bool,
+    /// `None` when the gate was not evaluated.
+    pub evidence: Option<Evidence>,
+    /// Gate input in ms under the deployment's config, when known.
+    pub gate_input_ms: Option<f64>,
+    /// How to replay it.
+    pub replay: Replay,
+    /// Matched tokens of the best sticky endpoint, when known.
+    pub matched_tokens: Option<i64>,
+    /// The bar the EPP logged (`maxPenalty`), to check the config against.
+    pub logged_bar_ms: Option<f64>,
+}
+
+/// Options of the reconstruction.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ReconstructOptions {
+    /// Longest time, in seconds, a carried-forward load is trusted. Default 30.
+    pub max_staleness_s: f64,
+}
+
+impl Default for ReconstructOptions {
+    fn default() -> Self {
+        ReconstructOptions {
+            max_staleness_s: 30.0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Obs {
+    ts: f64,
+    tokens: f64,
+}
+
+/// Carries endpoint loads forward, per deployment.
+#[derive(Debug, Default)]
+pub struct Reconstructor {
+    opts: ReconstructOptions,
+    latest: HashMap<String, HashMap<String, Obs>>,
+}
+
+/// Builds the replay candidates for a two-sided gate: the best sticky and the
+/// best non-sticky endpoint, with the sticky side's matched tokens when known
+/// (`match_blocks = matched`, one token per block, so the prefix score is 1).
+pub fn two_sided(sticky_tokens: i64, non_sticky_tokens: i64, matched: Option<i64>) -> Vec<Candidate> {
+    let sticky = match matched {
+        Some(m) if m > 0 => Candidate::new("sticky").with_match(m, m, 1),
+        _ => {
+            let mut c = Candidate::new("sticky");
+            c.match_blocks = Some(1);
+            c.total_blocks = Some(1);
+            c
+        }
+    };
+    vec![
+        sticky.with_in_flight_tokens(sticky_tokens),
+        Candidate::new("non-sticky")
+            .with_match(0, 1, 1)
+            .with_in_flight_tokens(non_sticky_tokens),
+    ]
+}
+
+fn ms_to_tokens(ms: f64, peak: f64) -> i64 {
+    (ms * peak / 1000.0).round() as i64
+}
+
+impl Reconstructor {
+    /// A reconstructor with the given options.
+    pub fn new(opts: ReconstructOptions) -> Reconstructor {
+        Reconstructor {
+            opts,
+            latest: HashMap::new(),
+        }
+    }
+
+    /// Turns one decision into a sample, updating the carried-forward loads.
+    /// `config` is the deployment's filter config.
+    pub fn sample(&mut self, d: &DecisionInput, config: &Config) -> GateSample {
+        let mut s = GateSample {
+            ts: d.ts,
+            request_id: d.request_id.clone(),
+            outcome: d.outcome,
+            outcome_logged: d.outcome.is_some(),
+            evidence: None,
+            gate_input_ms: None,
+            replay: Replay::Unknown,
+            matched_tokens: None,
+            logged_bar_ms: d.logged_gate.and_then(|g| g.max_penalty_ms),
+        };
+        if let Some(exact) = &d.exact {
+            self.exact(d, exact, config, &mut s);
+            return s;
+        }
+        let peak = config.peak_prefill_throughput;
+        let ts = d.ts.unwrap_or(f64::NAN);
+        let matched = match (d.hit_prefix_tokens, d.prompt_tokens) {
+            (Some(h), _) => Some(h),
+            _ => None,
+        };
+        s.matched_tokens = matched;
+        match d.outcome {
+            Some(Outcome::Sticky) => {
+                let sticky_names: Vec<&str> = match &d.survivors {
+                    Some(v) => v.iter().map(String::as_str).collect(),
+                    None => d.scored.iter().map(|e| e.endpoint.as_str()).collect(),
+                };
+                let mut best_sticky: Option<f64> = None;
+                let mut updates = Vec::new();
+                for e in &d.scored {
+                    let Some(load) = e.token_load else { continue };
+                    let uncached = match (d.prompt_tokens, e.prefix_score, d.hit_prefix_tokens) {
+                        (Some(p), Some(sc), _) => (1.0 - sc).max(0.0) * p as f64,
+                        (Some(p), None, Some(h)) => (p - h).max(0) as f64,
+                        _ => 0.0,
+                    };
+                    let est = (load - uncached).max(0.0);
+                    updates.push((e.endpoint.clone(), est));
+                    if sticky_names.contains(&e.endpoint.as_str()) {
+                        best_sticky = Some(best_sticky.map_or(est, |b: f64| b.min(est)));
+                    }
+                }
+                let has_non_sticky = match (d.sticky_count, d.total) {
+                    (Some(st), Some(t)) => st < t,
+                    _ => true,
+                };
+                if !has_non_sticky {
+                    s.replay = Replay::Fixed(Outcome::Sticky);
+                } else {
+                    // The gate ran (the EPP narrowed after evaluating it).
+                    let best_non = self.best_fresh_excluding(&d.deployment, ts, &sticky_names);
+                    match (best_sticky, best_non) {
+                        (Some(bs), Some(bn)) => {
+                            let (st, nt) = (bs.round() as i64, bn.round() as i64);
+                            s.evidence = Some(Evidence::Reconstructed);
+                            s.gate_input_ms = Some((st - nt) as f64 / peak * 1000.0);
+                            s.replay = Replay::Candidates(two_sided(st, nt, matched));
+                        }
+                        _ => {
+                            s.evidence = Some(Evidence::Unknown);
+                            s.replay = Replay::Unknown;
+                        }
+                    }
+                }
+                self.update(&d.deployment, ts, updates);
+            }
+            Some(Outcome::LoadOverride) => {
+                let g = d.logged_gate;
+                let penalty = g.map(|g| g.penalty_ms);
+                let non_tokens = g
+                    .and_then(|g| g.best_non_sticky_ttft_ms)
+                    .map(|ms| ms_to_tokens(ms, peak));
+                match penalty {
+                    Some(p) => {
+                        s.evidence = Some(Evidence::Logged);
+                        s.gate_input_ms = Some(p);
+                        if p.abs() < UNBOUNDED_MS {
+                            let sticky_tokens = g
+                                .and_then(|g| g.best_sticky_ttft_ms)
+                                .filter(|v| v.abs() < UNBOUNDED_MS)
+                                .map(|ms| ms_to_tokens(ms, peak))
+                                .unwrap_or_else(|| ms_to_tokens(p, peak) + non_tokens.unwrap_or(0));
+                            let nt = non_tokens.unwrap_or(0);
+                            s.replay = Replay::Candidates(two_sided(sticky_tokens, nt, matched));
+                        } else {
+                            // MaxFloat64 sentinel: the sticky side had no
+                            // prediction; any bar releases it.
+                            s.replay = Replay::Fixed(Outcome::LoadOverride);
+                        }
+                    }
+                    None => {
+                        // A release without its gate line (another build's
+                        // gate): nothing to replay.
+                        s.evidence = Some(Evidence::Unknown);
+                        s.replay = Replay::Fixed(Outcome::LoadOverride);
+                    }
+                }
+                let u = self.uncached_keep_all(d, non_tokens);
+                self.update_keep_all(d, ts, u);
+            }
+            Some(o) => {
+                s.replay = Replay::Fixed(o);
+                let u = self.uncached_keep_all(d, None);
+                self.update_keep_all(d, ts, u);
+            }
+            None => {
+                s.replay = Replay::Unknown;
+            }
+        }
+        s
+    }
+
+    fn exact(&mut self, d: &DecisionInput, exact: &[Candidate], config: &Config, s: &mut GateSample) {
+        let replayed = decide(config, exact, 1.0);
+        if s.outcome.is_none() {
+            s.outcome = Some(replayed.outcome);
+        }
+        let sticky: Vec<usize> = (0..exact.len())
+            .filter(|&i| exact[i].prefix_score() >= config.affinity_threshold)
+            .collect();
+        if let Some(b) = best_by_ttft(config, exact, &sticky) {
+            let c = &exact[b.index];
+            if c.match_blocks.is_some() && c.block_size_tokens.is_some() {
+                s.matched_tokens = Some(c.matched_tokens());
+            }
+        }
+        if let Some(g) = replayed.gate {
+            s.gate_input_ms = Some(g.gate_input_ms);
+            s.evidence = Some(Evidence::Observed);
+        }
+        if let Some(g) = d.logged_gate {
+            s.gate_input_ms = Some(g.penalty_ms);
+            s.evidence = Some(Evidence::Logged);
+        }
+        s.replay = Replay::Candidates(exact.to_vec());
+        let ts = d.ts.unwrap_or(f64::NAN);
+        let updates = exact
+            .iter()
+            .filter_map(|c| c.in_flight_tokens.map(|t| (c.id.clone(), t as f64)))
+            .collect();
+        self.update(&d.deployment, ts, updates);
+    }
+
+    /// The request's uncached tokens on an endpoint without its prefix, for a
+    /// decision whose scorer lines cover every endpoint.
+    fn uncached_keep_all(&self, d: &DecisionInput, best_non_tokens: Option<i64>) -> f64 {
+        if let (Some(p), Some(h)) = (d.prompt_tokens, d.hit_prefix_tokens) {
+            return (p - h).max(0) as f64;
+        }
+        let min_load = d
+            .scored
+            .iter()
+            .filter_map(|e| e.token_load)
+            .fold(f64::INFINITY, f64::min);
+        if !min_load.is_finite() {
+            return 0.0;
+        }
+        match best_non_tokens {
+            Some(n) => (min_load - n as f64).max(0.0),
+            None => min_load,
+        }
+    }
+
+    fn update_keep_all(&mut self, d: &DecisionInput, ts: f64, uncached: f64) {
+        let updates = d
+            .scored
+            .iter()
+            .filter_map(|e| {
+                let est = match e.in_flight_tokens {
+                    Some(t) => t as f64,
+                    None => (e.token_load? - uncached).max(0.0),
+                };
+                Some((e.endpoint.clone(), est))
+            })
+            .collect();
+        self.update(&d.deployment, ts, updates);
+    }
+
+    fn update(&mut self, deployment: &str, ts: f64, updates: Vec<(String, f64)>) {
+        if updates.is_empty() {
+            return;
+        }
+        let map = self.latest.entry(deployment.to_string()).or_default();
+        for (ep, tokens) in updates {
+            let entry = map.entry(ep).or_insert(Obs { ts, tokens });
+            // Lines can be slightly out of order: keep the newest observation.
+            if ts >= entry.ts || ts.is_nan() || entry.ts.is_nan() {
+                *entry = Obs { ts, tokens };
+            }
+        }
+    }
+
+    fn best_fresh_excluding(&self, deployment: &str, ts: f64, exclude: &[&str]) -> Option<f64> {
+        let map = self.latest.get(deployment)?;
+        map.iter()
+            .filter(|(ep, _)| !exclude.contains(&ep.as_str()))
+            .filter(|(_, o)| {
+                // Unknown times on either side: trust the carry-forward.
+                ts.is_nan() || o.ts.is_nan() || ts - o.ts <= self.opts.max_staleness_s
+            })
+            .map(|(_, o)| o.tokens)
+            .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.min(v))))
+    }
+}

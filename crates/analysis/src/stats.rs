@@ -1,0 +1,370 @@
+//! Accumulating samples into the figures of a report.
+
+use std::collections::BTreeMap;
+
+use gatecal_filter::{Config, Outcome, PenaltyMode};
+use serde::Serialize;
+
+use crate::hist::SignedHistogram;
+use crate::reconstruct::{Evidence, GateSample};
+use crate::whatif::{WhatIfSpec, pinned_worse_bar, replay};
+
+/// How many disagreeing request ids a self-check lists.
+pub const MAX_LISTED_DISAGREEMENTS: usize = 20;
+
+/// Decisions by evidence label (only decisions where the gate was evaluated).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct EvidenceCounts {
+    /// From a `TTFT load gate broken` line.
+    pub logged: u64,
+    /// Every candidate's load seen in the decision's own data.
+    pub observed: u64,
+    /// Some loads carried forward.
+    pub reconstructed: u64,
+    /// Not enough evidence; not in the distribution.
+    pub unknown: u64,
+}
+
+/// A distribution's size and quantiles (nearest rank, ms; see [`crate::hist`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Distribution {
+    /// Values in the distribution.
+    pub count: u64,
+    /// Median.
+    pub p50: Option<f64>,
+    /// 90th percentile.
+    pub p90: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+    /// 99.9th percentile.
+    pub p999: Option<f64>,
+    /// Largest value (exact).
+    pub max: Option<f64>,
+    /// Smallest value (exact).
+    pub min: Option<f64>,
+    /// Values below zero (the sticky endpoint was the less loaded one).
+    pub negative: u64,
+    /// Values left out because not finite or at least 1e300 (MaxFloat64 sentinels).
+    pub unbounded: u64,
+}
+
+impl Distribution {
+    /// The figures of a histogram.
+    pub fn of(h: &SignedHistogram) -> Distribution {
+        Distribution {
+            count: h.count(),
+            p50: h.quantile(0.5),
+            p90: h.quantile(0.9),
+            p99: h.quantile(0.99),
+            p999: h.quantile(0.999),
+            max: h.max(),
+            min: h.min(),
+            negative: h.count_negative(),
+            unbounded: h.unbounded(),
+        }
+    }
+}
+
+/// Decisions that stayed pinned while the gate input was in `[min_ms, max_ms)`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PinnedWorse {
+    /// Lower edge (ms), `--pinned-worse-min`.
+    pub min_ms: f64,
+    /// Upper edge (ms): the bar in force; `null` when there is none or it
+    /// differs between the deployments aggregated.
+    pub max_ms: Option<f64>,
+    /// Decisions.
+    pub count: u64,
+    /// Of all decisions.
+    pub share: f64,
+}
+
+/// Replay of the decisions with exact evidence under the deployment's config.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SelfCheck {
+    /// Decisions with `logged` or `observed` evidence and a logged outcome.
+    pub replayed: u64,
+    /// Of those, how many the filter core reproduces.
+    pub agreed: u64,
+    /// Request ids of the first disagreements.
+    pub disagreements: Vec<String>,
+    /// Decisions whose logged `maxPenalty` differs from the config's bar.
+    pub bar_mismatches: u64,
+}
+
+/// One what-if's figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WhatIfResult {
+    /// `static` or `matchedTokens`.
+    pub mode: PenaltyMode,
+    /// The bar (static) or ceiling (matched tokens; 0 = none); `null` when it
+    /// differs between aggregated deployments.
+    pub max_ttft_penalty_ms: Option<f64>,
+    /// The peak used; `null` when it differs between aggregated deployments.
+    pub peak_prefill_throughput: Option<f64>,
+    /// Decisions released (`load_override` or `request_load_override`).
+    pub released: u64,
+    /// `released` over all decisions.
+    pub released_share: f64,
+    /// Decisions pinned with gate input in `[min_ms, bar)`.
+    pub pinned_worse: u64,
+    /// `pinned_worse` over all decisions.
+    pub pinned_worse_share: f64,
+    /// Decisions whose gate input is unknown (in neither count).
+    pub unknown: u64,
+    /// Matched tokens: decisions whose best sticky endpoint had no match
+    /// info, so the break-even test was skipped (held).
+    pub no_match_info: u64,
+}
+
+/// The figures of one set of decisions.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Stats {
+    /// Decisions.
+    pub decisions: u64,
+    /// Decisions by outcome (every outcome name, plus `unknown`).
+    pub outcomes: BTreeMap<String, u64>,
+    /// Evidence mix of the decisions where the gate was evaluated.
+    pub evidence: EvidenceCounts,
+    /// Gate input distribution over the decisions where it is known.
+    pub gate_input_ms: Distribution,
+    /// The bar in force (`maxTTFTPenaltyMs`); `null` if it differs between
+    /// aggregated deployments.
+    pub bar_ms: Option<f64>,
+    /// Decisions released.
+    pub released: u64,
+    /// `released` over all decisions.
+    pub released_share: f64,
+    /// Pinned-worse decisions.
+    pub pinned_worse: PinnedWorse,
+    /// The self-check.
+    pub self_check: SelfCheck,
+    /// What-ifs, in the order asked.
+    pub what_if: Vec<WhatIfResult>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct WhatIfAcc {
+    mode: Option<PenaltyMode>,
+    max: Option<Option<f64>>,
+    peak: Option<Option<f64>>,
+    released: u64,
+    pinned_worse: u64,
+    unknown: u64,
+    no_match_info: u64,
+}
+
+/// Merges a value that must agree across a set: `None` = nothing yet,
+/// `Some(None)` = disagreement.
+fn agree(slot: &mut Option<Option<f64>>, v: f64) {
+    match slot {
+        None => *slot = Some(Some(v)),
+        Some(Some(x)) if *x != v => *slot = Some(None),
+        _ => {}
+    }
+}
+
+fn agree_merge(slot: &mut Option<Option<f64>>, other: Option<Option<f64>>) {
+    match other {
+        None => {}
+        Some(None) => *slot = Some(None),
+        Some(Some(v)) => agree(slot, v),
+    }
+}
+
+/// Accumulates samples; `finish` gives the [`Stats`].
+#[derive(Clone, Debug)]
+pub struct StatsAcc {
+    decisions: u64,
+    outcomes: BTreeMap<Outcome, u64>,
+    unknown_outcome: u64,
+    evidence: EvidenceCounts,
+    hist: SignedHistogram,
+    bar: Option<Option<f64>>,
+    released: u64,
+    pinned_worse: u64,
+    pinned_min_ms: f64,
+    self_check: SelfCheck,
+    what_if: Vec<WhatIfAcc>,
+}
+
+impl StatsAcc {
+    /// An empty accumulator for `n_what_if` what-ifs.
+    pub fn new(pinned_min_ms: f64, n_what_if: usize) -> StatsAcc {
+        StatsAcc {
+            decisions: 0,
+            outcomes: BTreeMap::new(),
+            unknown_outcome: 0,
+            evidence: EvidenceCounts::default(),
+            hist: SignedHistogram::new(),
+            bar: None,
+            released: 0,
+            pinned_worse: 0,
+            pinned_min_ms,
+            self_check: SelfCheck::default(),
+            what_if: vec![WhatIfAcc::default(); n_what_if],
+        }
+    }
+
+    /// The gate input histogram so far.
+    pub fn histogram(&self) -> &SignedHistogram {
+        &self.hist
+    }
+
+    /// Adds one sample of a deployment with config `config`.
+    pub fn add(&mut self, s: &GateSample, config: &Config, specs: &[WhatIfSpec]) {
+        self.decisions += 1;
+        match s.outcome {
+            Some(o) => *self.outcomes.entry(o).or_default() += 1,
+            None => self.unknown_outcome += 1,
+        }
+        match s.evidence {
+            Some(Evidence::Logged) => self.evidence.logged += 1,
+            Some(Evidence::Observed) => self.evidence.observed += 1,
+            Some(Evidence::Reconstructed) => self.evidence.reconstructed += 1,
+            Some(Evidence::Unknown) => self.evidence.unknown += 1,
+            None => {}
+        }
+        if let Some(g) = s.gate_input_ms {
+            self.hist.record(g);
+        }
+        agree(&mut self.bar, config.max_ttft_penalty_ms);
+        let bar = pinned_worse_bar(config);
+        if s.outcome.is_some_and(Outcome::is_release) {
+            self.released += 1;
+        }
+        if s.outcome == Some(Outcome::Sticky)
+            && s.gate_input_ms
+                .is_some_and(|g| g >= self.pinned_min_ms && g < bar)
+        {
+            self.pinned_worse += 1;
+        }
+
+        // Self-check: exact evidence, replayed under the deployment's config.
+        if matches!(s.evidence, Some(Evidence::Logged | Evidence::Observed))
+            && s.outcome_logged
+            && let Some(logged) = s.outcome
+        {
+            self.self_check.replayed += 1;
+            let r = replay(s, config);
+            if r.outcome == Some(logged) {
+                self.self_check.agreed += 1;
+            } else if self.self_check.disagreements.len() < MAX_LISTED_DISAGREEMENTS {
+                self.self_check
+                    .disagreements
+                    .push(s.request_id.clone().unwrap_or_else(|| "(no request id)".into()));
+            }
+        }
+        if let Some(b) = s.logged_bar_ms
+            && b != config.max_ttft_penalty_ms
+        {
+            self.self_check.bar_mismatches += 1;
+        }
+
+        for (acc, spec) in self.what_if.iter_mut().zip(specs) {
+            let c = spec.apply(config);
+            acc.mode = Some(c.penalty_mode);
+            agree(&mut acc.max, c.max_ttft_penalty_ms);
+            agree(&mut acc.peak, c.peak_prefill_throughput);
+            let r = replay(s, &c);
+            match r.outcome {
+                None => acc.unknown += 1,
+                Some(o) => {
+                    if o.is_release() {
+                        acc.released += 1;
+                    }
+                    let bar = pinned_worse_bar(&c);
+                    if o == Outcome::Sticky
+                        && r.gate_input_ms
+                            .is_some_and(|g| g >= self.pinned_min_ms && g < bar)
+                    {
+                        acc.pinned_worse += 1;
+                    }
+                }
+            }
+            if r.no_match_info {
+                acc.no_match_info += 1;
+            }
+        }
+    }
+
+    /// Adds another accumulator's decisions (for windows and the overall row).
+    pub fn merge(&mut self, o: &StatsAcc) {
+        self.decisions += o.decisions;
+        for (k, v) in &o.outcomes {
+            *self.outcomes.entry(*k).or_default() += v;
+        }
+        self.unknown_outcome += o.unknown_outcome;
+        self.evidence.logged += o.evidence.logged;
+        self.evidence.observed += o.evidence.observed;
+        self.evidence.reconstructed += o.evidence.reconstructed;
+        self.evidence.unknown += o.evidence.unknown;
+        self.hist.merge(&o.hist);
+        agree_merge(&mut self.bar, o.bar);
+        self.released += o.released;
+        self.pinned_worse += o.pinned_worse;
+        self.self_check.replayed += o.self_check.replayed;
+        self.self_check.agreed += o.self_check.agreed;
+        self.self_check.bar_mismatches += o.self_check.bar_mismatches;
+        for d in &o.self_check.disagreements {
+            if self.self_check.disagreements.len() < MAX_LISTED_DISAGREEMENTS {
+                self.self_check.disagreements.push(d.clone());
+            }
+        }
+        if self.what_if.len() < o.what_if.len() {
+            self.what_if.resize(o.what_if.len(), WhatIfAcc::default());
+        }
+        for (a, b) in self.what_if.iter_mut().zip(&o.what_if) {
+            a.mode = a.mode.or(b.mode);
+            agree_merge(&mut a.max, b.max);
+            agree_merge(&mut a.peak, b.peak);
+            a.released += b.released;
+            a.pinned_worse += b.pinned_worse;
+            a.unknown += b.unknown;
+            a.no_match_info += b.no_match_info;
+        }
+    }
+
+    /// The figures.
+    pub fn finish(&self) -> Stats {
+        let n = self.decisions;
+        let share = |c: u64| if n == 0 { 0.0 } else { c as f64 / n as f64 };
+        let mut outcomes: BTreeMap<String, u64> = Outcome::ALL
+            .iter()
+            .map(|o| (o.as_str().to_string(), self.outcomes.get(o).copied().unwrap_or(0)))
+            .collect();
+        outcomes.insert("unknown".into(), self.unknown_outcome);
+        let bar = self.bar.flatten();
+        Stats {
+            decisions: n,
+            outcomes,
+            evidence: self.evidence,
+            gate_input_ms: Distribution::of(&self.hist),
+            bar_ms: bar,
+            released: self.released,
+            released_share: share(self.released),
+            pinned_worse: PinnedWorse {
+                min_ms: self.pinned_min_ms,
+                max_ms: bar.filter(|b| *b > 0.0),
+                count: self.pinned_worse,
+                share: share(self.pinned_worse),
+            },
+            self_check: self.self_check.clone(),
+            what_if: self
+                .what_if
+                .iter()
+                .map(|a| WhatIfResult {
+                    mode: a.mode.unwrap_or_default(),
+                    max_ttft_penalty_ms: a.max.flatten(),
+                    peak_prefill_throughput: a.peak.flatten(),
+                    released: a.released,
+                    released_share: share(a.released),
+                    pinned_worse: a.pinned_worse,
+                    pinned_worse_share: share(a.pinned_worse),
+                    unknown: a.unknown,
+                    no_match_info: a.no_match_info,
+                })
+                .collect(),
+        }
+    }
+}
