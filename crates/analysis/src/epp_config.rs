@@ -64,7 +64,8 @@ impl std::error::Error for EppConfigError {}
 /// assert_eq!(f[0].1.max_ttft_penalty_ms, 5000.0);
 /// ```
 pub fn filters_from_yaml(text: &str) -> Result<Vec<(String, Config)>, EppConfigError> {
-    let doc: Value = serde_norway::from_str(text).map_err(|e| EppConfigError::Yaml(e.to_string()))?;
+    let doc: Value =
+        serde_norway::from_str(text).map_err(|e| EppConfigError::Yaml(e.to_string()))?;
     let mut out = Vec::new();
     collect(&doc, &mut out)?;
     if out.is_empty() {
@@ -134,7 +135,10 @@ plugins:
     #[test]
     fn configmap_and_errors() {
         let cm = "kind: ConfigMap\ndata:\n  config.yaml: |\n    plugins:\n    - type: prefix-cache-affinity-filter\n      parameters:\n        maxTTFTPenaltyMs: 1000\n";
-        assert_eq!(filters_from_yaml(cm).unwrap()[0].1.max_ttft_penalty_ms, 1000.0);
+        assert_eq!(
+            filters_from_yaml(cm).unwrap()[0].1.max_ttft_penalty_ms,
+            1000.0
+        );
         assert_eq!(
             filters_from_yaml("plugins: []").unwrap_err(),
             EppConfigError::NoFilter
@@ -145,6 +149,9 @@ plugins:
             e,
             "plugin prefix-cache-affinity-filter: invalid config: maxTTFTPenaltyMs must be >= 0, got -1.000000"
         );
-        assert!(matches!(filters_from_yaml(": : :"), Err(EppConfigError::Yaml(_))));
+        assert!(matches!(
+            filters_from_yaml(": : :"),
+            Err(EppConfigError::Yaml(_))
+        ));
     }
 }

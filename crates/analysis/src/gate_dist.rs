@@ -233,7 +233,10 @@ impl GateDist {
 
     /// Adds one decision.
     pub fn push(&mut self, d: &DecisionInput) {
-        let sc = self.configs.lookup(&d.deployment, d.filter.as_deref()).clone();
+        let sc = self
+            .configs
+            .lookup(&d.deployment, d.filter.as_deref())
+            .clone();
         let sample = self.recon.sample(d, &sc.parameters);
         let n = self.opts.what_if.len();
         let pmin = self.opts.pinned_worse_min_ms;

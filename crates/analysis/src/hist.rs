@@ -75,7 +75,11 @@ impl SignedHistogram {
             return;
         }
         let units = (v.abs() * SCALE).round() as u64;
-        let h = if v < 0.0 { &mut self.neg } else { &mut self.pos };
+        let h = if v < 0.0 {
+            &mut self.neg
+        } else {
+            &mut self.pos
+        };
         // Auto-resize is on and the magnitude is bounded above: cannot fail.
         if h.record(units).is_err() {
             self.unbounded += 1;
@@ -176,7 +180,10 @@ impl SignedHistogram {
             } else if v > edges[nb] {
                 above += c;
             } else {
-                let i = edges.partition_point(|&e| e <= v).saturating_sub(1).min(nb - 1);
+                let i = edges
+                    .partition_point(|&e| e <= v)
+                    .saturating_sub(1)
+                    .min(nb - 1);
                 counts[i] += c;
             }
         };

@@ -138,7 +138,11 @@ pub struct Reconstructor {
 /// Builds the replay candidates for a two-sided gate: the best sticky and the
 /// best non-sticky endpoint, with the sticky side's matched tokens when known
 /// (`match_blocks = matched`, one token per block, so the prefix score is 1).
-pub fn two_sided(sticky_tokens: i64, non_sticky_tokens: i64, matched: Option<i64>) -> Vec<Candidate> {
+pub fn two_sided(
+    sticky_tokens: i64,
+    non_sticky_tokens: i64,
+    matched: Option<i64>,
+) -> Vec<Candidate> {
     let sticky = match matched {
         Some(m) if m > 0 => Candidate::new("sticky").with_match(m, m, 1),
         _ => {
@@ -285,7 +289,13 @@ impl Reconstructor {
         s
     }
 
-    fn exact(&mut self, d: &DecisionInput, exact: &[Candidate], config: &Config, s: &mut GateSample) {
+    fn exact(
+        &mut self,
+        d: &DecisionInput,
+        exact: &[Candidate],
+        config: &Config,
+        s: &mut GateSample,
+    ) {
         let replayed = decide(config, exact, 1.0);
         if s.outcome.is_none() {
             s.outcome = Some(replayed.outcome);

@@ -250,9 +250,11 @@ impl StatsAcc {
             if r.outcome == Some(logged) {
                 self.self_check.agreed += 1;
             } else if self.self_check.disagreements.len() < MAX_LISTED_DISAGREEMENTS {
-                self.self_check
-                    .disagreements
-                    .push(s.request_id.clone().unwrap_or_else(|| "(no request id)".into()));
+                self.self_check.disagreements.push(
+                    s.request_id
+                        .clone()
+                        .unwrap_or_else(|| "(no request id)".into()),
+                );
             }
         }
         if let Some(b) = s.logged_bar_ms
@@ -331,7 +333,12 @@ impl StatsAcc {
         let share = |c: u64| if n == 0 { 0.0 } else { c as f64 / n as f64 };
         let mut outcomes: BTreeMap<String, u64> = Outcome::ALL
             .iter()
-            .map(|o| (o.as_str().to_string(), self.outcomes.get(o).copied().unwrap_or(0)))
+            .map(|o| {
+                (
+                    o.as_str().to_string(),
+                    self.outcomes.get(o).copied().unwrap_or(0),
+                )
+            })
             .collect();
         outcomes.insert("unknown".into(), self.unknown_outcome);
         let bar = self.bar.flatten();

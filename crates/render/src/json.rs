@@ -1,0 +1,23 @@
+//! JSON: the report structs, pretty-printed. They are the documented schema.
+
+use std::io::{self, Write};
+
+use gatecal_analysis::gate_dist::GateDistReport;
+
+use crate::Renderer;
+
+/// Pretty JSON, one document, newline-terminated.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Json;
+
+/// Writes any report struct as pretty JSON.
+pub fn write_json<T: serde::Serialize>(v: &T, w: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, v).map_err(io::Error::other)?;
+    writeln!(w)
+}
+
+impl Renderer for Json {
+    fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
+        write_json(report, w)
+    }
+}

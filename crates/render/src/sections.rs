@@ -1,0 +1,343 @@
+//! The report's tables, built once for every human-readable format.
+
+use gatecal_analysis::gate_dist::{GateDistReport, HistogramBins};
+use gatecal_analysis::stats::Stats;
+use gatecal_filter::{Outcome, PenaltyMode};
+
+use crate::num::{bar, count, count_pct, ms, pct, utc};
+
+/// A titled table of strings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Section {
+    /// Title.
+    pub title: String,
+    /// Column headers.
+    pub headers: Vec<String>,
+    /// Rows.
+    pub rows: Vec<Vec<String>>,
+    /// Lines printed under the table.
+    pub notes: Vec<String>,
+}
+
+fn s(v: &str) -> String {
+    v.to_string()
+}
+
+fn evidence(st: &Stats) -> String {
+    let e = &st.evidence;
+    format!(
+        "{} / {} / {} / {}",
+        count(e.logged),
+        count(e.observed),
+        count(e.reconstructed),
+        count(e.unknown)
+    )
+}
+
+fn self_check(st: &Stats) -> String {
+    let c = &st.self_check;
+    if c.replayed == 0 {
+        "–".into()
+    } else {
+        format!(
+            "{}/{} ({})",
+            count(c.agreed),
+            count(c.replayed),
+            pct(c.agreed as f64 / c.replayed as f64)
+        )
+    }
+}
+
+/// One row of the summary table.
+fn summary_row(name: &str, st: &Stats) -> Vec<String> {
+    let g = &st.gate_input_ms;
+    vec![
+        name.to_string(),
+        count(st.decisions),
+        count_pct(st.released, st.released_share),
+        count_pct(st.pinned_worse.count, st.pinned_worse.share),
+        count(g.count),
+        ms(g.p50),
+        ms(g.p90),
+        ms(g.p99),
+        ms(g.p999),
+        ms(g.max),
+        bar(st.bar_ms),
+        evidence(st),
+        self_check(st),
+    ]
+}
+
+/// The summary headers.
+fn summary_headers(r: &GateDistReport) -> Vec<String> {
+    vec![
+        s("deployment"),
+        s("decisions"),
+        s("released"),
+        format!(
+            "pinned ≥{} ms",
+            crate::num::group(r.options.pinned_worse_min_ms as i64)
+        ),
+        s("gate n"),
+        s("p50 ms"),
+        s("p90 ms"),
+        s("p99 ms"),
+        s("p99.9 ms"),
+        s("max ms"),
+        s("bar"),
+        s("evidence L/O/R/U"),
+        s("self-check"),
+    ]
+}
+
+/// Every section of a gate-dist report, in order.
+pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
+    let mut out = Vec::new();
+    let i = &r.input;
+    out.push(Section {
+        title: s("Input"),
+        headers: vec![
+            s("lines"),
+            s("used"),
+            s("ignored"),
+            s("malformed"),
+            s("decisions"),
+            s("incomplete"),
+            s("evicted"),
+        ],
+        rows: vec![vec![
+            count(i.lines_total),
+            count(i.lines_used),
+            count(i.lines_ignored),
+            count(i.lines_malformed),
+            count(i.decisions_assembled),
+            count(i.decisions_incomplete),
+            count(i.decisions_evicted),
+        ]],
+        notes: i
+            .first_malformed
+            .iter()
+            .map(|m| format!("malformed: {m}"))
+            .collect(),
+    });
+
+    let mut rows: Vec<Vec<String>> = r
+        .deployments
+        .iter()
+        .map(|d| summary_row(&d.name, &d.stats))
+        .collect();
+    if r.deployments.len() > 1 {
+        rows.push(summary_row("overall", &r.overall.stats));
+    }
+    let mut notes = vec![format!(
+        "Shares are of all decisions. Pinned: held while the gate input was in [{} ms, bar). \
+         Gate input: bestStickyTTFT − bestNonStickyTTFT over decisions where the gate was evaluated; \
+         evidence L/O/R/U = logged / observed / reconstructed (loads carried forward ≤ {} s) / unknown.",
+        crate::num::group(r.options.pinned_worse_min_ms as i64),
+        r.options.max_staleness_s
+    )];
+    for d in &r.deployments {
+        let c = &d.stats.self_check;
+        if c.replayed > c.agreed {
+            notes.push(format!(
+                "{}: self-check disagrees on {} decision(s): {} — a parser or reconstruction bug, or a config mismatch",
+                d.name,
+                c.replayed - c.agreed,
+                c.disagreements.join(", ")
+            ));
+        }
+        if c.bar_mismatches > 0 {
+            notes.push(format!(
+                "{}: {} decision(s) logged a maxPenalty other than the config's {} — pass the deployment's config (--config)",
+                d.name,
+                c.bar_mismatches,
+                bar(d.stats.bar_ms)
+            ));
+        }
+        if d.stats.gate_input_ms.unbounded > 0 {
+            notes.push(format!(
+                "{}: {} gate input(s) were MaxFloat64 sentinels (a side had no prediction); counted, not in the quantiles",
+                d.name, d.stats.gate_input_ms.unbounded
+            ));
+        }
+        notes.push(format!(
+            "{}: config from {} (peakPrefillThroughput {}, maxTTFTPenaltyMs {}, penaltyMode {})",
+            d.name,
+            d.config.source,
+            crate::num::group(d.config.parameters.peak_prefill_throughput.round() as i64),
+            crate::num::group(d.config.parameters.max_ttft_penalty_ms.round() as i64),
+            d.config.parameters.penalty_mode.as_str()
+        ));
+    }
+    out.push(Section {
+        title: s("Gate input and releases"),
+        headers: summary_headers(r),
+        rows,
+        notes,
+    });
+
+    let mut headers = vec![s("deployment")];
+    headers.extend(Outcome::ALL.iter().map(|o| o.as_str().to_string()));
+    headers.push(s("unknown"));
+    let outcome_row = |name: &str, st: &Stats| {
+        let mut row = vec![name.to_string()];
+        row.extend(
+            Outcome::ALL
+                .iter()
+                .map(|o| count(st.outcomes.get(o.as_str()).copied().unwrap_or(0))),
+        );
+        row.push(count(st.outcomes.get("unknown").copied().unwrap_or(0)));
+        row
+    };
+    let mut rows: Vec<Vec<String>> = r
+        .deployments
+        .iter()
+        .map(|d| outcome_row(&d.name, &d.stats))
+        .collect();
+    if r.deployments.len() > 1 {
+        rows.push(outcome_row("overall", &r.overall.stats));
+    }
+    out.push(Section {
+        title: s("Decisions by logged outcome"),
+        headers,
+        rows,
+        notes: Vec::new(),
+    });
+
+    let mut rows = Vec::new();
+    for d in &r.deployments {
+        for w in &d.stats.what_if {
+            let rule = match w.mode {
+                PenaltyMode::Static => format!("static, bar {}", bar(w.max_ttft_penalty_ms)),
+                PenaltyMode::MatchedTokens => match w.max_ttft_penalty_ms {
+                    Some(m) if m > 0.0 => format!("matchedTokens, ceiling {}", bar(Some(m))),
+                    Some(_) => s("matchedTokens, no ceiling"),
+                    None => s("matchedTokens, mixed ceilings"),
+                },
+            };
+            rows.push(vec![
+                d.name.clone(),
+                rule,
+                w.peak_prefill_throughput
+                    .map(|p| crate::num::group(p.round() as i64))
+                    .unwrap_or_else(|| s("mixed")),
+                count_pct(w.released, w.released_share),
+                count_pct(w.pinned_worse, w.pinned_worse_share),
+                count(w.unknown),
+                if w.mode == PenaltyMode::MatchedTokens {
+                    count(w.no_match_info)
+                } else {
+                    s("–")
+                },
+            ]);
+        }
+    }
+    out.push(Section {
+        title: s("What if"),
+        headers: vec![
+            s("deployment"),
+            s("rule"),
+            s("peak tok/s"),
+            s("released"),
+            s("pinned"),
+            s("unknown"),
+            s("no match info"),
+        ],
+        rows,
+        notes: vec![s(
+            "Every decision replayed through the filter core. Unknown: gate input not known, in neither count. \
+             No match info: the break-even test was skipped (held) for lack of matched tokens.",
+        )],
+    });
+
+    let windows: Vec<Vec<String>> = r
+        .deployments
+        .iter()
+        .flat_map(|d| {
+            d.windows.iter().map(move |w| {
+                let g = &w.stats.gate_input_ms;
+                vec![
+                    d.name.clone(),
+                    utc(w.start_ts),
+                    count(w.stats.decisions),
+                    count_pct(w.stats.released, w.stats.released_share),
+                    count_pct(w.stats.pinned_worse.count, w.stats.pinned_worse.share),
+                    count(g.count),
+                    ms(g.p50),
+                    ms(g.p90),
+                    ms(g.p99),
+                ]
+            })
+        })
+        .collect();
+    if !windows.is_empty() {
+        out.push(Section {
+            title: s("Per window"),
+            headers: vec![
+                s("deployment"),
+                s("window start (UTC)"),
+                s("decisions"),
+                s("released"),
+                s("pinned"),
+                s("gate n"),
+                s("p50 ms"),
+                s("p90 ms"),
+                s("p99 ms"),
+            ],
+            rows: windows,
+            notes: Vec::new(),
+        });
+    }
+    out
+}
+
+/// A compact text histogram: one line per group of bins, `█` bars scaled
+/// to `width`, the bin holding the bar marked with `◀ bar`.
+pub fn text_histogram(h: &HistogramBins, bar_ms: Option<f64>, width: usize) -> Vec<String> {
+    if h.counts.is_empty() {
+        return vec!["(no gate input recorded)".into()];
+    }
+    // Merge bins down to at most 20 lines.
+    let group = h.counts.len().div_ceil(20).max(1);
+    let mut lines = Vec::new();
+    let merged: Vec<(f64, f64, u64)> = h
+        .counts
+        .chunks(group)
+        .enumerate()
+        .map(|(i, c)| {
+            let lo = h.edges[i * group];
+            let hi = h.edges[((i + 1) * group).min(h.edges.len() - 1)];
+            (lo, hi, c.iter().sum())
+        })
+        .collect();
+    let max = merged.iter().map(|m| m.2).max().unwrap_or(0).max(1);
+    let total: u64 = merged.iter().map(|m| m.2).sum::<u64>() + h.below + h.above;
+    if h.below > 0 {
+        lines.push(format!("{:>22}  {}", "below", count(h.below)));
+    }
+    for (lo, hi, c) in merged {
+        let n = ((c as f64 / max as f64) * width as f64).round() as usize;
+        let n = if c > 0 { n.max(1) } else { 0 };
+        let mark = match bar_ms {
+            Some(b) if b > 0.0 && b >= lo && b < hi => "  ◀ bar",
+            _ => "",
+        };
+        lines.push(format!(
+            "{:>10} … {:>9}  {:<w$} {}{}",
+            ms(Some(lo)),
+            ms(Some(hi)),
+            "█".repeat(n),
+            if total > 0 {
+                pct(c as f64 / total as f64)
+            } else {
+                s("")
+            },
+            mark,
+            w = width
+        ));
+    }
+    if h.above > 0 {
+        lines.push(format!("{:>22}  {}", "above", count(h.above)));
+    }
+    lines
+}

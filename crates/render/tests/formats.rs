@@ -1,0 +1,112 @@
+//! Every format rendered from the same small report.
+
+use gatecal_analysis::gate_dist::{
+    ConfigSet, GateDist, GateDistOptions, GateDistReport, InputSummary,
+};
+use gatecal_analysis::input::DecisionInput;
+use gatecal_filter::Candidate;
+use gatecal_render::{Format, renderer};
+
+fn decision(dep: &str, ts: f64, id: &str, sticky: i64, free: i64) -> DecisionInput {
+    DecisionInput {
+        deployment: dep.into(),
+        ts: Some(ts),
+        request_id: Some(id.into()),
+        exact: Some(vec![
+            Candidate::new("ns/a")
+                .with_match(22, 25, 64)
+                .with_in_flight_tokens(sticky),
+            Candidate::new("ns/b")
+                .with_match(0, 25, 64)
+                .with_in_flight_tokens(free),
+        ]),
+        ..DecisionInput::default()
+    }
+}
+
+fn report() -> GateDistReport {
+    let mut g = GateDist::new(GateDistOptions::default(), ConfigSet::default());
+    g.push(&decision("alpha", 1.0, "r1", 41_000, 2_000));
+    g.push(&decision("alpha", 2.0, "r2", 300_000, 2_000));
+    g.push(&decision("beta", 3.0, "r3", 102_000, 2_000));
+    g.finish(InputSummary {
+        inputs: vec!["x.log".into()],
+        lines_total: 10,
+        lines_used: 7,
+        lines_ignored: 2,
+        lines_malformed: 1,
+        first_malformed: vec!["x.log:4: not JSON".into()],
+        ..InputSummary::default()
+    })
+}
+
+fn render(f: Format) -> String {
+    let mut out = Vec::new();
+    renderer(f).gate_dist(&report(), &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn json_is_the_schema() {
+    let v: serde_json::Value = serde_json::from_str(&render(Format::Json)).unwrap();
+    assert_eq!(v["schema"], "gatecal.gate-dist/v1");
+    assert_eq!(v["input"]["lines_total"], 10);
+    assert_eq!(v["deployments"].as_array().unwrap().len(), 2);
+    let a = &v["deployments"][0];
+    assert_eq!(a["name"], "alpha");
+    assert_eq!(a["decisions"], 2);
+    assert_eq!(a["outcomes"]["load_override"], 1);
+    assert_eq!(a["evidence"]["observed"], 2);
+    assert_eq!(a["released_share"], 0.5);
+    assert_eq!(a["bar_ms"], 18000.0);
+    assert_eq!(a["pinned_worse"]["min_ms"], 5000.0);
+    assert_eq!(a["self_check"]["replayed"], 0);
+    assert_eq!(a["what_if"][0]["mode"], "static");
+    assert_eq!(a["what_if"][6]["mode"], "matchedTokens");
+    assert!(a["gate_input_ms"]["p50"].as_f64().unwrap() > 2400.0);
+    assert_eq!(v["overall"]["decisions"], 3);
+    assert_eq!(v["overall"]["pinned_worse"]["count"], 1);
+}
+
+#[test]
+fn table_has_every_section_and_a_histogram() {
+    let t = render(Format::Table);
+    for needle in [
+        "Input",
+        "Gate input and releases",
+        "Decisions by logged outcome",
+        "What if",
+        "matchedTokens, no ceiling",
+        "Gate input histogram, alpha",
+        "malformed: x.log:4: not JSON",
+        "overall",
+        "█",
+    ] {
+        assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+    }
+    assert!(!t.contains('\u{1b}'), "no colour codes");
+}
+
+#[test]
+fn markdown_tables_are_well_formed() {
+    let md = render(Format::Markdown);
+    assert!(md.starts_with("## gatecal gate-dist report"));
+    for line in md.lines().filter(|l| l.starts_with('|')) {
+        assert!(line.ends_with('|'), "{line}");
+    }
+    assert!(md.contains("| deployment | decisions | released |"));
+    assert!(md.contains("```text"));
+}
+
+#[test]
+fn csv_rows_match_the_header() {
+    let csv = render(Format::Csv);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 4, "header, alpha, beta, overall");
+    let n = lines[0].split(',').count();
+    for l in &lines[1..] {
+        assert_eq!(l.split(',').count(), n, "{l}");
+    }
+    assert!(lines[1].starts_with("alpha,2,1,0.5,"));
+    assert!(lines[3].starts_with("overall,3,"));
+}
