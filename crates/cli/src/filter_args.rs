@@ -1,0 +1,195 @@
+//! Filter parameters from the EPP's `EndpointPickerConfig` files and flags.
+//!
+//! Precedence, per deployment: flags over `--config DEPLOYMENT=FILE` over
+//! `--config FILE` over the filter's defaults. Every result goes through the
+//! filter core's validation, so a bad combination fails with the EPP's text.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, bail};
+use gatecal_analysis::epp_config::filters_from_yaml;
+use gatecal_analysis::gate_dist::{ConfigSet, SourcedConfig};
+use gatecal_filter::{Config, MissingSignal};
+use serde_json::{Map, Value};
+
+/// The filter flags both binaries take.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct FilterArgs {
+    /// The EPP's EndpointPickerConfig YAML (or a ConfigMap holding it):
+    /// FILE for every deployment, DEPLOYMENT=FILE for one. Repeatable.
+    #[arg(long = "config", value_name = "[DEPLOYMENT=]FILE")]
+    pub config: Vec<String>,
+    /// Override maxTTFTPenaltyMs (ms).
+    #[arg(long, value_name = "MS")]
+    pub max_ttft_penalty_ms: Option<f64>,
+    /// Override peakPrefillThroughput (tokens/s).
+    #[arg(long, value_name = "TOK_PER_S")]
+    pub peak_prefill_throughput: Option<f64>,
+    /// Override affinityThreshold.
+    #[arg(long, value_name = "FRACTION")]
+    pub affinity_threshold: Option<f64>,
+    /// Override penaltyMode (static or matchedTokens).
+    #[arg(long, value_name = "MODE")]
+    pub penalty_mode: Option<String>,
+    /// Override ttftSource (prefillThroughput or latencyPredictor).
+    #[arg(long, value_name = "SOURCE")]
+    pub ttft_source: Option<String>,
+    /// Override maxInFlightRequestsDelta.
+    #[arg(long, value_name = "N")]
+    pub max_in_flight_requests_delta: Option<i64>,
+    /// Replay with the v0.9.0/v0.10.0 semantics: absent in-flight tokens count
+    /// as 0 (default: newer upstream, a side without signal keeps all).
+    #[arg(long)]
+    pub legacy_missing_signal: bool,
+}
+
+impl FilterArgs {
+    fn overrides(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        let mut put = |k: &str, v: Value| {
+            m.insert(k.to_string(), v);
+        };
+        if let Some(v) = self.max_ttft_penalty_ms {
+            put("maxTTFTPenaltyMs", v.into());
+        }
+        if let Some(v) = self.peak_prefill_throughput {
+            put("peakPrefillThroughput", v.into());
+        }
+        if let Some(v) = self.affinity_threshold {
+            put("affinityThreshold", v.into());
+        }
+        if let Some(v) = &self.penalty_mode {
+            put("penaltyMode", v.clone().into());
+        }
+        if let Some(v) = &self.ttft_source {
+            put("ttftSource", v.clone().into());
+        }
+        if let Some(v) = self.max_in_flight_requests_delta {
+            put("maxInFlightRequestsDelta", v.into());
+        }
+        m
+    }
+
+    fn finish(&self, base: &Config, source: &str) -> anyhow::Result<SourcedConfig> {
+        let over = self.overrides();
+        let mut params = match base.to_parameters() {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        let flagged = !over.is_empty();
+        params.extend(over);
+        let mut config = Config::from_value(&Value::Object(params))
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| {
+                format!(
+                    "filter config from {source}{}",
+                    if flagged { " and flags" } else { "" }
+                )
+            })?;
+        if self.legacy_missing_signal {
+            config.missing_signal = MissingSignal::AsZero;
+        }
+        let source = match (source, flagged) {
+            ("default", true) => "flags".to_string(),
+            (s, true) => format!("{s}+flags"),
+            (s, false) => s.to_string(),
+        };
+        Ok(SourcedConfig {
+            source,
+            parameters: config,
+        })
+    }
+
+    /// The config of every deployment.
+    pub fn config_set(&self) -> anyhow::Result<ConfigSet> {
+        let mut default = vec![(String::new(), self.finish(&Config::default(), "default")?)];
+        let mut per: HashMap<String, Vec<(String, SourcedConfig)>> = HashMap::new();
+        let mut seen_default_file = false;
+        for spec in &self.config {
+            let (dep, path) = match spec.split_once('=') {
+                Some((d, p)) if !d.is_empty() && !p.is_empty() => (Some(d.to_string()), p),
+                Some(_) => bail!("--config {spec:?}: expected FILE or DEPLOYMENT=FILE"),
+                None => (None, spec.as_str()),
+            };
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --config {path}"))?;
+            let filters = filters_from_yaml(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+            let many = filters.len() > 1;
+            let mut list = Vec::new();
+            for (name, config) in filters {
+                let src = if many {
+                    format!("file:{path}#{name}")
+                } else {
+                    format!("file:{path}")
+                };
+                list.push((name, self.finish(&config, &src)?));
+            }
+            match dep {
+                Some(d) => {
+                    per.insert(d, list);
+                }
+                None => {
+                    if seen_default_file {
+                        bail!("--config {path}: only one FILE without DEPLOYMENT= may be given");
+                    }
+                    seen_default_file = true;
+                    default = list;
+                }
+            }
+        }
+        Ok(ConfigSet {
+            default,
+            per_deployment: per,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_flags_and_files() {
+        let none = FilterArgs::default().config_set().unwrap();
+        assert_eq!(none.lookup("x", None).source, "default");
+        assert_eq!(none.lookup("x", None).parameters, Config::default());
+
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("epp.yaml");
+        std::fs::write(
+            &f,
+            "plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {maxTTFTPenaltyMs: 5000}\n",
+        )
+        .unwrap();
+        let args = FilterArgs {
+            config: vec![format!("glm={}", f.display())],
+            peak_prefill_throughput: Some(4000.0),
+            ..FilterArgs::default()
+        };
+        let set = args.config_set().unwrap();
+        let glm = set.lookup("glm", None);
+        assert_eq!(glm.parameters.max_ttft_penalty_ms, 5000.0);
+        assert_eq!(glm.parameters.peak_prefill_throughput, 4000.0);
+        assert!(glm.source.starts_with("file:") && glm.source.ends_with("+flags"));
+        let other = set.lookup("other", None);
+        assert_eq!(other.source, "flags");
+        assert_eq!(other.parameters.max_ttft_penalty_ms, 18000.0);
+    }
+
+    #[test]
+    fn bad_flags_get_the_epps_text() {
+        let args = FilterArgs {
+            penalty_mode: Some("matchedTokens".into()),
+            ttft_source: Some("latencyPredictor".into()),
+            ..FilterArgs::default()
+        };
+        let e = format!("{:#}", args.config_set().unwrap_err());
+        assert!(e.contains("requires ttftSource"), "{e}");
+        let args = FilterArgs {
+            config: vec!["/no/such/epp.yaml".into()],
+            ..FilterArgs::default()
+        };
+        let e = format!("{:#}", args.config_set().unwrap_err());
+        assert!(e.contains("/no/such/epp.yaml"), "{e}");
+    }
+}
