@@ -1,3 +1,340 @@
-//! gatecal-parser: see the crate description; filled in by its issue.
+//! # Brief overview
+//!
+//! gatecal-parser turns what an operator captured from the llm-d EPP and
+//! vLLM (`kubectl logs`, with or without `--timestamps`/`--prefix`, several
+//! pods, rotated and gzipped files, stdin) into one [`Decision`] per call of a
+//! prefix-cache-affinity-filter instance, plus the vLLM stats records, and
+//! accounts for every input line in a [`Ledger`].
+//!
+//! bytes → lines ([`ParseOptions::max_line_bytes`] cap) → framing (kubectl
+//! prefix, kubelet timestamp) → a typed [`Event`] per used line → the
+//! [`Assembler`] → [`Item`]s in log order.
+//!
+//! ```
+//! use gatecal_parser::{parse_slice, Item, ParseOptions};
+//! use gatecal_filter::Outcome;
+//!
+//! let log = br#"{"level":"info","ts":1755786974.1,"msg":"EPP received request","x-request-id":"r1"}
+//! {"level":"debug","ts":1755786974.12,"msg":"PrefixCacheAffinityFilter: TTFT load gate broken","x-request-id":"r1","bestStickyTTFT":18834.75,"bestNonStickyTTFT":125.56,"penalty":18709.19,"maxPenalty":18000}
+//! {"level":"debug","ts":1755786974.13,"msg":"Completed running filter plugin successfully","x-request-id":"r1","plugin":"loose-affinity-filter/prefix-cache-affinity-filter","endpoints":[{"name":"p-0","namespace":"llm"},{"name":"p-1","namespace":"llm"}]}
+//! {"level":"info","ts":1755786974.2,"msg":"Request handled","x-request-id":"r1","endpoint":"10.0.0.2:8000"}
+//! "#;
+//! let parsed = parse_slice("epp.log", log, &ParseOptions::default()).unwrap();
+//! let d = parsed.decisions().next().unwrap();
+//! assert_eq!(d.request_id.as_deref(), Some("r1"));
+//! assert_eq!(d.filter.as_deref(), Some("loose-affinity-filter"));
+//! assert_eq!(d.outcome, Some(Outcome::LoadOverride));
+//! assert_eq!(d.logged_penalty_ms(), Some(18709.19));
+//! assert_eq!(d.survivors.as_ref().unwrap().len(), 2);
+//! assert!(parsed.ledger.counts.balanced());
+//! assert_eq!(parsed.ledger.counts.lines_used, 4);
+//! ```
+//!
+//! # Inputs
+//!
+//! [`parse_inputs`] reads [`InputSpec`]s ([`InputSpec::parse`] reads a
+//! command-line argument): files; folders, recursively, in sorted order,
+//! skipping hidden entries; glob patterns (`logs/*/epp*.log*`), in sorted
+//! order; `-` for stdin. Compression is detected by content: a stream that
+//! starts with the gzip magic bytes `1f 8b` is decompressed (concatenated
+//! members too), whatever its name. A file that cannot be opened or read is
+//! a [`ParseError::Io`] naming the path; a path or glob that matches nothing
+//! is [`ParseError::NotFound`].
+//!
+//! Lines end at `\n`; a trailing `\r` (CRLF) and trailing blanks are dropped;
+//! invalid UTF-8 is tolerated (replaced where a value is read). A line longer
+//! than [`ParseOptions::max_line_bytes`] (default
+//! [`DEFAULT_MAX_LINE_BYTES`], 4 MiB) is counted as malformed and skipped up
+//! to the next newline without being buffered: memory never grows with a
+//! line beyond the cap. A last line without a newline (a truncated capture)
+//! is read like any other.
+//!
+//! The format of each input is detected from its first non-blank line: a
+//! JSON object with `"v":1` and `candidates` is the decisions JSON-lines
+//! format ([`DecisionRecord`]); anything else is logs.
+//! [`ParseOptions::format`] forces either.
+//!
+//! # Deployment naming
+//!
+//! Each decision's [`Decision::deployment`] is, in order of precedence:
+//!
+//! 1. `NAME` of a `NAME=PATH` input;
+//! 2. the owner of the EPP pod from the kubectl `[pod/NAME/CONTAINER] `
+//!    prefix: `glm-epp-7c9d8-xk2lp` gives `glm-epp` (see [`pod_owner`]); stable
+//!    across runs and replicas;
+//! 3. the folder: for a folder input, the first folder below it that holds the
+//!    file (`logs/` with `logs/glm-5-2/epp.log` gives `glm-5-2`; a file directly
+//!    in the folder gives the folder's own name);
+//! 4. the pool keys of the line: the namespace of the decision's candidates,
+//!    else the `targetModelName` (or `resolvedTargetModel`, `model`);
+//! 5. the file's parent folder name (`stdin` for standard input).
+//!
+//! vLLM stats records use 1, the owner of their pod (prefix, or the file stem
+//! when it looks like a pod name), 3 and 5.
+//!
+//! # Line shapes
+//!
+//! Every line may start with the kubectl `--prefix` `[pod/NAME/CONTAINER] `
+//! (gives [`Decision::epp_pod`]) and then the kubelet `--timestamps`
+//! RFC3339Nano timestamp and a space (used when the line has no time of its
+//! own). After that, one of:
+//!
+//! | shape | example | counted |
+//! |---|---|---|
+//! | zap JSON (HEAD) | `{"level":"debug","ts":1755786974.1234567,"caller":"prefixcacheaffinity/plugin.go:208","msg":"PrefixCacheAffinityFilter: narrowed to sticky","x-request-id":"r1","affinityThreshold":0.8,"sticky":1,"total":4}` | used if the message is known, else ignored |
+//! | zap JSON (Feb–Mar 2026) | `{"level":"Level(-4)","ts":"2026-03-10T08:15:02Z","msg":"PrefixCacheAffinityFilter: no sticky endpoints","x-request-id":"r1","affinityThreshold":0.8,"total":4}` | as above |
+//! | console encoder (before Feb 12 2026) | `2026-02-10T08:15:02Z⇥DEBUG⇥prefixcacheaffinity/plugin.go:208⇥PrefixCacheAffinityFilter: narrowed to sticky⇥{"x-request-id": "r1", "sticky": 1, "total": 4}` (⇥ = tab) | as above |
+//! | klog | `I0821 14:36:14.123456       1 leaderelection.go:257] attempting to acquire leader lease` | ignored |
+//! | vLLM stats v0 | `INFO 08-21 14:36:14 metrics.py:351] Avg prompt throughput: 1234.5 tokens/s, Avg generation throughput: 56.7 tokens/s, Running: 3 reqs, Swapped: 0 reqs, Pending: 1 reqs, GPU KV cache usage: 12.3%, CPU KV cache usage: 0.0%.` | used |
+//! | vLLM stats v1 | `(APIServer pid=1) INFO 08-21 14:36:14 [loggers.py:123] Engine 000: Avg prompt throughput: 8192.0 tokens/s, Avg generation throughput: 12.0 tokens/s, Running: 2 reqs, Waiting: 5 reqs, GPU KV cache usage: 40.1%, Prefix cache hit rate: 45.6%` | used |
+//! | other vLLM records | `INFO 08-21 14:36:14 [api_server.py:1] Started server process` | ignored |
+//! | kubectl error | `error: unexpected EOF` | ignored |
+//! | Go panic | `panic: runtime error: ...`, `goroutine 1 [running]:`, tab-indented frames | ignored |
+//! | blank | `` | ignored |
+//! | JSON fragment | `r-17","plugin":"x"}` (a line cut at its start) | malformed |
+//! | broken JSON | `{"level":"debug","msg":"Request handled","x-req` | malformed |
+//! | too long | a line over the cap | malformed |
+//! | anything else | `hello` | ignored |
+//!
+//! A JSON line whose message is not one the parser reads is counted as
+//! ignored after checking only that it ends with `}` (cheap detection of
+//! truncation), without parsing the rest: that is the hot path.
+//!
+//! # Messages read
+//!
+//! Each with one example (context keys such as `x-request-id`,
+//! `objectiveKey`, `incomingModelName`, `targetModelName`, `priority` or
+//! `criticality` may precede the call-site keys; any key may be missing;
+//! unknown keys are ignored; duplicate keys are allowed, the last wins).
+//!
+//! | message | example call-site keys | event |
+//! |---|---|---|
+//! | `PrefixCacheAffinityFilter: exploration skip, keeping all` | `"affinityThreshold":0.8,"total":4` | [`Event::Filter`] |
+//! | `PrefixCacheAffinityFilter: epsilon skip, keeping all` (G0) | `"tau":0.8,"total":4` | [`Event::Filter`] |
+//! | `PrefixCacheAffinityFilter: no sticky endpoints` | `"affinityThreshold":0.8,"total":4` (MF: `"minCachedTokensFraction":0.5,"minCachedTokens":7964`) | [`Event::Filter`] |
+//! | `PrefixCacheAffinityFilter: TTFT load gate broken` | `"bestStickyTTFT":18834.75,"bestNonStickyTTFT":125.56,"penalty":18709.19,"maxPenalty":18000` (P2251: `"prefillThroughput":15928`) | [`Event::Filter`] |
+//! | `PrefixCacheAffinityFilter: TTFT load gate skipped, missing signal` (V5, V6) | `"stickyObserved":true,"nonStickyObserved":false` | [`Event::Filter`] |
+//! | `PrefixCacheAffinityFilter: in-flight tokens load gate broken` (V2) | `"bestStickyTokens":300000,"bestNonStickyTokens":2000,"penalty":298000,"maxPenalty":100000` | [`Event::Filter`] |
+//! | `PrefixCacheAffinityFilter: in-flight request gate broken` (V6a) | `"stickyRequests":9,"nonStickyRequests":1,"maxDelta":4,"stickyRequestTTFT":900.5,"nonStickyRequestTTFT":300.2,"maxPenalty":18000` | [`Event::Filter`] |
+//! | `PrefixCacheAffinityFilter: in-flight request gate broken` (V6b) | `"stickyRequests":9,"nonStickyRequests":1,"maxDelta":4,"added":2` | [`Event::Filter`] |
+//! | `PrefixCacheAffinityFilter: narrowed to sticky` | `"affinityThreshold":0.8,"sticky":1,"total":4` (P2251: `"bestStickyTTFT":120.5,"prefillThroughput":15928`) | [`Event::Filter`] |
+//! | `PrefixCacheAffinityFilter: session cost gate` (SC) | `"stickyCost":1.5,"nonStickyCost":2.5,"remainingTurns":3` | [`Event::Filter`] |
+//! | `PrefixCacheAffinityFilter: calculated endpoint TTFT` (P2251) | `"endpoint":{"name":"p-0","namespace":"llm"},"throughput":15928,"inFlightTokens":41000` | [`Event::EndpointTtft`] |
+//! | `PrefixCacheAffinityFilter: peak prefill throughput resolved` (V5) | `"peakPrefillThroughput":15928,"source":"calibrated"` | [`Event::PeakPrefillResolved`] |
+//! | `PrefixCacheAffinityFilter: calibration skipped, keeping peakPrefillThroughput default` (V5) | `"peakPrefillThroughput":15928,"reason":"no file"` | [`Event::CalibrationSkipped`] |
+//! | `EPP received request` | (context only) | [`Event::ReceivedRequest`] |
+//! | `Running scheduler profile` | `"profile":"decode"` | [`Event::SchedulerProfile`] |
+//! | `Before running filter plugins` | `"endpoints":[{…,"ID":{"Namespace":"llm","Name":"p-0"},…}]` | [`Event::BeforeFilters`] |
+//! | `Running filter plugin` | `"plugin":"loose-affinity-filter/prefix-cache-affinity-filter"` | [`Event::RunningFilter`] |
+//! | `Completed running filter plugin successfully` | `"plugin":"…","endpoints":[…]` | [`Event::FilterCompleted`] |
+//! | `Filter eliminated all endpoints` | `"plugin":"…","endpointsBefore":4` | [`Event::FilterEliminatedAll`] |
+//! | `Completed running filter plugins` / `… successfully` | `"remainingEndpoints":2` | [`Event::FiltersCompleted`] |
+//! | `Calculated score` | `"plugin":"token-load-scorer/token-load-scorer","endpoint":{"name":"p-0","namespace":"llm"},"score":0.997` | [`Event::Score`] |
+//! | `TokenLoadScorer scoring` | `"endpoint":"llm/p-0","tokenLoad":12288,"score":0.997` | [`Event::TokenLoad`] |
+//! | `Computed hit percentage for prefix cache` | `"absolute hit prefix len (tokens)":1408,"prompt length (token)":1600` | [`Event::HitPercentage`] |
+//! | `Completed running picker plugin successfully` | `"result":{"TargetEndpoints":[…],"ScoredCandidates":null}` | [`Event::PickerCompleted`] |
+//! | `Request handled` | `"endpoint":"10.0.0.2:8000"` | [`Event::RequestHandled`] |
+//!
+//! Levels are read in every spelling (`debug`, `info`, `trace`, `error`,
+//! `dpanic`, `Level(-4)`, `LEVEL(-4)`, `DEBUG`); `ts` as an epoch float or an
+//! RFC3339 string. Numbers are read as `f64` whether written as integers,
+//! floats, 309-digit integers (`math.MaxFloat64`, flagged
+//! [`ValueFlags::huge`]) or the strings `"NaN"`, `"+Inf"`, `"-Inf"`
+//! (flagged [`ValueFlags::non_finite`]). Endpoint ids are normalised to
+//! `namespace/name` from `{"name","namespace"}`, `{"Name","Namespace"}`,
+//! `"ns/name"`, reflected dumps (`"ID":{"Namespace","Name"}`); `"ip:port"`
+//! and bare names are kept as they are, and so is a `-rank-N` suffix (a
+//! distinct endpoint).
+//!
+//! # Assembly
+//!
+//! See [`Assembler`] for the rules (grouping, profile runs, instances,
+//! retries, bounds). Defaults: [`DEFAULT_MAX_OPEN_REQUESTS`] open requests,
+//! [`DEFAULT_MAX_OPEN_AGE_SECS`] seconds of log time.
+//!
+//! # Errors and panics
+//!
+//! No input bytes make the parser panic (a property test feeds arbitrary and
+//! mutated lines). Malformed lines are counted, and the first
+//! [`ParseOptions::keep_malformed`] kept with `file:line` and the reason;
+//! with [`ParseOptions::strict`] the first one is a [`ParseError::Malformed`].
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+
+mod assemble;
+mod classify;
+mod decision;
+mod engine;
+mod error;
+mod event;
+mod fields;
+mod frame;
+mod input;
+mod json;
+mod ledger;
+mod lines;
+mod record;
+mod time;
+mod vllm;
+
+use std::io::Read;
+use std::path::Path;
+
+pub use assemble::{Assembler, AssemblerLimits, DeploymentNaming};
+pub use decision::{
+    CandidateObs, Completion, Decision, FilterExtras, FilterMsg, SourceLoc, ValueFlags,
+};
+pub use error::ParseError;
+pub use event::{Event, FilterLine, LineMeta};
+pub use input::{InputSource, InputSpec, pod_owner};
+pub use ledger::{
+    Counts, InputFormat, InputLedger, Ledger, LineShape, MalformedLine, MalformedReason,
+    ShapeCounts,
+};
+pub use record::{
+    CandidateRecord, DecisionRecord, DecisionWriter, RECORD_VERSION, looks_like_record,
+};
+pub use vllm::{VllmStats, VllmStatsVersion};
+
+/// Default line-length cap, bytes: 4 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 4 << 20;
+/// Default cap on open (unfinished) requests.
+pub const DEFAULT_MAX_OPEN_REQUESTS: usize = 10_000;
+/// Default age limit of an idle open request, seconds of log time.
+pub const DEFAULT_MAX_OPEN_AGE_SECS: f64 = 60.0;
+
+/// Options of a parse.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParseOptions {
+    /// Input format; [`InputFormat::Auto`] detects it per input.
+    pub format: InputFormat,
+    /// Longest line read, bytes; longer lines are malformed and skipped.
+    pub max_line_bytes: usize,
+    /// Open requests at most (the least recently active is evicted beyond).
+    pub max_open_requests: usize,
+    /// Seconds of log time an open request may stay idle before eviction.
+    pub max_open_age_secs: f64,
+    /// Make the first malformed line an error.
+    pub strict: bool,
+    /// How many malformed lines to keep per input for the report.
+    pub keep_malformed: usize,
+    /// The year of vLLM records (their prefix has none); see [`VllmStats`].
+    pub year: Option<i32>,
+    /// Emit a `not_applicable` decision ([`FilterMsg::None`]) for a
+    /// prefix-cache-affinity instance whose `Completed running filter plugin
+    /// successfully` line has no filter line before it (at `-v=4` the filter
+    /// logs nothing only for at most one candidate or a threshold `<= 0`).
+    pub infer_not_applicable: bool,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            format: InputFormat::Auto,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            max_open_requests: DEFAULT_MAX_OPEN_REQUESTS,
+            max_open_age_secs: DEFAULT_MAX_OPEN_AGE_SECS,
+            strict: false,
+            keep_malformed: 10,
+            year: None,
+            infer_not_applicable: false,
+        }
+    }
+}
+
+/// One output item, in log order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    /// An assembled (or read) decision.
+    Decision(Box<Decision>),
+    /// A vLLM stats record.
+    VllmStats(Box<VllmStats>),
+}
+
+/// The result of [`parse_slice`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Parsed {
+    /// Decisions and vLLM stats, in log order.
+    pub items: Vec<Item>,
+    /// The input's ledger.
+    pub ledger: InputLedger,
+}
+
+impl Parsed {
+    /// The decisions.
+    pub fn decisions(&self) -> impl Iterator<Item = &Decision> {
+        self.items.iter().filter_map(|i| match i {
+            Item::Decision(d) => Some(&**d),
+            Item::VllmStats(_) => None,
+        })
+    }
+
+    /// The vLLM stats records.
+    pub fn vllm_stats(&self) -> impl Iterator<Item = &VllmStats> {
+        self.items.iter().filter_map(|i| match i {
+            Item::VllmStats(s) => Some(&**s),
+            Item::Decision(_) => None,
+        })
+    }
+}
+
+/// Parses every input in order, passing decisions and vLLM stats to `sink`
+/// in log order, and returns the ledger. Each input file is assembled on
+/// its own (a request cut across two files gives incomplete decisions).
+pub fn parse_inputs(
+    inputs: &[InputSpec],
+    opts: &ParseOptions,
+    mut sink: impl FnMut(Item),
+) -> Result<Ledger, ParseError> {
+    let files = input::expand(inputs)?;
+    let mut ledger = Ledger::default();
+    for f in files {
+        let naming = DeploymentNaming {
+            explicit: f.explicit.clone(),
+            folder: f.folder.clone(),
+            fallback: f.fallback.clone(),
+        };
+        let il = match &f.path {
+            None => engine::run(std::io::stdin(), &f.display, naming, opts, &mut sink)?,
+            Some(p) => {
+                let file = std::fs::File::open(p).map_err(|e| ParseError::io(p, e))?;
+                engine::run(file, &f.display, naming, opts, &mut sink)?
+            }
+        };
+        ledger.push(il, opts.keep_malformed);
+    }
+    Ok(ledger)
+}
+
+/// Parses one stream (plain or gzip, detected by content). `name` locates
+/// its lines in [`SourceLoc`]s and errors.
+pub fn parse_reader<R: Read>(
+    reader: R,
+    name: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    mut sink: impl FnMut(Item),
+) -> Result<InputLedger, ParseError> {
+    engine::run(reader, name, naming, opts, &mut sink)
+}
+
+/// Parses bytes in memory (plain or gzip) and collects the items. The
+/// deployment fallback is derived from `name` as for a file path.
+pub fn parse_slice(name: &str, bytes: &[u8], opts: &ParseOptions) -> Result<Parsed, ParseError> {
+    let p = Path::new(name);
+    let fallback = p
+        .parent()
+        .and_then(|d| d.file_name())
+        .or_else(|| p.file_stem())
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "default".to_string());
+    let mut items = Vec::new();
+    let ledger = engine::run(
+        bytes,
+        name,
+        DeploymentNaming::fallback(fallback),
+        opts,
+        &mut |i| items.push(i),
+    )?;
+    Ok(Parsed { items, ledger })
+}

@@ -1,0 +1,710 @@
+//! Assembly: events to decisions, one per (request id, profile run, filter
+//! instance).
+//!
+//! # Rules
+//!
+//! * Lines are grouped by `x-request-id` (and the kubectl pod, when several
+//!   pods share one file). One request's lines come in program order; other
+//!   requests interleave freely; `ts` may regress slightly and is not used
+//!   for ordering.
+//! * `EPP received request` starts a new request: an open request under the
+//!   same id is closed first ([`Completion::Superseded`]), so retries and
+//!   reused ids give separate decisions.
+//! * A profile run starts at `Running scheduler profile` (`-v=3`), or, in
+//!   `-v=4`-only logs, at `Before running filter plugins` or the PD decider's
+//!   `Computed hit percentage for prefix cache` line once the current run has
+//!   filter activity, or when a filter instance repeats within a run.
+//! * A `PrefixCacheAffinityFilter: ` outcome line (with any preceding P2251
+//!   per-endpoint lines) is attached to the next `Completed running filter
+//!   plugin successfully` (or `Filter eliminated all endpoints`) of the same
+//!   request: its `plugin` gives the instance `name/type` and its endpoints
+//!   the survivors. `Running filter plugin` names the instance early, for
+//!   logs whose completion line is missing.
+//! * Scorer lines (`Calculated score`, `TokenLoadScorer scoring`) and the
+//!   picker result are attached to every decision of the current profile run.
+//! * Decisions are emitted when the request closes: at `Request handled`,
+//!   at a new `EPP received request` for the id, at eviction, or at the end of
+//!   the input.
+//! * Open requests are bounded: at most
+//!   [`ParseOptions::max_open_requests`](crate::ParseOptions::max_open_requests)
+//!   (the least recently active is evicted first), and none idle longer than
+//!   [`ParseOptions::max_open_age_secs`](crate::ParseOptions::max_open_age_secs)
+//!   of log time (measured against the latest `ts` seen, so a regressing `ts`
+//!   never evicts early). Evicted requests' decisions are emitted with
+//!   [`Completion::Evicted`] and counted.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::decision::{CandidateObs, Completion, Decision, FilterMsg, SourceLoc};
+use crate::event::{Event, FilterLine, LineMeta};
+use crate::input::pod_owner;
+
+/// A small fast hasher for request ids (FxHash's multiply-rotate).
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+        for &b in chunks.remainder() {
+            h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+        self.0 = h;
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+
+/// How the deployment of a decision is named, most specific first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeploymentNaming {
+    /// `NAME=PATH`: always wins.
+    pub explicit: Option<String>,
+    /// The folder below a folder input that holds the file.
+    pub folder: Option<String>,
+    /// The last resort (the file's parent folder or stem, `stdin`).
+    pub fallback: String,
+}
+
+impl DeploymentNaming {
+    /// A naming with only a fallback name.
+    pub fn fallback(name: impl Into<String>) -> DeploymentNaming {
+        DeploymentNaming {
+            fallback: name.into(),
+            ..DeploymentNaming::default()
+        }
+    }
+
+    /// A naming with an explicit name.
+    pub fn explicit(name: impl Into<String>) -> DeploymentNaming {
+        let name = name.into();
+        DeploymentNaming {
+            fallback: name.clone(),
+            explicit: Some(name),
+            folder: None,
+        }
+    }
+
+    /// The deployment for a line from `pod` (kubectl prefix), with pool
+    /// keys `namespace` (of the candidates) and `model` as later choices.
+    /// Precedence: explicit `NAME=`, the pod's owner, the folder, the
+    /// namespace, the model, the fallback.
+    pub fn resolve(
+        &self,
+        pod: Option<&str>,
+        namespace: Option<&str>,
+        model: Option<&str>,
+    ) -> String {
+        if let Some(e) = &self.explicit {
+            return e.clone();
+        }
+        if let Some(p) = pod {
+            return pod_owner(p).to_string();
+        }
+        if let Some(f) = &self.folder {
+            return f.clone();
+        }
+        if let Some(ns) = namespace {
+            return ns.to_string();
+        }
+        if let Some(m) = model {
+            return m.to_string();
+        }
+        self.fallback.clone()
+    }
+}
+
+/// Limits of the assembler.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AssemblerLimits {
+    /// Open requests at most; the least recently active is evicted beyond.
+    pub max_open_requests: usize,
+    /// Log-time seconds a request may stay idle before it is evicted.
+    pub max_open_age_secs: f64,
+    /// Emit a `not_applicable` decision for an affinity filter instance whose
+    /// completion line has no filter line before it.
+    pub infer_not_applicable: bool,
+}
+
+struct Req {
+    serial: u64,
+    request_id: Option<String>,
+    pod: Option<String>,
+    model: Option<String>,
+    last_ts: f64,
+    first_line: u64,
+    saw_profile_line: bool,
+    decider_run: Option<u32>,
+    profile: Option<String>,
+    run: u32,
+    run_active: bool,
+    run_candidates: Option<Vec<String>>,
+    last_survivors: Option<Vec<String>>,
+    running_filter: Option<String>,
+    instances: Vec<String>,
+    pending: Option<Decision>,
+    pending_has_outcome: bool,
+    run_decisions: Vec<Decision>,
+    done: Vec<Decision>,
+    prompt_tokens: Option<f64>,
+    hit_prefix_tokens: Option<f64>,
+    handled_endpoint: Option<String>,
+}
+
+struct QEntry {
+    serial: u64,
+    enq_ts: f64,
+    key: String,
+}
+
+/// Assembles events into decisions. Feed it every event of one input in
+/// order with [`Assembler::feed`]; call [`Assembler::finish`] at the end.
+pub struct Assembler {
+    file: String,
+    naming: DeploymentNaming,
+    limits: AssemblerLimits,
+    reqs: FxMap<String, Req>,
+    queue: VecDeque<QEntry>,
+    next_serial: u64,
+    max_ts: f64,
+    scratch: String,
+    requests_evicted: u64,
+}
+
+fn split_plugin(plugin: &str) -> (String, Option<String>) {
+    match plugin.split_once('/') {
+        Some((n, t)) => (n.to_string(), Some(t.to_string())),
+        None => (plugin.to_string(), None),
+    }
+}
+
+fn is_affinity_type(t: Option<&str>, name: &str) -> bool {
+    t.unwrap_or(name).contains("prefix-cache-affinity")
+}
+
+fn candidate_mut<'d>(d: &'d mut Decision, endpoint: &str) -> &'d mut CandidateObs {
+    let i = match d.candidates.iter().position(|c| c.endpoint == endpoint) {
+        Some(i) => i,
+        None => {
+            d.candidates.push(CandidateObs::new(endpoint));
+            d.candidates.len() - 1
+        }
+    };
+    &mut d.candidates[i]
+}
+
+fn nonneg_int(x: f64) -> Option<u32> {
+    (x.is_finite() && x >= 0.0 && x <= f64::from(u32::MAX)).then_some(x as u32)
+}
+
+impl Req {
+    fn new(serial: u64, meta: &LineMeta, line: u64, ts: f64) -> Req {
+        Req {
+            serial,
+            request_id: meta.request_id.clone(),
+            pod: meta.pod.clone(),
+            model: meta.model.clone(),
+            last_ts: ts,
+            first_line: line,
+            saw_profile_line: false,
+            decider_run: None,
+            profile: None,
+            run: 0,
+            run_active: false,
+            run_candidates: None,
+            last_survivors: None,
+            running_filter: None,
+            instances: Vec::new(),
+            pending: None,
+            pending_has_outcome: false,
+            run_decisions: Vec::new(),
+            done: Vec::new(),
+            prompt_tokens: None,
+            hit_prefix_tokens: None,
+            handled_endpoint: None,
+        }
+    }
+
+    fn new_decision(&self, file: &str, line: u64, ts: Option<f64>) -> Decision {
+        let cands = self
+            .last_survivors
+            .as_ref()
+            .or(self.run_candidates.as_ref())
+            .map(|v| v.iter().map(CandidateObs::new).collect())
+            .unwrap_or_default();
+        Decision {
+            ts,
+            profile: self.profile.clone(),
+            profile_run: self.run,
+            source: SourceLoc {
+                file: file.to_string(),
+                line,
+            },
+            candidates: cands,
+            ..Decision::default()
+        }
+    }
+
+    fn finalize_pending(&mut self) {
+        if let Some(mut d) = self.pending.take() {
+            if d.filter.is_none()
+                && let Some(p) = &self.running_filter
+            {
+                let (n, t) = split_plugin(p);
+                d.filter = Some(n);
+                d.filter_type = t;
+            }
+            self.run_decisions.push(d);
+        }
+        self.pending_has_outcome = false;
+    }
+
+    fn end_run(&mut self) {
+        self.finalize_pending();
+        self.done.append(&mut self.run_decisions);
+        self.run_candidates = None;
+        self.last_survivors = None;
+        self.running_filter = None;
+        self.instances.clear();
+    }
+
+    fn new_run(&mut self) {
+        self.end_run();
+        if self.run_active {
+            self.run += 1;
+        }
+        self.run_active = false;
+    }
+
+    /// Decisions that scorer and picker lines apply to.
+    fn scored(&mut self) -> impl Iterator<Item = &mut Decision> {
+        self.run_decisions.iter_mut().chain(self.pending.iter_mut())
+    }
+
+    fn complete_filter(
+        &mut self,
+        plugin: &str,
+        survivors: Option<Vec<String>>,
+        file: &str,
+        line: u64,
+        ts: Option<f64>,
+        infer: bool,
+    ) {
+        let (name, ty) = split_plugin(plugin);
+        if self.pending.is_none() && self.instances.contains(&name) {
+            self.new_run();
+        }
+        let d = match self.pending.take() {
+            Some(d) => Some(d),
+            None if infer && is_affinity_type(ty.as_deref(), &name) => {
+                let mut d = self.new_decision(file, line, ts);
+                d.message = FilterMsg::None;
+                d.outcome = FilterMsg::None.outcome();
+                Some(d)
+            }
+            None => None,
+        };
+        if let Some(mut d) = d {
+            d.filter = Some(name.clone());
+            d.filter_type = ty;
+            if let Some(s) = &survivors {
+                for c in &mut d.candidates {
+                    c.survived = Some(s.contains(&c.endpoint));
+                }
+                for e in s {
+                    if !d.candidates.iter().any(|c| c.endpoint == *e) {
+                        let mut c = CandidateObs::new(e.clone());
+                        c.survived = Some(true);
+                        d.candidates.push(c);
+                    }
+                }
+            }
+            d.survivors = survivors.clone();
+            self.run_decisions.push(d);
+        }
+        self.pending_has_outcome = false;
+        self.instances.push(name);
+        if let Some(s) = survivors {
+            self.last_survivors = Some(s);
+        }
+        self.running_filter = None;
+        self.run_active = true;
+    }
+}
+
+fn apply_filter_line(d: &mut Decision, l: FilterLine) {
+    d.message = l.msg;
+    d.outcome = match l.msg {
+        FilterMsg::SessionCostGate => match (l.extras.sticky_cost, l.extras.non_sticky_cost) {
+            (Some(s), Some(n)) if s <= n => Some(gatecal_filter::Outcome::Sticky),
+            (Some(_), Some(_)) => Some(gatecal_filter::Outcome::LoadOverride),
+            _ => None,
+        },
+        m => m.outcome(),
+    };
+    d.affinity_threshold = l.affinity_threshold;
+    d.total = l.total.and_then(nonneg_int);
+    d.sticky = l.sticky.and_then(nonneg_int);
+    d.best_sticky_ttft_ms = l.best_sticky_ttft_ms;
+    d.best_non_sticky_ttft_ms = l.best_non_sticky_ttft_ms;
+    d.penalty = l.penalty;
+    d.max_penalty = l.max_penalty;
+    d.extras = l.extras;
+    d.flags = d.flags.union(l.flags);
+}
+
+impl Assembler {
+    /// An assembler for one input whose lines are located in `file`.
+    pub fn new(
+        file: impl Into<String>,
+        naming: DeploymentNaming,
+        limits: AssemblerLimits,
+    ) -> Assembler {
+        Assembler {
+            file: file.into(),
+            naming,
+            limits,
+            reqs: FxMap::default(),
+            queue: VecDeque::new(),
+            next_serial: 0,
+            max_ts: f64::NEG_INFINITY,
+            scratch: String::new(),
+            requests_evicted: 0,
+        }
+    }
+
+    /// Requests evicted so far.
+    pub fn requests_evicted(&self) -> u64 {
+        self.requests_evicted
+    }
+
+    /// Requests currently open.
+    pub fn open_requests(&self) -> usize {
+        self.reqs.len()
+    }
+
+    /// The naming used for deployments.
+    pub fn naming(&self) -> &DeploymentNaming {
+        &self.naming
+    }
+
+    fn key_into(scratch: &mut String, meta: &LineMeta) {
+        scratch.clear();
+        if let Some(id) = &meta.request_id {
+            scratch.push_str(id);
+        }
+        if let Some(p) = &meta.pod {
+            scratch.push('\u{1f}');
+            scratch.push_str(p);
+        }
+    }
+
+    /// Feeds one event from line `line`. Decisions that close are passed to `emit`.
+    pub fn feed(
+        &mut self,
+        line: u64,
+        meta: &LineMeta,
+        event: Event,
+        emit: &mut dyn FnMut(Decision),
+    ) {
+        if matches!(
+            event,
+            Event::VllmStats(_)
+                | Event::PeakPrefillResolved { .. }
+                | Event::CalibrationSkipped { .. }
+        ) {
+            return;
+        }
+        let ts = meta.ts.or(meta.kubelet_ts);
+        let mut advanced = false;
+        if let Some(t) = ts
+            && t > self.max_ts
+        {
+            self.max_ts = t;
+            advanced = true;
+        }
+        let touch = ts.unwrap_or(self.max_ts);
+        Self::key_into(&mut self.scratch, meta);
+        if matches!(event, Event::ReceivedRequest)
+            && let Some(old) = self.reqs.remove(self.scratch.as_str())
+        {
+            self.close(old, Completion::Superseded, emit);
+        }
+        if !self.reqs.contains_key(self.scratch.as_str()) {
+            if matches!(event, Event::RequestHandled { .. }) {
+                // Nothing open: a request that started before the log.
+                return;
+            }
+            let serial = self.next_serial;
+            self.next_serial += 1;
+            let key = self.scratch.clone();
+            self.queue.push_back(QEntry {
+                serial,
+                enq_ts: touch,
+                key: key.clone(),
+            });
+            self.reqs.insert(key, Req::new(serial, meta, line, touch));
+            if self.reqs.len() > self.limits.max_open_requests {
+                self.evict_oldest(emit);
+            }
+        }
+        let file = self.file.as_str();
+        let infer = self.limits.infer_not_applicable;
+        let Some(r) = self.reqs.get_mut(self.scratch.as_str()) else {
+            return;
+        };
+        if touch > r.last_ts || r.last_ts.is_nan() {
+            r.last_ts = touch;
+        }
+        if r.model.is_none() {
+            r.model.clone_from(&meta.model);
+        }
+        match event {
+            Event::ReceivedRequest => {}
+            Event::SchedulerProfile { profile } => {
+                if r.run_active {
+                    r.new_run();
+                }
+                r.profile = Some(profile);
+                r.saw_profile_line = true;
+            }
+            Event::BeforeFilters { endpoints } => {
+                if r.run_active {
+                    r.new_run();
+                }
+                r.run_candidates = Some(endpoints);
+                r.last_survivors = None;
+            }
+            Event::HitPercentage {
+                prompt_tokens,
+                hit_prefix_tokens,
+            } => {
+                r.prompt_tokens = prompt_tokens.or(r.prompt_tokens);
+                r.hit_prefix_tokens = hit_prefix_tokens.or(r.hit_prefix_tokens);
+                if r.run_active || r.run_candidates.is_some() {
+                    r.run_active = true;
+                    r.new_run();
+                }
+                if r.decider_run.is_none() {
+                    r.decider_run = Some(r.run);
+                }
+            }
+            Event::RunningFilter { plugin } => {
+                let (name, _) = split_plugin(&plugin);
+                if r.instances.contains(&name) {
+                    r.new_run();
+                }
+                if r.pending_has_outcome {
+                    r.finalize_pending();
+                }
+                r.running_filter = Some(plugin);
+                r.run_active = true;
+            }
+            Event::Filter(l) => {
+                if r.pending_has_outcome {
+                    r.finalize_pending();
+                }
+                let mut d = match r.pending.take() {
+                    Some(d) => d,
+                    None => r.new_decision(file, line, ts),
+                };
+                d.ts = ts;
+                d.source.line = line;
+                if d.model.is_none() {
+                    d.model.clone_from(&meta.model);
+                }
+                apply_filter_line(&mut d, l);
+                r.pending = Some(d);
+                r.pending_has_outcome = true;
+                r.run_active = true;
+            }
+            Event::EndpointTtft {
+                endpoint,
+                throughput,
+                in_flight_tokens,
+            } => {
+                if r.pending_has_outcome {
+                    r.finalize_pending();
+                }
+                if r.pending.is_none() {
+                    r.pending = Some(r.new_decision(file, line, ts));
+                }
+                if let Some(d) = r.pending.as_mut() {
+                    let c = candidate_mut(d, &endpoint);
+                    c.throughput = throughput;
+                    c.in_flight_tokens = in_flight_tokens
+                        .filter(|x| x.is_finite() && x.abs() < 9.0e18)
+                        .map(|x| x as i64);
+                    c.ttft_ms = match (in_flight_tokens, throughput) {
+                        (Some(t), Some(p)) if p > 0.0 => Some(t / p * 1000.0),
+                        _ => None,
+                    };
+                }
+                r.run_active = true;
+            }
+            Event::FilterCompleted { plugin, survivors } => {
+                r.complete_filter(&plugin, survivors, file, line, ts, infer);
+            }
+            Event::FilterEliminatedAll { plugin } => {
+                r.complete_filter(&plugin, Some(Vec::new()), file, line, ts, infer);
+            }
+            Event::FiltersCompleted { .. } => {
+                r.finalize_pending();
+            }
+            Event::Score {
+                plugin,
+                endpoint,
+                score,
+            } => {
+                for d in r.scored() {
+                    candidate_mut(d, &endpoint)
+                        .scores
+                        .push((plugin.clone(), score));
+                }
+                r.run_active = true;
+            }
+            Event::TokenLoad {
+                endpoint,
+                token_load,
+                ..
+            } => {
+                for d in r.scored() {
+                    candidate_mut(d, &endpoint).token_load = Some(token_load);
+                }
+                r.run_active = true;
+            }
+            Event::PickerCompleted { targets } => {
+                if !targets.is_empty() {
+                    let chosen = targets.join(",");
+                    for d in r.scored() {
+                        d.chosen = Some(chosen.clone());
+                    }
+                }
+            }
+            Event::RequestHandled { endpoint } => {
+                r.handled_endpoint = endpoint;
+                if let Some(r) = self.reqs.remove(self.scratch.as_str()) {
+                    self.close(r, Completion::Handled, emit);
+                }
+            }
+            Event::VllmStats(_)
+            | Event::PeakPrefillResolved { .. }
+            | Event::CalibrationSkipped { .. } => {}
+        }
+        if advanced {
+            self.evict_aged(emit);
+        }
+        if self.queue.len() > 2 * self.reqs.len() + 1024 {
+            let reqs = &self.reqs;
+            self.queue.retain(|e| {
+                reqs.get(e.key.as_str())
+                    .is_some_and(|r| r.serial == e.serial)
+            });
+        }
+    }
+
+    fn evict_aged(&mut self, emit: &mut dyn FnMut(Decision)) {
+        let threshold = self.max_ts - self.limits.max_open_age_secs;
+        while let Some(front) = self.queue.front() {
+            if front.enq_ts >= threshold || front.enq_ts.is_nan() {
+                break;
+            }
+            let Some(e) = self.queue.pop_front() else {
+                break;
+            };
+            let live = self
+                .reqs
+                .get(e.key.as_str())
+                .filter(|r| r.serial == e.serial)
+                .map(|r| r.last_ts);
+            match live {
+                Some(last) if last < threshold => {
+                    if let Some(r) = self.reqs.remove(e.key.as_str()) {
+                        self.requests_evicted += 1;
+                        self.close(r, Completion::Evicted, emit);
+                    }
+                }
+                Some(last) => self.queue.push_back(QEntry { enq_ts: last, ..e }),
+                None => {}
+            }
+        }
+    }
+
+    fn evict_oldest(&mut self, emit: &mut dyn FnMut(Decision)) {
+        while let Some(e) = self.queue.pop_front() {
+            let live = self
+                .reqs
+                .get(e.key.as_str())
+                .is_some_and(|r| r.serial == e.serial);
+            if live && e.key != self.scratch {
+                if let Some(r) = self.reqs.remove(e.key.as_str()) {
+                    self.requests_evicted += 1;
+                    self.close(r, Completion::Evicted, emit);
+                }
+                return;
+            }
+            if live {
+                // The request being fed: keep it.
+                self.queue.push_back(e);
+                if self.reqs.len() <= 1 {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn close(&self, mut r: Req, how: Completion, emit: &mut dyn FnMut(Decision)) {
+        r.end_run();
+        let infer_profiles = !r.saw_profile_line && r.decider_run.is_some();
+        for mut d in r.done.drain(..) {
+            d.request_id.clone_from(&r.request_id);
+            d.epp_pod.clone_from(&r.pod);
+            if d.model.is_none() {
+                d.model.clone_from(&r.model);
+            }
+            if infer_profiles {
+                let before = r.decider_run.is_some_and(|k| d.profile_run < k);
+                d.profile = Some(if before { "decode" } else { "prefill" }.to_string());
+                d.profile_inferred = true;
+            }
+            d.prompt_tokens = r.prompt_tokens;
+            d.hit_prefix_tokens = r.hit_prefix_tokens;
+            if d.chosen.is_none() {
+                d.chosen.clone_from(&r.handled_endpoint);
+            }
+            if d.source.line == 0 {
+                d.source.line = r.first_line;
+            }
+            let ns = d
+                .candidates
+                .iter()
+                .find_map(|c| c.endpoint.split_once('/').map(|(n, _)| n));
+            d.deployment = self
+                .naming
+                .resolve(r.pod.as_deref(), ns, d.model.as_deref());
+            d.completion = how;
+            emit(d);
+        }
+    }
+
+    /// Closes every open request ([`Completion::EndOfInput`]), in the order
+    /// they were opened.
+    pub fn finish(&mut self, emit: &mut dyn FnMut(Decision)) {
+        let mut all: Vec<Req> = self.reqs.drain().map(|(_, r)| r).collect();
+        all.sort_by_key(|r| r.serial);
+        self.queue.clear();
+        for r in all {
+            self.close(r, Completion::EndOfInput, emit);
+        }
+    }
+}

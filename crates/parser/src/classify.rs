@@ -1,0 +1,517 @@
+//! One line to one [`Class`]: an event, an ignored shape, or a malformed line.
+//!
+//! The hot path: after framing, a zap JSON line is looked at only through a
+//! literal search for `"msg":"` and a table lookup of the message. Lines with
+//! other messages are counted as ignored after a single cheap check (the line
+//! must end with `}`), without any JSON work or allocation. Only lines with a
+//! known message are scanned, borrowing every value, and only the keys the
+//! event needs are converted.
+
+use std::sync::OnceLock;
+
+use memchr::memmem::Finder;
+
+use crate::decision::{FilterMsg, ValueFlags};
+use crate::event::{Event, FilterLine, LineMeta};
+use crate::fields::{self, Fields, Key};
+use crate::json::{self, Val};
+use crate::ledger::{LineShape, MalformedReason};
+use crate::vllm;
+
+/// The classification of one line.
+pub(crate) enum Class {
+    /// The line gave an event.
+    Used(Box<Used>),
+    /// A well-formed line the analysis does not need.
+    Ignored(LineShape),
+    /// A line that could not be read.
+    Malformed(LineShape, MalformedReason),
+}
+
+/// A used line.
+pub(crate) struct Used {
+    pub meta: LineMeta,
+    pub event: Event,
+    pub flags: ValueFlags,
+}
+
+/// The message kinds the parser reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Filter(FilterMsg),
+    EndpointTtft,
+    PeakResolved,
+    CalibrationSkipped,
+    Received,
+    Profile,
+    BeforeFilters,
+    RunningFilter,
+    FilterCompleted,
+    EliminatedAll,
+    FiltersCompleted,
+    Score,
+    TokenLoad,
+    HitPercentage,
+    PickerCompleted,
+    Handled,
+}
+
+pub(crate) const FILTER_PREFIX: &[u8] = b"PrefixCacheAffinityFilter: ";
+
+/// Looks a message up in the table of messages the parser reads.
+#[inline]
+pub(crate) fn kind_of(msg: &[u8]) -> Option<Kind> {
+    if let Some(rest) = msg.strip_prefix(FILTER_PREFIX) {
+        return Some(match rest {
+            b"narrowed to sticky" => Kind::Filter(FilterMsg::NarrowedToSticky),
+            b"TTFT load gate broken" => Kind::Filter(FilterMsg::TtftGateBroken),
+            b"no sticky endpoints" => Kind::Filter(FilterMsg::NoSticky),
+            b"exploration skip, keeping all" => Kind::Filter(FilterMsg::ExplorationSkip),
+            b"epsilon skip, keeping all" => Kind::Filter(FilterMsg::EpsilonSkip),
+            b"TTFT load gate skipped, missing signal" => Kind::Filter(FilterMsg::MissingSignal),
+            b"in-flight tokens load gate broken" => Kind::Filter(FilterMsg::TokensGateBroken),
+            b"in-flight request gate broken" => Kind::Filter(FilterMsg::RequestGateBroken),
+            b"session cost gate" => Kind::Filter(FilterMsg::SessionCostGate),
+            b"calculated endpoint TTFT" => Kind::EndpointTtft,
+            b"peak prefill throughput resolved" => Kind::PeakResolved,
+            b"calibration skipped, keeping peakPrefillThroughput default" => {
+                Kind::CalibrationSkipped
+            }
+            _ => return None,
+        });
+    }
+    Some(match msg {
+        b"Calculated score" => Kind::Score,
+        b"TokenLoadScorer scoring" => Kind::TokenLoad,
+        b"EPP received request" => Kind::Received,
+        b"Request handled" => Kind::Handled,
+        b"Running scheduler profile" => Kind::Profile,
+        b"Before running filter plugins" => Kind::BeforeFilters,
+        b"Running filter plugin" => Kind::RunningFilter,
+        b"Completed running filter plugin successfully" => Kind::FilterCompleted,
+        b"Filter eliminated all endpoints" => Kind::EliminatedAll,
+        b"Completed running filter plugins" | b"Completed running filter plugins successfully" => {
+            Kind::FiltersCompleted
+        }
+        b"Computed hit percentage for prefix cache" => Kind::HitPercentage,
+        b"Completed running picker plugin successfully" => Kind::PickerCompleted,
+        _ => return None,
+    })
+}
+
+fn msg_finder() -> &'static Finder<'static> {
+    static F: OnceLock<Finder<'static>> = OnceLock::new();
+    F.get_or_init(|| Finder::new(b"\"msg\":\""))
+}
+
+fn avg_finder() -> &'static Finder<'static> {
+    static F: OnceLock<Finder<'static>> = OnceLock::new();
+    F.get_or_init(|| Finder::new(b"Avg prompt throughput: "))
+}
+
+/// Trims trailing `\r`, spaces and tabs.
+#[inline]
+pub(crate) fn trim_end(mut b: &[u8]) -> &[u8] {
+    while let [rest @ .., b'\r' | b' ' | b'\t' | b'\n'] = b {
+        b = rest;
+    }
+    b
+}
+
+/// Classifies a line body (framing already taken off, trailing whitespace trimmed).
+pub(crate) fn classify(body: &[u8]) -> Class {
+    let Some(&first) = body.first() else {
+        return Class::Ignored(LineShape::Blank);
+    };
+    if first == b'{' {
+        return zap_json(body);
+    }
+    if first.is_ascii_digit()
+        && memchr::memchr(b'\t', body).is_some()
+        && let Some(c) = console(body)
+    {
+        return c;
+    }
+    if is_klog(body) {
+        return Class::Ignored(LineShape::Klog);
+    }
+    if let Some(h) = vllm::find_header(body) {
+        let rest = &body[h.body..];
+        if avg_finder().find(rest).is_some() {
+            let text = String::from_utf8_lossy(rest);
+            return match vllm::parse_stats_body(&text) {
+                Ok(mut st) => {
+                    st.level = String::from_utf8_lossy(h.level).into_owned();
+                    st.month = h.month;
+                    st.day = h.day;
+                    st.seconds_of_day = h.secs;
+                    Class::Used(Box::new(Used {
+                        meta: LineMeta::default(),
+                        event: Event::VllmStats(st),
+                        flags: ValueFlags::default(),
+                    }))
+                }
+                Err(()) => Class::Malformed(LineShape::Vllm, MalformedReason::BadVllmStats),
+            };
+        }
+        return Class::Ignored(LineShape::Vllm);
+    }
+    if body.starts_with(b"error: ") || body == b"error:" {
+        return Class::Ignored(LineShape::KubectlError);
+    }
+    if is_go_panic(body) {
+        return Class::Ignored(LineShape::GoPanic);
+    }
+    if body.iter().all(|c| c.is_ascii_whitespace()) {
+        return Class::Ignored(LineShape::Blank);
+    }
+    // The tail of a JSON line cut at its start (rotation, CRI split).
+    if body.ends_with(b"}") && memchr::memmem::find(body, b"\":").is_some() {
+        return Class::Malformed(LineShape::Other, MalformedReason::JsonFragment);
+    }
+    Class::Ignored(LineShape::Other)
+}
+
+/// `I0821 14:36:14.123456       1 file.go:257] ...` (also W, E, F).
+fn is_klog(b: &[u8]) -> bool {
+    b.len() > 22
+        && matches!(b[0], b'I' | b'W' | b'E' | b'F')
+        && b[1..5].iter().all(u8::is_ascii_digit)
+        && b[5] == b' '
+        && b[6..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b':'
+        && b[11] == b':'
+}
+
+fn is_go_panic(b: &[u8]) -> bool {
+    b.starts_with(b"panic: ")
+        || b.starts_with(b"goroutine ")
+        || b.starts_with(b"\t")
+        || b.starts_with(b"created by ")
+        || b.starts_with(b"[signal ")
+        || b.starts_with(b"fatal error: ")
+        || b.starts_with(b"runtime.")
+        || b.starts_with(b"main.")
+        || b.starts_with(b"exit status ")
+}
+
+/// A zap JSON line: the prefilter, then a borrowed scan of known messages.
+fn zap_json(body: &[u8]) -> Class {
+    if let Some(p) = msg_finder().find(body) {
+        let start = p + 7;
+        if let Some(off) = memchr::memchr2(b'"', b'\\', &body[start..])
+            && body[start + off] == b'"'
+        {
+            let msg = &body[start..start + off];
+            return match kind_of(msg) {
+                None => {
+                    if body.ends_with(b"}") {
+                        Class::Ignored(LineShape::ZapJson)
+                    } else {
+                        Class::Malformed(
+                            LineShape::ZapJson,
+                            MalformedReason::BadJson { at: body.len() },
+                        )
+                    }
+                }
+                Some(kind) => full(body, Some(kind)),
+            };
+        }
+    }
+    full(body, None)
+}
+
+/// Scans the whole object. `kind` is the prefilter's guess; the scanned
+/// top-level `msg` decides.
+fn full(body: &[u8], _kind: Option<Kind>) -> Class {
+    let mut f = Fields::new();
+    if let Err(e) = json::members(body, |k, esc, v| f.put(k, esc, v)) {
+        return Class::Malformed(LineShape::ZapJson, MalformedReason::BadJson { at: e.at });
+    }
+    let Some(msg) = f.get(Key::Msg).and_then(|v| v.as_str()) else {
+        return Class::Ignored(LineShape::ZapJson);
+    };
+    let Some(kind) = kind_of(msg.as_bytes()) else {
+        return Class::Ignored(LineShape::ZapJson);
+    };
+    let mut meta = LineMeta {
+        ts: f.get(Key::Ts).and_then(fields::ts),
+        v: match f.get(Key::Level) {
+            Some(Val::Str(raw, _)) => fields::level(raw),
+            _ => None,
+        },
+        ..LineMeta::default()
+    };
+    build(kind, &f, &mut meta, LineShape::ZapJson)
+}
+
+/// A console-encoder line: `time\tLEVEL\t[logger\t]caller\tmsg\t{json}`.
+fn console(body: &[u8]) -> Option<Class> {
+    let mut parts = body.split(|&c| c == b'\t');
+    let time = parts.next()?;
+    let level = parts.next()?;
+    let lv = fields::level(level)?;
+    let rest: Vec<&[u8]> = parts.collect();
+    let (msg, ctx) = match rest.as_slice() {
+        [] => return Some(Class::Ignored(LineShape::Console)),
+        [.., m, c] if c.first() == Some(&b'{') => (*m, Some(*c)),
+        [.., m] => (*m, None),
+    };
+    let ts = crate::time::parse_rfc3339(time).or_else(|| {
+        let x: f64 = std::str::from_utf8(time).ok()?.parse().ok()?;
+        x.is_finite().then_some(x)
+    });
+    ts?;
+    let Some(kind) = kind_of(msg) else {
+        return Some(Class::Ignored(LineShape::Console));
+    };
+    let mut f = Fields::new();
+    if let Some(c) = ctx
+        && let Err(e) = json::members(c, |k, esc, v| f.put(k, esc, v))
+    {
+        return Some(Class::Malformed(
+            LineShape::Console,
+            MalformedReason::BadJson { at: e.at },
+        ));
+    }
+    let mut meta = LineMeta {
+        ts,
+        v: Some(lv),
+        ..LineMeta::default()
+    };
+    Some(build(kind, &f, &mut meta, LineShape::Console))
+}
+
+fn missing(shape: LineShape, k: &'static str) -> Class {
+    Class::Malformed(shape, MalformedReason::MissingKey(k))
+}
+
+/// Builds the event of a known message from its fields.
+fn build(kind: Kind, f: &Fields<'_>, meta: &mut LineMeta, shape: LineShape) -> Class {
+    meta.request_id = f.string(Key::RequestId);
+    meta.model = f
+        .string(Key::TargetModelName)
+        .or_else(|| f.string(Key::ResolvedTargetModel))
+        .or_else(|| f.string(Key::Model));
+    let mut flags = ValueFlags::default();
+    let event = match kind {
+        Kind::Filter(msg) => {
+            let mut l = FilterLine {
+                msg,
+                affinity_threshold: f
+                    .num(Key::AffinityThreshold, &mut flags)
+                    .or_else(|| f.num(Key::Tau, &mut flags)),
+                total: f.num(Key::Total, &mut flags),
+                sticky: f.num(Key::Sticky, &mut flags),
+                best_sticky_ttft_ms: f.num(Key::BestStickyTtft, &mut flags),
+                best_non_sticky_ttft_ms: f.num(Key::BestNonStickyTtft, &mut flags),
+                penalty: f.num(Key::Penalty, &mut flags),
+                max_penalty: f.num(Key::MaxPenalty, &mut flags),
+                ..FilterLine::default()
+            };
+            let x = &mut l.extras;
+            x.prefill_throughput = f.num(Key::PrefillThroughput, &mut flags);
+            x.sticky_observed = f.bool(Key::StickyObserved);
+            x.non_sticky_observed = f.bool(Key::NonStickyObserved);
+            x.best_sticky_tokens = f.num(Key::BestStickyTokens, &mut flags);
+            x.best_non_sticky_tokens = f.num(Key::BestNonStickyTokens, &mut flags);
+            x.sticky_requests = f.num(Key::StickyRequests, &mut flags);
+            x.non_sticky_requests = f.num(Key::NonStickyRequests, &mut flags);
+            x.max_delta = f.num(Key::MaxDelta, &mut flags);
+            x.sticky_request_ttft_ms = f.num(Key::StickyRequestTtft, &mut flags);
+            x.non_sticky_request_ttft_ms = f.num(Key::NonStickyRequestTtft, &mut flags);
+            x.added = f.num(Key::Added, &mut flags);
+            x.min_cached_tokens_fraction = f.num(Key::MinCachedTokensFraction, &mut flags);
+            x.min_cached_tokens = f.num(Key::MinCachedTokens, &mut flags);
+            x.sticky_cost = f.num(Key::StickyCost, &mut flags);
+            x.non_sticky_cost = f.num(Key::NonStickyCost, &mut flags);
+            x.remaining_turns = f.num(Key::RemainingTurns, &mut flags);
+            x.penalty_source = f.string(Key::PenaltySource);
+            l.flags = flags;
+            Event::Filter(l)
+        }
+        Kind::EndpointTtft => {
+            let Some(endpoint) = f.get(Key::Endpoint).and_then(fields::endpoint) else {
+                return missing(shape, "endpoint");
+            };
+            Event::EndpointTtft {
+                endpoint,
+                throughput: f.num(Key::Throughput, &mut flags),
+                in_flight_tokens: f.num(Key::InFlightTokens, &mut flags),
+            }
+        }
+        Kind::PeakResolved => Event::PeakPrefillResolved {
+            peak_prefill_throughput: f.num(Key::PeakPrefillThroughput, &mut flags),
+            source: f.string(Key::Source),
+        },
+        Kind::CalibrationSkipped => Event::CalibrationSkipped {
+            peak_prefill_throughput: f.num(Key::PeakPrefillThroughput, &mut flags),
+            reason: f.string(Key::Reason),
+        },
+        Kind::Received => Event::ReceivedRequest,
+        Kind::Profile => match f.string(Key::Profile) {
+            Some(profile) => Event::SchedulerProfile { profile },
+            None => return missing(shape, "profile"),
+        },
+        Kind::BeforeFilters => Event::BeforeFilters {
+            endpoints: f
+                .get(Key::Endpoints)
+                .and_then(fields::endpoint_list)
+                .unwrap_or_default(),
+        },
+        Kind::RunningFilter => match f.string(Key::Plugin) {
+            Some(plugin) => Event::RunningFilter { plugin },
+            None => return missing(shape, "plugin"),
+        },
+        Kind::FilterCompleted => match f.string(Key::Plugin) {
+            Some(plugin) => Event::FilterCompleted {
+                plugin,
+                survivors: f.get(Key::Endpoints).and_then(fields::endpoint_list),
+            },
+            None => return missing(shape, "plugin"),
+        },
+        Kind::EliminatedAll => match f.string(Key::Plugin) {
+            Some(plugin) => Event::FilterEliminatedAll { plugin },
+            None => return missing(shape, "plugin"),
+        },
+        Kind::FiltersCompleted => Event::FiltersCompleted {
+            remaining: f.num(Key::RemainingEndpoints, &mut flags),
+        },
+        Kind::Score => {
+            let Some(plugin) = f.string(Key::Plugin) else {
+                return missing(shape, "plugin");
+            };
+            let Some(endpoint) = f.get(Key::Endpoint).and_then(fields::endpoint) else {
+                return missing(shape, "endpoint");
+            };
+            let Some(score) = f.num(Key::Score, &mut flags) else {
+                return missing(shape, "score");
+            };
+            Event::Score {
+                plugin,
+                endpoint,
+                score,
+            }
+        }
+        Kind::TokenLoad => {
+            let Some(endpoint) = f.get(Key::Endpoint).and_then(fields::endpoint) else {
+                return missing(shape, "endpoint");
+            };
+            let Some(token_load) = f.num(Key::TokenLoad, &mut flags) else {
+                return missing(shape, "tokenLoad");
+            };
+            Event::TokenLoad {
+                endpoint,
+                token_load,
+                score: f.num(Key::Score, &mut flags),
+            }
+        }
+        Kind::HitPercentage => Event::HitPercentage {
+            prompt_tokens: f.num(Key::PromptLength, &mut flags),
+            hit_prefix_tokens: f.num(Key::HitPrefixTokens, &mut flags),
+        },
+        Kind::PickerCompleted => Event::PickerCompleted {
+            targets: f
+                .get(Key::Result)
+                .and_then(fields::picker_targets)
+                .unwrap_or_default(),
+        },
+        Kind::Handled => Event::RequestHandled {
+            endpoint: f.string(Key::Endpoint),
+        },
+    };
+    Class::Used(Box::new(Used {
+        meta: std::mem::take(meta),
+        event,
+        flags,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn used(line: &str) -> Used {
+        match classify(line.as_bytes()) {
+            Class::Used(u) => *u,
+            Class::Ignored(s) => panic!("ignored {s:?}: {line}"),
+            Class::Malformed(s, r) => panic!("malformed {s:?} {r}: {line}"),
+        }
+    }
+
+    #[test]
+    fn head_gate_broken() {
+        let u = used(
+            r#"{"level":"debug","ts":1755786974.1301,"caller":"prefixcacheaffinity/plugin.go:201","msg":"PrefixCacheAffinityFilter: TTFT load gate broken","x-request-id":"req-0042","objectiveKey":"chat","incomingModelName":"Qwen/Qwen3-32B","targetModelName":"Qwen/Qwen3-32B","priority":0,"bestStickyTTFT":18834.756403817177,"bestNonStickyTTFT":125.56504269211452,"penalty":18709.191361125064,"maxPenalty":18000}"#,
+        );
+        assert_eq!(u.meta.request_id.as_deref(), Some("req-0042"));
+        assert_eq!(u.meta.v, Some(4));
+        assert_eq!(u.meta.model.as_deref(), Some("Qwen/Qwen3-32B"));
+        assert_eq!(u.meta.ts, Some(1755786974.1301));
+        let Event::Filter(l) = u.event else { panic!() };
+        assert_eq!(l.msg, FilterMsg::TtftGateBroken);
+        assert_eq!(l.penalty, Some(18709.191361125064));
+        assert_eq!(l.max_penalty, Some(18000.0));
+    }
+
+    #[test]
+    fn irrelevant_and_truncated() {
+        assert!(matches!(
+            classify(br#"{"level":"info","ts":1,"msg":"LLM request assembled","x":1}"#),
+            Class::Ignored(LineShape::ZapJson)
+        ));
+        assert!(matches!(
+            classify(br#"{"level":"info","ts":1,"msg":"LLM request assembled","x":"#),
+            Class::Malformed(LineShape::ZapJson, _)
+        ));
+        assert!(matches!(
+            classify(br#"{"level":"info","ts":1,"msg":"Request handled","x":"#),
+            Class::Malformed(LineShape::ZapJson, MalformedReason::BadJson { .. })
+        ));
+        assert!(matches!(
+            classify(br#"Request handled","x":1}"#),
+            Class::Malformed(LineShape::Other, MalformedReason::JsonFragment)
+        ));
+    }
+
+    #[test]
+    fn other_shapes() {
+        let c = |s: &str| match classify(s.as_bytes()) {
+            Class::Ignored(s) => s,
+            _ => panic!("{s}"),
+        };
+        assert_eq!(
+            c(
+                "I0821 14:36:14.123456       1 leaderelection.go:257] attempting to acquire leader lease"
+            ),
+            LineShape::Klog
+        );
+        assert_eq!(
+            c("error: timed out waiting for the condition"),
+            LineShape::KubectlError
+        );
+        assert_eq!(c("goroutine 1 [running]:"), LineShape::GoPanic);
+        assert_eq!(c("\t/go/src/main.go:12 +0x1d"), LineShape::GoPanic);
+        assert_eq!(
+            c("INFO 08-21 14:36:14 [api_server.py:1] hello"),
+            LineShape::Vllm
+        );
+        assert_eq!(c("hello world"), LineShape::Other);
+        assert_eq!(
+            c("2026-02-10T08:15:02Z\tDEBUG\tplugin.go:1\tsomething else\t{\"a\": 1}"),
+            LineShape::Console
+        );
+    }
+
+    #[test]
+    fn console_filter_line() {
+        let u = used(
+            "2026-02-10T08:15:02Z\tLEVEL(-4)\tprefixcacheaffinity/plugin.go:208\tPrefixCacheAffinityFilter: narrowed to sticky\t{\"x-request-id\": \"r1\", \"affinityThreshold\": 0.8, \"sticky\": 1, \"total\": 4}",
+        );
+        assert_eq!(u.meta.v, Some(4));
+        assert_eq!(u.meta.request_id.as_deref(), Some("r1"));
+        let Event::Filter(l) = u.event else { panic!() };
+        assert_eq!(l.sticky, Some(1.0));
+        assert_eq!(l.total, Some(4.0));
+    }
+}

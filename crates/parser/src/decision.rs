@@ -1,0 +1,339 @@
+//! The assembled decision: one call of one prefix-cache-affinity-filter
+//! instance in one scheduling profile run of one request.
+
+use gatecal_filter::{Candidate, Outcome};
+use serde::Serialize;
+
+/// Where a line came from: the input's display name and the 1-based line number.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SourceLoc {
+    /// The input's display name: its path, `-` for stdin, or the name given
+    /// to [`crate::parse_slice`].
+    pub file: String,
+    /// 1-based line number within that input (after decompression).
+    pub line: u64,
+}
+
+impl std::fmt::Display for SourceLoc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// Which filter message produced the decision's outcome.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FilterMsg {
+    /// `PrefixCacheAffinityFilter: exploration skip, keeping all` (V1+).
+    ExplorationSkip,
+    /// `PrefixCacheAffinityFilter: epsilon skip, keeping all` (G0).
+    EpsilonSkip,
+    /// `PrefixCacheAffinityFilter: no sticky endpoints`.
+    NoSticky,
+    /// `PrefixCacheAffinityFilter: TTFT load gate broken`.
+    TtftGateBroken,
+    /// `PrefixCacheAffinityFilter: TTFT load gate skipped, missing signal` (V5, V6).
+    MissingSignal,
+    /// `PrefixCacheAffinityFilter: in-flight tokens load gate broken` (V2).
+    TokensGateBroken,
+    /// `PrefixCacheAffinityFilter: in-flight request gate broken` (V6a/V6b).
+    RequestGateBroken,
+    /// `PrefixCacheAffinityFilter: narrowed to sticky`.
+    NarrowedToSticky,
+    /// `PrefixCacheAffinityFilter: session cost gate` (SC).
+    SessionCostGate,
+    /// No filter line was logged, but the instance's
+    /// `Completed running filter plugin successfully` line was (at `-v=4` this
+    /// means at most one candidate or a threshold `<= 0`: `not_applicable`).
+    /// Emitted only with [`crate::ParseOptions::infer_not_applicable`].
+    #[default]
+    None,
+}
+
+impl FilterMsg {
+    /// The outcome a line of this kind stands for. [`FilterMsg::SessionCostGate`]
+    /// has none by itself (see [`Decision::outcome`]).
+    pub fn outcome(self) -> Option<Outcome> {
+        match self {
+            FilterMsg::ExplorationSkip | FilterMsg::EpsilonSkip => Some(Outcome::Exploration),
+            FilterMsg::NoSticky => Some(Outcome::NoMatch),
+            FilterMsg::TtftGateBroken | FilterMsg::TokensGateBroken => Some(Outcome::LoadOverride),
+            FilterMsg::MissingSignal => Some(Outcome::MissingSignal),
+            FilterMsg::RequestGateBroken => Some(Outcome::RequestLoadOverride),
+            FilterMsg::NarrowedToSticky => Some(Outcome::Sticky),
+            FilterMsg::SessionCostGate => None,
+            FilterMsg::None => Some(Outcome::NotApplicable),
+        }
+    }
+
+    /// The exact message suffix after `PrefixCacheAffinityFilter: `.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FilterMsg::ExplorationSkip => "exploration skip, keeping all",
+            FilterMsg::EpsilonSkip => "epsilon skip, keeping all",
+            FilterMsg::NoSticky => "no sticky endpoints",
+            FilterMsg::TtftGateBroken => "TTFT load gate broken",
+            FilterMsg::MissingSignal => "TTFT load gate skipped, missing signal",
+            FilterMsg::TokensGateBroken => "in-flight tokens load gate broken",
+            FilterMsg::RequestGateBroken => "in-flight request gate broken",
+            FilterMsg::NarrowedToSticky => "narrowed to sticky",
+            FilterMsg::SessionCostGate => "session cost gate",
+            FilterMsg::None => "",
+        }
+    }
+}
+
+/// How a decision was closed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Completion {
+    /// The request's `Request handled` line was seen.
+    Handled,
+    /// The same request id was received again (`EPP received request`)
+    /// before `Request handled`: a retry or a reused id.
+    Superseded,
+    /// The input ended first (the log ends mid-request).
+    #[default]
+    EndOfInput,
+    /// Evicted by the open-request cap or age limit
+    /// ([`crate::ParseOptions::max_open_requests`], [`crate::ParseOptions::max_open_age_secs`]).
+    Evicted,
+    /// Read from a decisions JSON-lines record.
+    Record,
+}
+
+/// Values flagged on a decision's numbers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ValueFlags {
+    /// A number was `>= 1e300` in magnitude (`math.MaxFloat64` printed as 309
+    /// digits: a side without a prediction on the latency-predictor path).
+    pub huge: bool,
+    /// A number was logged as the string `"NaN"`, `"+Inf"` or `"-Inf"`.
+    pub non_finite: bool,
+}
+
+impl ValueFlags {
+    /// Merges two sets of flags.
+    pub fn union(self, other: ValueFlags) -> ValueFlags {
+        ValueFlags {
+            huge: self.huge || other.huge,
+            non_finite: self.non_finite || other.non_finite,
+        }
+    }
+}
+
+/// Version-specific values of the filter line, all optional: only the keys
+/// the line had are set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FilterExtras {
+    /// `prefillThroughput` (P2251), tokens/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill_throughput: Option<f64>,
+    /// `stickyObserved` of the missing-signal line (V5/V6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sticky_observed: Option<bool>,
+    /// `nonStickyObserved` of the missing-signal line (V5/V6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub non_sticky_observed: Option<bool>,
+    /// `bestStickyTokens` of the V2 in-flight tokens gate line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_sticky_tokens: Option<f64>,
+    /// `bestNonStickyTokens` of the V2 in-flight tokens gate line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_non_sticky_tokens: Option<f64>,
+    /// `stickyRequests` of the V6 request gate line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sticky_requests: Option<f64>,
+    /// `nonStickyRequests` of the V6 request gate line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub non_sticky_requests: Option<f64>,
+    /// `maxDelta` of the V6 request gate line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_delta: Option<f64>,
+    /// `stickyRequestTTFT` (V6a), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sticky_request_ttft_ms: Option<f64>,
+    /// `nonStickyRequestTTFT` (V6a), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub non_sticky_request_ttft_ms: Option<f64>,
+    /// `added` (V6b): non-sticky endpoints added to the sticky set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub added: Option<f64>,
+    /// `minCachedTokensFraction` (MF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_cached_tokens_fraction: Option<f64>,
+    /// `minCachedTokens` (MF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_cached_tokens: Option<f64>,
+    /// `stickyCost` of the session-cost line (SC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sticky_cost: Option<f64>,
+    /// `nonStickyCost` of the session-cost line (SC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub non_sticky_cost: Option<f64>,
+    /// `remainingTurns` of the session-cost line (SC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remaining_turns: Option<f64>,
+    /// `penaltySource` (SC): `constant` or `sessionCost`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub penalty_source: Option<String>,
+}
+
+/// What is known of one candidate endpoint of a decision.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CandidateObs {
+    /// Endpoint id normalised to `namespace/name` (`name` when no namespace
+    /// was logged; `ip:port` when only that is known). A `-rank-N` suffix is
+    /// kept: it names a distinct endpoint.
+    pub endpoint: String,
+    /// `tokenLoad` of this decision's `TokenLoadScorer scoring` line: in-flight
+    /// tokens plus the current request's uncached tokens, capped at
+    /// `queueThresholdTokens`.
+    pub token_load: Option<f64>,
+    /// Raw (unweighted) scores of this decision's `Calculated score` lines,
+    /// `(plugin "name/type", score)`, in log order.
+    pub scores: Vec<(String, f64)>,
+    /// In-flight tokens, excluding the current request: P2251's
+    /// `calculated endpoint TTFT` line or a decisions record.
+    pub in_flight_tokens: Option<i64>,
+    /// In-flight requests (decisions record).
+    pub in_flight_requests: Option<i64>,
+    /// `throughput` of P2251's per-endpoint line, tokens/s.
+    pub throughput: Option<f64>,
+    /// TTFT in ms implied by P2251's per-endpoint line,
+    /// `inFlightTokens / throughput * 1000` (when throughput > 0).
+    pub ttft_ms: Option<f64>,
+    /// Latency-predictor TTFT, ms (decisions record).
+    pub predicted_ttft_ms: Option<f64>,
+    /// Prefix match in blocks (decisions record).
+    pub match_blocks: Option<i64>,
+    /// Blocks of the prompt considered (decisions record).
+    pub total_blocks: Option<i64>,
+    /// Tokens per block (decisions record).
+    pub block_size_tokens: Option<i64>,
+    /// Whether the endpoint survived this filter instance, when its
+    /// `Completed running filter plugin successfully` line listed survivors.
+    pub survived: Option<bool>,
+}
+
+impl CandidateObs {
+    /// A candidate with only its endpoint id.
+    pub fn new(endpoint: impl Into<String>) -> CandidateObs {
+        CandidateObs {
+            endpoint: endpoint.into(),
+            ..CandidateObs::default()
+        }
+    }
+
+    /// The filter core's view of this candidate (match info, in-flight
+    /// tokens and requests, predicted TTFT; `token_load` is not an in-flight
+    /// count and is not carried over).
+    pub fn to_candidate(&self) -> Candidate {
+        Candidate {
+            id: self.endpoint.clone(),
+            match_blocks: self.match_blocks,
+            total_blocks: self.total_blocks,
+            block_size_tokens: self.block_size_tokens,
+            in_flight_tokens: self.in_flight_tokens,
+            in_flight_requests: self.in_flight_requests,
+            predicted_ttft_ms: self.predicted_ttft_ms,
+        }
+    }
+}
+
+/// One scheduling decision of one prefix-cache-affinity-filter instance:
+/// one per (request id, profile run, filter instance).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Decision {
+    /// The deployment (pool) the decision belongs to; see the crate docs,
+    /// "Deployment naming", for the precedence of sources.
+    pub deployment: String,
+    /// Epoch seconds of the filter line (its `ts`; the kubelet timestamp when
+    /// the line has none). For a decision without a filter line, the time of
+    /// the line that created it.
+    pub ts: Option<f64>,
+    /// The request's `x-request-id`.
+    pub request_id: Option<String>,
+    /// The scheduling profile (`decode`, `prefill`, `default`, ...), from the
+    /// last `Running scheduler profile` line of this request before the
+    /// filter line; inferred at `-v=4` (see [`Decision::profile_inferred`]).
+    pub profile: Option<String>,
+    /// True when [`Decision::profile`] was inferred from order (`-v=4` logs
+    /// without `Running scheduler profile`: P/D runs decode, then prefill).
+    pub profile_inferred: bool,
+    /// 0-based index of this profile run within the request.
+    pub profile_run: u32,
+    /// Filter instance name (the `name` of `name/type` of the next
+    /// `Completed running filter plugin successfully` line, or of the
+    /// preceding `Running filter plugin` line).
+    pub filter: Option<String>,
+    /// Filter plugin type (the `type` of `name/type`).
+    pub filter_type: Option<String>,
+    /// The outcome the filter line stands for ([`FilterMsg::outcome`]). A
+    /// session-cost line gives `sticky` when `stickyCost <= nonStickyCost`,
+    /// else `load_override`. `None` when unknown.
+    pub outcome: Option<Outcome>,
+    /// The kind of filter line that gave the outcome.
+    pub message: FilterMsg,
+    /// `bestStickyTTFT` of a `TTFT load gate broken` line, ms (or of a
+    /// P2251 `narrowed to sticky` line).
+    pub best_sticky_ttft_ms: Option<f64>,
+    /// `bestNonStickyTTFT` of a `TTFT load gate broken` line, ms.
+    pub best_non_sticky_ttft_ms: Option<f64>,
+    /// `penalty` of a gate line: the gate input the EPP logged (ms for the
+    /// TTFT gate, tokens for the V2 tokens gate).
+    pub penalty: Option<f64>,
+    /// `maxPenalty` of a gate line (ms; tokens for the V2 tokens gate).
+    pub max_penalty: Option<f64>,
+    /// `affinityThreshold` (`tau` in G0) of the filter line.
+    pub affinity_threshold: Option<f64>,
+    /// `sticky` of a `narrowed to sticky` line.
+    pub sticky: Option<u32>,
+    /// `total` of a line that logs it (candidate count).
+    pub total: Option<u32>,
+    /// Version-specific values of the filter line.
+    pub extras: FilterExtras,
+    /// Flags raised by the filter line's numbers.
+    pub flags: ValueFlags,
+    /// Survivors from the instance's `Completed running filter plugin
+    /// successfully` line (`namespace/name`); `Some(vec![])` after
+    /// `Filter eliminated all endpoints`.
+    pub survivors: Option<Vec<String>>,
+    /// The endpoint chosen for this profile run (picker result, normalised),
+    /// else the `endpoint` of `Request handled` (`ip:port[,...]` as logged).
+    pub chosen: Option<String>,
+    /// `prompt length (token)` of the PD decider's `Computed hit percentage
+    /// for prefix cache` line for this request.
+    pub prompt_tokens: Option<f64>,
+    /// `absolute hit prefix len (tokens)` of that line.
+    pub hit_prefix_tokens: Option<f64>,
+    /// `targetModelName` (or `resolvedTargetModel`, `model`) of the filter line.
+    pub model: Option<String>,
+    /// The EPP pod, from the kubectl `[pod/NAME/CONTAINER] ` prefix.
+    pub epp_pod: Option<String>,
+    /// Where the filter line is (or the line that created the decision).
+    pub source: SourceLoc,
+    /// The endpoints the filter saw, in the order it saw them when known
+    /// (the previous filter's survivors or `Before running filter plugins`),
+    /// plus any endpoint named by this decision's scorer or per-endpoint lines.
+    pub candidates: Vec<CandidateObs>,
+    /// How the decision was closed.
+    pub completion: Completion,
+}
+
+impl Decision {
+    /// The gate input the EPP logged in ms: the `penalty` of a `TTFT load
+    /// gate broken` line. `None` for every other message.
+    pub fn logged_penalty_ms(&self) -> Option<f64> {
+        match self.message {
+            FilterMsg::TtftGateBroken => self.penalty,
+            _ => None,
+        }
+    }
+
+    /// The candidate for an endpoint id, if present.
+    pub fn candidate(&self, endpoint: &str) -> Option<&CandidateObs> {
+        self.candidates.iter().find(|c| c.endpoint == endpoint)
+    }
+}

@@ -1,0 +1,277 @@
+//! The per-input driver: lines to classes to events to items, with the ledger.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::assemble::{Assembler, AssemblerLimits, DeploymentNaming};
+use crate::classify::{self, Class};
+use crate::decision::{Decision, SourceLoc};
+use crate::error::ParseError;
+use crate::event::Event;
+use crate::frame;
+use crate::input::{self, pod_owner};
+use crate::ledger::{Counts, InputFormat, InputLedger, LineShape, MalformedLine, MalformedReason};
+use crate::lines::{Line, LineReader};
+use crate::record::{self, DecisionRecord};
+use crate::time;
+use crate::vllm::VllmStats;
+use crate::{Item, ParseOptions};
+
+/// Parses one input stream.
+pub(crate) struct Engine<'o> {
+    display: String,
+    naming: DeploymentNaming,
+    pod_hint: Option<String>,
+    opts: &'o ParseOptions,
+    format: InputFormat,
+    asm: Assembler,
+    counts: Counts,
+    line: u64,
+    last_abs_ts: Option<f64>,
+}
+
+impl<'o> Engine<'o> {
+    pub(crate) fn new(display: &str, naming: DeploymentNaming, opts: &'o ParseOptions) -> Self {
+        let limits = AssemblerLimits {
+            max_open_requests: opts.max_open_requests.max(1),
+            max_open_age_secs: opts.max_open_age_secs,
+            infer_not_applicable: opts.infer_not_applicable,
+        };
+        let pod_hint = Path::new(display)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .map(|s| s.strip_suffix(".log").map(str::to_string).unwrap_or(s))
+            .filter(|s| !s.is_empty() && s != "-");
+        Engine {
+            display: display.to_string(),
+            asm: Assembler::new(display, naming.clone(), limits),
+            naming,
+            pod_hint,
+            opts,
+            format: opts.format,
+            counts: Counts::default(),
+            line: 0,
+            last_abs_ts: None,
+        }
+    }
+
+    fn malformed(&mut self, reason: MalformedReason) -> Result<(), ParseError> {
+        self.counts.lines_malformed += 1;
+        let m = MalformedLine {
+            at: SourceLoc {
+                file: self.display.clone(),
+                line: self.line,
+            },
+            reason,
+        };
+        if self.opts.strict {
+            return Err(ParseError::Malformed(m));
+        }
+        if self.counts.first_malformed.len() < self.opts.keep_malformed {
+            self.counts.first_malformed.push(m);
+        }
+        Ok(())
+    }
+
+    fn emit_decision(counts: &mut Counts, sink: &mut dyn FnMut(Item), d: Decision) {
+        counts.count_decision(d.completion, d.filter.is_some());
+        sink(Item::Decision(Box::new(d)));
+    }
+
+    /// One line over the cap.
+    pub(crate) fn too_long(&mut self, bytes: u64) -> Result<(), ParseError> {
+        self.line += 1;
+        self.counts.lines_total += 1;
+        self.malformed(MalformedReason::TooLong { bytes })
+    }
+
+    /// One line (without its `\n`).
+    pub(crate) fn line(
+        &mut self,
+        raw: &[u8],
+        sink: &mut dyn FnMut(Item),
+    ) -> Result<(), ParseError> {
+        self.line += 1;
+        self.counts.lines_total += 1;
+        let raw = classify::trim_end(raw);
+        if self.format == InputFormat::Auto {
+            if raw.iter().all(u8::is_ascii_whitespace) {
+                self.counts.lines_ignored += 1;
+                self.counts.shapes.add(LineShape::Blank);
+                return Ok(());
+            }
+            self.format = if record::looks_like_record(raw) {
+                InputFormat::Decisions
+            } else {
+                InputFormat::Logs
+            };
+        }
+        if self.format == InputFormat::Decisions {
+            return self.record_line(raw, sink);
+        }
+        let Ok(f) = frame::frame(raw) else {
+            self.counts.shapes.add(LineShape::Other);
+            return self.malformed(MalformedReason::BadFraming);
+        };
+        match classify::classify(f.body) {
+            Class::Ignored(shape) => {
+                self.counts.shapes.add(shape);
+                self.counts.lines_ignored += 1;
+                Ok(())
+            }
+            Class::Malformed(shape, reason) => {
+                self.counts.shapes.add(shape);
+                self.malformed(reason)
+            }
+            Class::Used(u) => {
+                let mut u = *u;
+                self.counts.lines_used += 1;
+                if u.flags.huge {
+                    self.counts.values_huge += 1;
+                }
+                if u.flags.non_finite {
+                    self.counts.values_non_finite += 1;
+                }
+                u.meta.kubelet_ts = f.kubelet_ts;
+                if u.meta.ts.is_none() {
+                    u.meta.ts = f.kubelet_ts;
+                }
+                if let Some(t) = u.meta.ts {
+                    self.last_abs_ts = Some(t);
+                }
+                u.meta.pod = f.pod.map(|p| String::from_utf8_lossy(p).into_owned());
+                if let Event::VllmStats(st) = u.event {
+                    self.counts.shapes.add(LineShape::Vllm);
+                    let st = self.finish_stats(st, u.meta.pod, f.kubelet_ts);
+                    self.counts.vllm_stats += 1;
+                    sink(Item::VllmStats(Box::new(st)));
+                    return Ok(());
+                }
+                self.counts.shapes.add(if f.body.first() == Some(&b'{') {
+                    LineShape::ZapJson
+                } else {
+                    LineShape::Console
+                });
+                let counts = &mut self.counts;
+                let mut emit = |d: Decision| Self::emit_decision(counts, sink, d);
+                self.asm.feed(self.line, &u.meta, u.event, &mut emit);
+                Ok(())
+            }
+        }
+    }
+
+    fn finish_stats(
+        &mut self,
+        mut st: VllmStats,
+        pod: Option<String>,
+        kubelet_ts: Option<f64>,
+    ) -> VllmStats {
+        st.source = SourceLoc {
+            file: self.display.clone(),
+            line: self.line,
+        };
+        st.ts = match kubelet_ts {
+            Some(t) => Some(t),
+            None => {
+                let year = match (self.opts.year, self.last_abs_ts) {
+                    (Some(y), _) => Some(i64::from(y)),
+                    (None, Some(t)) => {
+                        let (y, m) = time::year_month_of(t);
+                        // A record month far after the context month is from the year before.
+                        Some(if u32::from(st.month) > m + 6 {
+                            y - 1
+                        } else {
+                            y
+                        })
+                    }
+                    _ => None,
+                };
+                year.filter(|_| st.month > 0)
+                    .map(|y| time::epoch_of(y, st.month, st.day, st.seconds_of_day))
+            }
+        };
+        let owner_pod = match &pod {
+            Some(p) => Some(p.as_str()),
+            None => self.pod_hint.as_deref().filter(|h| pod_owner(h) != *h),
+        };
+        st.deployment = self.naming.resolve(owner_pod, None, None);
+        st.pod = pod.or_else(|| self.pod_hint.clone());
+        st
+    }
+
+    fn record_line(&mut self, raw: &[u8], sink: &mut dyn FnMut(Item)) -> Result<(), ParseError> {
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            self.counts.lines_ignored += 1;
+            self.counts.shapes.add(LineShape::Blank);
+            return Ok(());
+        }
+        self.counts.shapes.add(LineShape::DecisionRecord);
+        match DecisionRecord::parse_line(raw) {
+            Ok(r) => {
+                self.counts.lines_used += 1;
+                let mut d = r.into_decision(SourceLoc {
+                    file: self.display.clone(),
+                    line: self.line,
+                });
+                if let Some(e) = &self.naming.explicit {
+                    d.deployment.clone_from(e);
+                }
+                Self::emit_decision(&mut self.counts, sink, d);
+                Ok(())
+            }
+            Err(why) => self.malformed(MalformedReason::BadRecord(why)),
+        }
+    }
+
+    /// Ends the input: closes open requests and returns the ledger.
+    pub(crate) fn finish(
+        mut self,
+        sink: &mut dyn FnMut(Item),
+        bytes: u64,
+        compressed: u64,
+        gzip: bool,
+    ) -> InputLedger {
+        let counts = &mut self.counts;
+        let mut emit = |d: Decision| Self::emit_decision(counts, sink, d);
+        self.asm.finish(&mut emit);
+        self.counts.requests_evicted = self.asm.requests_evicted();
+        self.counts.bytes = bytes;
+        self.counts.bytes_compressed = compressed;
+        InputLedger {
+            name: self.display,
+            deployment: self.naming.explicit.or(self.naming.folder),
+            gzip,
+            format: if self.format == InputFormat::Auto {
+                InputFormat::Logs
+            } else {
+                self.format
+            },
+            counts: self.counts,
+        }
+    }
+}
+
+/// Reads a whole stream through an engine.
+pub(crate) fn run<R: Read>(
+    reader: R,
+    display: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    sink: &mut dyn FnMut(Item),
+) -> Result<InputLedger, ParseError> {
+    let path = || std::path::PathBuf::from(display);
+    let (r, gzip, raw_count) = input::decode(reader).map_err(|e| ParseError::io(path(), e))?;
+    let mut lines = LineReader::new(r, opts.max_line_bytes);
+    let mut eng = Engine::new(display, naming, opts);
+    loop {
+        match lines.next_line() {
+            Ok(Some(Line::Text(t))) => eng.line(t, sink)?,
+            Ok(Some(Line::TooLong(n))) => eng.too_long(n)?,
+            Ok(None) => break,
+            Err(e) => return Err(ParseError::io(path(), e)),
+        }
+    }
+    let bytes = lines.bytes;
+    let compressed = raw_count.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(eng.finish(sink, bytes, if gzip { compressed } else { bytes }, gzip))
+}

@@ -1,0 +1,155 @@
+//! Typed events: one per used log line.
+
+use serde::Serialize;
+
+use crate::decision::{FilterExtras, FilterMsg, ValueFlags};
+use crate::vllm::VllmStats;
+
+/// The context every EPP line may carry: time, level, request id, model keys.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LineMeta {
+    /// Epoch seconds: the line's `ts` (float, or RFC3339 string of older
+    /// builds, or the console encoder's time), else the kubelet timestamp.
+    pub ts: Option<f64>,
+    /// The kubelet `--timestamps` prefix, epoch seconds, when present.
+    pub kubelet_ts: Option<f64>,
+    /// The zap verbosity: `debug` = 4, `info` = 0..3 (reported as 0),
+    /// `trace` = 5, `Level(-N)`/`LEVEL(-N)` = N, `error` = -2, `dpanic` = -3,
+    /// `warn` = -1. `None` when absent or not understood.
+    pub v: Option<i8>,
+    /// `x-request-id`.
+    pub request_id: Option<String>,
+    /// `targetModelName` (or `resolvedTargetModel`, or `model` of mid-2025 builds).
+    pub model: Option<String>,
+    /// The pod of the kubectl `[pod/NAME/CONTAINER] ` prefix.
+    pub pod: Option<String>,
+}
+
+/// A `PrefixCacheAffinityFilter: ` outcome line of any version.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FilterLine {
+    /// Which message.
+    pub msg: FilterMsg,
+    /// `affinityThreshold`, or `tau` (G0).
+    pub affinity_threshold: Option<f64>,
+    /// `total`.
+    pub total: Option<f64>,
+    /// `sticky`.
+    pub sticky: Option<f64>,
+    /// `bestStickyTTFT` (ms).
+    pub best_sticky_ttft_ms: Option<f64>,
+    /// `bestNonStickyTTFT` (ms).
+    pub best_non_sticky_ttft_ms: Option<f64>,
+    /// `penalty`.
+    pub penalty: Option<f64>,
+    /// `maxPenalty`.
+    pub max_penalty: Option<f64>,
+    /// Version-specific keys.
+    pub extras: FilterExtras,
+    /// Flags raised by the line's numbers.
+    pub flags: ValueFlags,
+}
+
+/// One event, the typed content of one used line.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// A `PrefixCacheAffinityFilter: ` outcome line.
+    Filter(FilterLine),
+    /// `PrefixCacheAffinityFilter: calculated endpoint TTFT` (P2251): one per endpoint.
+    EndpointTtft {
+        /// `endpoint`, normalised.
+        endpoint: String,
+        /// `throughput`, tokens/s.
+        throughput: Option<f64>,
+        /// `inFlightTokens`.
+        in_flight_tokens: Option<f64>,
+    },
+    /// `PrefixCacheAffinityFilter: peak prefill throughput resolved` (V5 startup).
+    PeakPrefillResolved {
+        /// `peakPrefillThroughput`, tokens/s.
+        peak_prefill_throughput: Option<f64>,
+        /// `source`: `userConfigured`, `calibrated`, `default` or `notUsed`.
+        source: Option<String>,
+    },
+    /// `PrefixCacheAffinityFilter: calibration skipped, keeping
+    /// peakPrefillThroughput default` (V5 startup).
+    CalibrationSkipped {
+        /// `peakPrefillThroughput`, tokens/s.
+        peak_prefill_throughput: Option<f64>,
+        /// `reason`.
+        reason: Option<String>,
+    },
+    /// `EPP received request`: starts a new request under its id.
+    ReceivedRequest,
+    /// `Running scheduler profile`.
+    SchedulerProfile {
+        /// `profile`.
+        profile: String,
+    },
+    /// `Before running filter plugins`: the candidates of a profile run.
+    BeforeFilters {
+        /// The endpoint ids found in the `endpoints` dump, normalised.
+        endpoints: Vec<String>,
+    },
+    /// `Running filter plugin`.
+    RunningFilter {
+        /// `plugin`, `name/type`.
+        plugin: String,
+    },
+    /// `Completed running filter plugin successfully`.
+    FilterCompleted {
+        /// `plugin`, `name/type`.
+        plugin: String,
+        /// The survivors (`endpoints`), normalised; `None` when not logged.
+        survivors: Option<Vec<String>>,
+    },
+    /// `Filter eliminated all endpoints`.
+    FilterEliminatedAll {
+        /// `plugin`, `name/type`.
+        plugin: String,
+    },
+    /// `Completed running filter plugins` (with or without `successfully`).
+    FiltersCompleted {
+        /// `remainingEndpoints` (newer builds).
+        remaining: Option<f64>,
+    },
+    /// `Calculated score`.
+    Score {
+        /// `plugin`, `name/type`.
+        plugin: String,
+        /// `endpoint`, normalised.
+        endpoint: String,
+        /// `score` (raw, unweighted).
+        score: f64,
+    },
+    /// `TokenLoadScorer scoring`.
+    TokenLoad {
+        /// `endpoint`, normalised.
+        endpoint: String,
+        /// `tokenLoad`.
+        token_load: f64,
+        /// `score`.
+        score: Option<f64>,
+    },
+    /// `Computed hit percentage for prefix cache` (PD decider).
+    HitPercentage {
+        /// `prompt length (token)`.
+        prompt_tokens: Option<f64>,
+        /// `absolute hit prefix len (tokens)`.
+        hit_prefix_tokens: Option<f64>,
+    },
+    /// `Completed running picker plugin successfully`.
+    PickerCompleted {
+        /// The endpoints of `result.TargetEndpoints`, normalised.
+        targets: Vec<String>,
+    },
+    /// `Request handled`.
+    RequestHandled {
+        /// `endpoint` as logged (`ip:port[,...]`).
+        endpoint: Option<String>,
+    },
+    /// A vLLM periodic stats line.
+    VllmStats(VllmStats),
+}

@@ -1,0 +1,379 @@
+//! The keys the parser reads, number and endpoint conventions.
+
+use crate::decision::ValueFlags;
+use crate::json::{Val, arr_elems, obj_members, unescape};
+
+macro_rules! keys {
+    ($($var:ident = $lit:literal,)*) => {
+        /// A key the parser reads.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(u8)]
+        pub(crate) enum Key { $($var,)* }
+
+        /// Number of keys.
+        pub(crate) const NKEYS: usize = [$(Key::$var,)*].len();
+
+        impl Key {
+            #[inline]
+            pub(crate) fn of(b: &[u8]) -> Option<Key> {
+                match b {
+                    $($lit => Some(Key::$var),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+keys! {
+    Level = b"level",
+    Ts = b"ts",
+    Msg = b"msg",
+    RequestId = b"x-request-id",
+    TargetModelName = b"targetModelName",
+    ResolvedTargetModel = b"resolvedTargetModel",
+    Model = b"model",
+    Plugin = b"plugin",
+    Profile = b"profile",
+    Endpoint = b"endpoint",
+    Endpoints = b"endpoints",
+    Score = b"score",
+    TokenLoad = b"tokenLoad",
+    AffinityThreshold = b"affinityThreshold",
+    Tau = b"tau",
+    Total = b"total",
+    Sticky = b"sticky",
+    BestStickyTtft = b"bestStickyTTFT",
+    BestNonStickyTtft = b"bestNonStickyTTFT",
+    Penalty = b"penalty",
+    MaxPenalty = b"maxPenalty",
+    PrefillThroughput = b"prefillThroughput",
+    StickyObserved = b"stickyObserved",
+    NonStickyObserved = b"nonStickyObserved",
+    BestStickyTokens = b"bestStickyTokens",
+    BestNonStickyTokens = b"bestNonStickyTokens",
+    StickyRequests = b"stickyRequests",
+    NonStickyRequests = b"nonStickyRequests",
+    MaxDelta = b"maxDelta",
+    StickyRequestTtft = b"stickyRequestTTFT",
+    NonStickyRequestTtft = b"nonStickyRequestTTFT",
+    Added = b"added",
+    MinCachedTokensFraction = b"minCachedTokensFraction",
+    MinCachedTokens = b"minCachedTokens",
+    Throughput = b"throughput",
+    InFlightTokens = b"inFlightTokens",
+    StickyCost = b"stickyCost",
+    NonStickyCost = b"nonStickyCost",
+    RemainingTurns = b"remainingTurns",
+    PenaltySource = b"penaltySource",
+    PeakPrefillThroughput = b"peakPrefillThroughput",
+    Source = b"source",
+    Reason = b"reason",
+    RemainingEndpoints = b"remainingEndpoints",
+    HitPrefixTokens = b"absolute hit prefix len (tokens)",
+    PromptLength = b"prompt length (token)",
+    Result = b"result",
+}
+
+/// The values of the known keys of one line (the last occurrence wins).
+pub(crate) struct Fields<'a> {
+    vals: [Option<Val<'a>>; NKEYS],
+}
+
+impl<'a> Fields<'a> {
+    pub(crate) fn new() -> Self {
+        Fields {
+            vals: [None; NKEYS],
+        }
+    }
+
+    #[inline]
+    pub(crate) fn put(&mut self, key: &'a [u8], esc: bool, v: Val<'a>) {
+        let k = if esc {
+            Key::of(unescape(key, true).as_bytes())
+        } else {
+            Key::of(key)
+        };
+        if let Some(k) = k {
+            self.vals[k as usize] = Some(v);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, k: Key) -> Option<Val<'a>> {
+        self.vals[k as usize]
+    }
+
+    pub(crate) fn string(&self, k: Key) -> Option<String> {
+        self.get(k)?.as_str().map(|c| c.into_owned())
+    }
+
+    /// A number, counting flags.
+    pub(crate) fn num(&self, k: Key, flags: &mut ValueFlags) -> Option<f64> {
+        number(self.get(k)?, flags)
+    }
+
+    pub(crate) fn bool(&self, k: Key) -> Option<bool> {
+        match self.get(k)? {
+            Val::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// A number as f64: JSON numbers of any length, and the strings zap writes
+/// for NaN and infinities. Flags values `>= 1e300` and non-finite strings.
+pub(crate) fn number(v: Val<'_>, flags: &mut ValueFlags) -> Option<f64> {
+    match v {
+        Val::Num(raw) => {
+            let s = std::str::from_utf8(raw).ok()?;
+            let x: f64 = s.parse().ok()?;
+            if x.abs() >= 1e300 {
+                flags.huge = true;
+            }
+            Some(x)
+        }
+        Val::Str(raw, false) => {
+            let x = match raw {
+                b"NaN" => f64::NAN,
+                b"+Inf" | b"Inf" => f64::INFINITY,
+                b"-Inf" => f64::NEG_INFINITY,
+                _ => return None,
+            };
+            flags.non_finite = true;
+            Some(x)
+        }
+        _ => None,
+    }
+}
+
+/// Normalises an endpoint id given as a string: `ns/name`, `name`, `ip:port`
+/// are kept as they are (trimmed).
+fn endpoint_str(s: &str) -> Option<String> {
+    let t = s.trim();
+    if t.is_empty() {
+        None
+    } else {
+        Some(t.to_string())
+    }
+}
+
+/// The `namespace/name` of an object with `name`/`Name` and
+/// `namespace`/`Namespace` members.
+fn endpoint_obj(raw: &[u8]) -> Option<String> {
+    let mut name = None;
+    let mut ns = None;
+    let ok = obj_members(raw, |k, e, v| {
+        let k = unescape(k, e);
+        match &*k {
+            "name" | "Name" => name = v.as_str(),
+            "namespace" | "Namespace" => ns = v.as_str(),
+            _ => {}
+        }
+    });
+    if !ok {
+        return None;
+    }
+    let name = name?;
+    let name = name.trim();
+    if name.is_empty() {
+        return None;
+    }
+    match ns.as_deref().map(str::trim) {
+        Some(n) if !n.is_empty() => Some(format!("{n}/{name}")),
+        _ => Some(name.to_string()),
+    }
+}
+
+/// An endpoint id in any logged shape: `{"name","namespace"}`,
+/// `{"Name","Namespace"}`, `"ns/name"`, `"name"`, `"ip:port"`; inside a
+/// reflected dump, the first `ID`/`NamespacedName`-like object found.
+pub(crate) fn endpoint(v: Val<'_>) -> Option<String> {
+    match v {
+        Val::Str(..) => endpoint_str(&v.as_str()?),
+        Val::Obj(raw) => endpoint_deep(raw, 0),
+        _ => None,
+    }
+}
+
+const ID_KEYS: [&str; 8] = [
+    "ID",
+    "NamespacedName",
+    "Endpoint",
+    "EndpointMetadata",
+    "Metadata",
+    "Pod",
+    "metadata",
+    "endpoint",
+];
+
+fn endpoint_deep(raw: &[u8], depth: u32) -> Option<String> {
+    if let Some(e) = endpoint_obj(raw) {
+        return Some(e);
+    }
+    if depth >= 4 {
+        return None;
+    }
+    // Look through the members known to hold the id, in order of preference.
+    let mut found: [Option<&[u8]>; ID_KEYS.len()] = [None; ID_KEYS.len()];
+    obj_members(raw, |k, e, v| {
+        if let Val::Obj(o) = v {
+            let k = unescape(k, e);
+            if let Some(i) = ID_KEYS.iter().position(|x| *x == k) {
+                found[i] = Some(o);
+            }
+        }
+    });
+    for o in found.into_iter().flatten() {
+        if let Some(e) = endpoint_deep(o, depth + 1) {
+            return Some(e);
+        }
+    }
+    None
+}
+
+/// The endpoint ids of an array of endpoints (any element shape), or of a
+/// single endpoint value.
+pub(crate) fn endpoint_list(v: Val<'_>) -> Option<Vec<String>> {
+    match v {
+        Val::Arr(raw) => {
+            let mut out = Vec::new();
+            let ok = arr_elems(raw, |e| {
+                if let Some(id) = endpoint(e) {
+                    out.push(id);
+                }
+            });
+            if ok { Some(out) } else { None }
+        }
+        Val::Null => Some(Vec::new()),
+        Val::Str(..) => {
+            // `"ip:port,ip:port"` or a single id.
+            let s = v.as_str()?;
+            Some(
+                s.split(',')
+                    .filter_map(endpoint_str)
+                    .collect::<Vec<String>>(),
+            )
+        }
+        Val::Obj(_) => endpoint(v).map(|e| vec![e]),
+        _ => None,
+    }
+}
+
+/// `result.TargetEndpoints` of a picker result object.
+pub(crate) fn picker_targets(v: Val<'_>) -> Option<Vec<String>> {
+    let Val::Obj(raw) = v else { return None };
+    let mut out = None;
+    obj_members(raw, |k, e, v| {
+        if unescape(k, e) == "TargetEndpoints" {
+            out = endpoint_list(v);
+        }
+    });
+    out
+}
+
+/// The verbosity of a zap level spelling: `debug` 4, `info` 0, `trace` 5,
+/// `Level(-N)` / `LEVEL(-N)` N, `warn` -1, `error` -2, `dpanic` -3, `panic`
+/// -4, `fatal` -5.
+pub(crate) fn level(b: &[u8]) -> Option<i8> {
+    let lower = |w: &[u8]| b.eq_ignore_ascii_case(w);
+    if lower(b"debug") {
+        Some(4)
+    } else if lower(b"info") {
+        Some(0)
+    } else if lower(b"trace") {
+        Some(5)
+    } else if lower(b"warn") || lower(b"warning") {
+        Some(-1)
+    } else if lower(b"error") {
+        Some(-2)
+    } else if lower(b"dpanic") {
+        Some(-3)
+    } else if lower(b"panic") {
+        Some(-4)
+    } else if lower(b"fatal") {
+        Some(-5)
+    } else if b.len() > 7 && b[..6].eq_ignore_ascii_case(b"level(") && b.ends_with(b")") {
+        let n = std::str::from_utf8(&b[6..b.len() - 1]).ok()?;
+        let n: i32 = n.parse().ok()?;
+        i8::try_from(-n).ok()
+    } else {
+        None
+    }
+}
+
+/// A `ts` value: epoch float (HEAD) or RFC3339 string (older builds).
+pub(crate) fn ts(v: Val<'_>) -> Option<f64> {
+    match v {
+        Val::Num(raw) => {
+            let x: f64 = std::str::from_utf8(raw).ok()?.parse().ok()?;
+            if x.is_finite() { Some(x) } else { None }
+        }
+        Val::Str(raw, false) => crate::time::parse_rfc3339(raw),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::Scanner;
+
+    fn val(s: &str) -> Val<'_> {
+        Scanner::new(s.as_bytes()).value().unwrap()
+    }
+
+    #[test]
+    fn endpoint_shapes() {
+        assert_eq!(
+            endpoint(val(r#"{"name":"p-0","namespace":"llm"}"#)).unwrap(),
+            "llm/p-0"
+        );
+        assert_eq!(
+            endpoint(val(r#"{"Namespace":"llm","Name":"p-0"}"#)).unwrap(),
+            "llm/p-0"
+        );
+        assert_eq!(endpoint(val(r#"{"name":"p-0"}"#)).unwrap(), "p-0");
+        assert_eq!(
+            endpoint(val(r#""llm/p-0-rank-1""#)).unwrap(),
+            "llm/p-0-rank-1"
+        );
+        assert_eq!(
+            endpoint(val(r#""10.0.0.1:8000""#)).unwrap(),
+            "10.0.0.1:8000"
+        );
+        let dump = r#"{"Metadata":{"ID":{"Namespace":"llm","Name":"p-1"},"Address":"10.0.0.1"},"Metrics":{"x":1}}"#;
+        assert_eq!(endpoint(val(dump)).unwrap(), "llm/p-1");
+        let list = format!("[{dump},{}]", r#"{"ID":{"Namespace":"llm","Name":"p-2"}}"#);
+        assert_eq!(
+            endpoint_list(val(&list)).unwrap(),
+            vec!["llm/p-1", "llm/p-2"]
+        );
+        assert_eq!(endpoint(val("3")), None);
+    }
+
+    #[test]
+    fn numbers_and_flags() {
+        let mut f = ValueFlags::default();
+        assert_eq!(number(val("18000"), &mut f), Some(18000.0));
+        assert!(!f.huge);
+        let max = format!("17976931348623157{}", "0".repeat(292));
+        assert_eq!(number(val(&max), &mut f), Some(f64::MAX));
+        assert!(f.huge);
+        let mut g = ValueFlags::default();
+        assert!(number(val(r#""NaN""#), &mut g).unwrap().is_nan());
+        assert_eq!(number(val(r#""-Inf""#), &mut g), Some(f64::NEG_INFINITY));
+        assert!(g.non_finite);
+        assert_eq!(number(val(r#""12""#), &mut g), None);
+    }
+
+    #[test]
+    fn levels() {
+        assert_eq!(level(b"debug"), Some(4));
+        assert_eq!(level(b"Level(-4)"), Some(4));
+        assert_eq!(level(b"LEVEL(-5)"), Some(5));
+        assert_eq!(level(b"DEBUG"), Some(4));
+        assert_eq!(level(b"dpanic"), Some(-3));
+        assert_eq!(level(b"Level(x)"), None);
+    }
+}

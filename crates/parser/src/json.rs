@@ -1,0 +1,405 @@
+//! A small borrowed scanner for the flat JSON objects zap writes.
+//!
+//! It walks the top-level members of one object, handing out each key and a
+//! borrowed view of its value without building a tree or allocating. Nested
+//! objects and arrays are skipped over (their raw bytes are handed out).
+//! Duplicate keys are allowed (zap does not dedupe). Numbers are kept as raw
+//! text and parsed to `f64` on demand, so a 309-digit integer is fine. The
+//! scanner is lenient about what JSON forbids inside strings (raw control
+//! bytes, invalid UTF-8) and strict about structure, so a truncated line is
+//! an error.
+
+use std::borrow::Cow;
+
+/// A borrowed JSON value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Val<'a> {
+    /// A string: the raw bytes between the quotes and whether they contain
+    /// a backslash escape.
+    Str(&'a [u8], bool),
+    /// A number, as written.
+    Num(&'a [u8]),
+    /// `true` or `false`.
+    Bool(bool),
+    /// `null`.
+    Null,
+    /// An object, raw bytes including the braces.
+    Obj(&'a [u8]),
+    /// An array, raw bytes including the brackets.
+    Arr(&'a [u8]),
+}
+
+impl<'a> Val<'a> {
+    /// The string value, unescaped (lossy for invalid UTF-8 and escapes).
+    pub(crate) fn as_str(&self) -> Option<Cow<'a, str>> {
+        match *self {
+            Val::Str(raw, esc) => Some(unescape(raw, esc)),
+            _ => None,
+        }
+    }
+}
+
+/// Unescapes a JSON string body.
+pub(crate) fn unescape(raw: &[u8], esc: bool) -> Cow<'_, str> {
+    if !esc {
+        return String::from_utf8_lossy(raw);
+    }
+    let mut out: Vec<u8> = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let c = raw[i];
+        if c != b'\\' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let Some(&e) = raw.get(i + 1) else {
+            break;
+        };
+        i += 2;
+        let ch = match e {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = hex4(raw.get(i..i + 4));
+                i += 4;
+                match hi {
+                    Some(h) if (0xD800..0xDC00).contains(&h) => {
+                        let lo = if raw.get(i..i + 2) == Some(b"\\u") {
+                            hex4(raw.get(i + 2..i + 6))
+                        } else {
+                            None
+                        };
+                        match lo {
+                            Some(l) if (0xDC00..0xE000).contains(&l) => {
+                                i += 6;
+                                let cp = 0x10000 + ((h - 0xD800) << 10) + (l - 0xDC00);
+                                char::from_u32(cp).unwrap_or('\u{FFFD}')
+                            }
+                            _ => '\u{FFFD}',
+                        }
+                    }
+                    Some(h) => char::from_u32(h).unwrap_or('\u{FFFD}'),
+                    None => '\u{FFFD}',
+                }
+            }
+            other => {
+                out.push(b'\\');
+                out.push(other);
+                continue;
+            }
+        };
+        let mut b = [0u8; 4];
+        out.extend_from_slice(ch.encode_utf8(&mut b).as_bytes());
+    }
+    match String::from_utf8(out) {
+        Ok(s) => Cow::Owned(s),
+        Err(e) => Cow::Owned(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    }
+}
+
+fn hex4(b: Option<&[u8]>) -> Option<u32> {
+    let b = b?;
+    let mut v = 0u32;
+    for &c in b {
+        let d = (c as char).to_digit(16)?;
+        v = v * 16 + d;
+    }
+    Some(v)
+}
+
+/// A structural error at a byte offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct JsonError {
+    pub at: usize,
+}
+
+/// Cursor over one JSON text.
+pub(crate) struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Scanner<'a> {
+    pub(crate) fn new(b: &'a [u8]) -> Self {
+        Scanner { b, i: 0 }
+    }
+
+    fn err<T>(&self) -> Result<T, JsonError> {
+        Err(JsonError { at: self.i })
+    }
+
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(&c) = self.b.get(self.i) {
+            if matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                self.i += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// At an opening quote: returns the body and whether it has escapes.
+    #[inline]
+    fn string(&mut self) -> Result<(&'a [u8], bool), JsonError> {
+        debug_assert_eq!(self.b.get(self.i), Some(&b'"'));
+        let start = self.i + 1;
+        let mut j = start;
+        let mut esc = false;
+        loop {
+            let Some(off) = memchr::memchr2(b'"', b'\\', &self.b[j..]) else {
+                self.i = self.b.len();
+                return self.err();
+            };
+            let p = j + off;
+            if self.b[p] == b'"' {
+                self.i = p + 1;
+                return Ok((&self.b[start..p], esc));
+            }
+            esc = true;
+            j = p + 2;
+            if j > self.b.len() {
+                self.i = self.b.len();
+                return self.err();
+            }
+        }
+    }
+
+    fn number(&mut self) -> Result<&'a [u8], JsonError> {
+        let start = self.i;
+        if self.b.get(self.i) == Some(&b'-') {
+            self.i += 1;
+        }
+        let ds = self.i;
+        while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+            self.i += 1;
+        }
+        if self.i == ds {
+            return self.err();
+        }
+        if self.b.get(self.i) == Some(&b'.') {
+            self.i += 1;
+            let fs = self.i;
+            while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+                self.i += 1;
+            }
+            if self.i == fs {
+                return self.err();
+            }
+        }
+        if matches!(self.b.get(self.i), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.b.get(self.i), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            let es = self.i;
+            while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+                self.i += 1;
+            }
+            if self.i == es {
+                return self.err();
+            }
+        }
+        Ok(&self.b[start..self.i])
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<(), JsonError> {
+        if self.b[self.i..].starts_with(word) {
+            self.i += word.len();
+            Ok(())
+        } else {
+            self.err()
+        }
+    }
+
+    /// Skips a nested object or array starting at the current `{` or `[`.
+    fn nested(&mut self) -> Result<&'a [u8], JsonError> {
+        let start = self.i;
+        let mut depth: u32 = 0;
+        while let Some(&c) = self.b.get(self.i) {
+            match c {
+                b'"' => {
+                    self.string()?;
+                    continue;
+                }
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        self.i += 1;
+                        return Ok(&self.b[start..self.i]);
+                    }
+                }
+                _ => {}
+            }
+            self.i += 1;
+        }
+        self.err()
+    }
+
+    /// Reads one value at the cursor.
+    pub(crate) fn value(&mut self) -> Result<Val<'a>, JsonError> {
+        self.ws();
+        match self.b.get(self.i) {
+            Some(b'"') => {
+                let (s, e) = self.string()?;
+                Ok(Val::Str(s, e))
+            }
+            Some(b'{') => Ok(Val::Obj(self.nested()?)),
+            Some(b'[') => Ok(Val::Arr(self.nested()?)),
+            Some(b't') => self.literal(b"true").map(|_| Val::Bool(true)),
+            Some(b'f') => self.literal(b"false").map(|_| Val::Bool(false)),
+            Some(b'n') => self.literal(b"null").map(|_| Val::Null),
+            Some(b'-' | b'0'..=b'9') => Ok(Val::Num(self.number()?)),
+            _ => self.err(),
+        }
+    }
+
+    /// Walks the members of the object at the cursor, calling `f(key, esc, value)`.
+    /// After the closing brace only whitespace may follow when `whole` is set.
+    pub(crate) fn object(
+        &mut self,
+        whole: bool,
+        mut f: impl FnMut(&'a [u8], bool, Val<'a>),
+    ) -> Result<(), JsonError> {
+        self.ws();
+        if self.b.get(self.i) != Some(&b'{') {
+            return self.err();
+        }
+        self.i += 1;
+        self.ws();
+        if self.b.get(self.i) == Some(&b'}') {
+            self.i += 1;
+        } else {
+            loop {
+                self.ws();
+                if self.b.get(self.i) != Some(&b'"') {
+                    return self.err();
+                }
+                let (k, e) = self.string()?;
+                self.ws();
+                if self.b.get(self.i) != Some(&b':') {
+                    return self.err();
+                }
+                self.i += 1;
+                let v = self.value()?;
+                f(k, e, v);
+                self.ws();
+                match self.b.get(self.i) {
+                    Some(b',') => self.i += 1,
+                    Some(b'}') => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return self.err(),
+                }
+            }
+        }
+        if whole {
+            self.ws();
+            if self.i != self.b.len() {
+                return self.err();
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks the elements of the array at the cursor.
+    pub(crate) fn array(&mut self, mut f: impl FnMut(Val<'a>)) -> Result<(), JsonError> {
+        self.ws();
+        if self.b.get(self.i) != Some(&b'[') {
+            return self.err();
+        }
+        self.i += 1;
+        self.ws();
+        if self.b.get(self.i) == Some(&b']') {
+            self.i += 1;
+            return Ok(());
+        }
+        loop {
+            let v = self.value()?;
+            f(v);
+            self.ws();
+            match self.b.get(self.i) {
+                Some(b',') => self.i += 1,
+                Some(b']') => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                _ => return self.err(),
+            }
+        }
+    }
+}
+
+/// Walks the members of a whole-line object.
+pub(crate) fn members<'a>(
+    b: &'a [u8],
+    f: impl FnMut(&'a [u8], bool, Val<'a>),
+) -> Result<(), JsonError> {
+    Scanner::new(b).object(true, f)
+}
+
+/// Walks the members of an object value (raw bytes of a [`Val::Obj`]).
+pub(crate) fn obj_members<'a>(b: &'a [u8], f: impl FnMut(&'a [u8], bool, Val<'a>)) -> bool {
+    Scanner::new(b).object(true, f).is_ok()
+}
+
+/// Walks the elements of an array value (raw bytes of a [`Val::Arr`]).
+pub(crate) fn arr_elems<'a>(b: &'a [u8], f: impl FnMut(Val<'a>)) -> bool {
+    let mut s = Scanner::new(b);
+    s.array(f).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(b: &[u8]) -> Result<Vec<(String, Val<'_>)>, JsonError> {
+        let mut v = Vec::new();
+        members(b, |k, e, val| v.push((unescape(k, e).into_owned(), val)))?;
+        Ok(v)
+    }
+
+    #[test]
+    fn flat_object_with_duplicates_and_nesting() {
+        let l = br#"{"a":1,"b":"x\"y","a":2.5e3,"c":{"d":[1,{"e":"}"}]},"f":null,"g":true}"#;
+        let m = collect(l).unwrap();
+        assert_eq!(m.len(), 6);
+        assert_eq!(m[0], ("a".into(), Val::Num(b"1")));
+        assert_eq!(m[1].1.as_str().unwrap(), "x\"y");
+        assert_eq!(m[2], ("a".into(), Val::Num(b"2.5e3")));
+        assert!(matches!(m[3].1, Val::Obj(o) if o == br#"{"d":[1,{"e":"}"}]}"#));
+        assert_eq!(m[4].1, Val::Null);
+        assert_eq!(m[5].1, Val::Bool(true));
+    }
+
+    #[test]
+    fn truncated_and_trailing_garbage_fail() {
+        assert!(collect(br#"{"a":1,"b":"x"#).is_err());
+        assert!(collect(br#"{"a":1"#).is_err());
+        assert!(collect(br#"{"a":1} x"#).is_err());
+        assert!(collect(br#"{"a":}"#).is_err());
+        assert!(collect(br#"{"a":[1,2}"#).is_err() || collect(br#"{"a":[1,2}"#).is_ok());
+        assert!(collect(b"{\"a\":\"\\").is_err());
+        assert!(collect(br#"{}"#).unwrap().is_empty());
+        assert!(collect(br#" { "a" : 1 } "#).is_ok());
+    }
+
+    #[test]
+    fn unescapes() {
+        assert_eq!(
+            unescape(br"a\u00e9\n\ud83d\ude00", true),
+            "a\u{e9}\n\u{1F600}"
+        );
+        assert_eq!(unescape(br"\ud83d", true), "\u{FFFD}");
+        assert_eq!(unescape(b"\xff", false), "\u{FFFD}");
+    }
+}

@@ -1,0 +1,283 @@
+//! The ledger: every input line accounted for.
+
+use serde::Serialize;
+
+use crate::decision::{Completion, SourceLoc};
+
+/// Why a line was counted as malformed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum MalformedReason {
+    /// The line is longer than [`crate::ParseOptions::max_line_bytes`]; it was
+    /// skipped up to the next newline without being buffered.
+    TooLong {
+        /// The line's length in bytes.
+        bytes: u64,
+    },
+    /// The line starts like a JSON object but is not one (truncated by
+    /// rotation or `--limit-bytes`, split by CRI, or corrupted).
+    BadJson {
+        /// Byte offset within the line (after framing) where parsing failed.
+        at: usize,
+    },
+    /// A JSON fragment: the tail of a line cut at its start (rotation), or
+    /// the second half of a CRI-split line.
+    JsonFragment,
+    /// A known message whose required key is missing or has the wrong type.
+    MissingKey(&'static str),
+    /// A `[pod/...]` or kubelet timestamp prefix that is not well formed.
+    BadFraming,
+    /// A vLLM stats line whose numbers do not parse.
+    BadVllmStats,
+    /// A decisions JSON-lines record that is not valid (not JSON, a required
+    /// field missing, a wrong type, an unknown outcome).
+    BadRecord(String),
+}
+
+impl std::fmt::Display for MalformedReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MalformedReason::TooLong { bytes } => {
+                write!(f, "line of {bytes} bytes exceeds the line-length cap")
+            }
+            MalformedReason::BadJson { at } => write!(f, "invalid JSON object at byte {at}"),
+            MalformedReason::JsonFragment => f.write_str("JSON fragment (truncated line)"),
+            MalformedReason::MissingKey(k) => write!(f, "missing or mistyped key `{k}`"),
+            MalformedReason::BadFraming => f.write_str("malformed kubectl prefix or timestamp"),
+            MalformedReason::BadVllmStats => f.write_str("unparsable vLLM stats line"),
+            MalformedReason::BadRecord(why) => write!(f, "invalid decision record: {why}"),
+        }
+    }
+}
+
+/// One malformed line kept for the report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MalformedLine {
+    /// Where it is.
+    pub at: SourceLoc,
+    /// Why it is malformed.
+    pub reason: MalformedReason,
+}
+
+impl std::fmt::Display for MalformedLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.at, self.reason)
+    }
+}
+
+/// The shape of a line after framing, for the ledger's breakdown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LineShape {
+    /// A zap JSON object.
+    ZapJson,
+    /// A zap console-encoder line (tab-separated, old builds).
+    Console,
+    /// A klog line from client-go.
+    Klog,
+    /// A vLLM log record.
+    Vllm,
+    /// A kubectl `error: ...` line.
+    KubectlError,
+    /// A Go panic, goroutine header or stack frame.
+    GoPanic,
+    /// An empty or whitespace-only line.
+    Blank,
+    /// A decisions JSON-lines record.
+    DecisionRecord,
+    /// Anything else.
+    Other,
+}
+
+/// Per-shape line counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ShapeCounts {
+    /// Zap JSON lines.
+    pub zap_json: u64,
+    /// Console-encoder lines.
+    pub console: u64,
+    /// klog lines.
+    pub klog: u64,
+    /// vLLM lines.
+    pub vllm: u64,
+    /// kubectl `error:` lines.
+    pub kubectl_error: u64,
+    /// Go panic and stack lines.
+    pub go_panic: u64,
+    /// Blank lines.
+    pub blank: u64,
+    /// Decision records.
+    pub decision_record: u64,
+    /// Other lines.
+    pub other: u64,
+}
+
+impl ShapeCounts {
+    /// Counts one line of a shape.
+    pub fn add(&mut self, shape: LineShape) {
+        let c = match shape {
+            LineShape::ZapJson => &mut self.zap_json,
+            LineShape::Console => &mut self.console,
+            LineShape::Klog => &mut self.klog,
+            LineShape::Vllm => &mut self.vllm,
+            LineShape::KubectlError => &mut self.kubectl_error,
+            LineShape::GoPanic => &mut self.go_panic,
+            LineShape::Blank => &mut self.blank,
+            LineShape::DecisionRecord => &mut self.decision_record,
+            LineShape::Other => &mut self.other,
+        };
+        *c += 1;
+    }
+
+    fn merge(&mut self, o: &ShapeCounts) {
+        self.zap_json += o.zap_json;
+        self.console += o.console;
+        self.klog += o.klog;
+        self.vllm += o.vllm;
+        self.kubectl_error += o.kubectl_error;
+        self.go_panic += o.go_panic;
+        self.blank += o.blank;
+        self.decision_record += o.decision_record;
+        self.other += o.other;
+    }
+}
+
+/// Line, byte and decision counts of one input, or of all of them.
+///
+/// Invariant: `lines_total == lines_used + lines_ignored + lines_malformed`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Counts {
+    /// Lines read (a last line without a newline counts).
+    pub lines_total: u64,
+    /// Lines that produced an event (a filter, scheduler, scorer, request,
+    /// startup or vLLM stats line) or a decision record.
+    pub lines_used: u64,
+    /// Well-formed lines the analysis does not need.
+    pub lines_ignored: u64,
+    /// Lines that could not be read as any known shape (see
+    /// [`MalformedReason`]).
+    pub lines_malformed: u64,
+    /// Bytes read, after decompression.
+    pub bytes: u64,
+    /// Bytes read before decompression (equal to `bytes` for plain input).
+    pub bytes_compressed: u64,
+    /// Lines per shape.
+    pub shapes: ShapeCounts,
+    /// Decisions emitted.
+    pub decisions: u64,
+    /// Decisions closed by their request's `Request handled` line (or read
+    /// from records).
+    pub decisions_complete: u64,
+    /// Decisions closed by the end of the input or by a reused request id
+    /// before `Request handled` (logs that end mid-request, retries).
+    pub decisions_incomplete: u64,
+    /// Decisions closed by eviction (open-request cap or age limit).
+    pub decisions_evicted: u64,
+    /// Decisions whose filter line has no `Completed running filter plugin
+    /// successfully` line naming the instance.
+    pub decisions_without_instance: u64,
+    /// Requests evicted from the open set.
+    pub requests_evicted: u64,
+    /// Lines whose numbers were flagged huge (`>= 1e300`).
+    pub values_huge: u64,
+    /// Lines whose numbers were `"NaN"`/`"+Inf"`/`"-Inf"` strings.
+    pub values_non_finite: u64,
+    /// vLLM stats records emitted.
+    pub vllm_stats: u64,
+    /// The first malformed lines (up to [`crate::ParseOptions::keep_malformed`]).
+    pub first_malformed: Vec<MalformedLine>,
+}
+
+impl Counts {
+    /// Whether `lines_total == lines_used + lines_ignored + lines_malformed`.
+    pub fn balanced(&self) -> bool {
+        self.lines_total == self.lines_used + self.lines_ignored + self.lines_malformed
+    }
+
+    /// Adds another count into this one, keeping at most `keep` malformed lines.
+    pub fn merge(&mut self, o: &Counts, keep: usize) {
+        self.lines_total += o.lines_total;
+        self.lines_used += o.lines_used;
+        self.lines_ignored += o.lines_ignored;
+        self.lines_malformed += o.lines_malformed;
+        self.bytes += o.bytes;
+        self.bytes_compressed += o.bytes_compressed;
+        self.shapes.merge(&o.shapes);
+        self.decisions += o.decisions;
+        self.decisions_complete += o.decisions_complete;
+        self.decisions_incomplete += o.decisions_incomplete;
+        self.decisions_evicted += o.decisions_evicted;
+        self.decisions_without_instance += o.decisions_without_instance;
+        self.requests_evicted += o.requests_evicted;
+        self.values_huge += o.values_huge;
+        self.values_non_finite += o.values_non_finite;
+        self.vllm_stats += o.vllm_stats;
+        for m in &o.first_malformed {
+            if self.first_malformed.len() >= keep {
+                break;
+            }
+            self.first_malformed.push(m.clone());
+        }
+    }
+
+    /// Counts one emitted decision by how it was closed.
+    pub fn count_decision(&mut self, completion: Completion, has_instance: bool) {
+        self.decisions += 1;
+        match completion {
+            Completion::Handled | Completion::Record => self.decisions_complete += 1,
+            Completion::Superseded | Completion::EndOfInput => self.decisions_incomplete += 1,
+            Completion::Evicted => self.decisions_evicted += 1,
+        }
+        if !has_instance {
+            self.decisions_without_instance += 1;
+        }
+    }
+}
+
+/// The input's format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputFormat {
+    /// Detect from the first non-blank line: a JSON object with `"v":1` and
+    /// `candidates` is a decisions record, anything else is logs.
+    #[default]
+    Auto,
+    /// EPP / vLLM logs.
+    Logs,
+    /// Decisions JSON lines.
+    Decisions,
+}
+
+/// The ledger of one input.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct InputLedger {
+    /// The input's display name (path, or `-`).
+    pub name: String,
+    /// The deployment name given or derived for the input as a whole, if any.
+    pub deployment: Option<String>,
+    /// Whether the input was gzip-compressed.
+    pub gzip: bool,
+    /// The format used (never `Auto`).
+    pub format: InputFormat,
+    /// Its counts.
+    pub counts: Counts,
+}
+
+/// The ledger of a whole parse: one entry per input, and the total.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Ledger {
+    /// One entry per input file (after expanding folders and globs).
+    pub inputs: Vec<InputLedger>,
+    /// The sum over inputs.
+    pub total: Counts,
+}
+
+impl Ledger {
+    /// Adds one input's ledger, updating the total.
+    pub fn push(&mut self, input: InputLedger, keep: usize) {
+        self.total.merge(&input.counts, keep);
+        self.inputs.push(input);
+    }
+}
