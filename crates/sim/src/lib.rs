@@ -1,3 +1,235 @@
-//! gatecal-sim: see the crate description; filled in by its issue.
+//! # Brief overview
+//!
+//! `gatecal-sim` writes synthetic llm-d EPP logs, in the exact format the
+//! real EPP writes at `-v=4`, with the ground truth behind every decision of
+//! the `prefix-cache-affinity-filter`, plus the vLLM engine logs of the
+//! simulated endpoints. It feeds the parser's and the analysis' tests,
+//! the committed fixtures, and benchmarks.
+//!
+//! ```
+//! use gatecal_sim::{run, scenario, Variant};
+//!
+//! let s = scenario("glm-like").unwrap().with_requests(200);
+//! let out = run(&s, 1, &Variant::default());
+//! // Every line of a plain log is one zap JSON object.
+//! let text = String::from_utf8(out.epp_log).unwrap();
+//! assert!(text.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
+//! // One truth record per filter decision, and a summary over them.
+//! assert_eq!(out.summary.overall.decisions as usize, out.truth.len());
+//! assert!(!out.vllm_logs.is_empty());
+//! ```
+//!
+//! # The model
+//!
+//! Each [`Deployment`] has one pool of engines (or a `decode` and a
+//! `prefill` pool under P/D). Every engine is:
+//!
+//! * **a prefill queue**: FIFO, draining the request's *uncached* prompt
+//!   tokens at the pool's true peak prefill throughput. A request's first
+//!   token comes when its prefill ends; its response ends after its output
+//!   tokens at a per-request decode speed.
+//! * **a prefix cache**: the shared system prompt plus, per session, the
+//!   blocks of the last prompt served there (the EPP's approximate prefix
+//!   index is updated at scheduling, so does the model). Capacity is in
+//!   tokens; whole sessions are evicted least recently used.
+//!
+//! The EPP's view of an engine at a decision, as the filter reads it:
+//! `in_flight_tokens` is the sum of the uncached tokens of requests whose
+//! first token has not come yet (released at the first streamed chunk,
+//! excluding the current request); `in_flight_requests` counts requests not
+//! yet finished; `match_blocks` is the cached prefix of the prompt in blocks,
+//! `total_blocks = prompt_tokens / block_size` (at least 1).
+//!
+//! **Workload.** Requests arrive as a Poisson process whose rate follows the
+//! scenario's piecewise-linear profile over the run. An arrival continues a
+//! ready session (its previous response done, plus think time) with
+//! probability `1 - 1/turns_mean`, else opens a new session whose first
+//! prompt is the system prompt plus a lognormal context whose mean drifts
+//! geometrically over the run (5k → 78k tokens in `glm-like`). A follow-up
+//! prompt is the previous prompt, its output, and a new user message, so the
+//! engine that served the previous turn holds most of it.
+//!
+//! **Scheduling.** The candidates (all engines of the profile's pool, in a
+//! random order as the datastore returns them) go through each filter
+//! instance in turn; every decision is [`gatecal_filter::decide`] with the
+//! instance's config, never a re-implementation. The survivors are scored by
+//! the token-load scorer (`tokenLoad` = in-flight tokens + the request's own
+//! uncached tokens there, capped at 4194304; `score = 1 - tokenLoad/4194304`)
+//! and the max-score picker takes the best (ties at random). Under P/D the
+//! `decode` profile runs first; the prefix-based decider then runs the
+//! `prefill` profile when at least `nonCachedTokens` of the prompt are not
+//! cached on the chosen decode engine.
+//!
+//! **vLLM counting.** The v1 stats line counts the *full* prompt (cached
+//! tokens included) in the interval where the prefill completes, and its
+//! prefix cache hit rate is taken over those same completions, so
+//! `prompt throughput × (1 − hit rate)` is exactly the computed prefill rate
+//! of the interval; over intervals where an engine stays busy it averages to
+//! the true peak. (Real vLLM v1 takes the hit rate over a window of recent
+//! requests; the simulator's choice keeps the estimate exact.) The v0 line
+//! counts the prefill tokens computed within the interval.
+//!
+//! # Output
+//!
+//! [`run`] returns the EPP log, the vLLM logs, the truth records and the
+//! [`Summary`]; [`write_epp_log`] streams a log of any size to a writer. The
+//! exact line formats are those of `docs/epp-log-format.md`; `docs/sim.md`
+//! lists what is simulated and what is not.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+
+mod epp;
+mod model;
+mod rng;
+mod scenario;
+mod stream;
+mod truth;
+mod vllm;
+mod zap;
+
+use std::io::{self, Write};
+
+pub use model::QUEUE_THRESHOLD_TOKENS;
+pub use rng::Rng;
+pub use scenario::{
+    Deployment, FilterInstance, PdDecider, Pool, Scenario, VllmFlavor, Workload, scenario,
+    scenario_names,
+};
+pub use truth::{
+    DeploymentSummary, Summary, SummaryBuilder, TruthCandidate, TruthRecord, WHAT_IF_BARS_MS,
+    WhatIf, nearest_rank,
+};
+pub use zap::{epoch_float, rfc3339_nano_fixed, zap_float};
+
+/// How the EPP log is captured and encoded. `Default` is the plain HEAD
+/// format, one JSON object per line, nothing else.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Variant {
+    /// `kubectl logs --timestamps`: each line starts with the kubelet's
+    /// RFC3339Nano time (nine digits) and a space.
+    pub timestamps: bool,
+    /// `kubectl logs --prefix`: each line starts with `[pod/<epp-pod>/epp] `.
+    pub prefix: bool,
+    /// Noise: klog lines, a Go panic with its goroutine stack, empty lines,
+    /// invalid UTF-8, and a truncated last line.
+    pub noise: bool,
+    /// The 2026-02-18 … 03-27 encoding: `Level(-N)` levels and a
+    /// second-precision RFC3339 string `ts`.
+    pub old_encoding: bool,
+    /// Also write the `Before running filter plugins` / `Before running
+    /// scorer plugins` endpoint dumps (real at `-v=4`, but large).
+    pub full_dumps: bool,
+}
+
+/// Everything one run produces.
+#[derive(Clone, Debug)]
+pub struct SimOutput {
+    /// The EPP log (all deployments' EPP pods in one stream).
+    pub epp_log: Vec<u8>,
+    /// The vLLM log of each engine pod: `(pod name, bytes)`.
+    pub vllm_logs: Vec<(String, Vec<u8>)>,
+    /// One record per filter decision, in log order of the filter lines'
+    /// requests.
+    pub truth: Vec<TruthRecord>,
+    /// The summary of `truth`.
+    pub summary: Summary,
+}
+
+/// Runs a scenario: the EPP log, the vLLM logs, the truth and the summary.
+/// Deterministic for a seed; the variant changes only the log's framing,
+/// encoding and noise (and, with `full_dumps`, the lines' timestamps).
+pub fn run(s: &Scenario, seed: u64, variant: &Variant) -> SimOutput {
+    let mut log = Vec::new();
+    let mut truth = Vec::new();
+    let mut builder = SummaryBuilder::new(s);
+    let driven = stream::drive(s, seed, variant, None, true, &mut log, &mut |t| {
+        builder.add(t);
+        truth.push(t.clone());
+        Ok(())
+    });
+    // Writing to a Vec cannot fail.
+    let (states, start_ns, end_ns) = match driven {
+        Ok(d) => (d.states, d.start_ns, d.end_ns),
+        Err(_) => (Vec::new(), 0, 0),
+    };
+    let vllm_logs = vllm::vllm_logs(s, &states, seed, start_ns, end_ns);
+    SimOutput {
+        epp_log: log,
+        vllm_logs,
+        truth,
+        summary: builder.finish(&s.name, seed),
+    }
+}
+
+/// What [`run_streaming`] wrote.
+#[derive(Clone, Debug)]
+pub struct StreamReport {
+    /// Bytes of EPP log written.
+    pub epp_bytes: u64,
+    /// Truth records produced.
+    pub records: u64,
+    /// The summary over them.
+    pub summary: Summary,
+    /// vLLM logs (empty unless requested).
+    pub vllm_logs: Vec<(String, Vec<u8>)>,
+}
+
+/// Runs a scenario writing the EPP log and, optionally, the truth (one JSON
+/// line per record) to writers, keeping only the summary's samples in
+/// memory. With `target_bytes`, the scenario repeats (with derived seeds and
+/// later start times) until the log has at least that many bytes. vLLM logs
+/// are computed only if `vllm` is set (they keep every request's timings).
+pub fn run_streaming(
+    s: &Scenario,
+    seed: u64,
+    variant: &Variant,
+    target_bytes: Option<u64>,
+    vllm: bool,
+    epp_log: &mut dyn Write,
+    mut truth: Option<&mut dyn Write>,
+) -> io::Result<StreamReport> {
+    let mut builder = SummaryBuilder::new(s);
+    let mut records = 0u64;
+    let driven = stream::drive(s, seed, variant, target_bytes, vllm, epp_log, &mut |t| {
+        builder.add(t);
+        records += 1;
+        if let Some(w) = truth.as_mut() {
+            serde_json::to_writer(&mut **w, t).map_err(io::Error::other)?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    })?;
+    let vllm_logs = if vllm {
+        vllm::vllm_logs(s, &driven.states, seed, driven.start_ns, driven.end_ns)
+    } else {
+        Vec::new()
+    };
+    Ok(StreamReport {
+        epp_bytes: driven.bytes,
+        records,
+        summary: builder.finish(&s.name, seed),
+        vllm_logs,
+    })
+}
+
+/// Streams an EPP log of at least `target_bytes` (or one run of the
+/// scenario when `None`) to `w`, without holding it in memory; for
+/// benchmarks of any size. Returns the bytes written.
+///
+/// ```
+/// use gatecal_sim::{scenario, write_epp_log, Variant};
+/// let s = scenario("balanced").unwrap().with_requests(20);
+/// let mut sink = std::io::sink();
+/// let n = write_epp_log(&s, 7, &Variant::default(), Some(200_000), &mut sink).unwrap();
+/// assert!(n >= 200_000);
+/// ```
+pub fn write_epp_log(
+    s: &Scenario,
+    seed: u64,
+    variant: &Variant,
+    target_bytes: Option<u64>,
+    w: &mut dyn Write,
+) -> io::Result<u64> {
+    let r = run_streaming(s, seed, variant, target_bytes, false, w, None)?;
+    Ok(r.epp_bytes)
+}

@@ -1,0 +1,301 @@
+//! The `epp-sim` command line.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use gatecal_sim::{
+    Scenario, Summary, TruthRecord, Variant, run, run_streaming, scenario, scenario_names,
+};
+
+/// Synthetic llm-d EPP logs (and vLLM logs) with the ground truth of every
+/// prefix-cache-affinity-filter decision.
+#[derive(Parser, Debug)]
+#[command(name = "epp-sim", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    generate: GenArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List the named scenarios.
+    List,
+    /// Regenerate the committed fixtures under DIR.
+    GenFixtures {
+        /// Fixture directory (e.g. `fixtures`).
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+struct GenArgs {
+    /// Scenario name (see `epp-sim list`).
+    #[arg(long, default_value = "glm-like")]
+    scenario: String,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// EPP log path; truth goes to `<stem>.truth.jsonl`, the summary to
+    /// `<stem>.summary.json`, vLLM logs to `<stem>.vllm/<pod>.log`.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// About this many requests (stretches the scenario's duration).
+    #[arg(long)]
+    requests: Option<u64>,
+    /// Simulated duration in seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Keep writing (repeating the scenario) until the log has this many
+    /// bytes; vLLM logs are then skipped.
+    #[arg(long)]
+    target_bytes: Option<u64>,
+    /// Frame lines as `kubectl logs --timestamps`.
+    #[arg(long)]
+    timestamps: bool,
+    /// Frame lines as `kubectl logs --prefix`.
+    #[arg(long)]
+    prefix: bool,
+    /// Add noise: klog lines, a Go panic, empty lines, invalid UTF-8, a truncated last line.
+    #[arg(long)]
+    noise: bool,
+    /// Older encoding: `Level(-N)` levels and RFC3339 second-precision `ts`.
+    #[arg(long)]
+    old_encoding: bool,
+    /// Also write the `Before running … plugins` endpoint dumps.
+    #[arg(long)]
+    full_dumps: bool,
+    /// Do not write vLLM logs.
+    #[arg(long)]
+    no_vllm: bool,
+}
+
+/// Parses the command line and runs it.
+pub fn run_cli() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::List) => list(),
+        Some(Command::GenFixtures { dir }) => gen_fixtures(&dir),
+        None => generate(&cli.generate),
+    }
+}
+
+fn list() -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    for name in scenario_names() {
+        if let Some(s) = scenario(name) {
+            writeln!(out, "{name}\t{}", s.description)?;
+        }
+    }
+    Ok(())
+}
+
+fn load(name: &str, requests: Option<u64>, duration: Option<f64>) -> Result<Scenario> {
+    let Some(mut s) = scenario(name) else {
+        bail!(
+            "unknown scenario {name:?}; known: {}",
+            scenario_names().join(", ")
+        );
+    };
+    if let Some(d) = duration {
+        if !(d > 0.0 && d.is_finite()) {
+            bail!("--duration must be a positive number of seconds, got {d}");
+        }
+        s = s.with_duration(d);
+    }
+    if let Some(n) = requests {
+        s = s.with_requests(n);
+    }
+    Ok(s)
+}
+
+fn sibling(out: &Path, suffix: &str) -> PathBuf {
+    let stem = out
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "epp".to_string());
+    out.with_file_name(format!("{stem}{suffix}"))
+}
+
+fn create(path: &Path) -> Result<BufWriter<File>> {
+    let f = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    Ok(BufWriter::new(f))
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+fn summary_json(s: &Summary) -> Result<Vec<u8>> {
+    let mut v = serde_json::to_vec_pretty(s).context("encoding the summary")?;
+    v.push(b'\n');
+    Ok(v)
+}
+
+fn write_vllm(dir: &Path, logs: &[(String, Vec<u8>)]) -> Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (pod, bytes) in logs {
+        write_file(&dir.join(format!("{pod}.log")), bytes)?;
+    }
+    Ok(())
+}
+
+fn generate(a: &GenArgs) -> Result<()> {
+    let s = load(&a.scenario, a.requests, a.duration)?;
+    let variant = Variant {
+        timestamps: a.timestamps,
+        prefix: a.prefix,
+        noise: a.noise,
+        old_encoding: a.old_encoding,
+        full_dumps: a.full_dumps,
+    };
+    let vllm = !a.no_vllm && a.target_bytes.is_none();
+    match &a.out {
+        Some(out) => {
+            let mut log = create(out)?;
+            let truth_path = sibling(out, ".truth.jsonl");
+            let mut truth = create(&truth_path)?;
+            let r = run_streaming(
+                &s,
+                a.seed,
+                &variant,
+                a.target_bytes,
+                vllm,
+                &mut log,
+                Some(&mut truth),
+            )
+            .with_context(|| format!("writing {} and {}", out.display(), truth_path.display()))?;
+            log.flush()
+                .with_context(|| format!("writing {}", out.display()))?;
+            truth
+                .flush()
+                .with_context(|| format!("writing {}", truth_path.display()))?;
+            write_file(&sibling(out, ".summary.json"), &summary_json(&r.summary)?)?;
+            if vllm {
+                write_vllm(&sibling(out, ".vllm"), &r.vllm_logs)?;
+            }
+            eprintln!(
+                "epp-sim: {} bytes, {} decisions -> {}",
+                r.epp_bytes,
+                r.records,
+                out.display()
+            );
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut lock = BufWriter::new(stdout.lock());
+            run_streaming(&s, a.seed, &variant, a.target_bytes, false, &mut lock, None)
+                .context("writing the log to stdout")?;
+            lock.flush().context("writing the log to stdout")?;
+        }
+    }
+    Ok(())
+}
+
+fn truth_jsonl(truth: &[TruthRecord]) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    for t in truth {
+        serde_json::to_writer(&mut v, t).context("encoding truth")?;
+        v.push(b'\n');
+    }
+    Ok(v)
+}
+
+/// Fixture sizes: requests per scenario, small enough to commit.
+const FIXTURE_REQUESTS: &[(&str, u64)] = &[
+    ("glm-like", 160),
+    ("balanced", 150),
+    ("eight-deployments", 200),
+    ("pd-disagg", 100),
+    ("latency-predictor", 100),
+];
+
+fn gen_fixtures(dir: &Path) -> Result<()> {
+    let seed = 1;
+    for &(name, n) in FIXTURE_REQUESTS {
+        let s = load(name, Some(n), None)?;
+        let out = run(&s, seed, &Variant::default());
+        let d = dir.join(name);
+        fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+        write_file(&d.join("epp.log"), &out.epp_log)?;
+        write_file(&d.join("truth.jsonl"), &truth_jsonl(&out.truth)?)?;
+        write_file(&d.join("summary.json"), &summary_json(&out.summary)?)?;
+        let vd = d.join("vllm");
+        if vd.exists() {
+            fs::remove_dir_all(&vd).with_context(|| format!("clearing {}", vd.display()))?;
+        }
+        write_vllm(&vd, &out.vllm_logs)?;
+    }
+    let variants: [(&str, &str, u64, Variant); 6] = [
+        (
+            "timestamps",
+            "balanced",
+            25,
+            Variant {
+                timestamps: true,
+                ..Variant::default()
+            },
+        ),
+        (
+            "prefix",
+            "eight-deployments",
+            40,
+            Variant {
+                prefix: true,
+                ..Variant::default()
+            },
+        ),
+        (
+            "prefix-timestamps",
+            "eight-deployments",
+            40,
+            Variant {
+                prefix: true,
+                timestamps: true,
+                ..Variant::default()
+            },
+        ),
+        (
+            "noise",
+            "balanced",
+            60,
+            Variant {
+                noise: true,
+                ..Variant::default()
+            },
+        ),
+        (
+            "old-encoding",
+            "balanced",
+            25,
+            Variant {
+                old_encoding: true,
+                ..Variant::default()
+            },
+        ),
+        (
+            "full-dumps",
+            "glm-like",
+            15,
+            Variant {
+                full_dumps: true,
+                ..Variant::default()
+            },
+        ),
+    ];
+    let vdir = dir.join("variants");
+    for (label, name, n, variant) in variants {
+        let s = load(name, Some(n), None)?;
+        let out = run(&s, seed, &variant);
+        let d = vdir.join(label);
+        fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+        write_file(&d.join("epp.log"), &out.epp_log)?;
+        write_file(&d.join("truth.jsonl"), &truth_jsonl(&out.truth)?)?;
+        write_file(&d.join("summary.json"), &summary_json(&out.summary)?)?;
+    }
+    Ok(())
+}

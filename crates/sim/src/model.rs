@@ -1,0 +1,730 @@
+//! The simulated deployment: sessions, arrivals, per-engine prefill queues
+//! and prefix caches, and the scheduling of each request through the filter
+//! core, a token-load scorer and a max-score picker.
+
+use std::collections::HashMap;
+
+use gatecal_filter::{Candidate, Decision, TtftSource, decide};
+
+use crate::rng::Rng;
+use crate::scenario::{Deployment, Pool, interp, interp_geo};
+
+/// The scorer's `queueThresholdTokens` default: tokenLoad is capped here.
+pub const QUEUE_THRESHOLD_TOKENS: f64 = 4_194_304.0;
+
+const NS: f64 = 1e9;
+/// Longest prompt a session may grow to before it is abandoned.
+const MAX_PROMPT_TOKENS: i64 = 200_000;
+
+/// Static identity of one endpoint (one engine, one target port).
+#[derive(Clone, Debug)]
+pub struct EndpointInfo {
+    /// Endpoint id name (`<pod>-rank-<n>` or the pod name).
+    pub name: String,
+    /// Pod name.
+    pub pod: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Pod IP.
+    pub ip: String,
+    /// Node IP.
+    pub node_ip: String,
+    /// Target port.
+    pub port: u16,
+    /// Rank index within the pod.
+    pub rank: usize,
+    /// Pod labels, sorted by key.
+    pub labels: Vec<(String, String)>,
+}
+
+impl EndpointInfo {
+    /// `namespace/name`.
+    pub fn ns_name(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// `ip:port`.
+    pub fn host_port(&self) -> String {
+        format!("{}:{}", self.ip, self.port)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    release_ns: i64,
+    tokens: i64,
+    done_ns: i64,
+}
+
+/// One request's life on one engine, for the vLLM stats lines.
+#[derive(Clone, Copy, Debug)]
+pub struct Job {
+    /// Arrival at the engine.
+    pub arrive_ns: i64,
+    /// Prefill start.
+    pub start_ns: i64,
+    /// First token (prefill done, or KV received under P/D).
+    pub first_token_ns: i64,
+    /// Last token.
+    pub done_ns: i64,
+    /// Full prompt tokens.
+    pub prompt_tokens: i64,
+    /// Prompt tokens found in this engine's prefix cache.
+    pub cached_tokens: i64,
+    /// Prompt tokens this engine computed.
+    pub computed_tokens: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct PrefixCache {
+    sys: bool,
+    sessions: HashMap<u64, (i64, u64)>,
+    used_blocks: i64,
+    cap_blocks: i64,
+    tick: u64,
+}
+
+impl PrefixCache {
+    fn matched(&self, sys_blocks: i64, session: u64, prompt_blocks: i64) -> i64 {
+        if !self.sys && sys_blocks > 0 {
+            return 0;
+        }
+        let sess = self.sessions.get(&session).map(|e| e.0).unwrap_or(0);
+        (sys_blocks + sess.min(prompt_blocks - sys_blocks)).clamp(0, prompt_blocks)
+    }
+
+    fn insert(&mut self, sys_blocks: i64, session: u64, session_blocks: i64) {
+        self.tick += 1;
+        if !self.sys {
+            self.sys = true;
+            self.used_blocks += sys_blocks;
+        }
+        let old = self
+            .sessions
+            .insert(session, (session_blocks, self.tick))
+            .map(|e| e.0)
+            .unwrap_or(0);
+        self.used_blocks += session_blocks - old;
+        while self.used_blocks > self.cap_blocks && self.sessions.len() > 1 {
+            let victim = self
+                .sessions
+                .iter()
+                .filter(|(k, _)| **k != session)
+                .min_by_key(|(k, v)| (v.1, **k))
+                .map(|(k, v)| (*k, v.0));
+            match victim {
+                Some((k, blocks)) => {
+                    self.sessions.remove(&k);
+                    self.used_blocks -= blocks;
+                }
+                None => break,
+            }
+        }
+    }
+}
+
+/// Dynamic state of one engine.
+#[derive(Clone, Debug, Default)]
+pub struct Engine {
+    busy_until_ns: i64,
+    inflight: Vec<InFlight>,
+    cache: PrefixCache,
+    /// Jobs, when collected for vLLM logs.
+    pub jobs: Vec<Job>,
+}
+
+impl Engine {
+    fn prune(&mut self, t: i64) {
+        self.inflight.retain(|f| f.done_ns > t);
+    }
+
+    fn in_flight_tokens(&self, t: i64) -> i64 {
+        self.inflight
+            .iter()
+            .filter(|f| f.release_ns > t)
+            .map(|f| f.tokens)
+            .sum()
+    }
+
+    fn in_flight_requests(&self, t: i64) -> i64 {
+        self.inflight.iter().filter(|f| f.done_ns > t).count() as i64
+    }
+
+    fn waiting(&self, t: i64) -> i64 {
+        let prefilling = self.inflight.iter().filter(|f| f.release_ns > t).count() as i64;
+        (prefilling - 1).max(0)
+    }
+}
+
+/// The endpoints of one pool with their state.
+#[derive(Clone, Debug)]
+pub struct PoolState {
+    /// Identities.
+    pub endpoints: Vec<EndpointInfo>,
+    /// States, same order.
+    pub engines: Vec<Engine>,
+}
+
+#[derive(Clone, Debug)]
+struct Session {
+    id: u64,
+    last_prompt: i64,
+    last_output: i64,
+    turns_left: u64,
+    ready_ns: i64,
+}
+
+/// An endpoint's metrics as the EPP last scraped them (for the reflected
+/// endpoint dumps).
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshot {
+    /// `RunningRequestsSize`.
+    pub running: i64,
+    /// `WaitingQueueSize`.
+    pub waiting: i64,
+    /// `KVCacheUsagePercent` (a 0..1 fraction, as the EPP stores it).
+    pub kv_usage: f64,
+    /// `UpdateTime`.
+    pub scraped_ns: i64,
+}
+
+/// One filter instance's run.
+#[derive(Clone, Debug)]
+pub struct FilterRun {
+    /// Index into the pool's filters.
+    pub instance: usize,
+    /// Positions (into the profile's candidates) the filter saw, in order.
+    pub input: Vec<usize>,
+    /// The filter core's decision over `input`.
+    pub decision: Decision,
+    /// Positions it kept.
+    pub kept: Vec<usize>,
+}
+
+/// One scheduling profile's run.
+#[derive(Clone, Debug)]
+pub struct ProfileRun {
+    /// Pool index in the deployment.
+    pub pool: usize,
+    /// Endpoint index (into the pool) of each candidate position.
+    pub order: Vec<usize>,
+    /// The candidates as the filter sees them, in order.
+    pub cands: Vec<Candidate>,
+    /// True in-flight tokens per candidate position (even when the EPP's
+    /// attribute is missing).
+    pub true_in_flight: Vec<i64>,
+    /// Scraped metrics per candidate position.
+    pub snapshots: Vec<Snapshot>,
+    /// The filter instances' runs, in order.
+    pub filters: Vec<FilterRun>,
+    /// Scored positions: (position, tokenLoad, score), in survivor order.
+    pub scored: Vec<(usize, f64, f64)>,
+    /// The picked position.
+    pub chosen: usize,
+}
+
+/// The P/D decider's evaluation.
+#[derive(Clone, Copy, Debug)]
+pub struct PdEval {
+    /// Prompt tokens cached on the chosen decode endpoint.
+    pub hit_tokens: i64,
+    /// Prompt tokens.
+    pub prompt_tokens: i64,
+    /// Whether the prefill profile ran.
+    pub disaggregate: bool,
+}
+
+/// One request as scheduled.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// Deployment index in the scenario.
+    pub dep: usize,
+    /// `x-request-id`.
+    pub request_id: String,
+    /// Arrival at the EPP.
+    pub arrival_ns: i64,
+    /// Prompt tokens.
+    pub prompt_tokens: i64,
+    /// Profile runs in order.
+    pub runs: Vec<ProfileRun>,
+    /// P/D decider evaluation, under P/D.
+    pub pd: Option<PdEval>,
+    /// Completion of the response.
+    pub done_ns: i64,
+}
+
+/// A deployment's simulation state.
+pub struct DepState {
+    /// Index in the scenario.
+    pub index: usize,
+    /// Pools, same order as the spec's.
+    pub pools: Vec<PoolState>,
+    rng: Rng,
+    sessions: Vec<Session>,
+    next_session: u64,
+    next_request: u64,
+    /// Next arrival time.
+    pub next_arrival_ns: i64,
+    start_ns: i64,
+    end_ns: i64,
+    collect_jobs: bool,
+}
+
+fn pod_hash(rng: &mut Rng) -> String {
+    rng.token(10, b"bcdfghjklmnpqrstvwxz2456789")
+}
+
+fn pod_suffix(rng: &mut Rng) -> String {
+    rng.token(5, b"bcdfghjklmnpqrstvwxz2456789")
+}
+
+impl DepState {
+    /// Builds the endpoints and the first arrival.
+    pub fn new(
+        dep: &Deployment,
+        index: usize,
+        seed: u64,
+        start_ns: i64,
+        end_ns: i64,
+        collect_jobs: bool,
+    ) -> DepState {
+        let mut rng = Rng::derive(seed, 1000 + index as u64);
+        let mut pools = Vec::new();
+        for (pi, p) in dep.pools.iter().enumerate() {
+            let rs_hash = pod_hash(&mut rng);
+            let mut endpoints = Vec::new();
+            let mut engines = Vec::new();
+            for podi in 0..p.pods {
+                let pod = format!(
+                    "{}-{}-{}-{}",
+                    dep.name,
+                    p.role,
+                    rs_hash,
+                    pod_suffix(&mut rng)
+                );
+                let ip = format!(
+                    "10.{}.{}.{}",
+                    64 + index * 4 + pi,
+                    rng.below(250) + 1,
+                    rng.below(250) + 2
+                );
+                let node_ip = format!("10.128.{}.{}", rng.below(16), rng.below(250) + 2);
+                let labels = vec![
+                    ("app.kubernetes.io/name".to_string(), dep.name.clone()),
+                    ("llm-d.ai/inference-serving".to_string(), "true".to_string()),
+                    ("llm-d.ai/model".to_string(), dep.name.clone()),
+                    ("llm-d.ai/role".to_string(), p.role.clone()),
+                    ("pod-template-hash".to_string(), rs_hash.clone()),
+                ];
+                let _ = podi;
+                for rank in 0..p.ranks_per_pod.max(1) {
+                    let name = if dep.rank_suffix {
+                        format!("{pod}-rank-{rank}")
+                    } else {
+                        pod.clone()
+                    };
+                    endpoints.push(EndpointInfo {
+                        name,
+                        pod: pod.clone(),
+                        namespace: dep.namespace.clone(),
+                        ip: ip.clone(),
+                        node_ip: node_ip.clone(),
+                        port: 8000 + rank as u16,
+                        rank,
+                        labels: labels.clone(),
+                    });
+                    engines.push(Engine {
+                        cache: PrefixCache {
+                            cap_blocks: p.kv_capacity_tokens / dep.block_size.max(1),
+                            ..PrefixCache::default()
+                        },
+                        ..Engine::default()
+                    });
+                }
+            }
+            pools.push(PoolState { endpoints, engines });
+        }
+        let mut s = DepState {
+            index,
+            pools,
+            rng,
+            sessions: Vec::new(),
+            next_session: 1,
+            next_request: 1,
+            next_arrival_ns: start_ns,
+            start_ns,
+            end_ns,
+            collect_jobs,
+        };
+        s.next_arrival_ns = s.draw_next_arrival(dep, start_ns);
+        s
+    }
+
+    fn frac(&self, t: i64) -> f64 {
+        let span = (self.end_ns - self.start_ns).max(1) as f64;
+        ((t - self.start_ns) as f64 / span).clamp(0.0, 1.0)
+    }
+
+    fn draw_next_arrival(&mut self, dep: &Deployment, t: i64) -> i64 {
+        let rate = interp(&dep.workload.rate, self.frac(t)).max(1e-3);
+        let gap = self.rng.exp(1.0 / rate);
+        t + (gap * NS).max(1.0) as i64
+    }
+
+    /// Whether arrivals remain before the end.
+    pub fn has_next(&self) -> bool {
+        self.next_arrival_ns < self.end_ns
+    }
+
+    /// Schedules the next request and advances the arrival clock.
+    pub fn step(&mut self, dep: &Deployment) -> Request {
+        let t = self.next_arrival_ns;
+        self.next_arrival_ns = self.draw_next_arrival(dep, t);
+        let w = &dep.workload;
+        let frac = self.frac(t);
+
+        // Pick a session: continue a ready one, or start a new one.
+        let mut chosen = None;
+        if !self.sessions.is_empty() && self.rng.chance(1.0 - 1.0 / w.turns_mean.max(1.0)) {
+            for _ in 0..3 {
+                let i = self.rng.index(self.sessions.len());
+                if self.sessions[i].ready_ns <= t {
+                    chosen = Some(i);
+                    break;
+                }
+            }
+        }
+        let output = self.rng.lognormal_mean(w.output_mean, 0.6).round().max(1.0) as i64;
+        let (session_id, prompt) = match chosen {
+            Some(i) => {
+                let mean = w.user_msg_mean + w.user_msg_frac * interp_geo(&w.context_mean, frac);
+                let msg = self.rng.lognormal_mean(mean, 0.8).round().max(1.0) as i64;
+                let s = &mut self.sessions[i];
+                let prompt = s.last_prompt + s.last_output + msg;
+                (i, prompt)
+            }
+            None => {
+                let mean = interp_geo(&w.context_mean, frac);
+                let ctx = self
+                    .rng
+                    .lognormal_mean(mean, w.context_sigma)
+                    .round()
+                    .max(20.0) as i64;
+                let turns = self.rng.geometric(w.turns_mean);
+                self.sessions.push(Session {
+                    id: self.next_session,
+                    last_prompt: 0,
+                    last_output: 0,
+                    turns_left: turns,
+                    ready_ns: t,
+                });
+                self.next_session += 1;
+                (
+                    self.sessions.len() - 1,
+                    (w.system_prompt_tokens + ctx).min(MAX_PROMPT_TOKENS),
+                )
+            }
+        };
+        let sid = self.sessions[session_id].id;
+        let rid = if self.rng.chance(dep.plain_request_ids_prob) {
+            format!("req-{:06}", self.next_request)
+        } else {
+            self.rng.uuid()
+        };
+        self.next_request += 1;
+
+        let bs = dep.block_size.max(1);
+        let prompt_blocks = (prompt / bs).max(1);
+        let sys_blocks = (dep.workload.system_prompt_tokens / bs).min(prompt_blocks);
+
+        let mut runs = Vec::new();
+        let mut pd = None;
+        let decode_tps = w.decode_tps.max(1.0);
+        let done_ns;
+        // First (or only) profile.
+        let r0 = self.run_profile(dep, 0, t, sid, prompt_blocks, sys_blocks);
+        let e0 = r0.order[r0.chosen];
+        let m0 = r0.cands[r0.chosen].match_blocks.unwrap_or(0);
+        runs.push(r0);
+        let arrive = t + 2_000_000;
+        let decode_ns = (output as f64 / decode_tps * NS) as i64;
+        match &dep.pd {
+            Some(dec) if dep.pools.len() > 1 => {
+                let hit = m0 * bs;
+                let disaggregate = prompt - hit >= dec.non_cached_tokens;
+                pd = Some(PdEval {
+                    hit_tokens: hit,
+                    prompt_tokens: prompt,
+                    disaggregate,
+                });
+                if disaggregate {
+                    let r1 =
+                        self.run_profile(dep, 1, t + 1_500_000, sid, prompt_blocks, sys_blocks);
+                    let e1 = r1.order[r1.chosen];
+                    let m1 = r1.cands[r1.chosen].match_blocks.unwrap_or(0);
+                    runs.push(r1);
+                    let peak = dep.pools[1].true_peak_tps;
+                    let (first, _) = self.enqueue(
+                        1,
+                        e1,
+                        arrive,
+                        prompt,
+                        m1 * bs,
+                        peak,
+                        output,
+                        decode_ns,
+                        true,
+                    );
+                    let kv_ready = first + 5_000_000 + (prompt as f64 / 2e6 * NS) as i64;
+                    done_ns = kv_ready + decode_ns;
+                    self.attach_remote(0, e0, arrive, kv_ready, prompt, m0 * bs, output, done_ns);
+                    self.pools[1].engines[e1].cache.insert(
+                        sys_blocks,
+                        sid,
+                        prompt_blocks - sys_blocks,
+                    );
+                } else {
+                    let peak = dep.pools[0].true_peak_tps;
+                    let (_, d) = self.enqueue(
+                        0,
+                        e0,
+                        arrive,
+                        prompt,
+                        m0 * bs,
+                        peak,
+                        output,
+                        decode_ns,
+                        false,
+                    );
+                    done_ns = d;
+                }
+            }
+            _ => {
+                let peak = dep.pools[0].true_peak_tps;
+                let (_, d) = self.enqueue(
+                    0,
+                    e0,
+                    arrive,
+                    prompt,
+                    m0 * bs,
+                    peak,
+                    output,
+                    decode_ns,
+                    false,
+                );
+                done_ns = d;
+            }
+        }
+        self.pools[0].engines[e0]
+            .cache
+            .insert(sys_blocks, sid, prompt_blocks - sys_blocks);
+
+        // Advance the session.
+        let s = &mut self.sessions[session_id];
+        s.last_prompt = prompt;
+        s.last_output = output;
+        s.turns_left = s.turns_left.saturating_sub(1);
+        s.ready_ns = done_ns + (self.rng.exp(w.think_s.max(0.0)) * NS) as i64;
+        if s.turns_left == 0 || prompt + output + 4 * w.user_msg_mean as i64 > MAX_PROMPT_TOKENS {
+            self.sessions.swap_remove(session_id);
+        }
+
+        Request {
+            dep: self.index,
+            request_id: rid,
+            arrival_ns: t,
+            prompt_tokens: prompt,
+            runs,
+            pd,
+            done_ns,
+        }
+    }
+
+    /// Queues a prefill on an engine (FIFO at its true peak); returns
+    /// (first token, done).
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue(
+        &mut self,
+        pool: usize,
+        e: usize,
+        arrive: i64,
+        prompt: i64,
+        cached: i64,
+        peak: f64,
+        output: i64,
+        decode_ns: i64,
+        prefill_only: bool,
+    ) -> (i64, i64) {
+        let collect = self.collect_jobs;
+        let eng = &mut self.pools[pool].engines[e];
+        let uncached = (prompt - cached).max(1);
+        let start = arrive.max(eng.busy_until_ns);
+        let first = start + (uncached as f64 / peak.max(1.0) * NS).ceil() as i64;
+        eng.busy_until_ns = first;
+        let done = if prefill_only {
+            first + 1_000_000
+        } else {
+            first + decode_ns
+        };
+        eng.inflight.push(InFlight {
+            release_ns: first,
+            tokens: uncached,
+            done_ns: done,
+        });
+        if collect {
+            eng.jobs.push(Job {
+                arrive_ns: arrive,
+                start_ns: start,
+                first_token_ns: first,
+                done_ns: done,
+                prompt_tokens: prompt,
+                cached_tokens: prompt - uncached,
+                computed_tokens: uncached,
+                output_tokens: if prefill_only { 1 } else { output },
+            });
+        }
+        (first, done)
+    }
+
+    /// A decode engine receiving the KV cache from a prefill engine.
+    #[allow(clippy::too_many_arguments)]
+    fn attach_remote(
+        &mut self,
+        pool: usize,
+        e: usize,
+        arrive: i64,
+        kv_ready: i64,
+        prompt: i64,
+        cached: i64,
+        output: i64,
+        done: i64,
+    ) {
+        let collect = self.collect_jobs;
+        let eng = &mut self.pools[pool].engines[e];
+        let uncached = (prompt - cached).max(1);
+        eng.inflight.push(InFlight {
+            release_ns: kv_ready,
+            tokens: uncached,
+            done_ns: done,
+        });
+        if collect {
+            eng.jobs.push(Job {
+                arrive_ns: arrive,
+                start_ns: kv_ready,
+                first_token_ns: kv_ready,
+                done_ns: done,
+                prompt_tokens: prompt,
+                cached_tokens: prompt - uncached,
+                computed_tokens: 0,
+                output_tokens: output,
+            });
+        }
+    }
+
+    fn run_profile(
+        &mut self,
+        dep: &Deployment,
+        pool_idx: usize,
+        t: i64,
+        session: u64,
+        prompt_blocks: i64,
+        sys_blocks: i64,
+    ) -> ProfileRun {
+        let spec: &Pool = &dep.pools[pool_idx];
+        let bs = dep.block_size.max(1);
+        let n = self.pools[pool_idx].engines.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        self.rng.shuffle(&mut order);
+        let uses_predictor = spec
+            .filters
+            .iter()
+            .any(|f| f.config.ttft_source == TtftSource::LatencyPredictor);
+        let mut cands = Vec::with_capacity(n);
+        let mut true_in_flight = Vec::with_capacity(n);
+        let mut snapshots = Vec::with_capacity(n);
+        for &e in &order {
+            let id = self.pools[pool_idx].endpoints[e].ns_name();
+            let eng = &mut self.pools[pool_idx].engines[e];
+            eng.prune(t);
+            let tokens = eng.in_flight_tokens(t);
+            let requests = eng.in_flight_requests(t);
+            let matched = eng.cache.matched(sys_blocks, session, prompt_blocks);
+            let waiting = eng.waiting(t);
+            let cache_used = eng.cache.used_blocks as f64 / eng.cache.cap_blocks.max(1) as f64;
+            let mut c = Candidate::new(id)
+                .with_match(matched, prompt_blocks, bs)
+                .with_in_flight_requests(requests);
+            if !self.rng.chance(dep.missing_signal_prob) {
+                c = c.with_in_flight_tokens(tokens);
+            }
+            if uses_predictor {
+                let uncached = (prompt_blocks - matched) * bs;
+                let base = (tokens + uncached) as f64 / spec.true_peak_tps.max(1.0) * 1000.0 + 35.0;
+                let noisy = base * self.rng.lognormal_mean(1.0, 0.12);
+                c = c.with_predicted_ttft_ms((noisy * 1000.0).round() / 1000.0);
+            }
+            cands.push(c);
+            true_in_flight.push(tokens);
+            let kv = (0.05 + 0.9 * cache_used.min(1.0) * 0.6 + 0.01 * requests as f64).min(1.0);
+            snapshots.push(Snapshot {
+                running: requests - waiting,
+                waiting,
+                kv_usage: (kv * 10_000.0).round() / 10_000.0,
+                scraped_ns: t - self.rng.below(50_000_000) as i64,
+            });
+        }
+
+        // Filters in order, each over the previous survivors.
+        let mut input: Vec<usize> = (0..n).collect();
+        let mut filters = Vec::new();
+        for (fi, f) in spec.filters.iter().enumerate() {
+            let sub: Vec<Candidate> = input.iter().map(|&i| cands[i].clone()).collect();
+            let draw = self.rng.f64();
+            let decision = decide(&f.config, &sub, draw);
+            let kept: Vec<usize> = decision.kept.iter().map(|&k| input[k]).collect();
+            filters.push(FilterRun {
+                instance: fi,
+                input: input.clone(),
+                decision,
+                kept: kept.clone(),
+            });
+            input = kept;
+            if input.is_empty() {
+                break;
+            }
+        }
+
+        // Token-load scorer over the survivors, then max-score picker.
+        let mut scored = Vec::with_capacity(input.len());
+        for &i in &input {
+            let c = &cands[i];
+            let uncached = c.uncached_tokens().unwrap_or(0);
+            let load = (c.in_flight_tokens.unwrap_or(0) + uncached) as f64;
+            let score = if load <= 0.0 {
+                1.0
+            } else {
+                1.0 - load.min(QUEUE_THRESHOLD_TOKENS) / QUEUE_THRESHOLD_TOKENS
+            };
+            scored.push((i, load.min(QUEUE_THRESHOLD_TOKENS), score));
+        }
+        let best = scored.iter().map(|s| s.2).fold(f64::NEG_INFINITY, f64::max);
+        let ties: Vec<usize> = scored.iter().filter(|s| s.2 == best).map(|s| s.0).collect();
+        let chosen = if ties.is_empty() {
+            0
+        } else {
+            ties[self.rng.index(ties.len())]
+        };
+        ProfileRun {
+            pool: pool_idx,
+            order,
+            cands,
+            true_in_flight,
+            snapshots,
+            filters,
+            scored,
+            chosen,
+        }
+    }
+}
