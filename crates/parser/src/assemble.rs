@@ -97,7 +97,8 @@ impl DeploymentNaming {
 
     /// The deployment for a line from `pod` (kubectl prefix), with pool
     /// keys `namespace` (of the candidates) and `model` as later choices.
-    /// Precedence: explicit `NAME=`, the pod's owner, the folder, the
+    /// Precedence: explicit `NAME=`, the pod's owner (without a trailing
+    /// `-epp`: the chart names the EPP `<release>-epp`), the folder, the
     /// namespace, the model, the fallback.
     pub fn resolve(
         &self,
@@ -109,7 +110,12 @@ impl DeploymentNaming {
             return e.clone();
         }
         if let Some(p) = pod {
-            return pod_owner(p).to_string();
+            let owner = pod_owner(p);
+            return owner
+                .strip_suffix("-epp")
+                .filter(|o| !o.is_empty())
+                .unwrap_or(owner)
+                .to_string();
         }
         if let Some(f) = &self.folder {
             return f.clone();
@@ -159,6 +165,17 @@ struct Req {
     prompt_tokens: Option<f64>,
     hit_prefix_tokens: Option<f64>,
     handled_endpoint: Option<String>,
+    /// The last decision of the run is a `not_applicable` inferred from a
+    /// completion line, with no filter activity since.
+    last_na: bool,
+    events: Vec<Buffered>,
+}
+
+/// An event waiting in its request's buffer.
+struct Buffered {
+    ts: Option<f64>,
+    line: u64,
+    event: Event,
 }
 
 struct QEntry {
@@ -232,6 +249,8 @@ impl Req {
             prompt_tokens: None,
             hit_prefix_tokens: None,
             handled_endpoint: None,
+            last_na: false,
+            events: Vec::new(),
         }
     }
 
@@ -279,6 +298,7 @@ impl Req {
     }
 
     fn new_run(&mut self) {
+        self.last_na = false;
         self.end_run();
         if self.run_active {
             self.run += 1;
@@ -304,12 +324,14 @@ impl Req {
         if self.pending.is_none() && self.instances.contains(&name) {
             self.new_run();
         }
+        self.last_na = false;
         let d = match self.pending.take() {
             Some(d) => Some(d),
             None if infer && is_affinity_type(ty.as_deref(), &name) => {
                 let mut d = self.new_decision(file, line, ts);
                 d.message = FilterMsg::None;
                 d.outcome = FilterMsg::None.outcome();
+                self.last_na = true;
                 Some(d)
             }
             None => None,
@@ -361,6 +383,151 @@ fn apply_filter_line(d: &mut Decision, l: FilterLine) {
     d.max_penalty = l.max_penalty;
     d.extras = l.extras;
     d.flags = d.flags.union(l.flags);
+}
+
+impl Req {
+    /// Applies one event, in program order.
+    fn apply(&mut self, ev: Buffered, file: &str, infer: bool) {
+        let Buffered { ts, line, event } = ev;
+        let r = self;
+        match event {
+            Event::ReceivedRequest => {}
+            Event::SchedulerProfile { profile } => {
+                if r.run_active {
+                    r.new_run();
+                }
+                r.profile = Some(profile);
+                r.saw_profile_line = true;
+            }
+            Event::BeforeFilters { endpoints } => {
+                if r.run_active {
+                    r.new_run();
+                }
+                r.run_candidates = Some(endpoints);
+                r.last_survivors = None;
+            }
+            Event::HitPercentage {
+                prompt_tokens,
+                hit_prefix_tokens,
+            } => {
+                r.prompt_tokens = prompt_tokens.or(r.prompt_tokens);
+                r.hit_prefix_tokens = hit_prefix_tokens.or(r.hit_prefix_tokens);
+                if r.run_active || r.run_candidates.is_some() {
+                    r.run_active = true;
+                    r.new_run();
+                }
+                if r.decider_run.is_none() {
+                    r.decider_run = Some(r.run);
+                }
+            }
+            Event::RunningFilter { plugin } => {
+                let (name, _) = split_plugin(&plugin);
+                if r.instances.contains(&name) {
+                    r.new_run();
+                }
+                // A pending outcome line waits for its completion line.
+                r.last_na = false;
+                r.running_filter = Some(plugin);
+                r.run_active = true;
+            }
+            Event::Filter(l) => {
+                if r.pending.is_none() && r.last_na {
+                    // The completion line came first: the filter line belongs
+                    // to the decision inferred from it.
+                    r.last_na = false;
+                    if let Some(d) = r.run_decisions.last_mut() {
+                        d.ts = ts;
+                        d.source.line = line;
+                        apply_filter_line(d, l);
+                        return;
+                    }
+                }
+                if r.pending_has_outcome {
+                    r.finalize_pending();
+                }
+                let mut d = match r.pending.take() {
+                    Some(d) => d,
+                    None => r.new_decision(file, line, ts),
+                };
+                d.ts = ts;
+                d.source.line = line;
+                apply_filter_line(&mut d, l);
+                r.pending = Some(d);
+                r.pending_has_outcome = true;
+                r.run_active = true;
+            }
+            Event::EndpointTtft {
+                endpoint,
+                throughput,
+                in_flight_tokens,
+            } => {
+                r.last_na = false;
+                if r.pending_has_outcome {
+                    r.finalize_pending();
+                }
+                if r.pending.is_none() {
+                    r.pending = Some(r.new_decision(file, line, ts));
+                }
+                if let Some(d) = r.pending.as_mut() {
+                    let c = candidate_mut(d, &endpoint);
+                    c.throughput = throughput;
+                    c.in_flight_tokens = in_flight_tokens
+                        .filter(|x| x.is_finite() && x.abs() < 9.0e18)
+                        .map(|x| x as i64);
+                    c.ttft_ms = match (in_flight_tokens, throughput) {
+                        (Some(t), Some(p)) if p > 0.0 => Some(t / p * 1000.0),
+                        _ => None,
+                    };
+                }
+                r.run_active = true;
+            }
+            Event::FilterCompleted { plugin, survivors } => {
+                r.complete_filter(&plugin, survivors, file, line, ts, infer);
+            }
+            Event::FilterEliminatedAll { plugin } => {
+                r.complete_filter(&plugin, Some(Vec::new()), file, line, ts, infer);
+            }
+            Event::FiltersCompleted { .. } => {
+                r.finalize_pending();
+            }
+            Event::Score {
+                plugin,
+                endpoint,
+                score,
+            } => {
+                for d in r.scored() {
+                    candidate_mut(d, &endpoint)
+                        .scores
+                        .push((plugin.clone(), score));
+                }
+                r.run_active = true;
+            }
+            Event::TokenLoad {
+                endpoint,
+                token_load,
+                ..
+            } => {
+                for d in r.scored() {
+                    candidate_mut(d, &endpoint).token_load = Some(token_load);
+                }
+                r.run_active = true;
+            }
+            Event::PickerCompleted { targets } => {
+                if !targets.is_empty() {
+                    let chosen = targets.join(",");
+                    for d in r.scored() {
+                        d.chosen = Some(chosen.clone());
+                    }
+                }
+            }
+            Event::RequestHandled { endpoint } => {
+                r.handled_endpoint = endpoint;
+            }
+            Event::VllmStats(_)
+            | Event::PeakPrefillResolved { .. }
+            | Event::CalibrationSkipped { .. } => {}
+        }
+    }
 }
 
 impl Assembler {
@@ -458,8 +625,6 @@ impl Assembler {
                 self.evict_oldest(emit);
             }
         }
-        let file = self.file.as_str();
-        let infer = self.limits.infer_not_applicable;
         let Some(r) = self.reqs.get_mut(self.scratch.as_str()) else {
             return;
         };
@@ -469,137 +634,10 @@ impl Assembler {
         if r.model.is_none() {
             r.model.clone_from(&meta.model);
         }
-        match event {
-            Event::ReceivedRequest => {}
-            Event::SchedulerProfile { profile } => {
-                if r.run_active {
-                    r.new_run();
-                }
-                r.profile = Some(profile);
-                r.saw_profile_line = true;
-            }
-            Event::BeforeFilters { endpoints } => {
-                if r.run_active {
-                    r.new_run();
-                }
-                r.run_candidates = Some(endpoints);
-                r.last_survivors = None;
-            }
-            Event::HitPercentage {
-                prompt_tokens,
-                hit_prefix_tokens,
-            } => {
-                r.prompt_tokens = prompt_tokens.or(r.prompt_tokens);
-                r.hit_prefix_tokens = hit_prefix_tokens.or(r.hit_prefix_tokens);
-                if r.run_active || r.run_candidates.is_some() {
-                    r.run_active = true;
-                    r.new_run();
-                }
-                if r.decider_run.is_none() {
-                    r.decider_run = Some(r.run);
-                }
-            }
-            Event::RunningFilter { plugin } => {
-                let (name, _) = split_plugin(&plugin);
-                if r.instances.contains(&name) {
-                    r.new_run();
-                }
-                if r.pending_has_outcome {
-                    r.finalize_pending();
-                }
-                r.running_filter = Some(plugin);
-                r.run_active = true;
-            }
-            Event::Filter(l) => {
-                if r.pending_has_outcome {
-                    r.finalize_pending();
-                }
-                let mut d = match r.pending.take() {
-                    Some(d) => d,
-                    None => r.new_decision(file, line, ts),
-                };
-                d.ts = ts;
-                d.source.line = line;
-                if d.model.is_none() {
-                    d.model.clone_from(&meta.model);
-                }
-                apply_filter_line(&mut d, l);
-                r.pending = Some(d);
-                r.pending_has_outcome = true;
-                r.run_active = true;
-            }
-            Event::EndpointTtft {
-                endpoint,
-                throughput,
-                in_flight_tokens,
-            } => {
-                if r.pending_has_outcome {
-                    r.finalize_pending();
-                }
-                if r.pending.is_none() {
-                    r.pending = Some(r.new_decision(file, line, ts));
-                }
-                if let Some(d) = r.pending.as_mut() {
-                    let c = candidate_mut(d, &endpoint);
-                    c.throughput = throughput;
-                    c.in_flight_tokens = in_flight_tokens
-                        .filter(|x| x.is_finite() && x.abs() < 9.0e18)
-                        .map(|x| x as i64);
-                    c.ttft_ms = match (in_flight_tokens, throughput) {
-                        (Some(t), Some(p)) if p > 0.0 => Some(t / p * 1000.0),
-                        _ => None,
-                    };
-                }
-                r.run_active = true;
-            }
-            Event::FilterCompleted { plugin, survivors } => {
-                r.complete_filter(&plugin, survivors, file, line, ts, infer);
-            }
-            Event::FilterEliminatedAll { plugin } => {
-                r.complete_filter(&plugin, Some(Vec::new()), file, line, ts, infer);
-            }
-            Event::FiltersCompleted { .. } => {
-                r.finalize_pending();
-            }
-            Event::Score {
-                plugin,
-                endpoint,
-                score,
-            } => {
-                for d in r.scored() {
-                    candidate_mut(d, &endpoint)
-                        .scores
-                        .push((plugin.clone(), score));
-                }
-                r.run_active = true;
-            }
-            Event::TokenLoad {
-                endpoint,
-                token_load,
-                ..
-            } => {
-                for d in r.scored() {
-                    candidate_mut(d, &endpoint).token_load = Some(token_load);
-                }
-                r.run_active = true;
-            }
-            Event::PickerCompleted { targets } => {
-                if !targets.is_empty() {
-                    let chosen = targets.join(",");
-                    for d in r.scored() {
-                        d.chosen = Some(chosen.clone());
-                    }
-                }
-            }
-            Event::RequestHandled { endpoint } => {
-                r.handled_endpoint = endpoint;
-                if let Some(r) = self.reqs.remove(self.scratch.as_str()) {
-                    self.close(r, Completion::Handled, emit);
-                }
-            }
-            Event::VllmStats(_)
-            | Event::PeakPrefillResolved { .. }
-            | Event::CalibrationSkipped { .. } => {}
+        let handled = matches!(event, Event::RequestHandled { .. });
+        r.events.push(Buffered { ts, line, event });
+        if handled && let Some(r) = self.reqs.remove(self.scratch.as_str()) {
+            self.close(r, Completion::Handled, emit);
         }
         if advanced {
             self.evict_aged(emit);
@@ -664,6 +702,25 @@ impl Assembler {
     }
 
     fn close(&self, mut r: Req, how: Completion, emit: &mut dyn FnMut(Decision)) {
+        // Program order: one request's lines come from one goroutine, whose
+        // `ts` only grows; sort by it (stable, so equal or missing times keep
+        // file order) to undo interleaving artefacts in the file.
+        let mut events = std::mem::take(&mut r.events);
+        let mut key = f64::NEG_INFINITY;
+        let mut keyed: Vec<(f64, Buffered)> = events
+            .drain(..)
+            .map(|e| {
+                if let Some(t) = e.ts.filter(|t| t.is_finite()) {
+                    key = t;
+                }
+                (key, e)
+            })
+            .collect();
+        keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let infer = self.limits.infer_not_applicable;
+        for (_, e) in keyed {
+            r.apply(e, &self.file, infer);
+        }
         r.end_run();
         let infer_profiles = !r.saw_profile_line && r.decider_run.is_some();
         for mut d in r.done.drain(..) {

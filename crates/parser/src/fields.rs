@@ -158,28 +158,13 @@ fn endpoint_str(s: &str) -> Option<String> {
     }
 }
 
-/// The `namespace/name` of an object with `name`/`Name` and
-/// `namespace`/`Namespace` members.
-fn endpoint_obj(raw: &[u8]) -> Option<String> {
-    let mut name = None;
-    let mut ns = None;
-    let ok = obj_members(raw, |k, e, v| {
-        let k = unescape(k, e);
-        match &*k {
-            "name" | "Name" => name = v.as_str(),
-            "namespace" | "Namespace" => ns = v.as_str(),
-            _ => {}
-        }
-    });
-    if !ok {
-        return None;
-    }
-    let name = name?;
-    let name = name.trim();
+/// Joins a namespace and a name into `namespace/name` (or `name`).
+fn join_id(ns: Option<&str>, name: Option<&str>) -> Option<String> {
+    let name = name?.trim();
     if name.is_empty() {
         return None;
     }
-    match ns.as_deref().map(str::trim) {
+    match ns.map(str::trim) {
         Some(n) if !n.is_empty() => Some(format!("{n}/{name}")),
         _ => Some(name.to_string()),
     }
@@ -187,7 +172,8 @@ fn endpoint_obj(raw: &[u8]) -> Option<String> {
 
 /// An endpoint id in any logged shape: `{"name","namespace"}`,
 /// `{"Name","Namespace"}`, `"ns/name"`, `"name"`, `"ip:port"`; inside a
-/// reflected dump, the first `ID`/`NamespacedName`-like object found.
+/// reflected dump, the `ID` (or `NamespacedName`, ...) member, searched
+/// before the dump's own `Name` (which is the pod's).
 pub(crate) fn endpoint(v: Val<'_>) -> Option<String> {
     match v {
         Val::Str(..) => endpoint_str(&v.as_str()?),
@@ -208,28 +194,33 @@ const ID_KEYS: [&str; 8] = [
 ];
 
 fn endpoint_deep(raw: &[u8], depth: u32) -> Option<String> {
-    if let Some(e) = endpoint_obj(raw) {
-        return Some(e);
-    }
-    if depth >= 4 {
-        return None;
-    }
-    // Look through the members known to hold the id, in order of preference.
     let mut found: [Option<&[u8]>; ID_KEYS.len()] = [None; ID_KEYS.len()];
-    obj_members(raw, |k, e, v| {
-        if let Val::Obj(o) = v {
-            let k = unescape(k, e);
-            if let Some(i) = ID_KEYS.iter().position(|x| *x == k) {
-                found[i] = Some(o);
+    let mut name = None;
+    let mut ns = None;
+    let ok = obj_members(raw, |k, e, v| {
+        let k = unescape(k, e);
+        match (&*k, v) {
+            ("name" | "Name", Val::Str(..)) => name = v.as_str(),
+            ("namespace" | "Namespace", Val::Str(..)) => ns = v.as_str(),
+            (k, Val::Obj(o)) => {
+                if let Some(i) = ID_KEYS.iter().position(|x| *x == k) {
+                    found[i] = Some(o);
+                }
             }
+            _ => {}
         }
     });
-    for o in found.into_iter().flatten() {
-        if let Some(e) = endpoint_deep(o, depth + 1) {
-            return Some(e);
+    if !ok {
+        return None;
+    }
+    if depth < 4 {
+        for o in found.into_iter().flatten() {
+            if let Some(e) = endpoint_deep(o, depth + 1) {
+                return Some(e);
+            }
         }
     }
-    None
+    join_id(ns.as_deref(), name.as_deref())
 }
 
 /// The endpoint ids of an array of endpoints (any element shape), or of a
@@ -343,6 +334,9 @@ mod tests {
             "10.0.0.1:8000"
         );
         let dump = r#"{"Metadata":{"ID":{"Namespace":"llm","Name":"p-1"},"Address":"10.0.0.1"},"Metrics":{"x":1}}"#;
+        let flat =
+            r#"{"ID":{"Namespace":"llm","Name":"p-1-rank-1"},"Name":"p-1","Labels":{"Name":"x"}}"#;
+        assert_eq!(endpoint(val(flat)).unwrap(), "llm/p-1-rank-1");
         assert_eq!(endpoint(val(dump)).unwrap(), "llm/p-1");
         let list = format!("[{dump},{}]", r#"{"ID":{"Namespace":"llm","Name":"p-2"}}"#);
         assert_eq!(

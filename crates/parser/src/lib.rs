@@ -237,7 +237,7 @@ impl Default for ParseOptions {
             strict: false,
             keep_malformed: 10,
             year: None,
-            infer_not_applicable: false,
+            infer_not_applicable: true,
         }
     }
 }
