@@ -46,14 +46,23 @@ pub(crate) fn frame(line: &[u8]) -> Result<Framed<'_>, ()> {
         body = &body[close + 2..];
     }
     let mut kubelet_ts = None;
-    if body.len() >= 21 && body[0].is_ascii_digit() && body[4] == b'-' && body[10] == b'T' {
+    if body.len() >= 20 && body[0].is_ascii_digit() && body[4] == b'-' && body[10] == b'T' {
         let lim = body.len().min(40);
-        if let Some(sp) = memchr::memchr2(b' ', b'\t', &body[..lim])
-            && body[sp] == b' '
-            && let Some(t) = parse_rfc3339(&body[..sp])
-        {
-            kubelet_ts = Some(t);
-            body = &body[sp + 1..];
+        match memchr::memchr2(b' ', b'\t', &body[..lim]) {
+            Some(sp) if body[sp] == b' ' => {
+                if let Some(t) = parse_rfc3339(&body[..sp]) {
+                    kubelet_ts = Some(t);
+                    body = &body[sp + 1..];
+                }
+            }
+            // A kubelet timestamp alone: an empty log line.
+            None if body.len() <= 40 => {
+                if let Some(t) = parse_rfc3339(body) {
+                    kubelet_ts = Some(t);
+                    body = &[];
+                }
+            }
+            _ => {}
         }
     }
     Ok(Framed {
