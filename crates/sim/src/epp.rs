@@ -78,6 +78,8 @@ struct Writer<'a> {
     rng: &'a mut Rng,
     seq: &'a mut u64,
     out: &'a mut Vec<Line>,
+    /// One request's lines come from one goroutine: keep their order.
+    last_sort: i64,
 }
 
 impl Writer<'_> {
@@ -98,8 +100,10 @@ impl Writer<'_> {
     fn push_at(&mut self, ts: i64, line: ZapLine) {
         *self.seq += 1;
         let jitter = self.rng.below(60_000) as i64;
+        let sort_ns = (ts + jitter).max(self.last_sort + 1);
+        self.last_sort = sort_ns;
         self.out.push(Line {
-            sort_ns: ts + jitter,
+            sort_ns,
             seq: *self.seq,
             dep: self.dep,
             ts_ns: ts,
@@ -141,6 +145,7 @@ pub fn render(
         rng,
         seq,
         out,
+        last_sort: i64::MIN / 2,
     };
     let l = ZapLine::new(
         enc,

@@ -317,11 +317,12 @@ fn glm_like() -> Scenario {
         vec![pool("default", "decode", 4, 3000.0, Config::default())],
     );
     d.workload = workload(
-        vec![(0.0, 0.8), (0.5, 0.5), (1.0, 0.4)],
-        vec![(0.0, 4000.0), (0.5, 40000.0), (1.0, 70000.0)],
+        vec![(0.0, 0.9), (0.5, 0.75), (1.0, 0.65)],
+        vec![(0.0, 4000.0), (0.5, 60000.0), (1.0, 70000.0)],
     );
+    d.workload.turns_mean = 6.0;
     d.workload.context_sigma = 1.1;
-    d.workload.user_msg_frac = 0.05;
+    d.workload.user_msg_frac = 0.02;
     d.workload.think_s = 4.0;
     Scenario {
         name: "glm-like".to_string(),
@@ -378,7 +379,7 @@ fn eight_deployments() -> Scenario {
             "zai-org/GLM-5.2-FP8",
             743.0,
             4,
-            4000.0,
+            1.5,
             VllmFlavor::V1,
         ),
         (
@@ -386,7 +387,7 @@ fn eight_deployments() -> Scenario {
             "moonshotai/Kimi-K2-Instruct",
             1850.0,
             4,
-            6000.0,
+            1.5,
             VllmFlavor::V1,
         ),
         (
@@ -394,7 +395,7 @@ fn eight_deployments() -> Scenario {
             "deepseek-ai/DeepSeek-V3.1",
             3400.0,
             4,
-            9000.0,
+            1.2,
             VllmFlavor::V0,
         ),
         (
@@ -402,7 +403,7 @@ fn eight_deployments() -> Scenario {
             "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8",
             6100.0,
             3,
-            12000.0,
+            1.0,
             VllmFlavor::V1,
         ),
         (
@@ -410,7 +411,7 @@ fn eight_deployments() -> Scenario {
             "meta-llama/Llama-3.3-70B-Instruct",
             9800.0,
             3,
-            8000.0,
+            0.8,
             VllmFlavor::V0,
         ),
         (
@@ -418,7 +419,7 @@ fn eight_deployments() -> Scenario {
             "Qwen/Qwen3-32B",
             15928.0,
             2,
-            6000.0,
+            0.8,
             VllmFlavor::V1,
         ),
         (
@@ -426,7 +427,7 @@ fn eight_deployments() -> Scenario {
             "openai/gpt-oss-120b",
             21500.0,
             2,
-            7000.0,
+            0.7,
             VllmFlavor::V1,
         ),
         (
@@ -434,7 +435,7 @@ fn eight_deployments() -> Scenario {
             "mistralai/Mistral-Small-3.2-24B-Instruct-2506",
             27261.0,
             2,
-            5000.0,
+            0.6,
             VllmFlavor::V1,
         ),
     ];
@@ -461,11 +462,15 @@ fn eight_deployments() -> Scenario {
             d.priority = None;
         }
         let capacity = peak * pods as f64;
-        // Mean uncached tokens per request ~ ctx / turns + follow-up growth.
+        // Prompts scale with the deployment's capacity so that every
+        // deployment sees a similar request rate.
+        let ctx = (capacity * ctx).clamp(3000.0, 60000.0);
+        // Mean uncached tokens per request: a new session's context spread
+        // over its turns, plus the follow-ups' growth.
         let per_req = ctx / 5.0 + 600.0;
-        let base = 0.35 * capacity / per_req;
-        let burst = if i == 7 { 0.6 } else { 1.6 } * capacity / per_req;
-        let (b0, b1) = (0.1 + 0.08 * i as f64 / 8.0, 0.3 + 0.08 * i as f64 / 8.0);
+        let base = 0.3 * capacity / per_req;
+        let burst = if i == 7 { 0.6 } else { 1.8 } * capacity / per_req;
+        let (b0, b1) = (0.1 + 0.1 * i as f64 / 8.0, 0.45 + 0.1 * i as f64 / 8.0);
         d.workload = workload(
             vec![
                 (0.0, base),
@@ -475,7 +480,7 @@ fn eight_deployments() -> Scenario {
                 (b1 + 0.02, base),
                 (1.0, base),
             ],
-            vec![(0.0, ctx), (1.0, ctx * 1.5)],
+            vec![(0.0, ctx), (1.0, ctx * 1.3)],
         );
         deployments.push(d);
     }
@@ -484,7 +489,7 @@ fn eight_deployments() -> Scenario {
         description: "8 deployments in one stream, true peak 743..27261 tok/s, each saturated by a burst except mistral-small"
             .to_string(),
         start_epoch_s: START,
-        duration_s: 900.0,
+        duration_s: 1200.0,
         deployments,
     }
 }

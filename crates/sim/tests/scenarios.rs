@@ -1,0 +1,125 @@
+//! The named scenarios land where their descriptions say.
+
+use std::collections::HashMap;
+
+use gatecal_sim::{Variant, VllmFlavor, run, scenario};
+
+#[test]
+fn glm_like_summary_in_range() {
+    let s = scenario("glm-like").expect("glm-like");
+    let out = run(&s, 1, &Variant::default());
+    let o = &out.summary.overall;
+    eprintln!("{}", serde_json::to_string_pretty(o).unwrap_or_default());
+    assert!(o.decisions > 500, "{}", o.decisions);
+    assert!(o.release_share < 0.01, "release {}", o.release_share);
+    assert!(
+        (0.10..=0.20).contains(&o.pinned_5_18s_share),
+        "pinned {}",
+        o.pinned_5_18s_share
+    );
+    let p50 = o.gate_input_p50_ms.expect("p50");
+    let p90 = o.gate_input_p90_ms.expect("p90");
+    let p99 = o.gate_input_p99_ms.expect("p99");
+    assert!(p50 < 1000.0 && (3000.0..12000.0).contains(&p90) && (9000.0..18000.0).contains(&p99));
+    assert_eq!(
+        out.summary.deployments[0].max_ttft_penalty_ms,
+        Some(18000.0)
+    );
+}
+
+/// Estimates each deployment's peak from its vLLM logs: the computed prefill
+/// rate (v1: prompt throughput x (1 - hit rate); v0: prompt throughput),
+/// averaged over intervals whose line and previous line both report waiting
+/// requests.
+fn estimate_peaks(
+    out: &gatecal_sim::SimOutput,
+    pods: &[(String, usize, VllmFlavor)],
+) -> HashMap<usize, f64> {
+    let mut sums: HashMap<usize, (f64, f64)> = HashMap::new();
+    for (pod, bytes) in &out.vllm_logs {
+        let Some((_, dep, flavor)) = pods.iter().find(|(p, _, _)| pod.starts_with(p.as_str()))
+        else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(bytes);
+        let mut prev_waiting = false;
+        for l in text.lines() {
+            let num = |key: &str| -> Option<f64> {
+                let i = l.find(key)? + key.len();
+                let rest = &l[i..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .unwrap_or(rest.len());
+                rest[..end].parse().ok()
+            };
+            let Some(prompt) = num("Avg prompt throughput: ") else {
+                continue;
+            };
+            let waiting = match flavor {
+                VllmFlavor::V1 => num("Waiting: "),
+                VllmFlavor::V0 => num("Pending: "),
+            }
+            .unwrap_or(0.0)
+                > 0.0;
+            let computed = match flavor {
+                VllmFlavor::V1 => {
+                    prompt * (1.0 - num("Prefix cache hit rate: ").unwrap_or(0.0) / 100.0)
+                }
+                VllmFlavor::V0 => prompt,
+            };
+            if waiting && prev_waiting {
+                let e = sums.entry(*dep).or_default();
+                e.0 += computed;
+                e.1 += 1.0;
+            }
+            prev_waiting = waiting;
+        }
+    }
+    sums.into_iter()
+        .filter(|(_, (_, n))| *n >= 3.0)
+        .map(|(d, (s, n))| (d, s / n))
+        .collect()
+}
+
+#[test]
+fn eight_deployments_peaks_span_and_are_recoverable() {
+    let s = scenario("eight-deployments").expect("scenario");
+    let peaks: Vec<f64> = s.deployments.iter().map(|d| d.true_peak_tps()).collect();
+    let lo = peaks.iter().cloned().fold(f64::MAX, f64::min);
+    let hi = peaks.iter().cloned().fold(0.0, f64::max);
+    assert_eq!((lo, hi), (743.0, 27261.0));
+    let s = s.with_requests(5000);
+    let out = run(&s, 1, &Variant::default());
+    let pods: Vec<(String, usize, VllmFlavor)> = s
+        .deployments
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            (
+                format!("{}-{}-", d.name, d.pools[0].role),
+                i,
+                d.pools[0].vllm,
+            )
+        })
+        .collect();
+    let est = estimate_peaks(&out, &pods);
+    let mut saturated = 0;
+    for (i, d) in s.deployments.iter().enumerate() {
+        let summary_peak = out.summary.deployments[i].true_peak_prefill_tps;
+        assert_eq!(summary_peak, Some(d.true_peak_tps()));
+        if let Some(e) = est.get(&i) {
+            let err = (e - d.true_peak_tps()).abs() / d.true_peak_tps();
+            eprintln!(
+                "{}: true {} estimated {e:.0} ({:.1}%)",
+                d.name,
+                d.true_peak_tps(),
+                err * 100.0
+            );
+            assert!(err < 0.10, "{}: {e} vs {}", d.name, d.true_peak_tps());
+            saturated += 1;
+        } else {
+            eprintln!("{}: never saturated", d.name);
+        }
+    }
+    assert!(saturated >= 7, "{saturated}");
+}
