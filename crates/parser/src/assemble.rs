@@ -679,7 +679,11 @@ impl Assembler {
     }
 
     fn evict_oldest(&mut self, emit: &mut dyn FnMut(Decision)) {
-        while let Some(e) = self.queue.pop_front() {
+        let mut budget = self.queue.len() + 1;
+        while budget > 0
+            && let Some(e) = self.queue.pop_front()
+        {
+            budget -= 1;
             let live = self
                 .reqs
                 .get(e.key.as_str())

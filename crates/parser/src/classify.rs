@@ -184,7 +184,8 @@ fn is_klog(b: &[u8]) -> bool {
 }
 
 fn is_go_panic(b: &[u8]) -> bool {
-    b.starts_with(b"panic: ")
+    is_go_frame(b)
+        || b.starts_with(b"panic: ")
         || b.starts_with(b"goroutine ")
         || b.starts_with(b"\t")
         || b.starts_with(b"created by ")
@@ -193,6 +194,19 @@ fn is_go_panic(b: &[u8]) -> bool {
         || b.starts_with(b"runtime.")
         || b.starts_with(b"main.")
         || b.starts_with(b"exit status ")
+}
+
+/// A stack frame's function line: `pkg/path.(*Type).Method(0xc000..., ...)`,
+/// no space before its first `(` and ending with `)`.
+fn is_go_frame(b: &[u8]) -> bool {
+    let Some(open) = memchr::memchr(b'(', b) else {
+        return false;
+    };
+    open > 0
+        && b.ends_with(b")")
+        && !b[..open].contains(&b' ')
+        && b[..open].contains(&b'.')
+        && !b.starts_with(b"{")
 }
 
 /// A zap JSON line: the prefilter, then a borrowed scan of known messages.
@@ -259,7 +273,7 @@ fn console(body: &[u8]) -> Option<Class> {
     };
     let ts = crate::time::parse_rfc3339(time).or_else(|| {
         let x: f64 = std::str::from_utf8(time).ok()?.parse().ok()?;
-        x.is_finite().then_some(x)
+        fields::plausible_epoch(x)
     });
     ts?;
     let Some(kind) = kind_of(msg) else {
@@ -492,6 +506,12 @@ mod tests {
         );
         assert_eq!(c("goroutine 1 [running]:"), LineShape::GoPanic);
         assert_eq!(c("\t/go/src/main.go:12 +0x1d"), LineShape::GoPanic);
+        assert_eq!(
+            c(
+                "github.com/llm-d/llm-d-router/pkg/epp/scheduling.(*SchedulerProfile).Run(0xc000a1b2c0, {0x2c4e1f8, 0xc001234560})"
+            ),
+            LineShape::GoPanic
+        );
         assert_eq!(
             c("INFO 08-21 14:36:14 [api_server.py:1] hello"),
             LineShape::Vllm

@@ -293,12 +293,19 @@ pub(crate) fn level(b: &[u8]) -> Option<i8> {
     }
 }
 
+/// An epoch time within years 1 to 9999 (as RFC3339 allows), else `None`.
+pub(crate) fn plausible_epoch(x: f64) -> Option<f64> {
+    (-62_135_596_800.0..=253_402_300_799.0)
+        .contains(&x)
+        .then_some(x)
+}
+
 /// A `ts` value: epoch float (HEAD) or RFC3339 string (older builds).
 pub(crate) fn ts(v: Val<'_>) -> Option<f64> {
     match v {
         Val::Num(raw) => {
             let x: f64 = std::str::from_utf8(raw).ok()?.parse().ok()?;
-            if x.is_finite() { Some(x) } else { None }
+            plausible_epoch(x)
         }
         Val::Str(raw, false) => crate::time::parse_rfc3339(raw),
         _ => None,

@@ -14,6 +14,11 @@ pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 
 /// The (year, month) of an epoch time.
 pub(crate) fn year_month_of(epoch: f64) -> (i64, u32) {
+    let epoch = if epoch.is_finite() {
+        epoch.clamp(-1e13, 1e13)
+    } else {
+        0.0
+    };
     let days = (epoch / 86_400.0).floor() as i64;
     let z = days + 719_468;
     let era = if z >= 0 { z } else { z - 146_096 } / 146_097;

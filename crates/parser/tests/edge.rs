@@ -413,7 +413,7 @@ fn kubectl_prefix_timestamps() {
         .iter()
         .find(|d| d.request_id.as_deref() == Some("r9"))
         .unwrap();
-    assert!((r9.ts.unwrap() - 1_787_322_973.0001).abs() < 1e-6);
+    assert!((r9.ts.unwrap() - 1_787_322_973.000_1).abs() < 1e-6);
     assert_eq!(r9.completion, Completion::EndOfInput);
     assert_eq!(r9.filter, None);
     assert_eq!(o.ledger.counts.decisions_without_instance, 1);
