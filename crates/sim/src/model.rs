@@ -378,8 +378,11 @@ impl DepState {
         self.next_arrival_ns < self.end_ns
     }
 
-    /// Schedules the next request and advances the arrival clock.
-    pub fn step(&mut self, dep: &Deployment) -> Request {
+    /// Advances the arrival clock and schedules the arrival, or returns
+    /// `None` when it was meant to continue a session but none was ready
+    /// (its user is still waiting for a response): under a backlog, open
+    /// sessions send less, as real users do.
+    pub fn step(&mut self, dep: &Deployment) -> Option<Request> {
         let t = self.next_arrival_ns;
         self.next_arrival_ns = self.draw_next_arrival(dep, t);
         let w = &dep.workload;
@@ -394,6 +397,9 @@ impl DepState {
                     chosen = Some(i);
                     break;
                 }
+            }
+            if chosen.is_none() {
+                return None;
             }
         }
         let output = self.rng.lognormal_mean(w.output_mean, 0.6).round().max(1.0) as i64;
@@ -413,6 +419,12 @@ impl DepState {
                     .round()
                     .max(20.0) as i64;
                 let turns = self.rng.geometric(w.turns_mean);
+                // Users give up: keep at most a few dozen open sessions per
+                // engine, dropping the least recently started.
+                let engines: usize = self.pools.iter().map(|p| p.engines.len()).sum();
+                if self.sessions.len() >= 24 * engines.max(1) {
+                    self.sessions.remove(0);
+                }
                 self.sessions.push(Session {
                     id: self.next_session,
                     last_prompt: 0,
@@ -531,7 +543,7 @@ impl DepState {
             self.sessions.swap_remove(session_id);
         }
 
-        Request {
+        Some(Request {
             dep: self.index,
             request_id: rid,
             arrival_ns: t,
@@ -539,7 +551,7 @@ impl DepState {
             runs,
             pd,
             done_ns,
-        }
+        })
     }
 
     /// Queues a prefill on an engine (FIFO at its true peak); returns

@@ -17,6 +17,11 @@ pub struct Scenario {
     pub duration_s: f64,
     /// The deployments, each with its own EPP pod.
     pub deployments: Vec<Deployment>,
+    /// Log only the requests arriving within this fraction of the run
+    /// (`(from, to)` in `[0, 1]`); the model still runs the whole run, so a
+    /// small sample can come from a loaded late phase. `None` logs all.
+    /// vLLM logs always cover the whole run.
+    pub log_window: Option<(f64, f64)>,
 }
 
 /// vLLM stats-line flavour of an engine.
@@ -185,6 +190,12 @@ impl Scenario {
         self
     }
 
+    /// The same scenario logging only arrivals within `(from, to)` of the run.
+    pub fn with_log_window(mut self, from: f64, to: f64) -> Scenario {
+        self.log_window = Some((from, to));
+        self
+    }
+
     /// The same scenario with another duration in seconds.
     pub fn with_duration(mut self, seconds: f64) -> Scenario {
         self.duration_s = seconds;
@@ -231,6 +242,7 @@ fn mean_of_piecewise(points: &[(f64, f64)]) -> f64 {
 pub fn scenario_names() -> &'static [&'static str] {
     &[
         "glm-like",
+        "glm-like-v1",
         "balanced",
         "eight-deployments",
         "pd-disagg",
@@ -242,6 +254,7 @@ pub fn scenario_names() -> &'static [&'static str] {
 pub fn scenario(name: &str) -> Option<Scenario> {
     match name {
         "glm-like" => Some(glm_like()),
+        "glm-like-v1" => Some(glm_like_v1()),
         "balanced" => Some(balanced()),
         "eight-deployments" => Some(eight_deployments()),
         "pd-disagg" => Some(pd_disagg()),
@@ -331,7 +344,27 @@ fn glm_like() -> Scenario {
         start_epoch_s: START,
         duration_s: 1800.0,
         deployments: vec![d],
+        log_window: None,
     }
+}
+
+/// `glm-like` under the filter's first defaults (V1, before 2026-06-13):
+/// `maxTTFTPenaltyMs: 5000` and `explorationProbability: 0.01`. The same
+/// load now breaks the gate often, so its logs carry many
+/// `TTFT load gate broken` lines with their penalties.
+fn glm_like_v1() -> Scenario {
+    let mut s = glm_like();
+    s.name = "glm-like-v1".to_string();
+    s.description = "glm-like under the V1 defaults: 5000 ms bar, 1% exploration".to_string();
+    for d in &mut s.deployments {
+        for p in &mut d.pools {
+            for f in &mut p.filters {
+                f.config.max_ttft_penalty_ms = 5000.0;
+                f.config.exploration_probability = 0.01;
+            }
+        }
+    }
+    s
 }
 
 /// A comfortably provisioned deployment with short prompts: the gate rarely
@@ -367,6 +400,7 @@ fn balanced() -> Scenario {
         start_epoch_s: START,
         duration_s: 600.0,
         deployments: vec![d],
+        log_window: None,
     }
 }
 
@@ -469,7 +503,7 @@ fn eight_deployments() -> Scenario {
         // over its turns, plus the follow-ups' growth.
         let per_req = ctx / 5.0 + 600.0;
         let base = 0.3 * capacity / per_req;
-        let burst = if i == 7 { 0.6 } else { 1.8 } * capacity / per_req;
+        let burst = if i == 7 { 0.6 } else { 1.4 } * capacity / per_req;
         let (b0, b1) = (0.1 + 0.1 * i as f64 / 8.0, 0.45 + 0.1 * i as f64 / 8.0);
         d.workload = workload(
             vec![
@@ -489,8 +523,9 @@ fn eight_deployments() -> Scenario {
         description: "8 deployments in one stream, true peak 743..27261 tok/s, each saturated by a burst except mistral-small"
             .to_string(),
         start_epoch_s: START,
-        duration_s: 1200.0,
+        duration_s: 600.0,
         deployments,
+        log_window: None,
     }
 }
 
@@ -520,6 +555,7 @@ fn pd_disagg() -> Scenario {
         start_epoch_s: START,
         duration_s: 600.0,
         deployments: vec![d],
+        log_window: None,
     }
 }
 
@@ -559,5 +595,6 @@ fn latency_predictor() -> Scenario {
         start_epoch_s: START,
         duration_s: 600.0,
         deployments: vec![d],
+        log_window: None,
     }
 }

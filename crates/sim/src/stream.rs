@@ -224,6 +224,7 @@ pub(crate) fn drive(
             .collect();
         let mut render_rng = Rng::derive(e_seed, 77);
         let mut requests = 0u64;
+        let epoch_start_bytes = sink.bytes + sink.heap.len() as u64;
         loop {
             let next = states
                 .iter()
@@ -233,9 +234,17 @@ pub(crate) fn drive(
                 .map(|(i, _)| i);
             let Some(i) = next else { break };
             let dep = &s.deployments[i];
-            let req = states[i].step(dep);
+            let Some(req) = states[i].step(dep) else {
+                continue;
+            };
             requests += 1;
             sink.flush_before(req.arrival_ns)?;
+            if let Some((a, b)) = s.log_window {
+                let f = (req.arrival_ns - e_start) as f64 / span_ns.max(1) as f64;
+                if f < a || f >= b {
+                    continue;
+                }
+            }
             lines.clear();
             truth.clear();
             render(
@@ -267,7 +276,13 @@ pub(crate) fn drive(
         }
         epoch += 1;
         match target_bytes {
-            Some(tb) if sink.bytes < tb && requests > 0 => continue,
+            Some(tb)
+                if sink.bytes < tb
+                    && requests > 0
+                    && sink.bytes + sink.heap.len() as u64 > epoch_start_bytes =>
+            {
+                continue;
+            }
             _ => break,
         }
     }

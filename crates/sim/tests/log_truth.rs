@@ -28,7 +28,7 @@ fn every_scenario_log_parses_and_matches_truth() {
                 assert!(at(",\"msg\":") < i, "{l}");
             }
         }
-        for o in &objs {
+        for (o, _) in &objs {
             assert!(o["ts"].is_f64() || o["ts"].is_u64(), "{name}: ts");
         }
     }
@@ -38,7 +38,7 @@ fn every_scenario_log_parses_and_matches_truth() {
 fn request_lines_in_real_order_and_scorer_only_for_survivors() {
     let s = scenario("glm-like").expect("glm-like").with_requests(150);
     let out = run(&s, 5, &Variant::default());
-    let objs = parse_plain(&out.epp_log);
+    let objs: Vec<serde_json::Value> = parse_plain(&out.epp_log).into_iter().map(|p| p.0).collect();
     let mut by_id: HashMap<&str, Vec<&serde_json::Value>> = HashMap::new();
     for o in &objs {
         if let Some(id) = o["x-request-id"].as_str() {
@@ -108,7 +108,7 @@ fn request_lines_in_real_order_and_scorer_only_for_survivors() {
 fn token_load_is_in_flight_plus_own_uncached() {
     let s = scenario("balanced").expect("balanced").with_requests(100);
     let out = run(&s, 2, &Variant::default());
-    let objs = parse_plain(&out.epp_log);
+    let objs: Vec<serde_json::Value> = parse_plain(&out.epp_log).into_iter().map(|p| p.0).collect();
     let mut loads: HashMap<(String, String), f64> = HashMap::new();
     for o in &objs {
         if o["msg"] == "TokenLoadScorer scoring" {
@@ -163,6 +163,7 @@ fn pd_runs_the_filter_in_both_profiles_under_one_id() {
     check_log_against_truth(&objs, &out.truth);
     assert!(
         objs.iter()
+            .map(|p| &p.0)
             .any(|o| o["msg"] == "Computed hit percentage for prefix cache")
     );
 }

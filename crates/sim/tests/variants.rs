@@ -2,22 +2,8 @@
 
 mod common;
 
-use common::{check_log_against_truth, unframe};
+use common::{check_log_against_truth, parse_lenient, unframe};
 use gatecal_sim::{Variant, run, scenario};
-
-fn objs_of(log: &[u8]) -> (Vec<serde_json::Value>, Vec<Vec<u8>>) {
-    let mut objs = Vec::new();
-    let mut other = Vec::new();
-    for raw in log.split(|b| *b == b'\n') {
-        let text = String::from_utf8_lossy(raw);
-        let body = unframe(&text);
-        match serde_json::from_str::<serde_json::Value>(body) {
-            Ok(v) => objs.push(v),
-            Err(_) => other.push(raw.to_vec()),
-        }
-    }
-    (objs, other)
-}
 
 #[test]
 fn framing_strips_to_the_same_lines() {
@@ -75,7 +61,7 @@ fn noise_is_only_where_expected() {
         std::str::from_utf8(&noisy.epp_log).is_err(),
         "invalid UTF-8 present"
     );
-    let (objs, other) = objs_of(&noisy.epp_log);
+    let (objs, other) = parse_lenient(&noisy.epp_log);
     check_log_against_truth(&objs, &noisy.truth);
     let text: Vec<String> = other
         .iter()
@@ -112,10 +98,10 @@ fn old_encoding_levels_and_ts() {
             ..Variant::default()
         },
     );
-    let (objs, other) = objs_of(&out.epp_log);
+    let (objs, other) = parse_lenient(&out.epp_log);
     assert!(other.iter().all(|l| l.is_empty()));
     check_log_against_truth(&objs, &out.truth);
-    for o in &objs {
+    for (o, _) in &objs {
         let ts = o["ts"].as_str().expect("string ts");
         assert_eq!(ts.len(), 20, "{ts}");
         let level = o["level"].as_str().expect("level");
@@ -124,5 +110,5 @@ fn old_encoding_levels_and_ts() {
             "{level}"
         );
     }
-    assert!(objs.iter().any(|o| o["level"] == "Level(-4)"));
+    assert!(objs.iter().any(|(o, _)| o["level"] == "Level(-4)"));
 }

@@ -33,20 +33,33 @@ pub fn outcome_of(msg: &str) -> Option<&'static str> {
     })
 }
 
+/// The raw number text of `"key":` in a JSON line, parsed with Rust's
+/// correctly rounded `f64` parser (serde_json's default float parsing can be
+/// one ulp off).
+pub fn raw_number(line: &str, key: &str) -> Option<f64> {
+    let pat = format!("\"{key}\":");
+    let i = line.find(&pat)? + pat.len();
+    let rest = &line[i..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
 /// Checks that the log's own filter lines agree with the truth: one filter
 /// line per applicable record, same request id and order, same outcome,
-/// every logged penalty equal to the truth's gate input. Returns the number
-/// of filter lines.
-pub fn check_log_against_truth(objs: &[Value], truth: &[TruthRecord]) -> usize {
-    let mut lines: HashMap<String, Vec<&Value>> = HashMap::new();
-    for o in objs {
+/// every logged penalty equal to the truth's gate input (exactly). `objs`
+/// pairs each parsed line with its raw text. Returns the number of filter
+/// lines.
+pub fn check_log_against_truth(objs: &[(Value, String)], truth: &[TruthRecord]) -> usize {
+    let mut lines: HashMap<String, Vec<&(Value, String)>> = HashMap::new();
+    for pair in objs {
+        let o = &pair.0;
         let msg = o["msg"].as_str().unwrap_or("");
         if msg.starts_with("PrefixCacheAffinityFilter: ") {
             let id = o["x-request-id"]
                 .as_str()
                 .expect("filter line without id")
                 .to_string();
-            lines.entry(id).or_default().push(o);
+            lines.entry(id).or_default().push(pair);
         }
     }
     let mut recs: HashMap<&str, Vec<&TruthRecord>> = HashMap::new();
@@ -60,11 +73,11 @@ pub fn check_log_against_truth(objs: &[Value], truth: &[TruthRecord]) -> usize {
             .get(*id)
             .unwrap_or_else(|| panic!("no filter line for {id}"));
         assert_eq!(ls.len(), rs.len(), "filter lines of {id}");
-        for (l, r) in ls.iter().zip(rs) {
+        for ((l, raw), r) in ls.iter().map(|p| (&p.0, &p.1)).zip(rs) {
             let msg = l["msg"].as_str().unwrap_or("");
             assert_eq!(outcome_of(msg), Some(r.outcome.as_str()), "{id}: {msg}");
             if r.outcome == "load_override" {
-                let p = l["penalty"].as_f64().expect("penalty");
+                let p = raw_number(raw, "penalty").expect("penalty");
                 assert_eq!(Some(p), r.truth_gate_input_ms, "{id}");
                 assert_eq!(Some(p), r.logged_penalty_ms, "{id}");
             }
@@ -74,13 +87,31 @@ pub fn check_log_against_truth(objs: &[Value], truth: &[TruthRecord]) -> usize {
     n
 }
 
-/// Parses every line of a plain log as JSON (panics on any failure).
-pub fn parse_plain(log: &[u8]) -> Vec<Value> {
+/// Parses every line of a plain log as JSON (panics on any failure), with
+/// its raw text.
+pub fn parse_plain(log: &[u8]) -> Vec<(Value, String)> {
     let text = std::str::from_utf8(log).expect("plain log is UTF-8");
     text.lines()
         .enumerate()
         .map(|(i, l)| {
-            serde_json::from_str(l).unwrap_or_else(|e| panic!("line {}: {e}: {l}", i + 1))
+            let v = serde_json::from_str(l).unwrap_or_else(|e| panic!("line {}: {e}: {l}", i + 1));
+            (v, l.to_string())
         })
         .collect()
+}
+
+/// Parses the JSON lines of a possibly framed, possibly noisy log; returns
+/// them with their raw (unframed) text, and the lines that are not JSON.
+pub fn parse_lenient(log: &[u8]) -> (Vec<(Value, String)>, Vec<Vec<u8>>) {
+    let mut objs = Vec::new();
+    let mut other = Vec::new();
+    for raw in log.split(|b| *b == b'\n') {
+        let text = String::from_utf8_lossy(raw);
+        let body = unframe(&text);
+        match serde_json::from_str::<Value>(body) {
+            Ok(v) => objs.push((v, body.to_string())),
+            Err(_) => other.push(raw.to_vec()),
+        }
+    }
+    (objs, other)
 }
