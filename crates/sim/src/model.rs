@@ -398,9 +398,7 @@ impl DepState {
                     break;
                 }
             }
-            if chosen.is_none() {
-                return None;
-            }
+            chosen?;
         }
         let output = self.rng.lognormal_mean(w.output_mean, 0.6).round().max(1.0) as i64;
         let (session_id, prompt) = match chosen {
