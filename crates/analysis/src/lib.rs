@@ -36,9 +36,12 @@
 #![forbid(unsafe_code)]
 
 pub mod epp_config;
+pub mod from_parser;
 pub mod gate_dist;
 pub mod hist;
 pub mod input;
+pub mod recommend;
 pub mod reconstruct;
 pub mod stats;
+pub mod throughput;
 pub mod whatif;

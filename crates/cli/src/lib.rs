@@ -17,3 +17,4 @@
 pub mod duration;
 pub mod filter_args;
 pub mod output;
+pub mod pipeline;

@@ -1,7 +1,21 @@
-//! Not built yet: this binary's issue fills it in.
+//! `gate-dist`: audit the TTFT load gate from EPP logs. See `gate-dist --help`.
+
+mod args;
+mod run;
+
 use std::process::ExitCode;
 
+use clap::Parser;
+
 fn main() -> ExitCode {
-    eprintln!("{}: not built yet", env!("CARGO_PKG_NAME"));
-    ExitCode::from(2)
+    let args = match args::Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            // --help and --version print and succeed; usage errors exit 2.
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    gatecal_cli::output::exit("gate-dist", run::run(args))
 }

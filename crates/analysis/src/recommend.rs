@@ -1,0 +1,570 @@
+//! Per-deployment calibration: peak prefill throughput, break-even bar, and
+//! the configs to apply, each replayed on the same decisions.
+//!
+//! # Method
+//!
+//! * **Peak prefill throughput**: the first available of, in order, the
+//!   user's value, calibration output, vLLM stats while saturated (see
+//!   [`crate::throughput`]); a never-saturated deployment gets the vLLM lower
+//!   bound, and one with no evidence keeps its configured value. Every
+//!   estimate found is listed with its source and sample count.
+//! * **Break-even bar** of a decision: `matched tokens / peak * 1000` ms, with
+//!   the matched tokens of the best sticky endpoint from the best evidence
+//!   available (exact match info of decision records; the PD decider's hit
+//!   prefix tokens; the prefix scorer's score times the logged prompt
+//!   length). Only decisions with a sticky endpoint and matched tokens > 0
+//!   count. Quantiles p10/p50/p90 are nearest rank on the signed histogram
+//!   (0.05 % relative precision); the error of the bar is otherwise the
+//!   relative error of the peak estimate.
+//! * **Static recommendation**: `peakPrefillThroughput` = the estimate,
+//!   `maxTTFTPenaltyMs` = the break-even p50 rounded to two significant
+//!   digits: the bar at which the static gate agrees with the break-even rule
+//!   for the median request. Without matched tokens, the current bar is kept.
+//! * **Matched-tokens recommendation**: `penaltyMode: matchedTokens` with the
+//!   estimate, and the current `maxTTFTPenaltyMs` kept as the ceiling.
+//! * Each config (current, static, matched tokens) is replayed through the
+//!   filter core on the same decisions ([`crate::whatif`]); shares are of all
+//!   decisions.
+//! * **Warnings**: thin evidence (peak from a lower bound or from the config
+//!   alone, fewer than 30 saturated intervals, fewer than 100 decisions with
+//!   matched tokens), a configured peak more than 2x off the estimate, a
+//!   break-even p50 that moved more than 2x between windows of at least 30
+//!   decisions.
+
+use std::collections::BTreeMap;
+
+use gatecal_filter::{Config, PenaltyMode};
+use gatecal_parser::VllmStats;
+use serde::Serialize;
+
+use crate::gate_dist::{ConfigSet, InputSummary, SourcedConfig};
+use crate::hist::SignedHistogram;
+use crate::input::DecisionInput;
+use crate::reconstruct::{GateSample, ReconstructOptions, Reconstructor};
+use crate::stats::StatsAcc;
+use crate::throughput::{PeakEstimate, PeakSource, VllmEstimator};
+use crate::whatif::WhatIfSpec;
+
+/// The schema id of the JSON report.
+pub const SCHEMA: &str = "gatecal.recommend/v1";
+
+/// Fewer saturated intervals than this is thin evidence.
+pub const THIN_SATURATED_INTERVALS: u64 = 30;
+/// Fewer decisions with matched tokens than this is thin evidence.
+pub const THIN_MATCHED_DECISIONS: u64 = 100;
+/// Windows with fewer decisions are not compared for drift.
+pub const MIN_WINDOW_DECISIONS: u64 = 30;
+
+/// Options of the calibration.
+#[derive(Clone, Debug)]
+pub struct RecommendOptions {
+    /// Reconstruction of the gate input.
+    pub reconstruct: ReconstructOptions,
+    /// Lower edge of pinned-worse, ms.
+    pub pinned_worse_min_ms: f64,
+    /// Window length, seconds, for break-even drift.
+    pub window_s: Option<f64>,
+    /// `--peak-prefill-throughput`: the user's value for every deployment.
+    pub user_peak: Option<f64>,
+    /// Calibration estimates: per deployment, or under `""` for every one.
+    pub calibration: BTreeMap<String, PeakEstimate>,
+}
+
+impl Default for RecommendOptions {
+    fn default() -> Self {
+        RecommendOptions {
+            reconstruct: ReconstructOptions::default(),
+            pinned_worse_min_ms: 5000.0,
+            window_s: None,
+            user_peak: None,
+            calibration: BTreeMap::new(),
+        }
+    }
+}
+
+/// The chosen peak and every estimate found.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PeakReport {
+    /// Tokens per second.
+    pub value: f64,
+    /// Where the chosen value comes from.
+    pub source: PeakSource,
+    /// Samples behind the chosen value.
+    pub samples: u64,
+    /// Spread of the chosen estimate, low end.
+    pub spread_low: Option<f64>,
+    /// Spread of the chosen estimate, high end.
+    pub spread_high: Option<f64>,
+    /// How the chosen value was computed.
+    pub method: String,
+    /// Every estimate found, best first.
+    pub estimates: Vec<PeakEstimate>,
+}
+
+/// Break-even bar quantiles in one window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BreakEvenWindow {
+    /// Window start, epoch seconds.
+    pub start_ts: f64,
+    /// Decisions with matched tokens in the window.
+    pub count: u64,
+    /// 10th percentile, ms.
+    pub p10: Option<f64>,
+    /// Median, ms.
+    pub p50: Option<f64>,
+    /// 90th percentile, ms.
+    pub p90: Option<f64>,
+}
+
+/// Break-even bar quantiles.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BreakEven {
+    /// Decisions with matched tokens.
+    pub count: u64,
+    /// 10th percentile, ms.
+    pub p10: Option<f64>,
+    /// Median, ms.
+    pub p50: Option<f64>,
+    /// 90th percentile, ms.
+    pub p90: Option<f64>,
+    /// Per window, when `--window` is set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<BreakEvenWindow>,
+}
+
+/// The config in force and what it did.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Current {
+    /// The config and its source.
+    pub config: SourcedConfig,
+    /// Decisions.
+    pub decisions: u64,
+    /// Released (replayed), over all decisions.
+    pub released_share: f64,
+    /// Pinned-worse (replayed), over all decisions.
+    pub pinned_worse_share: f64,
+    /// Decisions whose gate input is unknown.
+    pub unknown: u64,
+}
+
+/// The static recommendation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StaticRec {
+    /// `peakPrefillThroughput`.
+    #[serde(rename = "peakPrefillThroughput")]
+    pub peak_prefill_throughput: f64,
+    /// `maxTTFTPenaltyMs`.
+    #[serde(rename = "maxTTFTPenaltyMs")]
+    pub max_ttft_penalty_ms: f64,
+    /// Released share it would have produced.
+    pub released_share: f64,
+    /// Pinned-worse share it would have produced.
+    pub pinned_worse_share: f64,
+}
+
+/// The matched-tokens recommendation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MatchedRec {
+    /// Always `matchedTokens`.
+    #[serde(rename = "penaltyMode")]
+    pub penalty_mode: PenaltyMode,
+    /// `peakPrefillThroughput` (used by the ceiling).
+    #[serde(rename = "peakPrefillThroughput")]
+    pub peak_prefill_throughput: f64,
+    /// `maxTTFTPenaltyMs`, the ceiling (0 = none).
+    #[serde(rename = "maxTTFTPenaltyMs")]
+    pub max_ttft_penalty_ms: f64,
+    /// Released share it would have produced.
+    pub released_share: f64,
+    /// Pinned-worse share it would have produced.
+    pub pinned_worse_share: f64,
+    /// Decisions whose best sticky endpoint had no match info (held).
+    pub no_match_info: u64,
+}
+
+/// The recommendations.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Recommended {
+    /// Static mode.
+    #[serde(rename = "static")]
+    pub static_mode: StaticRec,
+    /// Matched-tokens mode.
+    pub matched_tokens: MatchedRec,
+    /// Both as ready-to-paste EPP plugin entries (YAML).
+    pub yaml: String,
+}
+
+/// One deployment's calibration.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeploymentRec {
+    /// Deployment name.
+    pub name: String,
+    /// Peak prefill throughput.
+    pub peak_prefill_throughput: PeakReport,
+    /// Break-even bar.
+    pub break_even_ms: BreakEven,
+    /// The config in force.
+    pub current: Current,
+    /// The recommendations.
+    pub recommended: Recommended,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+/// The whole report: `gatecal.recommend/v1`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RecommendReport {
+    /// `gatecal.recommend/v1`.
+    pub schema: &'static str,
+    /// The input ledger.
+    pub input: InputSummary,
+    /// Per deployment, sorted by name.
+    pub deployments: Vec<DeploymentRec>,
+}
+
+struct Dep {
+    config: SourcedConfig,
+    samples: Vec<(GateSample, Config)>,
+    matched: Vec<(Option<f64>, i64)>,
+}
+
+/// The calibration in progress.
+pub struct Recommend {
+    opts: RecommendOptions,
+    configs: ConfigSet,
+    recon: Reconstructor,
+    deps: BTreeMap<String, Dep>,
+    vllm: VllmEstimator,
+}
+
+/// Rounds to two significant digits (1234 -> 1200, 87 -> 87).
+pub fn round2(v: f64) -> f64 {
+    if v <= 0.0 || !v.is_finite() {
+        return v;
+    }
+    let p = 10f64.powf(v.log10().floor() - 1.0);
+    (v / p).round() * p
+}
+
+impl Recommend {
+    /// A new calibration.
+    pub fn new(opts: RecommendOptions, configs: ConfigSet) -> Recommend {
+        Recommend {
+            recon: Reconstructor::new(opts.reconstruct),
+            opts,
+            configs,
+            deps: BTreeMap::new(),
+            vllm: VllmEstimator::default(),
+        }
+    }
+
+    /// Adds one decision.
+    pub fn push_decision(&mut self, d: &DecisionInput) {
+        let sc = self.configs.lookup(&d.deployment, d.filter.as_deref()).clone();
+        let s = self.recon.sample(d, &sc.parameters);
+        let dep = self.deps.entry(d.deployment.clone()).or_insert_with(|| Dep {
+            config: sc.clone(),
+            samples: Vec::new(),
+            matched: Vec::new(),
+        });
+        if let Some(m) = s.matched_tokens.filter(|m| *m > 0)
+            && s.outcome.is_some_and(|o| {
+                matches!(
+                    o,
+                    gatecal_filter::Outcome::Sticky
+                        | gatecal_filter::Outcome::LoadOverride
+                        | gatecal_filter::Outcome::MissingSignal
+                        | gatecal_filter::Outcome::RequestLoadOverride
+                )
+            })
+        {
+            dep.matched.push((d.ts, m));
+        }
+        dep.samples.push((s, sc.parameters));
+    }
+
+    /// Adds one vLLM stats line.
+    pub fn push_vllm(&mut self, s: &VllmStats) {
+        self.vllm.push(s);
+    }
+
+    /// The report.
+    pub fn finish(self, input: InputSummary) -> RecommendReport {
+        let vllm = self.vllm.estimates();
+        let mut names: Vec<String> = self.deps.keys().cloned().collect();
+        for k in vllm.keys() {
+            if !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+        names.sort();
+        let mut deployments = Vec::new();
+        for name in names {
+            let dep = self.deps.get(&name);
+            let config = dep
+                .map(|d| d.config.clone())
+                .unwrap_or_else(|| self.configs.lookup(&name, None).clone());
+            let peak = self.choose_peak(&name, vllm.get(&name), &config.parameters);
+            deployments.push(self.deployment(name, dep, config, peak));
+        }
+        RecommendReport {
+            schema: SCHEMA,
+            input,
+            deployments,
+        }
+    }
+
+    fn choose_peak(&self, name: &str, vllm: Option<&PeakEstimate>, config: &Config) -> PeakReport {
+        let mut estimates = Vec::new();
+        if let Some(v) = self.opts.user_peak {
+            estimates.push(PeakEstimate {
+                value: v,
+                source: PeakSource::User,
+                samples: 0,
+                spread_low: None,
+                spread_high: None,
+                engines: 0,
+                method: "given with --peak-prefill-throughput".into(),
+            });
+        }
+        if let Some(c) = self
+            .opts
+            .calibration
+            .get(name)
+            .or_else(|| self.opts.calibration.get(""))
+        {
+            estimates.push(c.clone());
+        }
+        if let Some(v) = vllm {
+            estimates.push(v.clone());
+        }
+        estimates.push(PeakEstimate {
+            value: config.peak_prefill_throughput,
+            source: PeakSource::Config,
+            samples: 0,
+            spread_low: None,
+            spread_high: None,
+            engines: 0,
+            method: "the filter config in force (no evidence)".into(),
+        });
+        estimates.sort_by_key(|e| e.source);
+        let best = estimates[0].clone();
+        PeakReport {
+            value: best.value,
+            source: best.source,
+            samples: best.samples,
+            spread_low: best.spread_low,
+            spread_high: best.spread_high,
+            method: best.method,
+            estimates,
+        }
+    }
+
+    fn deployment(
+        &self,
+        name: String,
+        dep: Option<&Dep>,
+        config: SourcedConfig,
+        peak: PeakReport,
+    ) -> DeploymentRec {
+        let mut warnings = Vec::new();
+        let p = peak.value;
+        // Break-even bars.
+        let mut all = SignedHistogram::new();
+        let mut windows: BTreeMap<i64, SignedHistogram> = BTreeMap::new();
+        for (ts, m) in dep.map(|d| d.matched.as_slice()).unwrap_or(&[]) {
+            let be = *m as f64 / p * 1000.0;
+            all.record(be);
+            if let (Some(w), Some(t)) = (self.opts.window_s, ts) {
+                windows
+                    .entry((t / w).floor() as i64)
+                    .or_default()
+                    .record(be);
+            }
+        }
+        let break_even = BreakEven {
+            count: all.count(),
+            p10: all.quantile(0.1),
+            p50: all.quantile(0.5),
+            p90: all.quantile(0.9),
+            windows: windows
+                .iter()
+                .map(|(i, h)| BreakEvenWindow {
+                    start_ts: *i as f64 * self.opts.window_s.unwrap_or(0.0),
+                    count: h.count(),
+                    p10: h.quantile(0.1),
+                    p50: h.quantile(0.5),
+                    p90: h.quantile(0.9),
+                })
+                .collect(),
+        };
+        let current_bar = config.parameters.max_ttft_penalty_ms;
+        let static_bar = break_even.p50.map(round2).unwrap_or(current_bar);
+        let specs = [
+            WhatIfSpec {
+                mode: config.parameters.penalty_mode,
+                max_ttft_penalty_ms: None,
+                peak_prefill_throughput: None,
+            },
+            WhatIfSpec {
+                mode: PenaltyMode::Static,
+                max_ttft_penalty_ms: Some(static_bar),
+                peak_prefill_throughput: Some(p),
+            },
+            WhatIfSpec {
+                mode: PenaltyMode::MatchedTokens,
+                max_ttft_penalty_ms: Some(current_bar),
+                peak_prefill_throughput: Some(p),
+            },
+        ];
+        let mut acc = StatsAcc::new(self.opts.pinned_worse_min_ms, specs.len());
+        for (s, c) in dep.map(|d| d.samples.as_slice()).unwrap_or(&[]) {
+            acc.add(s, c, &specs);
+        }
+        let st = acc.finish();
+        let w = &st.what_if;
+        let static_rec = StaticRec {
+            peak_prefill_throughput: p.round(),
+            max_ttft_penalty_ms: static_bar,
+            released_share: w[1].released_share,
+            pinned_worse_share: w[1].pinned_worse_share,
+        };
+        let matched_rec = MatchedRec {
+            penalty_mode: PenaltyMode::MatchedTokens,
+            peak_prefill_throughput: p.round(),
+            max_ttft_penalty_ms: current_bar,
+            released_share: w[2].released_share,
+            pinned_worse_share: w[2].pinned_worse_share,
+            no_match_info: w[2].no_match_info,
+        };
+
+        // Warnings.
+        match peak.source {
+            PeakSource::Config => warnings.push(
+                "thin evidence: no vLLM stats, calibration or --peak-prefill-throughput; the peak is the configured value".into(),
+            ),
+            PeakSource::VllmStatsLowerBound => warnings.push(format!(
+                "thin evidence: the engines were never saturated; {:.0} tok/s is a lower bound",
+                p
+            )),
+            PeakSource::VllmStats if peak.samples < THIN_SATURATED_INTERVALS => {
+                warnings.push(format!(
+                    "thin evidence: only {} saturated intervals behind the peak estimate",
+                    peak.samples
+                ))
+            }
+            _ => {}
+        }
+        let configured = config.parameters.peak_prefill_throughput;
+        if peak.source != PeakSource::Config
+            && configured > 0.0
+            && (configured / p > 2.0 || p / configured > 2.0)
+        {
+            warnings.push(format!(
+                "the configured peakPrefillThroughput {configured:.0} is {:.1}x the estimate {p:.0}: every TTFT the gate computes is off by that factor",
+                configured / p
+            ));
+        }
+        if break_even.count < THIN_MATCHED_DECISIONS {
+            warnings.push(format!(
+                "thin evidence: {} decision(s) with matched tokens (the break-even bar needs match info: decision records, PD decider lines, or prefix scores with prompt lengths)",
+                break_even.count
+            ));
+        }
+        let p50s: Vec<f64> = break_even
+            .windows
+            .iter()
+            .filter(|w| w.count >= MIN_WINDOW_DECISIONS)
+            .filter_map(|w| w.p50)
+            .filter(|v| *v > 0.0)
+            .collect();
+        if let (Some(lo), Some(hi)) = (
+            p50s.iter().copied().reduce(f64::min),
+            p50s.iter().copied().reduce(f64::max),
+        ) && hi / lo > 2.0
+        {
+            warnings.push(format!(
+                "the break-even p50 drifted {:.1}x across windows ({lo:.0} ms to {hi:.0} ms): a static bar cannot follow it; matchedTokens does",
+                hi / lo
+            ));
+        }
+
+        let yaml = format!(
+            "# {name}: static mode\n- type: prefix-cache-affinity-filter\n  parameters:\n    peakPrefillThroughput: {}\n    maxTTFTPenaltyMs: {}\n# {name}: matched-tokens mode\n- type: prefix-cache-affinity-filter\n  parameters:\n    penaltyMode: matchedTokens\n    peakPrefillThroughput: {}\n    maxTTFTPenaltyMs: {}\n",
+            static_rec.peak_prefill_throughput,
+            static_rec.max_ttft_penalty_ms,
+            matched_rec.peak_prefill_throughput,
+            matched_rec.max_ttft_penalty_ms,
+        );
+        DeploymentRec {
+            name,
+            peak_prefill_throughput: peak,
+            break_even_ms: break_even,
+            current: Current {
+                config,
+                decisions: st.decisions,
+                released_share: w[0].released_share,
+                pinned_worse_share: w[0].pinned_worse_share,
+                unknown: w[0].unknown,
+            },
+            recommended: Recommended {
+                static_mode: static_rec,
+                matched_tokens: matched_rec,
+                yaml,
+            },
+            warnings,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gatecal_filter::Candidate;
+
+    #[test]
+    fn rounding() {
+        assert_eq!(round2(1234.0), 1200.0);
+        assert_eq!(round2(87.4), 87.0);
+        assert_eq!(round2(4092.0), 4100.0);
+        assert_eq!(round2(0.0), 0.0);
+    }
+
+    #[test]
+    fn break_even_and_recommendations_from_records() {
+        let mut r = Recommend::new(
+            RecommendOptions {
+                user_peak: Some(1000.0),
+                ..RecommendOptions::default()
+            },
+            ConfigSet::default(),
+        );
+        // Matched 1440 tokens at 1000 tok/s: break-even 1440 ms for all.
+        for (i, gap) in [500i64, 1000, 2000, 4000, 8000].iter().enumerate() {
+            r.push_decision(&DecisionInput {
+                deployment: "d".into(),
+                ts: Some(i as f64),
+                exact: Some(vec![
+                    Candidate::new("s").with_match(90, 100, 16).with_in_flight_tokens(1000 + gap),
+                    Candidate::new("n").with_match(0, 100, 16).with_in_flight_tokens(1000),
+                ]),
+                ..DecisionInput::default()
+            });
+        }
+        let rep = r.finish(InputSummary::default());
+        let d = &rep.deployments[0];
+        assert_eq!(d.peak_prefill_throughput.source, PeakSource::User);
+        assert_eq!(d.break_even_ms.count, 5);
+        assert!((d.break_even_ms.p50.unwrap() - 1440.0).abs() < 1.0);
+        assert_eq!(d.recommended.static_mode.max_ttft_penalty_ms, 1400.0);
+        // Static 1400 ms at 1000 tok/s releases gaps 2000, 4000, 8000.
+        assert!((d.recommended.static_mode.released_share - 0.6).abs() < 1e-9);
+        // Break-even releases gaps above 1440 tokens: the same three.
+        assert!((d.recommended.matched_tokens.released_share - 0.6).abs() < 1e-9);
+        // The current config (15928 tok/s, 18 s) releases none.
+        assert_eq!(d.current.released_share, 0.0);
+        assert!(d.recommended.yaml.contains("penaltyMode: matchedTokens"));
+        assert!(d.warnings.iter().any(|w| w.contains("15928 is 15.9x")), "{:?}", d.warnings);
+        assert!(d.warnings.iter().any(|w| w.contains("thin evidence: 5 decision")));
+    }
+}

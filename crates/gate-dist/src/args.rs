@@ -1,0 +1,105 @@
+//! Command-line flags, validated into the audit's options.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use gatecal_analysis::gate_dist::GateDistOptions;
+use gatecal_analysis::reconstruct::ReconstructOptions;
+use gatecal_analysis::whatif::{WhatIfSpec, matched_tokens_specs};
+use gatecal_cli::duration::parse_seconds;
+use gatecal_cli::filter_args::FilterArgs;
+use gatecal_cli::pipeline::InputArgs;
+use gatecal_filter::PenaltyMode;
+
+/// Audit the TTFT load gate of the llm-d router's prefix-cache-affinity-filter
+/// from EPP logs (at -v=4) or decision records: the gate input distribution,
+/// how often the gate released, how often requests stayed pinned behind a
+/// much less loaded endpoint, and what other thresholds or the matched-tokens
+/// rule would have done.
+#[derive(Parser, Debug)]
+#[command(name = "gate-dist", version, max_term_width = 100)]
+pub struct Args {
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub filter: FilterArgs,
+
+    /// Longest time a carried-forward endpoint load is trusted when
+    /// reconstructing the gate input (e.g. 30s, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_seconds)]
+    pub max_staleness: f64,
+
+    /// Lower edge of "pinned worse": held while the gate input was in [MS, bar).
+    #[arg(long, value_name = "MS", default_value_t = 5000.0)]
+    pub pinned_worse_min: f64,
+
+    /// Static bars to replay (ms, comma-separated).
+    #[arg(long, value_name = "MS,...", value_delimiter = ',',
+          default_value = "1000,2000,5000,10000,18000,30000")]
+    pub what_if_bar: Vec<f64>,
+
+    /// Peak prefill throughputs to replay at the deployment's bar (tok/s, comma-separated).
+    #[arg(long, value_name = "TOK_PER_S,...", value_delimiter = ',')]
+    pub what_if_peak: Vec<f64>,
+
+    /// Also report per time window of this length, to show drift (e.g. 1h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_seconds)]
+    pub window: Option<f64>,
+
+    /// Output format: table, markdown, json, csv [default: table on a terminal, json otherwise].
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+
+    /// Write the report to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Write an SVG histogram of the gate input with the bar marked (with
+    /// several deployments: the overall one to FILE, and one per deployment
+    /// beside it as STEM-DEPLOYMENT.svg).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+
+    /// Histogram bins.
+    #[arg(long, value_name = "N", default_value_t = 40)]
+    pub bins: usize,
+}
+
+impl Args {
+    /// The audit's options.
+    pub fn options(&self) -> anyhow::Result<GateDistOptions> {
+        let mut what_if: Vec<WhatIfSpec> = Vec::new();
+        for &b in &self.what_if_bar {
+            anyhow::ensure!(b >= 0.0 && b.is_finite(), "--what-if-bar {b}: must be >= 0");
+            what_if.push(WhatIfSpec {
+                mode: PenaltyMode::Static,
+                max_ttft_penalty_ms: Some(b),
+                peak_prefill_throughput: None,
+            });
+        }
+        for &p in &self.what_if_peak {
+            anyhow::ensure!(p > 0.0 && p.is_finite(), "--what-if-peak {p}: must be > 0");
+            what_if.push(WhatIfSpec {
+                mode: PenaltyMode::Static,
+                max_ttft_penalty_ms: None,
+                peak_prefill_throughput: Some(p),
+            });
+        }
+        what_if.extend(matched_tokens_specs());
+        anyhow::ensure!(
+            self.pinned_worse_min.is_finite(),
+            "--pinned-worse-min must be a number"
+        );
+        anyhow::ensure!(self.bins >= 2, "--bins must be at least 2");
+        Ok(GateDistOptions {
+            reconstruct: ReconstructOptions {
+                max_staleness_s: self.max_staleness,
+            },
+            pinned_worse_min_ms: self.pinned_worse_min,
+            what_if,
+            window_s: self.window,
+            histogram_bins: self.bins,
+        })
+    }
+}
