@@ -43,11 +43,14 @@
 //! **Workload.** Requests arrive as a Poisson process whose rate follows the
 //! scenario's piecewise-linear profile over the run. An arrival continues a
 //! ready session (its previous response done, plus think time) with
-//! probability `1 - 1/turns_mean`, else opens a new session whose first
-//! prompt is the system prompt plus a lognormal context whose mean drifts
-//! geometrically over the run (5k → 78k tokens in `glm-like`). A follow-up
-//! prompt is the previous prompt, its output, and a new user message, so the
-//! engine that served the previous turn holds most of it.
+//! probability `1 - 1/turns_mean`; if the sessions it tries are all still
+//! waiting for a response the arrival is dropped (open sessions send less
+//! under a backlog, which keeps overload from feeding itself). Otherwise it
+//! opens a new session whose first prompt is the system prompt plus a
+//! lognormal context whose mean drifts geometrically over the run (4k → 70k
+//! tokens in `glm-like`, mean prompt ~5k → ~80k). A follow-up prompt is the
+//! previous prompt, its output, and a new user message, so the engine that
+//! served the previous turn holds most of it.
 //!
 //! **Scheduling.** The candidates (all engines of the profile's pool, in a
 //! random order as the datastore returns them) go through each filter
@@ -72,7 +75,11 @@
 //! # Output
 //!
 //! [`run`] returns the EPP log, the vLLM logs, the truth records and the
-//! [`Summary`]; [`write_epp_log`] streams a log of any size to a writer. The
+//! [`Summary`]; [`run_streaming`] writes the log and truth to writers, and
+//! [`write_epp_log`] streams a log of any size (1 GB in about 8 s, release
+//! build) to a writer. [`Scenario::with_requests`],
+//! [`Scenario::with_duration`] and [`Scenario::with_log_window`] size a run;
+//! a log window simulates the whole run but logs only part of it. The
 //! exact line formats are those of `docs/epp-log-format.md`; `docs/sim.md`
 //! lists what is simulated and what is not.
 #![deny(missing_docs)]

@@ -161,8 +161,8 @@ impl Deployment {
         self.prefill_pool().true_peak_tps
     }
 
-    /// The first filter instance's config of the first pool (the
-    /// deployment's filter parameters for summaries and what-ifs).
+    /// The last filter instance's config of the first pool (the
+    /// deployment's filter parameters reported in summaries).
     pub fn primary_config(&self) -> Config {
         self.pools
             .first()
