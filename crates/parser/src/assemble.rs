@@ -769,3 +769,131 @@ impl Assembler {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::FilterLine;
+
+    fn meta(id: &str, ts: f64) -> LineMeta {
+        LineMeta {
+            ts: Some(ts),
+            request_id: Some(id.to_string()),
+            ..LineMeta::default()
+        }
+    }
+
+    fn narrowed() -> Event {
+        Event::Filter(FilterLine {
+            msg: FilterMsg::NarrowedToSticky,
+            ..FilterLine::default()
+        })
+    }
+
+    fn completed() -> Event {
+        Event::FilterCompleted {
+            plugin: "f/prefix-cache-affinity-filter".to_string(),
+            survivors: Some(vec!["ns/a".to_string()]),
+        }
+    }
+
+    fn limits(max_open_requests: usize, max_open_age_secs: f64) -> AssemblerLimits {
+        AssemblerLimits {
+            max_open_requests,
+            max_open_age_secs,
+            infer_not_applicable: true,
+        }
+    }
+
+    #[test]
+    fn cap_evicts_least_recently_active() {
+        let mut a = Assembler::new("t", DeploymentNaming::fallback("d"), limits(2, 1e9));
+        let mut out = Vec::new();
+        let mut emit = |d: Decision| out.push(d);
+        for (i, id) in ["a", "b", "c"].iter().enumerate() {
+            a.feed(i as u64 + 1, &meta(id, 1.0), narrowed(), &mut emit);
+            a.feed(i as u64 + 1, &meta(id, 1.0), completed(), &mut emit);
+        }
+        assert_eq!(a.open_requests(), 2);
+        assert_eq!(a.requests_evicted(), 1);
+        a.finish(&mut emit);
+        let got: Vec<_> = out
+            .iter()
+            .map(|d| (d.request_id.clone().unwrap(), d.completion))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a".to_string(), Completion::Evicted),
+                ("b".to_string(), Completion::EndOfInput),
+                ("c".to_string(), Completion::EndOfInput),
+            ]
+        );
+    }
+
+    #[test]
+    fn age_limit_in_log_time_tolerates_regressing_ts() {
+        let mut a = Assembler::new("t", DeploymentNaming::fallback("d"), limits(100, 10.0));
+        let out = std::cell::RefCell::new(Vec::new());
+        let mut emit = |d: Decision| out.borrow_mut().push(d.request_id.unwrap());
+        a.feed(1, &meta("old", 100.0), narrowed(), &mut emit);
+        a.feed(2, &meta("busy", 100.0), narrowed(), &mut emit);
+        // A regressing ts does not evict anything.
+        a.feed(3, &meta("x", 50.0), narrowed(), &mut emit);
+        assert!(out.borrow().is_empty());
+        a.feed(4, &meta("busy", 109.0), completed(), &mut emit);
+        a.feed(5, &meta("y", 111.0), narrowed(), &mut emit);
+        // `old` and `x` idle for more than 10 s of log time; `busy` was active at 109.
+        assert_eq!(*out.borrow(), ["old", "x"]);
+        assert_eq!(a.requests_evicted(), 2);
+        a.finish(&mut emit);
+        assert_eq!(*out.borrow(), ["old", "x", "busy", "y"]);
+    }
+
+    #[test]
+    fn memory_stays_bounded_with_many_requests() {
+        let mut a = Assembler::new("t", DeploymentNaming::fallback("d"), limits(50, 5.0));
+        let mut n = 0u64;
+        let mut emit = |_: Decision| n += 1;
+        for i in 0..20_000u64 {
+            let id = format!("r{i}");
+            let t = i as f64 * 0.001;
+            a.feed(i, &meta(&id, t), narrowed(), &mut emit);
+            if i % 3 != 0 {
+                a.feed(
+                    i,
+                    &meta(&id, t),
+                    Event::RequestHandled { endpoint: None },
+                    &mut emit,
+                );
+            }
+            assert!(a.open_requests() <= 50);
+            assert!(a.queue.len() <= 2 * 50 + 1024 + 1);
+        }
+        a.finish(&mut emit);
+        assert_eq!(n, 20_000);
+    }
+
+    #[test]
+    fn naming_precedence() {
+        let n = DeploymentNaming {
+            explicit: None,
+            folder: Some("folder".into()),
+            fallback: "fb".into(),
+        };
+        assert_eq!(
+            n.resolve(Some("glm-5-2-epp-6f7c9d8b5-xk2lp"), Some("ns"), None),
+            "glm-5-2"
+        );
+        assert_eq!(n.resolve(None, Some("ns"), Some("m")), "folder");
+        let n = DeploymentNaming::fallback("fb");
+        assert_eq!(n.resolve(None, Some("ns"), Some("m")), "ns");
+        assert_eq!(n.resolve(None, None, Some("m")), "m");
+        assert_eq!(n.resolve(None, None, None), "fb");
+        let n = DeploymentNaming::explicit("x");
+        assert_eq!(
+            n.resolve(Some("glm-epp-7c9d8-xk2lp"), Some("ns"), Some("m")),
+            "x"
+        );
+    }
+}

@@ -132,9 +132,10 @@ impl<'o> Engine<'o> {
                 if u.flags.non_finite {
                     self.counts.values_non_finite += 1;
                 }
-                u.meta.kubelet_ts = f.kubelet_ts;
+                let kubelet_ts = f.kubelet_ts();
+                u.meta.kubelet_ts = kubelet_ts;
                 if u.meta.ts.is_none() {
-                    u.meta.ts = f.kubelet_ts;
+                    u.meta.ts = kubelet_ts;
                 }
                 if let Some(t) = u.meta.ts {
                     self.last_abs_ts = Some(t);
@@ -142,7 +143,7 @@ impl<'o> Engine<'o> {
                 u.meta.pod = f.pod.map(|p| String::from_utf8_lossy(p).into_owned());
                 if let Event::VllmStats(st) = u.event {
                     self.counts.shapes.add(LineShape::Vllm);
-                    let st = self.finish_stats(st, u.meta.pod, f.kubelet_ts);
+                    let st = self.finish_stats(st, u.meta.pod, kubelet_ts);
                     self.counts.vllm_stats += 1;
                     sink(Item::VllmStats(Box::new(st)));
                     return Ok(());

@@ -198,12 +198,18 @@ fn endpoint_deep(raw: &[u8], depth: u32) -> Option<String> {
     let mut name = None;
     let mut ns = None;
     let ok = obj_members(raw, |k, e, v| {
-        let k = unescape(k, e);
-        match (&*k, v) {
-            ("name" | "Name", Val::Str(..)) => name = v.as_str(),
-            ("namespace" | "Namespace", Val::Str(..)) => ns = v.as_str(),
+        let owned;
+        let k: &[u8] = if e {
+            owned = unescape(k, true).into_owned();
+            owned.as_bytes()
+        } else {
+            k
+        };
+        match (k, v) {
+            (b"name" | b"Name", Val::Str(..)) => name = v.as_str(),
+            (b"namespace" | b"Namespace", Val::Str(..)) => ns = v.as_str(),
             (k, Val::Obj(o)) => {
-                if let Some(i) = ID_KEYS.iter().position(|x| *x == k) {
+                if let Some(i) = ID_KEYS.iter().position(|x| x.as_bytes() == k) {
                     found[i] = Some(o);
                 }
             }
@@ -256,7 +262,7 @@ pub(crate) fn picker_targets(v: Val<'_>) -> Option<Vec<String>> {
     let Val::Obj(raw) = v else { return None };
     let mut out = None;
     obj_members(raw, |k, e, v| {
-        if unescape(k, e) == "TargetEndpoints" {
+        if (!e && k == b"TargetEndpoints") || (e && unescape(k, e) == "TargetEndpoints") {
             out = endpoint_list(v);
         }
     });

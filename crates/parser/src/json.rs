@@ -42,7 +42,10 @@ impl<'a> Val<'a> {
 /// Unescapes a JSON string body.
 pub(crate) fn unescape(raw: &[u8], esc: bool) -> Cow<'_, str> {
     if !esc {
-        return String::from_utf8_lossy(raw);
+        return match std::str::from_utf8(raw) {
+            Ok(s) => Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(raw),
+        };
     }
     let mut out: Vec<u8> = Vec::with_capacity(raw.len());
     let mut i = 0;
