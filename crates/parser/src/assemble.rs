@@ -1,37 +1,7 @@
 //! Assembly: events to decisions, one per (request id, profile run, filter
 //! instance).
 //!
-//! # Rules
-//!
-//! * Lines are grouped by `x-request-id` (and the kubectl pod, when several
-//!   pods share one file). One request's lines come in program order; other
-//!   requests interleave freely; `ts` may regress slightly and is not used
-//!   for ordering.
-//! * `EPP received request` starts a new request: an open request under the
-//!   same id is closed first ([`Completion::Superseded`]), so retries and
-//!   reused ids give separate decisions.
-//! * A profile run starts at `Running scheduler profile` (`-v=3`), or, in
-//!   `-v=4`-only logs, at `Before running filter plugins` or the PD decider's
-//!   `Computed hit percentage for prefix cache` line once the current run has
-//!   filter activity, or when a filter instance repeats within a run.
-//! * A `PrefixCacheAffinityFilter: ` outcome line (with any preceding P2251
-//!   per-endpoint lines) is attached to the next `Completed running filter
-//!   plugin successfully` (or `Filter eliminated all endpoints`) of the same
-//!   request: its `plugin` gives the instance `name/type` and its endpoints
-//!   the survivors. `Running filter plugin` names the instance early, for
-//!   logs whose completion line is missing.
-//! * Scorer lines (`Calculated score`, `TokenLoadScorer scoring`) and the
-//!   picker result are attached to every decision of the current profile run.
-//! * Decisions are emitted when the request closes: at `Request handled`,
-//!   at a new `EPP received request` for the id, at eviction, or at the end of
-//!   the input.
-//! * Open requests are bounded: at most
-//!   [`ParseOptions::max_open_requests`](crate::ParseOptions::max_open_requests)
-//!   (the least recently active is evicted first), and none idle longer than
-//!   [`ParseOptions::max_open_age_secs`](crate::ParseOptions::max_open_age_secs)
-//!   of log time (measured against the latest `ts` seen, so a regressing `ts`
-//!   never evicts early). Evicted requests' decisions are emitted with
-//!   [`Completion::Evicted`] and counted.
+//! See [`Assembler`] for the rules.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -186,6 +156,40 @@ struct QEntry {
 
 /// Assembles events into decisions. Feed it every event of one input in
 /// order with [`Assembler::feed`]; call [`Assembler::finish`] at the end.
+///
+/// # Rules
+///
+/// * Lines are grouped by `x-request-id` (and the kubectl pod, when several
+///   pods share one file). Other requests interleave freely and their `ts`
+///   may regress. Within a request, the buffered events are replayed in `ts`
+///   order when the request closes (a stable sort: equal or missing times
+///   keep file order): one request's lines come from one goroutine, whose
+///   clock only grows, so this is program order.
+/// * `EPP received request` starts a new request: an open request under the
+///   same id is closed first ([`Completion::Superseded`]), so retries and
+///   reused ids give separate decisions.
+/// * A profile run starts at `Running scheduler profile` (`-v=3`), or, in
+///   `-v=4`-only logs, at `Before running filter plugins` or the PD decider's
+///   `Computed hit percentage for prefix cache` line once the current run has
+///   filter activity, or when a filter instance repeats within a run.
+/// * A `PrefixCacheAffinityFilter: ` outcome line (with any preceding P2251
+///   per-endpoint lines) is attached to the next `Completed running filter
+///   plugin successfully` (or `Filter eliminated all endpoints`) of the same
+///   request: its `plugin` gives the instance `name/type` and its endpoints
+///   the survivors. `Running filter plugin` names the instance early, for
+///   logs whose completion line is missing.
+/// * Scorer lines (`Calculated score`, `TokenLoadScorer scoring`) and the
+///   picker result are attached to every decision of the current profile run.
+/// * Decisions are emitted when the request closes: at `Request handled`,
+///   at a new `EPP received request` for the id, at eviction, or at the end of
+///   the input.
+/// * Open requests are bounded: at most
+///   [`ParseOptions::max_open_requests`](crate::ParseOptions::max_open_requests)
+///   (the least recently active is evicted first), and none idle longer than
+///   [`ParseOptions::max_open_age_secs`](crate::ParseOptions::max_open_age_secs)
+///   of log time (measured against the latest `ts` seen, so a regressing `ts`
+///   never evicts early). Evicted requests' decisions are emitted with
+///   [`Completion::Evicted`] and counted.
 pub struct Assembler {
     file: String,
     naming: DeploymentNaming,

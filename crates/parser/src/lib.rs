@@ -60,8 +60,9 @@
 //!
 //! 1. `NAME` of a `NAME=PATH` input;
 //! 2. the owner of the EPP pod from the kubectl `[pod/NAME/CONTAINER] `
-//!    prefix: `glm-epp-7c9d8-xk2lp` gives `glm-epp` (see [`pod_owner`]); stable
-//!    across runs and replicas;
+//!    prefix (see [`pod_owner`]), without a trailing `-epp` (the chart names
+//!    the EPP `<release>-epp`): `glm-5-2-epp-6f7c9d8b5-xk2lp` gives `glm-5-2`;
+//!    stable across restarts and replicas;
 //! 3. the folder: for a folder input, the first folder below it that holds the
 //!    file (`logs/` with `logs/glm-5-2/epp.log` gives `glm-5-2`; a file directly
 //!    in the folder gives the folder's own name);
@@ -148,9 +149,18 @@
 //!
 //! # Assembly
 //!
-//! See [`Assembler`] for the rules (grouping, profile runs, instances,
-//! retries, bounds). Defaults: [`DEFAULT_MAX_OPEN_REQUESTS`] open requests,
-//! [`DEFAULT_MAX_OPEN_AGE_SECS`] seconds of log time.
+//! See [`Assembler`] for the rules (grouping, replay in `ts` order within a
+//! request, profile runs, instances, retries, bounds). Defaults:
+//! [`DEFAULT_MAX_OPEN_REQUESTS`] open requests, [`DEFAULT_MAX_OPEN_AGE_SECS`]
+//! seconds of log time. `docs/log-formats.md` in the repository is the long
+//! form of these docs.
+//!
+//! # Lower-level use
+//!
+//! [`parse_reader`] reads any `Read` (gzip detected); [`parse_slice`] parses
+//! bytes in memory (tests). [`Assembler`] can be fed [`Event`]s directly.
+//! [`DecisionRecord`], [`DecisionWriter`] and [`looks_like_record`] implement
+//! the decisions JSON-lines format.
 //!
 //! # Errors and panics
 //!
