@@ -219,11 +219,11 @@ fn fixture_scenarios() -> Result<Vec<(&'static str, Scenario)>> {
         ),
         (
             "glm-like-v1",
-            load("glm-like-v1", None, None)?.with_log_window(0.505, 0.525),
+            load("glm-like-v1", None, None)?.with_log_window(0.59, 0.605),
         ),
         (
             "eight-deployments",
-            load("eight-deployments", None, Some(600.0))?.with_log_window(0.30, 0.3025),
+            load("eight-deployments", None, Some(600.0))?.with_log_window(0.85, 0.855),
         ),
         (
             "balanced",
@@ -256,7 +256,7 @@ fn variant_samples() -> [(&'static str, &'static str, (f64, f64), Variant); 6] {
         (
             "prefix",
             "eight-deployments",
-            (0.30, 0.301),
+            (0.85, 0.852),
             Variant {
                 prefix: true,
                 ..v()
@@ -265,7 +265,7 @@ fn variant_samples() -> [(&'static str, &'static str, (f64, f64), Variant); 6] {
         (
             "prefix-timestamps",
             "eight-deployments",
-            (0.30, 0.301),
+            (0.85, 0.852),
             Variant {
                 prefix: true,
                 timestamps: true,

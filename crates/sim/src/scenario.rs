@@ -320,7 +320,8 @@ fn deployment(
 
 /// The seed's glm-5-2 case: prompts drift from ~5k to ~78k tokens over the
 /// run on 4 engines with a true peak of 3000 tokens/s each, default filter
-/// (18000 ms bar, 15928 tok/s assumed peak).
+/// (18000 ms bar, 15928 tok/s assumed peak), and a few minutes of backlog
+/// a third into the run.
 fn glm_like() -> Scenario {
     let mut d = deployment(
         "glm-5-2",
@@ -330,7 +331,17 @@ fn glm_like() -> Scenario {
         vec![pool("default", "decode", 4, 3000.0, Config::default())],
     );
     d.workload = workload(
-        vec![(0.0, 0.9), (0.5, 0.75), (1.0, 0.65)],
+        // A backlog burst at 31-38% of the run saturates every engine for a
+        // few minutes: the stretch from which vLLM's stats recover the peak.
+        vec![
+            (0.0, 0.9),
+            (0.3, 0.8),
+            (0.31, 5.0),
+            (0.38, 5.0),
+            (0.39, 0.8),
+            (0.5, 0.75),
+            (1.0, 0.65),
+        ],
         vec![(0.0, 4000.0), (0.5, 60000.0), (1.0, 70000.0)],
     );
     d.workload.turns_mean = 6.0;
@@ -503,7 +514,7 @@ fn eight_deployments() -> Scenario {
         // over its turns, plus the follow-ups' growth.
         let per_req = ctx / 5.0 + 600.0;
         let base = 0.3 * capacity / per_req;
-        let burst = if i == 7 { 0.6 } else { 1.4 } * capacity / per_req;
+        let burst = if i == 7 { 0.6 } else { 3.0 } * capacity / per_req;
         let (b0, b1) = (0.1 + 0.1 * i as f64 / 8.0, 0.45 + 0.1 * i as f64 / 8.0);
         d.workload = workload(
             vec![
