@@ -215,11 +215,11 @@ fn fixture_scenarios() -> Result<Vec<(&'static str, Scenario)>> {
     Ok(vec![
         (
             "glm-like",
-            load("glm-like", None, None)?.with_log_window(0.90, 0.945),
+            load("glm-like", None, None)?.with_log_window(0.88, 0.95),
         ),
         (
             "glm-like-v1",
-            load("glm-like-v1", None, None)?.with_log_window(0.59, 0.605),
+            load("glm-like-v1", None, None)?.with_log_window(0.805, 0.82),
         ),
         (
             "eight-deployments",
@@ -247,7 +247,7 @@ fn variant_samples() -> [(&'static str, &'static str, (f64, f64), Variant); 6] {
         (
             "timestamps",
             "glm-like",
-            (0.90, 0.905),
+            (0.90, 0.915),
             Variant {
                 timestamps: true,
                 ..v()
@@ -275,13 +275,13 @@ fn variant_samples() -> [(&'static str, &'static str, (f64, f64), Variant); 6] {
         (
             "noise",
             "glm-like",
-            (0.90, 0.912),
+            (0.90, 0.935),
             Variant { noise: true, ..v() },
         ),
         (
             "old-encoding",
             "glm-like",
-            (0.90, 0.905),
+            (0.90, 0.915),
             Variant {
                 old_encoding: true,
                 ..v()
@@ -290,7 +290,7 @@ fn variant_samples() -> [(&'static str, &'static str, (f64, f64), Variant); 6] {
         (
             "full-dumps",
             "glm-like",
-            (0.90, 0.903),
+            (0.90, 0.908),
             Variant {
                 full_dumps: true,
                 ..v()

@@ -338,14 +338,14 @@ fn glm_like() -> Scenario {
             (0.3, 0.8),
             (0.31, 5.0),
             (0.38, 5.0),
-            (0.39, 0.8),
-            (0.5, 0.75),
-            (1.0, 0.65),
+            (0.39, 0.6),
+            (0.5, 0.56),
+            (1.0, 0.49),
         ],
-        vec![(0.0, 4000.0), (0.5, 60000.0), (1.0, 70000.0)],
+        vec![(0.0, 3500.0), (0.5, 90000.0), (1.0, 140000.0)],
     );
     d.workload.turns_mean = 6.0;
-    d.workload.context_sigma = 1.1;
+    d.workload.context_sigma = 0.9;
     d.workload.user_msg_frac = 0.02;
     d.workload.think_s = 4.0;
     Scenario {
