@@ -669,7 +669,7 @@ impl DepState {
             if !self.rng.chance(dep.missing_signal_prob) {
                 c = c.with_in_flight_tokens(tokens);
             }
-            if uses_predictor {
+            if uses_predictor && !self.rng.chance(dep.missing_prediction_prob) {
                 let uncached = (prompt_blocks - matched) * bs;
                 let base = (tokens + uncached) as f64 / spec.true_peak_tps.max(1.0) * 1000.0 + 35.0;
                 let noisy = base * self.rng.lognormal_mean(1.0, 0.12);

@@ -1,7 +1,7 @@
 //! Scenario definitions: deployments, pools, workloads, and the named
 //! scenarios.
 
-use gatecal_filter::{Config, TtftSource};
+use gatecal_filter::{Config, MissingSignal, TtftSource};
 
 /// A whole simulated run: one or more deployments in one EPP log stream.
 #[derive(Clone, Debug)]
@@ -142,6 +142,11 @@ pub struct Deployment {
     /// Probability that a candidate lacks the in-flight load attribute at a
     /// decision (exercises `missing signal`).
     pub missing_signal_prob: f64,
+    /// Probability that a candidate lacks a latency prediction (predictor
+    /// path). Under v0.9/v0.10 semantics a sticky side without predictions
+    /// counts as `math.MaxFloat64` ms and breaks the gate with a 309-digit
+    /// penalty.
+    pub missing_prediction_prob: f64,
     /// Probability of a client-chosen request id `req-<n>` instead of a UUID.
     pub plain_request_ids_prob: f64,
 }
@@ -314,6 +319,7 @@ fn deployment(
         pd: None,
         workload: workload(vec![(0.0, 1.0)], vec![(0.0, 5000.0)]),
         missing_signal_prob: 0.0,
+        missing_prediction_prob: 0.0,
         plain_request_ids_prob: 0.0,
     }
 }
@@ -572,7 +578,9 @@ fn pd_disagg() -> Scenario {
 
 /// The Helm chart's latency-predictor setup: two filter instances in one
 /// profile, `strict-affinity-filter` (0.99) then `loose-affinity-filter`
-/// (0.80), both `ttftSource: latencyPredictor` with a 5000 ms bar.
+/// (0.80), both `ttftSource: latencyPredictor` with a 5000 ms bar, with the
+/// v0.9/v0.10 missing-prediction semantics (a side without predictions is
+/// `math.MaxFloat64` ms) and an occasional missing prediction.
 fn latency_predictor() -> Scenario {
     let lp = |name: &str, threshold: f64| FilterInstance {
         name: name.to_string(),
@@ -580,6 +588,7 @@ fn latency_predictor() -> Scenario {
             affinity_threshold: threshold,
             max_ttft_penalty_ms: 5000.0,
             ttft_source: TtftSource::LatencyPredictor,
+            missing_signal: MissingSignal::AsZero,
             ..Config::default()
         },
     };
@@ -595,6 +604,7 @@ fn latency_predictor() -> Scenario {
         "6d7b8c9f5-zt6mw",
         vec![p],
     );
+    d.missing_prediction_prob = 0.004;
     d.workload = workload(
         vec![(0.0, 3.0), (0.5, 6.0), (1.0, 3.0)],
         vec![(0.0, 6000.0), (1.0, 15000.0)],

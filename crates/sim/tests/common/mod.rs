@@ -33,6 +33,37 @@ pub fn outcome_of(msg: &str) -> Option<&'static str> {
     })
 }
 
+/// serde_json (default features) rejects zap's 309-digit rendering of
+/// `math.MaxFloat64` as "number out of range"; for parsing into a `Value`,
+/// digit runs of more than 300 characters are replaced by `1e308` (the raw
+/// text keeps the exact number for [`raw_number`]).
+pub fn tame_huge_numbers(line: &str) -> std::borrow::Cow<'_, str> {
+    let b = line.as_bytes();
+    let mut out = String::new();
+    let mut last = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_digit() {
+            let start = i;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i - start > 300 {
+                out.push_str(&line[last..start]);
+                out.push_str("1e308");
+                last = i;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    if last == 0 {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    out.push_str(&line[last..]);
+    std::borrow::Cow::Owned(out)
+}
+
 /// The raw number text of `"key":` in a JSON line, parsed with Rust's
 /// correctly rounded `f64` parser (serde_json's default float parsing can be
 /// one ulp off).
@@ -94,7 +125,8 @@ pub fn parse_plain(log: &[u8]) -> Vec<(Value, String)> {
     text.lines()
         .enumerate()
         .map(|(i, l)| {
-            let v = serde_json::from_str(l).unwrap_or_else(|e| panic!("line {}: {e}: {l}", i + 1));
+            let v = serde_json::from_str(&tame_huge_numbers(l))
+                .unwrap_or_else(|e| panic!("line {}: {e}: {l}", i + 1));
             (v, l.to_string())
         })
         .collect()
@@ -108,7 +140,7 @@ pub fn parse_lenient(log: &[u8]) -> (Vec<(Value, String)>, Vec<Vec<u8>>) {
     for raw in log.split(|b| *b == b'\n') {
         let text = String::from_utf8_lossy(raw);
         let body = unframe(&text);
-        match serde_json::from_str::<Value>(body) {
+        match serde_json::from_str::<Value>(&tame_huge_numbers(body)) {
             Ok(v) => objs.push((v, body.to_string())),
             Err(_) => other.push(raw.to_vec()),
         }
