@@ -110,7 +110,13 @@ pub struct AssemblerLimits {
     /// Emit a `not_applicable` decision for an affinity filter instance whose
     /// completion line has no filter line before it.
     pub infer_not_applicable: bool,
+    /// Buffered events per request at most; a request that reaches it (a
+    /// build that logs no `x-request-id`, say) is closed as evicted.
+    pub max_events_per_request: usize,
 }
+
+/// Default of [`AssemblerLimits::max_events_per_request`].
+pub const DEFAULT_MAX_EVENTS_PER_REQUEST: usize = 100_000;
 
 struct Req {
     serial: u64,
@@ -640,8 +646,12 @@ impl Assembler {
         }
         let handled = matches!(event, Event::RequestHandled { .. });
         r.events.push(Buffered { ts, line, event });
+        let full = r.events.len() >= self.limits.max_events_per_request.max(1);
         if handled && let Some(r) = self.reqs.remove(self.scratch.as_str()) {
             self.close(r, Completion::Handled, emit);
+        } else if full && let Some(r) = self.reqs.remove(self.scratch.as_str()) {
+            self.requests_evicted += 1;
+            self.close(r, Completion::Evicted, emit);
         }
         if advanced {
             self.evict_aged(emit);
@@ -713,21 +723,32 @@ impl Assembler {
         // Program order: one request's lines come from one goroutine, whose
         // `ts` only grows; sort by it (stable, so equal or missing times keep
         // file order) to undo interleaving artefacts in the file.
-        let mut events = std::mem::take(&mut r.events);
+        let events = std::mem::take(&mut r.events);
         let mut key = f64::NEG_INFINITY;
-        let mut keyed: Vec<(f64, Buffered)> = events
-            .drain(..)
-            .map(|e| {
+        let mut order: Vec<(f64, u32)> = events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
                 if let Some(t) = e.ts.filter(|t| t.is_finite()) {
                     key = t;
                 }
-                (key, e)
+                (key, i as u32)
             })
             .collect();
-        keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let sorted = order.windows(2).all(|w| w[0].0 <= w[1].0);
         let infer = self.limits.infer_not_applicable;
-        for (_, e) in keyed {
-            r.apply(e, &self.file, infer);
+        if sorted {
+            for e in events {
+                r.apply(e, &self.file, infer);
+            }
+        } else {
+            order.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut slots: Vec<Option<Buffered>> = events.into_iter().map(Some).collect();
+            for (_, i) in order {
+                if let Some(e) = slots[i as usize].take() {
+                    r.apply(e, &self.file, infer);
+                }
+            }
         }
         r.end_run();
         let infer_profiles = !r.saw_profile_line && r.decider_run.is_some();
@@ -806,7 +827,24 @@ mod tests {
             max_open_requests,
             max_open_age_secs,
             infer_not_applicable: true,
+            max_events_per_request: DEFAULT_MAX_EVENTS_PER_REQUEST,
         }
+    }
+
+    #[test]
+    fn events_per_request_are_bounded() {
+        let mut l = limits(10, 1e9);
+        l.max_events_per_request = 4;
+        let mut a = Assembler::new("t", DeploymentNaming::fallback("d"), l);
+        let mut out = Vec::new();
+        let mut emit = |d: Decision| out.push(d.completion);
+        for i in 0..10 {
+            a.feed(i, &meta("", 1.0), narrowed(), &mut emit);
+        }
+        a.finish(&mut emit);
+        assert_eq!(a.requests_evicted(), 2);
+        assert_eq!(out.len(), 10);
+        assert_eq!(out.iter().filter(|c| **c == Completion::Evicted).count(), 8);
     }
 
     #[test]

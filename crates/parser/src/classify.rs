@@ -237,7 +237,12 @@ fn zap_json(body: &[u8]) -> Class {
 
 /// Scans the whole object. `kind` is the prefilter's guess; the scanned
 /// top-level `msg` decides.
-fn full(body: &[u8], _kind: Option<Kind>) -> Class {
+fn full(body: &[u8], kind: Option<Kind>) -> Class {
+    if let Some(k @ (Kind::BeforeFilters | Kind::FilterCompleted | Kind::PickerCompleted)) = kind
+        && let Some(c) = dump_fast(body, k)
+    {
+        return c;
+    }
     let mut f = Fields::new();
     if let Err(e) = json::members(body, |k, esc, v| f.put(k, esc, v)) {
         return Class::Malformed(LineShape::ZapJson, MalformedReason::BadJson { at: e.at });
@@ -257,6 +262,73 @@ fn full(body: &[u8], _kind: Option<Kind>) -> Class {
         ..LineMeta::default()
     };
     build(kind, &f, &mut meta, LineShape::ZapJson)
+}
+
+/// The lines that carry endpoint dumps (`Before running filter plugins`,
+/// `Completed running filter plugin successfully`, the picker result): the
+/// keys before the dump are scanned as usual, the dump itself only searched
+/// for its `"ID":{...}` objects. Used only for the known dump shape, an
+/// array of reflected endpoints that start with their `ID` (a Go slice has
+/// one element type, so all elements do); the dump is the last key zap
+/// writes for these messages, and the line must end with `]}` (`}}` for the
+/// picker's result object) so a line cut inside the dump is not taken as
+/// complete. `None` falls back to the full scan.
+fn dump_fast(body: &[u8], kind: Kind) -> Option<Class> {
+    let mut f = Fields::new();
+    let stop: &[u8] = if kind == Kind::PickerCompleted {
+        b"result"
+    } else {
+        b"endpoints"
+    };
+    let at = json::Scanner::new(body)
+        .object_until(stop, |k, e, v| f.put(k, e, v))
+        .ok()??;
+    let msg = f.get(Key::Msg)?;
+    let Val::Str(m, false) = msg else { return None };
+    if kind_of(m) != Some(kind) {
+        return None;
+    }
+    let tail = &body[at..];
+    let ids = if kind == Kind::PickerCompleted {
+        if !tail.ends_with(b"}}") || !tail.starts_with(b"{\"TargetEndpoints\":[{\"ID\":{") {
+            return None;
+        }
+        let end = memchr::memmem::find(tail, b"\"ScoredCandidates\"").unwrap_or(tail.len());
+        fields::dump_ids(&tail[..end])?
+    } else if tail == b"null}" {
+        Vec::new()
+    } else {
+        if !tail.ends_with(b"]}") || !tail.starts_with(b"[{\"ID\":{") {
+            return None;
+        }
+        fields::dump_ids(tail)?
+    };
+    let mut meta = LineMeta {
+        ts: f.get(Key::Ts).and_then(fields::ts),
+        v: match f.get(Key::Level) {
+            Some(Val::Str(raw, _)) => fields::level(raw),
+            _ => None,
+        },
+        ..LineMeta::default()
+    };
+    meta.request_id = f.string(Key::RequestId);
+    meta.model = f
+        .string(Key::TargetModelName)
+        .or_else(|| f.string(Key::ResolvedTargetModel))
+        .or_else(|| f.string(Key::Model));
+    let event = match kind {
+        Kind::BeforeFilters => Event::BeforeFilters { endpoints: ids },
+        Kind::FilterCompleted => Event::FilterCompleted {
+            plugin: f.string(Key::Plugin)?,
+            survivors: Some(ids),
+        },
+        _ => Event::PickerCompleted { targets: ids },
+    };
+    Some(Class::Used(Box::new(Used {
+        meta,
+        event,
+        flags: ValueFlags::default(),
+    })))
 }
 
 /// A console-encoder line: `time\tLEVEL\t[logger\t]caller\tmsg\t{json}`.

@@ -36,6 +36,7 @@ impl<'o> Engine<'o> {
             max_open_requests: opts.max_open_requests.max(1),
             max_open_age_secs: opts.max_open_age_secs,
             infer_not_applicable: opts.infer_not_applicable,
+            max_events_per_request: crate::assemble::DEFAULT_MAX_EVENTS_PER_REQUEST,
         };
         let pod_hint = Path::new(display)
             .file_stem()
@@ -132,7 +133,13 @@ impl<'o> Engine<'o> {
                 if u.flags.non_finite {
                     self.counts.values_non_finite += 1;
                 }
-                let kubelet_ts = f.kubelet_ts();
+                // Parsed only when needed: the line has no time of its own, or
+                // it is a vLLM record (whose prefix has no year).
+                let kubelet_ts = if u.meta.ts.is_none() || matches!(u.event, Event::VllmStats(_)) {
+                    f.kubelet_ts()
+                } else {
+                    None
+                };
                 u.meta.kubelet_ts = kubelet_ts;
                 if u.meta.ts.is_none() {
                     u.meta.ts = kubelet_ts;

@@ -11,7 +11,8 @@ pub struct LineMeta {
     /// Epoch seconds: the line's `ts` (float, or RFC3339 string of older
     /// builds, or the console encoder's time), else the kubelet timestamp.
     pub ts: Option<f64>,
-    /// The kubelet `--timestamps` prefix, epoch seconds, when present.
+    /// The kubelet `--timestamps` prefix, epoch seconds, when present and
+    /// the line has no time of its own (then it is also [`LineMeta::ts`]).
     pub kubelet_ts: Option<f64>,
     /// The zap verbosity: `debug` = 4, `info` = 0..3 (reported as 0),
     /// `trace` = 5, `Level(-N)`/`LEVEL(-N)` = N, `error` = -2, `dpanic` = -3,

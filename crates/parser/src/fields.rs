@@ -165,7 +165,13 @@ fn join_id(ns: Option<&str>, name: Option<&str>) -> Option<String> {
         return None;
     }
     match ns.map(str::trim) {
-        Some(n) if !n.is_empty() => Some(format!("{n}/{name}")),
+        Some(n) if !n.is_empty() => {
+            let mut id = String::with_capacity(n.len() + 1 + name.len());
+            id.push_str(n);
+            id.push('/');
+            id.push_str(name);
+            Some(id)
+        }
         _ => Some(name.to_string()),
     }
 }
@@ -255,6 +261,37 @@ pub(crate) fn endpoint_list(v: Val<'_>) -> Option<Vec<String>> {
         Val::Obj(_) => endpoint(v).map(|e| vec![e]),
         _ => None,
     }
+}
+
+/// The endpoint ids of a reflected endpoint dump, found by a literal search
+/// for `"ID":{` objects with a `Name` (the dump's per-endpoint id), in order.
+/// `None` when there is none (another shape: the caller walks the value).
+pub(crate) fn dump_ids(raw: &[u8]) -> Option<Vec<String>> {
+    static F: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
+    let finder = F.get_or_init(|| memchr::memmem::Finder::new(b"\"ID\":{"));
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(p) = finder.find(&raw[at..]) {
+        let start = at + p + 5;
+        let mut sc = crate::json::Scanner::new(&raw[start..]);
+        match sc.value() {
+            Ok(Val::Obj(o)) => {
+                let mut name = None;
+                let mut ns = None;
+                obj_members(o, |k, _, v| match k {
+                    b"Name" | b"name" => name = v.as_str(),
+                    b"Namespace" | b"namespace" => ns = v.as_str(),
+                    _ => {}
+                });
+                if let Some(id) = join_id(ns.as_deref(), name.as_deref()) {
+                    out.push(id);
+                }
+                at = start + o.len();
+            }
+            _ => at = start,
+        }
+    }
+    if out.is_empty() { None } else { Some(out) }
 }
 
 /// `result.TargetEndpoints` of a picker result object.

@@ -314,6 +314,49 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
+    /// Walks the members of the object at the cursor like [`Scanner::object`]
+    /// until the key `stop` (unescaped): returns the offset of its value,
+    /// without reading it; `None` when the object ends first.
+    pub(crate) fn object_until(
+        &mut self,
+        stop: &[u8],
+        mut f: impl FnMut(&'a [u8], bool, Val<'a>),
+    ) -> Result<Option<usize>, JsonError> {
+        self.ws();
+        if self.b.get(self.i) != Some(&b'{') {
+            return self.err();
+        }
+        self.i += 1;
+        self.ws();
+        if self.b.get(self.i) == Some(&b'}') {
+            return Ok(None);
+        }
+        loop {
+            self.ws();
+            if self.b.get(self.i) != Some(&b'"') {
+                return self.err();
+            }
+            let (k, e) = self.string()?;
+            self.ws();
+            if self.b.get(self.i) != Some(&b':') {
+                return self.err();
+            }
+            self.i += 1;
+            if !e && k == stop {
+                self.ws();
+                return Ok(Some(self.i));
+            }
+            let v = self.value()?;
+            f(k, e, v);
+            self.ws();
+            match self.b.get(self.i) {
+                Some(b',') => self.i += 1,
+                Some(b'}') => return Ok(None),
+                _ => return self.err(),
+            }
+        }
+    }
+
     /// Walks the elements of the array at the cursor.
     pub(crate) fn array(&mut self, mut f: impl FnMut(Val<'a>)) -> Result<(), JsonError> {
         self.ws();

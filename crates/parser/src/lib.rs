@@ -190,7 +190,7 @@ mod vllm;
 use std::io::Read;
 use std::path::Path;
 
-pub use assemble::{Assembler, AssemblerLimits, DeploymentNaming};
+pub use assemble::{Assembler, AssemblerLimits, DEFAULT_MAX_EVENTS_PER_REQUEST, DeploymentNaming};
 pub use decision::{
     CandidateObs, Completion, Decision, FilterExtras, FilterMsg, SourceLoc, ValueFlags,
 };

@@ -885,3 +885,24 @@ fn shapes_are_counted() {
     assert_eq!((s.zap_json, s.blank, s.klog, s.kubectl_error), (1, 1, 1, 1));
     let _ = LineShape::Other;
 }
+
+#[test]
+fn dump_cut_inside_is_malformed_not_short() {
+    let text = std::fs::read_to_string(edge("two_filter_instances.log")).unwrap();
+    let before = text
+        .lines()
+        .find(|l| l.contains("Before running filter plugins"))
+        .unwrap();
+    // Cut right after the first endpoint's closing brace (a CRI split).
+    let cut = before.find("},{\"ID\"").unwrap() + 1;
+    let p = parse_slice(
+        "cut.log",
+        before[..cut].as_bytes(),
+        &ParseOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(p.ledger.counts.lines_malformed, 1);
+    // Whole, the same line gives the three candidates.
+    let p = parse_slice("whole.log", before.as_bytes(), &ParseOptions::default()).unwrap();
+    assert_eq!(p.ledger.counts.lines_used, 1);
+}
