@@ -897,7 +897,7 @@ fn dump_cut_inside_is_malformed_not_short() {
     let cut = before.find("},{\"ID\"").unwrap() + 1;
     let p = parse_slice(
         "cut.log",
-        before[..cut].as_bytes(),
+        &before.as_bytes()[..cut],
         &ParseOptions::default(),
     )
     .unwrap();
