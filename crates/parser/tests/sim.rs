@@ -207,18 +207,33 @@ fn vllm_logs_give_stats_records() {
     }
 }
 
-/// The generated fixtures, when present: `fixtures/<scenario>/epp.log` with
-/// `truth.jsonl` beside it.
+fn find_named(dir: &std::path::Path, name: &str, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            find_named(&p, name, out);
+        } else if p.file_name().is_some_and(|n| n == name) {
+            out.push(p);
+        }
+    }
+}
+
+/// The generated fixtures, when present: every `fixtures/**/epp.log` with
+/// `truth.jsonl` beside it, and their `vllm/*.log`.
 #[test]
 fn generated_fixtures_match_their_truth() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
-    let Ok(dirs) = std::fs::read_dir(&root) else {
-        return;
-    };
-    for dir in dirs.flatten() {
-        let epp = dir.path().join("epp.log");
-        let truth = dir.path().join("truth.jsonl");
-        if !epp.exists() || !truth.exists() {
+    let mut logs = Vec::new();
+    find_named(&root, "epp.log", &mut logs);
+    let mut checked = 0;
+    for epp in &logs {
+        let dir = epp.parent().unwrap();
+        let truth = dir.join("truth.jsonl");
+        if !truth.exists() {
             continue;
         }
         let text = std::fs::read_to_string(&truth).unwrap();
@@ -228,7 +243,8 @@ fn generated_fixtures_match_their_truth() {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         let mut ds = Vec::new();
-        let ledger = parse_inputs(&[InputSpec::path(&epp)], &ParseOptions::default(), |i| {
+        checked += 1;
+        let ledger = parse_inputs(&[InputSpec::path(epp)], &ParseOptions::default(), |i| {
             if let Item::Decision(d) = i {
                 ds.push(*d);
             }
@@ -239,10 +255,19 @@ fn generated_fixtures_match_their_truth() {
         assert_same(&what, &decision_keys(ds.iter()), &truth_keys(&records));
         // The truth file is itself a valid decisions file.
         let mut n = 0;
-        parse_inputs(&[InputSpec::path(&truth)], &ParseOptions::default(), |_| {
+        let l = parse_inputs(&[InputSpec::path(&truth)], &ParseOptions::default(), |_| {
             n += 1
         })
         .unwrap();
+        assert_eq!(l.total.lines_malformed, 0, "{}", truth.display());
         assert_eq!(n, records.len());
+        let vllm = dir.join("vllm");
+        if vllm.is_dir() {
+            let l =
+                parse_inputs(&[InputSpec::path(&vllm)], &ParseOptions::default(), |_| {}).unwrap();
+            assert_eq!(l.total.lines_malformed, 0, "{}", vllm.display());
+            assert!(l.total.vllm_stats > 0);
+        }
     }
+    eprintln!("{checked} generated fixtures checked");
 }
