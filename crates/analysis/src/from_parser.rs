@@ -75,6 +75,7 @@ impl From<&Decision> for DecisionInput {
             survivors: d.survivors.clone(),
             scored,
             exact,
+            chosen: d.chosen.clone(),
             prompt_tokens: prompt,
             hit_prefix_tokens: hit,
         }

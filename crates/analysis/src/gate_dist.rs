@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::input::DecisionInput;
 use crate::reconstruct::{ReconstructOptions, Reconstructor};
+use crate::reorder::Reorder;
 use crate::stats::{Stats, StatsAcc};
 use crate::whatif::WhatIfSpec;
 
@@ -217,6 +218,7 @@ pub struct GateDist {
     opts: GateDistOptions,
     configs: ConfigSet,
     recon: Reconstructor,
+    reorder: Reorder,
     deps: BTreeMap<String, DepAcc>,
 }
 
@@ -225,14 +227,24 @@ impl GateDist {
     pub fn new(opts: GateDistOptions, configs: ConfigSet) -> GateDist {
         GateDist {
             recon: Reconstructor::new(opts.reconstruct),
+            reorder: Reorder::new(opts.reconstruct.reorder_window_s),
             opts,
             configs,
             deps: BTreeMap::new(),
         }
     }
 
-    /// Adds one decision.
-    pub fn push(&mut self, d: &DecisionInput) {
+    /// Adds one decision. Decisions may arrive slightly out of time order
+    /// (see [`crate::reorder`]).
+    pub fn push(&mut self, d: DecisionInput) {
+        let mut due = Vec::new();
+        self.reorder.push(d, &mut |x| due.push(x));
+        for x in due {
+            self.process(&x);
+        }
+    }
+
+    fn process(&mut self, d: &DecisionInput) {
         let sc = self
             .configs
             .lookup(&d.deployment, d.filter.as_deref())
@@ -265,7 +277,12 @@ impl GateDist {
     }
 
     /// The report.
-    pub fn finish(self, input: InputSummary) -> GateDistReport {
+    pub fn finish(mut self, input: InputSummary) -> GateDistReport {
+        let mut due = Vec::new();
+        self.reorder.finish(&mut |x| due.push(x));
+        for x in due {
+            self.process(&x);
+        }
         let bins = self.opts.histogram_bins;
         let mut overall = StatsAcc::new(self.opts.pinned_worse_min_ms, self.opts.what_if.len());
         let mut deployments = Vec::new();
@@ -387,10 +404,10 @@ mod tests {
     fn exact_decisions_replay_and_count() {
         let mut g = GateDist::new(GateDistOptions::default(), ConfigSet::default());
         // 2448.5 ms: held; (300000 - 2000) / 15928 s = 18709 ms: released.
-        g.push(&exact(1.0, "r1", 41_000, 2_000));
-        g.push(&exact(2.0, "r2", 300_000, 2_000));
+        g.push(exact(1.0, "r1", 41_000, 2_000));
+        g.push(exact(2.0, "r2", 300_000, 2_000));
         // Pinned 5-18 s: 100000 tokens = 6278 ms.
-        g.push(&exact(3.0, "r3", 102_000, 2_000));
+        g.push(exact(3.0, "r3", 102_000, 2_000));
         let r = g.finish(InputSummary::default());
         let d = &r.deployments[0];
         assert_eq!(d.stats.decisions, 3);
@@ -413,7 +430,7 @@ mod tests {
     #[test]
     fn logged_break_is_exact_and_self_checked() {
         let mut g = GateDist::new(GateDistOptions::default(), ConfigSet::default());
-        g.push(&DecisionInput {
+        g.push(DecisionInput {
             deployment: "d".into(),
             ts: Some(5.0),
             request_id: Some("req-0042".into()),

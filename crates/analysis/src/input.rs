@@ -58,6 +58,8 @@ pub struct DecisionInput {
     /// Every candidate with exact attributes (decisions JSON lines, or a
     /// build that logs them): the decision can be replayed exactly.
     pub exact: Option<Vec<Candidate>>,
+    /// The endpoint the request was sent to (`namespace/name`), when logged.
+    pub chosen: Option<String>,
     /// Prompt length in tokens, when logged (PD decider).
     pub prompt_tokens: Option<i64>,
     /// Cached prefix tokens of the request, when logged (PD decider).

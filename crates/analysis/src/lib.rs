@@ -17,7 +17,7 @@
 //! use gatecal_filter::Candidate;
 //!
 //! let mut audit = GateDist::new(GateDistOptions::default(), ConfigSet::default());
-//! audit.push(&DecisionInput {
+//! audit.push(DecisionInput {
 //!     deployment: "glm-5-2".into(),
 //!     ts: Some(1764482019.25),
 //!     request_id: Some("r-17".into()),
@@ -42,6 +42,7 @@ pub mod hist;
 pub mod input;
 pub mod recommend;
 pub mod reconstruct;
+pub mod reorder;
 pub mod stats;
 pub mod throughput;
 pub mod whatif;

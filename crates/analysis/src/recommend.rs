@@ -41,6 +41,7 @@ use crate::gate_dist::{ConfigSet, InputSummary, SourcedConfig};
 use crate::hist::SignedHistogram;
 use crate::input::DecisionInput;
 use crate::reconstruct::{GateSample, ReconstructOptions, Reconstructor};
+use crate::reorder::Reorder;
 use crate::stats::StatsAcc;
 use crate::throughput::{PeakEstimate, PeakSource, VllmEstimator};
 use crate::whatif::WhatIfSpec;
@@ -233,6 +234,7 @@ pub struct Recommend {
     opts: RecommendOptions,
     configs: ConfigSet,
     recon: Reconstructor,
+    reorder: Reorder,
     deps: BTreeMap<String, Dep>,
     vllm: VllmEstimator,
 }
@@ -251,6 +253,7 @@ impl Recommend {
     pub fn new(opts: RecommendOptions, configs: ConfigSet) -> Recommend {
         Recommend {
             recon: Reconstructor::new(opts.reconstruct),
+            reorder: Reorder::new(opts.reconstruct.reorder_window_s),
             opts,
             configs,
             deps: BTreeMap::new(),
@@ -258,15 +261,29 @@ impl Recommend {
         }
     }
 
-    /// Adds one decision.
-    pub fn push_decision(&mut self, d: &DecisionInput) {
-        let sc = self.configs.lookup(&d.deployment, d.filter.as_deref()).clone();
+    /// Adds one decision (in roughly log order, see [`crate::reorder`]).
+    pub fn push_decision(&mut self, d: DecisionInput) {
+        let mut due = Vec::new();
+        self.reorder.push(d, &mut |x| due.push(x));
+        for x in due {
+            self.process(&x);
+        }
+    }
+
+    fn process(&mut self, d: &DecisionInput) {
+        let sc = self
+            .configs
+            .lookup(&d.deployment, d.filter.as_deref())
+            .clone();
         let s = self.recon.sample(d, &sc.parameters);
-        let dep = self.deps.entry(d.deployment.clone()).or_insert_with(|| Dep {
-            config: sc.clone(),
-            samples: Vec::new(),
-            matched: Vec::new(),
-        });
+        let dep = self
+            .deps
+            .entry(d.deployment.clone())
+            .or_insert_with(|| Dep {
+                config: sc.clone(),
+                samples: Vec::new(),
+                matched: Vec::new(),
+            });
         if let Some(m) = s.matched_tokens.filter(|m| *m > 0)
             && s.outcome.is_some_and(|o| {
                 matches!(
@@ -289,7 +306,12 @@ impl Recommend {
     }
 
     /// The report.
-    pub fn finish(self, input: InputSummary) -> RecommendReport {
+    pub fn finish(mut self, input: InputSummary) -> RecommendReport {
+        let mut due = Vec::new();
+        self.reorder.finish(&mut |x| due.push(x));
+        for x in due {
+            self.process(&x);
+        }
         let vllm = self.vllm.estimates();
         let mut names: Vec<String> = self.deps.keys().cloned().collect();
         for k in vllm.keys() {
@@ -541,12 +563,16 @@ mod tests {
         );
         // Matched 1440 tokens at 1000 tok/s: break-even 1440 ms for all.
         for (i, gap) in [500i64, 1000, 2000, 4000, 8000].iter().enumerate() {
-            r.push_decision(&DecisionInput {
+            r.push_decision(DecisionInput {
                 deployment: "d".into(),
                 ts: Some(i as f64),
                 exact: Some(vec![
-                    Candidate::new("s").with_match(90, 100, 16).with_in_flight_tokens(1000 + gap),
-                    Candidate::new("n").with_match(0, 100, 16).with_in_flight_tokens(1000),
+                    Candidate::new("s")
+                        .with_match(90, 100, 16)
+                        .with_in_flight_tokens(1000 + gap),
+                    Candidate::new("n")
+                        .with_match(0, 100, 16)
+                        .with_in_flight_tokens(1000),
                 ]),
                 ..DecisionInput::default()
             });
@@ -564,7 +590,15 @@ mod tests {
         // The current config (15928 tok/s, 18 s) releases none.
         assert_eq!(d.current.released_share, 0.0);
         assert!(d.recommended.yaml.contains("penaltyMode: matchedTokens"));
-        assert!(d.warnings.iter().any(|w| w.contains("15928 is 15.9x")), "{:?}", d.warnings);
-        assert!(d.warnings.iter().any(|w| w.contains("thin evidence: 5 decision")));
+        assert!(
+            d.warnings.iter().any(|w| w.contains("15928 is 15.9x")),
+            "{:?}",
+            d.warnings
+        );
+        assert!(
+            d.warnings
+                .iter()
+                .any(|w| w.contains("thin evidence: 5 decision"))
+        );
     }
 }

@@ -112,12 +112,16 @@ pub struct GateSample {
 pub struct ReconstructOptions {
     /// Longest time, in seconds, a carried-forward load is trusted. Default 30.
     pub max_staleness_s: f64,
+    /// Decisions are put back in time order within this many seconds of log
+    /// time before reconstruction ([`crate::reorder`]). Default 30.
+    pub reorder_window_s: f64,
 }
 
 impl Default for ReconstructOptions {
     fn default() -> Self {
         ReconstructOptions {
             max_staleness_s: 30.0,
+            reorder_window_s: crate::reorder::DEFAULT_REORDER_WINDOW_S,
         }
     }
 }
@@ -128,11 +132,63 @@ struct Obs {
     tokens: f64,
 }
 
+/// Rate samples kept per deployment for the drain estimate.
+const DRAIN_SAMPLES: usize = 512;
+/// Samples needed before carried-forward loads are drained.
+const MIN_DRAIN_SAMPLES: usize = 8;
+
+/// One deployment's endpoints and its drain-rate samples.
+#[derive(Debug, Default)]
+struct DepTracker {
+    eps: HashMap<String, Obs>,
+    /// Recent per-endpoint drain rates, tokens/s (a ring of `DRAIN_SAMPLES`).
+    rates: Vec<f64>,
+    next: usize,
+    total_samples: u64,
+    /// The current median of `rates` (recomputed on insert).
+    rate: Option<f64>,
+}
+
+impl DepTracker {
+    /// An endpoint's in-flight tokens at `ts`, drained since its observation.
+    fn now(&self, o: &Obs, ts: f64) -> f64 {
+        match self.rate {
+            Some(r) if ts > o.ts => (o.tokens - r * (ts - o.ts)).max(0.0),
+            _ => o.tokens,
+        }
+    }
+
+    fn add_rate(&mut self, r: f64) {
+        if self.rates.len() < DRAIN_SAMPLES {
+            self.rates.push(r);
+        } else {
+            self.rates[self.next] = r;
+            self.next = (self.next + 1) % DRAIN_SAMPLES;
+        }
+        self.total_samples += 1;
+        if self.rates.len() >= MIN_DRAIN_SAMPLES {
+            let mut v = self.rates.clone();
+            v.sort_by(f64::total_cmp);
+            self.rate = Some(v[v.len() / 2]);
+        }
+    }
+}
+
+/// A deployment's drain-rate estimate: how fast an endpoint's in-flight
+/// tokens fall while it is busy, seen from the EPP's own accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DrainRate {
+    /// Median of the recent samples, tokens/s per endpoint.
+    pub median: f64,
+    /// Samples taken over the whole input.
+    pub samples: u64,
+}
+
 /// Carries endpoint loads forward, per deployment.
 #[derive(Debug, Default)]
 pub struct Reconstructor {
     opts: ReconstructOptions,
-    latest: HashMap<String, HashMap<String, Obs>>,
+    latest: HashMap<String, DepTracker>,
 }
 
 /// Builds the replay candidates for a two-sided gate: the best sticky and the
@@ -171,6 +227,24 @@ impl Reconstructor {
             opts,
             latest: HashMap::new(),
         }
+    }
+
+    /// Each deployment's drain-rate estimate, when it has enough samples.
+    pub fn drain_rates(&self) -> std::collections::BTreeMap<String, DrainRate> {
+        self.latest
+            .iter()
+            .filter_map(|(d, t)| {
+                t.rate.map(|median| {
+                    (
+                        d.clone(),
+                        DrainRate {
+                            median,
+                            samples: t.total_samples,
+                        },
+                    )
+                })
+            })
+            .collect()
     }
 
     /// Turns one decision into a sample, updating the carried-forward loads.
@@ -241,7 +315,8 @@ impl Reconstructor {
                         }
                     }
                 }
-                self.update(&d.deployment, ts, updates);
+                self.update(&d.deployment, ts, updates, true);
+                self.route(d, ts);
             }
             Some(Outcome::LoadOverride) => {
                 let g = d.logged_gate;
@@ -276,11 +351,13 @@ impl Reconstructor {
                 }
                 let u = self.uncached_keep_all(d, non_tokens);
                 self.update_keep_all(d, ts, u);
+                self.route(d, ts);
             }
             Some(o) => {
                 s.replay = Replay::Fixed(o);
                 let u = self.uncached_keep_all(d, None);
                 self.update_keep_all(d, ts, u);
+                self.route(d, ts);
             }
             None => {
                 s.replay = Replay::Unknown;
@@ -323,7 +400,7 @@ impl Reconstructor {
             .iter()
             .filter_map(|c| c.in_flight_tokens.map(|t| (c.id.clone(), t as f64)))
             .collect();
-        self.update(&d.deployment, ts, updates);
+        self.update(&d.deployment, ts, updates, true);
     }
 
     /// The request's uncached tokens on an endpoint without its prefix, for a
@@ -340,8 +417,29 @@ impl Reconstructor {
         if !min_load.is_finite() {
             return 0.0;
         }
-        match best_non_tokens {
-            Some(n) => (min_load - n as f64).max(0.0),
+        if let Some(n) = best_non_tokens {
+            return (min_load - n as f64).max(0.0);
+        }
+        // Against the carried-forward loads: an endpoint whose queue did not
+        // change since it was last seen shows exactly `U` more; one that
+        // drained shows less. The largest difference is the best guess, and
+        // `min tokenLoad` bounds it from above.
+        let ts = d.ts.unwrap_or(f64::NAN);
+        let map = self.latest.get(&d.deployment);
+        let best_diff = d
+            .scored
+            .iter()
+            .filter_map(|e| {
+                let load = e.token_load?;
+                let t = map?;
+                let prior = t.eps.get(&e.endpoint)?;
+                let fresh =
+                    ts.is_nan() || prior.ts.is_nan() || ts - prior.ts <= self.opts.max_staleness_s;
+                fresh.then_some(load - t.now(prior, ts))
+            })
+            .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
+        match best_diff {
+            Some(u) => u.clamp(0.0, min_load),
             None => min_load,
         }
     }
@@ -358,32 +456,65 @@ impl Reconstructor {
                 Some((e.endpoint.clone(), est))
             })
             .collect();
-        self.update(&d.deployment, ts, updates);
+        self.update(&d.deployment, ts, updates, true);
     }
 
-    fn update(&mut self, deployment: &str, ts: f64, updates: Vec<(String, f64)>) {
+    /// The request joins the queue of the endpoint it was sent to: that
+    /// endpoint's in-flight tokens become its `tokenLoad` of this decision
+    /// (in-flight plus the request's uncached tokens there).
+    fn route(&mut self, d: &DecisionInput, ts: f64) {
+        let Some(chosen) = &d.chosen else { return };
+        let Some(load) = d
+            .scored
+            .iter()
+            .find(|e| &e.endpoint == chosen)
+            .and_then(|e| e.token_load)
+        else {
+            return;
+        };
+        self.update(&d.deployment, ts, vec![(chosen.clone(), load)], false);
+    }
+
+    /// Records new estimates. A *measured* estimate of a busy endpoint that
+    /// was busy at its previous estimate yields a drain-rate sample: tokens
+    /// gone per second in between (arrivals in between are all routed by
+    /// this EPP and already added, so the difference is what drained).
+    fn update(&mut self, deployment: &str, ts: f64, updates: Vec<(String, f64)>, measured: bool) {
         if updates.is_empty() {
             return;
         }
-        let map = self.latest.entry(deployment.to_string()).or_default();
+        let staleness = self.opts.max_staleness_s;
+        let t = self.latest.entry(deployment.to_string()).or_default();
         for (ep, tokens) in updates {
-            let entry = map.entry(ep).or_insert(Obs { ts, tokens });
-            // Lines can be slightly out of order: keep the newest observation.
-            if ts >= entry.ts || ts.is_nan() || entry.ts.is_nan() {
-                *entry = Obs { ts, tokens };
+            let prev = t.eps.get(&ep).copied();
+            match prev {
+                // Lines can be slightly out of order: keep the newest observation.
+                Some(p) if ts < p.ts => continue,
+                Some(p) if measured => {
+                    let dt = ts - p.ts;
+                    if p.tokens > 0.0 && tokens > 0.0 && dt > 0.2 && dt <= staleness {
+                        let r = (p.tokens - tokens) / dt;
+                        if r > 0.0 {
+                            t.add_rate(r);
+                        }
+                    }
+                }
+                _ => {}
             }
+            t.eps.insert(ep, Obs { ts, tokens });
         }
     }
 
     fn best_fresh_excluding(&self, deployment: &str, ts: f64, exclude: &[&str]) -> Option<f64> {
-        let map = self.latest.get(deployment)?;
-        map.iter()
+        let t = self.latest.get(deployment)?;
+        t.eps
+            .iter()
             .filter(|(ep, _)| !exclude.contains(&ep.as_str()))
             .filter(|(_, o)| {
                 // Unknown times on either side: trust the carry-forward.
                 ts.is_nan() || o.ts.is_nan() || ts - o.ts <= self.opts.max_staleness_s
             })
-            .map(|(_, o)| o.tokens)
+            .map(|(_, o)| t.now(o, ts))
             .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.min(v))))
     }
 }

@@ -273,7 +273,9 @@ pub fn ttft_samples(text: &str) -> Vec<(f64, f64)> {
             let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
                 continue;
             };
-            let tok = tok_keys.iter().find_map(|k| v.get(k).and_then(|x| x.as_f64()));
+            let tok = tok_keys
+                .iter()
+                .find_map(|k| v.get(k).and_then(|x| x.as_f64()));
             let ttft = ttft_keys
                 .iter()
                 .find_map(|(k, m)| v.get(k).and_then(|x| x.as_f64()).map(|x| x * m));
@@ -286,10 +288,9 @@ pub fn ttft_samples(text: &str) -> Vec<(f64, f64)> {
         match header {
             None => {
                 let ti = cells.iter().position(|c| tok_keys.contains(c));
-                let si = cells
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, c)| ttft_keys.iter().find(|(k, _)| k == c).map(|(_, m)| (i, *m)));
+                let si = cells.iter().enumerate().find_map(|(i, c)| {
+                    ttft_keys.iter().find(|(k, _)| k == c).map(|(_, m)| (i, *m))
+                });
                 if let (Some(ti), Some((si, m))) = (ti, si) {
                     header = Some((ti, si, m));
                 }
@@ -323,7 +324,9 @@ pub fn fit_ttft(samples: &[(f64, f64)]) -> Option<PeakEstimate> {
     let n = samples.len() as u64;
     if let Some(slope) = median(&mut slopes).filter(|s| *s > 0.0) {
         let lo = quantile_sorted(&slopes, 0.9).map(|s| 1.0 / s);
-        let hi = quantile_sorted(&slopes, 0.1).filter(|s| *s > 0.0).map(|s| 1.0 / s);
+        let hi = quantile_sorted(&slopes, 0.1)
+            .filter(|s| *s > 0.0)
+            .map(|s| 1.0 / s);
         let mut intercepts: Vec<f64> = samples.iter().map(|(t, s)| s - slope * t).collect();
         let overhead = median(&mut intercepts).unwrap_or(0.0);
         return Some(PeakEstimate {
@@ -408,7 +411,10 @@ mod tests {
 
     #[test]
     fn calibration_lines_and_fits() {
-        let e = from_calibration_text("x\nPEAK_PREFILL_THROUGHPUT=15928\nMeasured peakPrefillThroughput = 16000 tokens/sec\n").unwrap();
+        let e = from_calibration_text(
+            "x\nPEAK_PREFILL_THROUGHPUT=15928\nMeasured peakPrefillThroughput = 16000 tokens/sec\n",
+        )
+        .unwrap();
         assert_eq!(e.samples, 2);
         assert_eq!(e.value, 15928.0);
         // TTFT = 0.05 s + tokens / 8000, with one outlier.

@@ -105,7 +105,9 @@ pub fn read_inputs(
                     && write_err.is_none()
                     && let Err(e) = w.write(&d)
                 {
-                    write_err = Some(anyhow::Error::from(e).context(format!("cannot write {}", p.display())));
+                    write_err = Some(
+                        anyhow::Error::from(e).context(format!("cannot write {}", p.display())),
+                    );
                 }
                 on_decision(&d);
             }

@@ -35,8 +35,12 @@ pub struct Args {
     pub pinned_worse_min: f64,
 
     /// Static bars to replay (ms, comma-separated).
-    #[arg(long, value_name = "MS,...", value_delimiter = ',',
-          default_value = "1000,2000,5000,10000,18000,30000")]
+    #[arg(
+        long,
+        value_name = "MS,...",
+        value_delimiter = ',',
+        default_value = "1000,2000,5000,10000,18000,30000"
+    )]
     pub what_if_bar: Vec<f64>,
 
     /// Peak prefill throughputs to replay at the deployment's bar (tok/s, comma-separated).
@@ -95,6 +99,7 @@ impl Args {
         Ok(GateDistOptions {
             reconstruct: ReconstructOptions {
                 max_staleness_s: self.max_staleness,
+                ..ReconstructOptions::default()
             },
             pinned_worse_min_ms: self.pinned_worse_min,
             what_if,

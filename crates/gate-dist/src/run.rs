@@ -21,11 +21,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         stdout_is_terminal(args.output.as_deref()),
     )?;
     let mut audit = GateDist::new(opts, configs);
-    let ledger = read_inputs(
-        &args.input,
-        |d| audit.push(&DecisionInput::from(d)),
-        |_| {},
-    )?;
+    let ledger = read_inputs(&args.input, |d| audit.push(DecisionInput::from(d)), |_| {})?;
     let report = audit.finish(summary(&ledger));
     if let Some(svg) = &args.svg {
         write_svgs(&report, svg)?;
@@ -84,7 +80,13 @@ fn write_svgs(report: &GateDistReport, path: &Path) -> anyhow::Result<()> {
         let safe: String = d
             .name
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         let p: PathBuf = path.with_file_name(format!("{stem}-{safe}.svg"));
         write(

@@ -26,9 +26,9 @@ fn decision(dep: &str, ts: f64, id: &str, sticky: i64, free: i64) -> DecisionInp
 
 fn report() -> GateDistReport {
     let mut g = GateDist::new(GateDistOptions::default(), ConfigSet::default());
-    g.push(&decision("alpha", 1.0, "r1", 41_000, 2_000));
-    g.push(&decision("alpha", 2.0, "r2", 300_000, 2_000));
-    g.push(&decision("beta", 3.0, "r3", 102_000, 2_000));
+    g.push(decision("alpha", 1.0, "r1", 41_000, 2_000));
+    g.push(decision("alpha", 2.0, "r2", 300_000, 2_000));
+    g.push(decision("beta", 3.0, "r3", 102_000, 2_000));
     g.finish(InputSummary {
         inputs: vec!["x.log".into()],
         lines_total: 10,

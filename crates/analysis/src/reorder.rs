@@ -1,0 +1,120 @@
+//! Putting decisions back in log-time order.
+//!
+//! The parser emits a decision when its request completes (`Request
+//! handled`), so a decision can come out after a later request's decision.
+//! The reconstruction carries endpoint loads forward and must see decisions
+//! in the order the EPP made them, so they pass through a buffer that
+//! releases a decision once the newest decision time seen is more than
+//! `window` seconds past it, oldest first (ties in arrival order).
+//! Memory is bounded by the decisions of one window. Decisions without a
+//! time pass straight through.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use crate::input::DecisionInput;
+
+/// Default reorder window, seconds of log time.
+pub const DEFAULT_REORDER_WINDOW_S: f64 = 30.0;
+
+struct Entry {
+    ts: f64,
+    seq: u64,
+    d: DecisionInput,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Reversed: BinaryHeap is a max-heap and we pop the oldest.
+        o.ts.total_cmp(&self.ts).then(o.seq.cmp(&self.seq))
+    }
+}
+
+/// A reorder buffer.
+pub struct Reorder {
+    window: f64,
+    heap: BinaryHeap<Entry>,
+    newest: f64,
+    seq: u64,
+}
+
+impl Reorder {
+    /// A buffer holding decisions for `window` seconds of log time.
+    pub fn new(window: f64) -> Reorder {
+        Reorder {
+            window,
+            heap: BinaryHeap::new(),
+            newest: f64::NEG_INFINITY,
+            seq: 0,
+        }
+    }
+
+    /// Adds a decision; calls `out` with every decision now due, in order.
+    pub fn push(&mut self, d: DecisionInput, out: &mut dyn FnMut(DecisionInput)) {
+        let Some(ts) = d.ts.filter(|t| t.is_finite()) else {
+            out(d);
+            return;
+        };
+        self.newest = self.newest.max(ts);
+        self.seq += 1;
+        self.heap.push(Entry {
+            ts,
+            seq: self.seq,
+            d,
+        });
+        while self
+            .heap
+            .peek()
+            .is_some_and(|e| e.ts < self.newest - self.window)
+        {
+            if let Some(e) = self.heap.pop() {
+                out(e.d);
+            }
+        }
+    }
+
+    /// Releases everything left, in order.
+    pub fn finish(&mut self, out: &mut dyn FnMut(DecisionInput)) {
+        while let Some(e) = self.heap.pop() {
+            out(e.d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(ts: f64, id: &str) -> DecisionInput {
+        DecisionInput {
+            ts: Some(ts),
+            request_id: Some(id.into()),
+            ..DecisionInput::default()
+        }
+    }
+
+    #[test]
+    fn releases_in_time_order_after_the_window() {
+        let mut r = Reorder::new(1.0);
+        let mut got = Vec::new();
+        let mut out = |x: DecisionInput| got.push(x.request_id.unwrap_or_default());
+        r.push(d(10.0, "b"), &mut out);
+        r.push(d(9.5, "a"), &mut out);
+        r.push(d(10.2, "c"), &mut out);
+        r.push(DecisionInput::default(), &mut out);
+        r.push(d(12.0, "e"), &mut out);
+        r.finish(&mut out);
+        assert_eq!(got, vec!["", "a", "b", "c", "e"]);
+    }
+}
