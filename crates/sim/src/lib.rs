@@ -48,7 +48,7 @@
 //! under a backlog, which keeps overload from feeding itself). Otherwise it
 //! opens a new session whose first prompt is the system prompt plus a
 //! lognormal context whose mean drifts geometrically over the run (3.5k →
-//! 140k tokens in `glm-like`, mean prompt ~6k → ~64k). A follow-up prompt is the
+//! 140k tokens in `glm-like`, mean prompt ~7.5k → ~70k). A follow-up prompt is the
 //! previous prompt, its output, and a new user message, so the engine that
 //! served the previous turn holds most of it.
 //!

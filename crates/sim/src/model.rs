@@ -290,7 +290,12 @@ impl DepState {
         end_ns: i64,
         collect_jobs: bool,
     ) -> DepState {
-        let mut rng = Rng::derive(seed, 1000 + index as u64);
+        // The deployment's name enters the stream so that pod names differ
+        // between scenarios.
+        let name_hash = dep.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+        });
+        let mut rng = Rng::derive(seed ^ name_hash, 1000 + index as u64);
         let mut pools = Vec::new();
         for (pi, p) in dep.pools.iter().enumerate() {
             let rs_hash = pod_hash(&mut rng);

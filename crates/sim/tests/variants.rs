@@ -9,7 +9,7 @@ use gatecal_sim::{Variant, run, scenario};
 fn framing_strips_to_the_same_lines() {
     let s = scenario("eight-deployments")
         .expect("scenario")
-        .with_requests(80);
+        .with_requests(300);
     let plain = run(&s, 1, &Variant::default());
     let framed = run(
         &s,
