@@ -4,7 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::assemble::{Assembler, AssemblerLimits, DeploymentNaming};
-use crate::classify::{self, Class};
+use crate::classify::{self, Class, Used};
 use crate::decision::{Decision, SourceLoc};
 use crate::error::ParseError;
 use crate::event::Event;
@@ -81,88 +81,88 @@ impl<'o> Engine<'o> {
 
     /// One line over the cap.
     pub(crate) fn too_long(&mut self, bytes: u64) -> Result<(), ParseError> {
-        self.line += 1;
-        self.counts.lines_total += 1;
-        self.malformed(MalformedReason::TooLong { bytes })
+        self.apply(Pre::TooLong(bytes), &mut |_| {})
     }
 
-    /// One line (without its `\n`).
+    /// One line (without its `\n`), read on this thread.
     pub(crate) fn line(
         &mut self,
         raw: &[u8],
         sink: &mut dyn FnMut(Item),
     ) -> Result<(), ParseError> {
-        self.line += 1;
-        self.counts.lines_total += 1;
         let raw = classify::trim_end(raw);
-        if self.format == InputFormat::Auto {
-            if raw.iter().all(u8::is_ascii_whitespace) {
-                self.counts.lines_ignored += 1;
-                self.counts.shapes.add(LineShape::Blank);
-                return Ok(());
-            }
+        if self.format == InputFormat::Auto && !raw.iter().all(u8::is_ascii_whitespace) {
             self.format = if record::looks_like_record(raw) {
                 InputFormat::Decisions
             } else {
                 InputFormat::Logs
             };
         }
-        if self.format == InputFormat::Decisions {
-            return self.record_line(raw, sink);
-        }
-        let Ok(f) = frame::frame(raw) else {
-            self.counts.shapes.add(LineShape::Other);
-            return self.malformed(MalformedReason::BadFraming);
-        };
-        match classify::classify(f.body) {
-            Class::Ignored(shape) => {
+        let pre = pre_line(raw, self.format);
+        self.apply(pre, sink)
+    }
+
+    /// Accounts for one pre-read line, in input order.
+    pub(crate) fn apply(&mut self, pre: Pre, sink: &mut dyn FnMut(Item)) -> Result<(), ParseError> {
+        self.line += 1;
+        self.counts.lines_total += 1;
+        match pre {
+            Pre::TooLong(bytes) => self.malformed(MalformedReason::TooLong { bytes }),
+            Pre::Ignored(shape) => {
                 self.counts.shapes.add(shape);
                 self.counts.lines_ignored += 1;
                 Ok(())
             }
-            Class::Malformed(shape, reason) => {
+            Pre::Malformed(shape, reason) => {
                 self.counts.shapes.add(shape);
                 self.malformed(reason)
             }
-            Class::Used(u) => {
-                let mut u = *u;
+            Pre::Record(r) => {
+                self.counts.shapes.add(LineShape::DecisionRecord);
+                match r {
+                    Ok(r) => {
+                        self.counts.lines_used += 1;
+                        let mut d = r.into_decision(SourceLoc {
+                            file: self.display.clone(),
+                            line: self.line,
+                        });
+                        if let Some(e) = &self.naming.explicit {
+                            d.deployment.clone_from(e);
+                        }
+                        Self::emit_decision(&mut self.counts, sink, d);
+                        Ok(())
+                    }
+                    Err(why) => self.malformed(MalformedReason::BadRecord(why)),
+                }
+            }
+            Pre::Used(u) => {
+                let PreUsed { used, console } = *u;
+                let Used { meta, event, flags } = used;
                 self.counts.lines_used += 1;
-                if u.flags.huge {
+                if flags.huge {
                     self.counts.values_huge += 1;
                 }
-                if u.flags.non_finite {
+                if flags.non_finite {
                     self.counts.values_non_finite += 1;
                 }
-                // Parsed only when needed: the line has no time of its own, or
-                // it is a vLLM record (whose prefix has no year).
-                let kubelet_ts = if u.meta.ts.is_none() || matches!(u.event, Event::VllmStats(_)) {
-                    f.kubelet_ts()
-                } else {
-                    None
-                };
-                u.meta.kubelet_ts = kubelet_ts;
-                if u.meta.ts.is_none() {
-                    u.meta.ts = kubelet_ts;
-                }
-                if let Some(t) = u.meta.ts {
+                if let Some(t) = meta.ts {
                     self.last_abs_ts = Some(t);
                 }
-                u.meta.pod = f.pod.map(|p| String::from_utf8_lossy(p).into_owned());
-                if let Event::VllmStats(st) = u.event {
+                if let Event::VllmStats(st) = event {
                     self.counts.shapes.add(LineShape::Vllm);
-                    let st = self.finish_stats(st, u.meta.pod, kubelet_ts);
+                    let st = self.finish_stats(st, meta.pod, meta.kubelet_ts);
                     self.counts.vllm_stats += 1;
                     sink(Item::VllmStats(Box::new(st)));
                     return Ok(());
                 }
-                self.counts.shapes.add(if f.body.first() == Some(&b'{') {
-                    LineShape::ZapJson
-                } else {
+                self.counts.shapes.add(if console {
                     LineShape::Console
+                } else {
+                    LineShape::ZapJson
                 });
                 let counts = &mut self.counts;
                 let mut emit = |d: Decision| Self::emit_decision(counts, sink, d);
-                self.asm.feed(self.line, &u.meta, u.event, &mut emit);
+                self.asm.feed(self.line, &meta, event, &mut emit);
                 Ok(())
             }
         }
@@ -207,30 +207,6 @@ impl<'o> Engine<'o> {
         st
     }
 
-    fn record_line(&mut self, raw: &[u8], sink: &mut dyn FnMut(Item)) -> Result<(), ParseError> {
-        if raw.iter().all(u8::is_ascii_whitespace) {
-            self.counts.lines_ignored += 1;
-            self.counts.shapes.add(LineShape::Blank);
-            return Ok(());
-        }
-        self.counts.shapes.add(LineShape::DecisionRecord);
-        match DecisionRecord::parse_line(raw) {
-            Ok(r) => {
-                self.counts.lines_used += 1;
-                let mut d = r.into_decision(SourceLoc {
-                    file: self.display.clone(),
-                    line: self.line,
-                });
-                if let Some(e) = &self.naming.explicit {
-                    d.deployment.clone_from(e);
-                }
-                Self::emit_decision(&mut self.counts, sink, d);
-                Ok(())
-            }
-            Err(why) => self.malformed(MalformedReason::BadRecord(why)),
-        }
-    }
-
     /// Ends the input: closes open requests and returns the ledger.
     pub(crate) fn finish(
         mut self,
@@ -255,6 +231,60 @@ impl<'o> Engine<'o> {
                 self.format
             },
             counts: self.counts,
+        }
+    }
+}
+
+/// A line read without the engine's state: what [`Engine::apply`] needs.
+/// Computed on worker threads when reading in parallel.
+pub(crate) enum Pre {
+    /// Over the cap.
+    TooLong(u64),
+    /// Well formed, not needed.
+    Ignored(LineShape),
+    /// Unreadable.
+    Malformed(LineShape, MalformedReason),
+    /// A decisions record (or why it is invalid).
+    Record(Result<DecisionRecord, String>),
+    /// An event.
+    Used(Box<PreUsed>),
+}
+
+/// A used line with its framing applied.
+pub(crate) struct PreUsed {
+    used: Used,
+    console: bool,
+}
+
+/// Reads one line (trailing blanks already trimmed) in a known format.
+pub(crate) fn pre_line(raw: &[u8], format: InputFormat) -> Pre {
+    if raw.iter().all(u8::is_ascii_whitespace) && (raw.is_empty() || format != InputFormat::Logs) {
+        return Pre::Ignored(LineShape::Blank);
+    }
+    if format == InputFormat::Decisions {
+        return Pre::Record(DecisionRecord::parse_line(raw));
+    }
+    let Ok(f) = frame::frame(raw) else {
+        return Pre::Malformed(LineShape::Other, MalformedReason::BadFraming);
+    };
+    match classify::classify(f.body) {
+        Class::Ignored(shape) => Pre::Ignored(shape),
+        Class::Malformed(shape, reason) => Pre::Malformed(shape, reason),
+        Class::Used(u) => {
+            let mut used = *u;
+            // Parsed only when needed: the line has no time of its own, or
+            // it is a vLLM record (whose prefix has no year).
+            if used.meta.ts.is_none() || matches!(used.event, Event::VllmStats(_)) {
+                used.meta.kubelet_ts = f.kubelet_ts();
+            }
+            if used.meta.ts.is_none() {
+                used.meta.ts = used.meta.kubelet_ts;
+            }
+            used.meta.pod = f.pod.map(|p| String::from_utf8_lossy(p).into_owned());
+            Pre::Used(Box::new(PreUsed {
+                used,
+                console: f.body.first() != Some(&b'{'),
+            }))
         }
     }
 }
