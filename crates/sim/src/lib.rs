@@ -48,9 +48,9 @@
 //! under a backlog, which keeps overload from feeding itself). Otherwise it
 //! opens a new session whose first prompt is the system prompt plus a
 //! lognormal context whose mean drifts geometrically over the run (3.5k →
-//! 140k tokens in `glm-like`, mean prompt ~7.5k → ~70k). A follow-up prompt is the
-//! previous prompt, its output, and a new user message, so the engine that
-//! served the previous turn holds most of it.
+//! 140k tokens in `glm-like`, mean prompt ~7.5k → ~70k). A follow-up
+//! prompt is the previous prompt, its output, and a new user message, so
+//! the engine that served the previous turn holds most of it.
 //!
 //! **Scheduling.** The candidates (all engines of the profile's pool, in a
 //! random order as the datastore returns them) go through each filter
