@@ -5,6 +5,7 @@
 //! cargo run --release -p gatecal-parser --example parse_file -- --mem 5 FILE
 //! ```
 //!
+//! `--threads N` (first) sets [`ParseOptions::threads`].
 //! `--mem N` reads the first file into memory and parses it N times,
 //! printing the fastest run (parser time without I/O).
 
@@ -14,6 +15,11 @@ use gatecal_parser::{InputSpec, Item, ParseOptions, parse_inputs, parse_slice};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut opts = ParseOptions::default();
+    if args.first().map(String::as_str) == Some("--threads") && args.len() >= 2 {
+        opts.threads = args[1].parse().unwrap_or(1);
+        args.drain(..2);
+    }
     if args.first().map(String::as_str) == Some("--mem") && args.len() >= 3 {
         let n: usize = args[1].parse().unwrap_or(3);
         let bytes = match std::fs::read(&args[2]) {
@@ -27,7 +33,7 @@ fn main() {
         let mut decisions = 0;
         for _ in 0..n.max(1) {
             let start = Instant::now();
-            match parse_slice(&args[2], &bytes, &ParseOptions::default()) {
+            match parse_slice(&args[2], &bytes, &opts) {
                 Ok(p) => decisions = p.decisions().count(),
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -45,7 +51,7 @@ fn main() {
     let inputs: Vec<InputSpec> = args.drain(..).map(|a| InputSpec::parse(&a)).collect();
     let start = Instant::now();
     let (mut decisions, mut stats) = (0u64, 0u64);
-    let ledger = match parse_inputs(&inputs, &ParseOptions::default(), |i| match i {
+    let ledger = match parse_inputs(&inputs, &opts, |i| match i {
         Item::Decision(_) => decisions += 1,
         Item::VllmStats(_) => stats += 1,
     }) {

@@ -289,7 +289,7 @@ pub(crate) fn pre_line(raw: &[u8], format: InputFormat) -> Pre {
     }
 }
 
-/// Reads a whole stream through an engine.
+/// Reads a whole stream through an engine on this thread.
 pub(crate) fn run<R: Read>(
     reader: R,
     display: &str,
@@ -301,15 +301,206 @@ pub(crate) fn run<R: Read>(
     let (r, gzip, raw_count) = input::decode(reader).map_err(|e| ParseError::io(path(), e))?;
     let mut lines = LineReader::new(r, opts.max_line_bytes);
     let mut eng = Engine::new(display, naming, opts);
-    loop {
-        match lines.next_line() {
-            Ok(Some(Line::Text(t))) => eng.line(t, sink)?,
-            Ok(Some(Line::TooLong(n))) => eng.too_long(n)?,
-            Ok(None) => break,
-            Err(e) => return Err(ParseError::io(path(), e)),
-        }
-    }
+    sequential(&mut lines, &mut eng, sink, false, display)?;
     let bytes = lines.bytes;
     let compressed = raw_count.load(std::sync::atomic::Ordering::Relaxed);
     Ok(eng.finish(sink, bytes, if gzip { compressed } else { bytes }, gzip))
+}
+
+/// Reads a whole stream, classifying lines on [`ParseOptions::threads`]
+/// worker threads when that is more than 1 and the input is logs.
+pub(crate) fn run_parallel<R: Read + Send>(
+    reader: R,
+    display: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    sink: &mut dyn FnMut(Item),
+) -> Result<InputLedger, ParseError> {
+    if opts.threads <= 1 {
+        return run(reader, display, naming, opts, sink);
+    }
+    let path = || std::path::PathBuf::from(display);
+    let (r, gzip, raw_count) = input::decode(reader).map_err(|e| ParseError::io(path(), e))?;
+    let mut lines = LineReader::new(r, opts.max_line_bytes);
+    let mut eng = Engine::new(display, naming, opts);
+    // On this thread until the format is known (the first non-blank line).
+    let ended = sequential(&mut lines, &mut eng, sink, true, display)?;
+    let bytes = if ended || eng.format != InputFormat::Logs {
+        sequential(&mut lines, &mut eng, sink, false, display)?;
+        lines.bytes
+    } else {
+        parallel(lines, &mut eng, sink, opts.threads, display)?
+    };
+    let compressed = raw_count.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(eng.finish(sink, bytes, if gzip { compressed } else { bytes }, gzip))
+}
+
+/// Feeds lines to the engine on this thread, to the end (or, with
+/// `until_format`, until the input's format is known). Returns whether the
+/// input ended.
+fn sequential<R: Read>(
+    lines: &mut LineReader<R>,
+    eng: &mut Engine<'_>,
+    sink: &mut dyn FnMut(Item),
+    until_format: bool,
+    display: &str,
+) -> Result<bool, ParseError> {
+    while !(until_format && eng.format != InputFormat::Auto) {
+        match lines.next_line() {
+            Ok(Some(Line::Text(t))) => eng.line(t, sink)?,
+            Ok(Some(Line::TooLong(n))) => eng.too_long(n)?,
+            Ok(None) => return Ok(true),
+            Err(e) => return Err(ParseError::io(display, e)),
+        }
+    }
+    Ok(false)
+}
+
+/// One line of a block.
+enum Span {
+    /// A line, as a range of the block's bytes.
+    Text(usize, usize),
+    /// A line over the cap, and its length.
+    TooLong(u64),
+}
+
+/// Consecutive lines read by the reader thread.
+struct Block {
+    idx: u64,
+    data: Vec<u8>,
+    spans: Vec<Span>,
+}
+
+type BlockMsg = Result<Block, (u64, std::io::Error)>;
+type OutMsg = (u64, std::io::Result<Vec<Pre>>);
+
+/// The parallel pipeline: one reader thread cuts the stream into blocks of
+/// whole lines; `threads` workers run [`pre_line`] on them; this thread
+/// applies the results in input order (assembly, ledger, sink). At most
+/// `4 * threads` blocks are in flight, so memory stays bounded. Returns the
+/// bytes read.
+fn parallel<R: Read + Send>(
+    lines: LineReader<R>,
+    eng: &mut Engine<'_>,
+    sink: &mut dyn FnMut(Item),
+    threads: usize,
+    display: &str,
+) -> Result<u64, ParseError> {
+    use std::collections::BTreeMap;
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+
+    let format = eng.format;
+    let block_bytes = eng.opts.block_bytes.max(1);
+    let inflight = threads.saturating_mul(4).max(2);
+    std::thread::scope(|s| {
+        let (block_tx, block_rx) = mpsc::sync_channel::<BlockMsg>(inflight);
+        let block_rx = Arc::new(Mutex::new(block_rx));
+        let (out_tx, out_rx) = mpsc::sync_channel::<OutMsg>(inflight);
+        let (tok_tx, tok_rx) = mpsc::sync_channel::<()>(inflight);
+        for _ in 0..inflight {
+            let _ = tok_tx.send(());
+        }
+        let reader = s.spawn(move || {
+            let mut lines = lines;
+            let mut idx = 0u64;
+            'blocks: while tok_rx.recv().is_ok() {
+                let mut b = Block {
+                    idx,
+                    data: Vec::with_capacity(block_bytes.min(1 << 24) + 4096),
+                    spans: Vec::new(),
+                };
+                let mut end = None;
+                while b.data.len() < block_bytes {
+                    match lines.next_line() {
+                        Ok(Some(Line::Text(t))) => {
+                            let start = b.data.len();
+                            b.data.extend_from_slice(t);
+                            b.spans.push(Span::Text(start, b.data.len()));
+                        }
+                        Ok(Some(Line::TooLong(n))) => b.spans.push(Span::TooLong(n)),
+                        Ok(None) => {
+                            end = Some(None);
+                            break;
+                        }
+                        Err(e) => {
+                            end = Some(Some(e));
+                            break;
+                        }
+                    }
+                }
+                if !b.spans.is_empty() {
+                    if block_tx.send(Ok(b)).is_err() {
+                        break 'blocks;
+                    }
+                    idx += 1;
+                }
+                match end {
+                    None => {}
+                    Some(None) => break,
+                    Some(Some(e)) => {
+                        let _ = block_tx.send(Err((idx, e)));
+                        break;
+                    }
+                }
+            }
+            lines.bytes
+        });
+        for _ in 0..threads {
+            let rx = Arc::clone(&block_rx);
+            let tx = out_tx.clone();
+            s.spawn(move || {
+                loop {
+                    let msg = match rx.lock() {
+                        Ok(guard) => guard.recv(),
+                        Err(_) => break,
+                    };
+                    let out = match msg {
+                        Ok(Ok(b)) => {
+                            let pres = b
+                                .spans
+                                .iter()
+                                .map(|sp| match *sp {
+                                    Span::Text(a, z) => {
+                                        pre_line(classify::trim_end(&b.data[a..z]), format)
+                                    }
+                                    Span::TooLong(n) => Pre::TooLong(n),
+                                })
+                                .collect();
+                            (b.idx, Ok(pres))
+                        }
+                        Ok(Err((idx, e))) => (idx, Err(e)),
+                        Err(_) => break,
+                    };
+                    if tx.send(out).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(out_tx);
+        drop(block_rx);
+        let mut apply = || -> Result<(), ParseError> {
+            let mut pending: BTreeMap<u64, std::io::Result<Vec<Pre>>> = BTreeMap::new();
+            let mut next = 0u64;
+            for (idx, res) in out_rx.iter() {
+                pending.insert(idx, res);
+                while let Some(res) = pending.remove(&next) {
+                    let pres = res.map_err(|e| ParseError::io(display, e))?;
+                    for p in pres {
+                        eng.apply(p, sink)?;
+                    }
+                    next += 1;
+                    let _ = tok_tx.send(());
+                }
+            }
+            Ok(())
+        };
+        let result = apply();
+        // Unblock and stop the other threads before joining them.
+        drop(out_rx);
+        drop(tok_tx);
+        let bytes = reader.join().unwrap_or(0);
+        result.map(|()| bytes)
+    })
 }

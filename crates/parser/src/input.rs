@@ -237,12 +237,25 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
+/// A stream as read: plain, or gzip-decompressed.
+pub(crate) enum Decoded<R> {
+    Plain(io::Chain<io::Cursor<Vec<u8>>, Counting<R>>),
+    Gzip(Box<flate2::read::MultiGzDecoder<io::Chain<io::Cursor<Vec<u8>>, Counting<R>>>>),
+}
+
+impl<R: Read> Read for Decoded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Decoded::Plain(r) => r.read(buf),
+            Decoded::Gzip(r) => r.read(buf),
+        }
+    }
+}
+
 /// Wraps a reader, decompressing it when it starts with the gzip magic
 /// bytes `1f 8b` (whatever its name). Returns the reader, whether it was
 /// gzip, and a counter of the raw bytes read.
-pub(crate) fn decode<'r, R: Read + 'r>(
-    mut r: R,
-) -> io::Result<(Box<dyn Read + 'r>, bool, Arc<AtomicU64>)> {
+pub(crate) fn decode<R: Read>(mut r: R) -> io::Result<(Decoded<R>, bool, Arc<AtomicU64>)> {
     let mut head = [0u8; 2];
     let mut got = 0;
     while got < 2 {
@@ -261,12 +274,12 @@ pub(crate) fn decode<'r, R: Read + 'r>(
     let whole = io::Cursor::new(head[..got].to_vec()).chain(rest);
     if got == 2 && head == [0x1f, 0x8b] {
         Ok((
-            Box::new(flate2::read::MultiGzDecoder::new(whole)),
+            Decoded::Gzip(Box::new(flate2::read::MultiGzDecoder::new(whole))),
             true,
             count,
         ))
     } else {
-        Ok((Box::new(whole), false, count))
+        Ok((Decoded::Plain(whole), false, count))
     }
 }
 

@@ -25,6 +25,15 @@ fn fixture_lines() -> Vec<Vec<u8>> {
 }
 
 fn check(bytes: &[u8]) {
+    check_with(bytes, false);
+}
+
+/// Also with worker threads (slower to set up: used on fewer cases).
+fn check_threaded(bytes: &[u8]) {
+    check_with(bytes, true);
+}
+
+fn check_with(bytes: &[u8], threaded: bool) {
     for opts in [
         ParseOptions::default(),
         ParseOptions {
@@ -33,6 +42,12 @@ fn check(bytes: &[u8]) {
             max_open_requests: 2,
             max_open_age_secs: 0.0,
             year: Some(2026),
+            ..ParseOptions::default()
+        },
+        ParseOptions {
+            threads: if threaded { 2 } else { 1 },
+            block_bytes: 64,
+            max_line_bytes: 200,
             ..ParseOptions::default()
         },
     ] {
@@ -77,7 +92,7 @@ fn whole_fixtures_spliced() {
         all.extend_from_slice(l);
         all.extend_from_slice(if i % 3 == 0 { b"\r\n" } else { b"\n" });
     }
-    check(&all);
+    check_threaded(&all);
 }
 
 #[derive(Clone, Debug)]
@@ -151,7 +166,7 @@ proptest! {
             stream.extend(mutate(l, &muts[k % muts.len()]));
             stream.push(b'\n');
         }
-        check(&stream);
+        check_threaded(&stream);
     }
 }
 

@@ -271,3 +271,77 @@ fn generated_fixtures_match_their_truth() {
     }
     eprintln!("{checked} generated fixtures checked");
 }
+
+#[test]
+fn threads_give_the_same_items_and_ledger() {
+    let s = scenario("pd-disagg").unwrap().with_requests(150);
+    let all = Variant {
+        timestamps: true,
+        prefix: true,
+        noise: true,
+        old_encoding: false,
+        full_dumps: true,
+    };
+    for variant in [Variant::default(), all] {
+        let out = run(&s, 2, &variant);
+        let one = parse_slice("epp.log", &out.epp_log, &ParseOptions::default()).unwrap();
+        for (threads, block_bytes) in [(2, 1), (3, 4096), (4, 65_536), (2, 1 << 20)] {
+            let opts = ParseOptions {
+                threads,
+                block_bytes,
+                ..ParseOptions::default()
+            };
+            let many = parse_slice("epp.log", &out.epp_log, &opts).unwrap();
+            assert_eq!(
+                many.ledger, one.ledger,
+                "{threads} threads, {block_bytes} B blocks"
+            );
+            assert_eq!(
+                many.items, one.items,
+                "{threads} threads, {block_bytes} B blocks"
+            );
+        }
+    }
+}
+
+#[test]
+fn threads_stop_cleanly_on_strict_errors_and_keep_edge_results() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/edge");
+    let mut want = None;
+    for threads in [1, 2, 3] {
+        let opts = ParseOptions {
+            threads,
+            block_bytes: 512,
+            ..ParseOptions::default()
+        };
+        // Debug text, not `==`: a NaN penalty is not equal to itself.
+        let mut items = Vec::new();
+        let ledger = parse_inputs(&[InputSpec::path(&dir)], &opts, |i| {
+            items.push(format!("{i:?}"))
+        })
+        .unwrap();
+        assert!(ledger.total.balanced());
+        assert!(ledger.total.lines_malformed > 0);
+        match &want {
+            None => want = Some((ledger, items)),
+            Some((l, i)) => {
+                assert_eq!(&ledger, l, "{threads}");
+                assert!(&items == i, "{threads} threads: items differ");
+            }
+        }
+        let strict = ParseOptions {
+            strict: true,
+            ..opts
+        };
+        let err = parse_inputs(
+            &[InputSpec::path(dir.join("truncated_last_line.log"))],
+            &strict,
+            |_| {},
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("truncated_last_line.log:1"),
+            "{err}"
+        );
+    }
+}
