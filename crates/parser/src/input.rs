@@ -237,10 +237,13 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
+/// The raw stream: the peeked magic bytes, then the rest, counted.
+pub(crate) type Raw<R> = io::Chain<io::Cursor<Vec<u8>>, Counting<R>>;
+
 /// A stream as read: plain, or gzip-decompressed.
 pub(crate) enum Decoded<R> {
-    Plain(io::Chain<io::Cursor<Vec<u8>>, Counting<R>>),
-    Gzip(Box<flate2::read::MultiGzDecoder<io::Chain<io::Cursor<Vec<u8>>, Counting<R>>>>),
+    Plain(Raw<R>),
+    Gzip(Box<flate2::read::MultiGzDecoder<Raw<R>>>),
 }
 
 impl<R: Read> Read for Decoded<R> {
