@@ -155,6 +155,13 @@
 //! seconds of log time. `docs/log-formats.md` in the repository is the long
 //! form of these docs.
 //!
+//! # Parallel reading
+//!
+//! With [`ParseOptions::threads`] above 1, [`parse_inputs`] and
+//! [`parse_slice`] classify lines on worker threads (blocks of whole lines,
+//! at most `4 × threads` in flight) and assemble them in input order on the
+//! calling thread: the output is the same as with one thread.
+//!
 //! # Lower-level use
 //!
 //! [`parse_reader`] reads any `Read` (gzip detected); [`parse_slice`] parses
