@@ -448,7 +448,7 @@ impl Req {
                     if let Some(d) = r.run_decisions.last_mut() {
                         d.ts = ts;
                         d.source.line = line;
-                        apply_filter_line(d, l);
+                        apply_filter_line(d, *l);
                         return;
                     }
                 }
@@ -461,7 +461,7 @@ impl Req {
                 };
                 d.ts = ts;
                 d.source.line = line;
-                apply_filter_line(&mut d, l);
+                apply_filter_line(&mut d, *l);
                 r.pending = Some(d);
                 r.pending_has_outcome = true;
                 r.run_active = true;
@@ -809,10 +809,10 @@ mod tests {
     }
 
     fn narrowed() -> Event {
-        Event::Filter(FilterLine {
+        Event::Filter(Box::new(FilterLine {
             msg: FilterMsg::NarrowedToSticky,
             ..FilterLine::default()
-        })
+        }))
     }
 
     fn completed() -> Event {

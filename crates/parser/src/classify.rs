@@ -147,7 +147,7 @@ pub(crate) fn classify(body: &[u8]) -> Class {
                     st.seconds_of_day = h.secs;
                     Class::Used(Box::new(Used {
                         meta: LineMeta::default(),
-                        event: Event::VllmStats(st),
+                        event: Event::VllmStats(Box::new(st)),
                         flags: ValueFlags::default(),
                     }))
                 }
@@ -375,10 +375,22 @@ fn missing(shape: LineShape, k: &'static str) -> Class {
 /// Builds the event of a known message from its fields.
 fn build(kind: Kind, f: &Fields<'_>, meta: &mut LineMeta, shape: LineShape) -> Class {
     meta.request_id = f.string(Key::RequestId);
-    meta.model = f
-        .string(Key::TargetModelName)
-        .or_else(|| f.string(Key::ResolvedTargetModel))
-        .or_else(|| f.string(Key::Model));
+    // The model is read from the lines that start or name a decision only
+    // (every request-path line repeats it).
+    if matches!(
+        kind,
+        Kind::Filter(_)
+            | Kind::Profile
+            | Kind::RunningFilter
+            | Kind::FilterCompleted
+            | Kind::EliminatedAll
+            | Kind::EndpointTtft
+    ) {
+        meta.model = f
+            .string(Key::TargetModelName)
+            .or_else(|| f.string(Key::ResolvedTargetModel))
+            .or_else(|| f.string(Key::Model));
+    }
     let mut flags = ValueFlags::default();
     let event = match kind {
         Kind::Filter(msg) => {
@@ -414,7 +426,7 @@ fn build(kind: Kind, f: &Fields<'_>, meta: &mut LineMeta, shape: LineShape) -> C
             x.remaining_turns = f.num(Key::RemainingTurns, &mut flags);
             x.penalty_source = f.string(Key::PenaltySource);
             l.flags = flags;
-            Event::Filter(l)
+            Event::Filter(Box::new(l))
         }
         Kind::EndpointTtft => {
             let Some(endpoint) = f.get(Key::Endpoint).and_then(fields::endpoint) else {

@@ -135,9 +135,8 @@ impl<'o> Engine<'o> {
                     Err(why) => self.malformed(MalformedReason::BadRecord(why)),
                 }
             }
-            Pre::Used(u) => {
-                let PreUsed { used, console } = *u;
-                let Used { meta, event, flags } = used;
+            Pre::Used(u, console) => {
+                let Used { meta, event, flags } = *u;
                 self.counts.lines_used += 1;
                 if flags.huge {
                     self.counts.values_huge += 1;
@@ -150,7 +149,7 @@ impl<'o> Engine<'o> {
                 }
                 if let Event::VllmStats(st) = event {
                     self.counts.shapes.add(LineShape::Vllm);
-                    let st = self.finish_stats(st, meta.pod, meta.kubelet_ts);
+                    let st = self.finish_stats(*st, meta.pod, meta.kubelet_ts);
                     self.counts.vllm_stats += 1;
                     sink(Item::VllmStats(Box::new(st)));
                     return Ok(());
@@ -246,14 +245,8 @@ pub(crate) enum Pre {
     Malformed(LineShape, MalformedReason),
     /// A decisions record (or why it is invalid).
     Record(Result<DecisionRecord, String>),
-    /// An event.
-    Used(Box<PreUsed>),
-}
-
-/// A used line with its framing applied.
-pub(crate) struct PreUsed {
-    used: Used,
-    console: bool,
+    /// An event, and whether the line was a console-encoder one.
+    Used(Box<Used>, bool),
 }
 
 /// Reads one line (trailing blanks already trimmed) in a known format.
@@ -270,8 +263,7 @@ pub(crate) fn pre_line(raw: &[u8], format: InputFormat) -> Pre {
     match classify::classify(f.body) {
         Class::Ignored(shape) => Pre::Ignored(shape),
         Class::Malformed(shape, reason) => Pre::Malformed(shape, reason),
-        Class::Used(u) => {
-            let mut used = *u;
+        Class::Used(mut used) => {
             // Parsed only when needed: the line has no time of its own, or
             // it is a vLLM record (whose prefix has no year).
             if used.meta.ts.is_none() || matches!(used.event, Event::VllmStats(_)) {
@@ -281,10 +273,7 @@ pub(crate) fn pre_line(raw: &[u8], format: InputFormat) -> Pre {
                 used.meta.ts = used.meta.kubelet_ts;
             }
             used.meta.pod = f.pod.map(|p| String::from_utf8_lossy(p).into_owned());
-            Pre::Used(Box::new(PreUsed {
-                used,
-                console: f.body.first() != Some(&b'{'),
-            }))
+            Pre::Used(used, f.body.first() != Some(&b'{'))
         }
     }
 }

@@ -20,7 +20,9 @@ pub struct LineMeta {
     pub v: Option<i8>,
     /// `x-request-id`.
     pub request_id: Option<String>,
-    /// `targetModelName` (or `resolvedTargetModel`, or `model` of mid-2025 builds).
+    /// `targetModelName` (or `resolvedTargetModel`, or `model` of mid-2025
+    /// builds), read from the lines that start or name a decision (filter,
+    /// profile and filter-plugin lines).
     pub model: Option<String>,
     /// The pod of the kubectl `[pod/NAME/CONTAINER] ` prefix.
     pub pod: Option<String>,
@@ -56,8 +58,9 @@ pub struct FilterLine {
 #[serde(tag = "event", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Event {
-    /// A `PrefixCacheAffinityFilter: ` outcome line.
-    Filter(FilterLine),
+    /// A `PrefixCacheAffinityFilter: ` outcome line (boxed: it is large and
+    /// rare next to scorer lines).
+    Filter(Box<FilterLine>),
     /// `PrefixCacheAffinityFilter: calculated endpoint TTFT` (P2251): one per endpoint.
     EndpointTtft {
         /// `endpoint`, normalised.
@@ -152,5 +155,5 @@ pub enum Event {
         endpoint: Option<String>,
     },
     /// A vLLM periodic stats line.
-    VllmStats(VllmStats),
+    VllmStats(Box<VllmStats>),
 }
