@@ -345,26 +345,128 @@ fn sequential<R: Read>(
     Ok(false)
 }
 
-/// One line of a block.
-enum Span {
-    /// A line, as a range of the block's bytes.
-    Text(usize, usize),
-    /// A line over the cap, and its length.
+/// What the reader thread hands to a worker.
+enum Body {
+    /// Whole lines, `\n`-separated (the last one may lack its `\n` at the
+    /// end of the input).
+    Lines(Vec<u8>),
+    /// A line over the cap, skipped without being buffered: its length.
     TooLong(u64),
 }
 
-/// Consecutive lines read by the reader thread.
+/// A numbered piece of the input.
 struct Block {
     idx: u64,
-    data: Vec<u8>,
-    spans: Vec<Span>,
+    body: Body,
 }
 
 type BlockMsg = Result<Block, (u64, std::io::Error)>;
 type OutMsg = (u64, std::io::Result<Vec<Pre>>);
 
+/// Cuts a stream into blocks of whole lines at the last newline of each
+/// read, with the same line semantics as [`LineReader`]: a line over the cap
+/// is skipped to its newline and reported by length.
+struct Chunker<R> {
+    r: R,
+    carry: Vec<u8>,
+    eof: bool,
+    cap: usize,
+    block: usize,
+    bytes: u64,
+}
+
+impl<R: Read> Chunker<R> {
+    fn read_into(&mut self, buf: &mut Vec<u8>, want: usize) -> std::io::Result<usize> {
+        let old = buf.len();
+        buf.resize(old + want, 0);
+        let n = loop {
+            match self.r.read(&mut buf[old..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    buf.truncate(old);
+                    return Err(e);
+                }
+            }
+        };
+        buf.truncate(old + n);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn next(&mut self) -> std::io::Result<Option<Body>> {
+        loop {
+            if self.carry.len() >= self.block || self.eof {
+                if let Some(p) = memchr::memrchr(b'\n', &self.carry) {
+                    let rest = self.carry.split_off(p + 1);
+                    return Ok(Some(Body::Lines(std::mem::replace(&mut self.carry, rest))));
+                }
+                if self.eof {
+                    if self.carry.is_empty() {
+                        return Ok(None);
+                    }
+                    return Ok(Some(Body::Lines(std::mem::take(&mut self.carry))));
+                }
+            }
+            if self.carry.len() > self.cap && memchr::memchr(b'\n', &self.carry).is_none() {
+                // A line over the cap: skip to its newline.
+                let mut len = self.carry.len() as u64;
+                self.carry.clear();
+                let mut tmp = Vec::with_capacity(64 * 1024);
+                loop {
+                    tmp.clear();
+                    let n = self.read_into(&mut tmp, 64 * 1024)?;
+                    if n == 0 {
+                        self.eof = true;
+                        return Ok(Some(Body::TooLong(len)));
+                    }
+                    if let Some(p) = memchr::memchr(b'\n', &tmp) {
+                        len += p as u64;
+                        self.carry.extend_from_slice(&tmp[p + 1..]);
+                        return Ok(Some(Body::TooLong(len)));
+                    }
+                    len += n as u64;
+                }
+            }
+            let want = self.block.clamp(4096, 1 << 22);
+            let mut carry = std::mem::take(&mut self.carry);
+            let n = self.read_into(&mut carry, want);
+            self.carry = carry;
+            if n? == 0 {
+                self.eof = true;
+            }
+        }
+    }
+}
+
+/// The lines of a block, read by a worker.
+fn pre_block(body: &Body, format: InputFormat, cap: usize) -> Vec<Pre> {
+    let data = match body {
+        Body::TooLong(n) => return vec![Pre::TooLong(*n)],
+        Body::Lines(d) => d,
+    };
+    let mut out = Vec::new();
+    let mut start = 0;
+    let one = |line: &[u8]| {
+        if line.len() > cap {
+            Pre::TooLong(line.len() as u64)
+        } else {
+            pre_line(classify::trim_end(line), format)
+        }
+    };
+    for p in memchr::memchr_iter(b'\n', data) {
+        out.push(one(&data[start..p]));
+        start = p + 1;
+    }
+    if start < data.len() {
+        out.push(one(&data[start..]));
+    }
+    out
+}
+
 /// The parallel pipeline: one reader thread cuts the stream into blocks of
-/// whole lines; `threads` workers run [`pre_line`] on them; this thread
+/// whole lines ([`Chunker`]); `threads` workers split and run [`pre_line`]
+/// on them; this thread
 /// applies the results in input order (assembly, ledger, sink). At most
 /// `4 * threads` blocks are in flight, so memory stays bounded. Returns the
 /// bytes read.
@@ -381,6 +483,7 @@ fn parallel<R: Read + Send>(
 
     let format = eng.format;
     let block_bytes = eng.opts.block_bytes.max(1);
+    let cap = eng.opts.max_line_bytes.max(1);
     let inflight = threads.saturating_mul(4).max(2);
     std::thread::scope(|s| {
         let (block_tx, block_rx) = mpsc::sync_channel::<BlockMsg>(inflight);
@@ -390,50 +493,33 @@ fn parallel<R: Read + Send>(
         for _ in 0..inflight {
             let _ = tok_tx.send(());
         }
+        let (carry, r, eof, bytes_before) = lines.into_rest();
+        let mut chunker = Chunker {
+            r,
+            carry,
+            eof,
+            cap,
+            block: block_bytes,
+            bytes: 0,
+        };
         let reader = s.spawn(move || {
-            let mut lines = lines;
             let mut idx = 0u64;
-            'blocks: while tok_rx.recv().is_ok() {
-                let mut b = Block {
-                    idx,
-                    data: Vec::with_capacity(block_bytes.min(1 << 24) + 4096),
-                    spans: Vec::new(),
-                };
-                let mut end = None;
-                while b.data.len() < block_bytes {
-                    match lines.next_line() {
-                        Ok(Some(Line::Text(t))) => {
-                            let start = b.data.len();
-                            b.data.extend_from_slice(t);
-                            b.spans.push(Span::Text(start, b.data.len()));
-                        }
-                        Ok(Some(Line::TooLong(n))) => b.spans.push(Span::TooLong(n)),
-                        Ok(None) => {
-                            end = Some(None);
+            while tok_rx.recv().is_ok() {
+                match chunker.next() {
+                    Ok(Some(body)) => {
+                        if block_tx.send(Ok(Block { idx, body })).is_err() {
                             break;
                         }
-                        Err(e) => {
-                            end = Some(Some(e));
-                            break;
-                        }
+                        idx += 1;
                     }
-                }
-                if !b.spans.is_empty() {
-                    if block_tx.send(Ok(b)).is_err() {
-                        break 'blocks;
-                    }
-                    idx += 1;
-                }
-                match end {
-                    None => {}
-                    Some(None) => break,
-                    Some(Some(e)) => {
+                    Ok(None) => break,
+                    Err(e) => {
                         let _ = block_tx.send(Err((idx, e)));
                         break;
                     }
                 }
             }
-            lines.bytes
+            bytes_before + chunker.bytes
         });
         for _ in 0..threads {
             let rx = Arc::clone(&block_rx);
@@ -445,19 +531,7 @@ fn parallel<R: Read + Send>(
                         Err(_) => break,
                     };
                     let out = match msg {
-                        Ok(Ok(b)) => {
-                            let pres = b
-                                .spans
-                                .iter()
-                                .map(|sp| match *sp {
-                                    Span::Text(a, z) => {
-                                        pre_line(classify::trim_end(&b.data[a..z]), format)
-                                    }
-                                    Span::TooLong(n) => Pre::TooLong(n),
-                                })
-                                .collect();
-                            (b.idx, Ok(pres))
-                        }
+                        Ok(Ok(b)) => (b.idx, Ok(pre_block(&b.body, format, cap))),
                         Ok(Err((idx, e))) => (idx, Err(e)),
                         Err(_) => break,
                     };

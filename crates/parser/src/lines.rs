@@ -106,6 +106,17 @@ impl<R: Read> LineReader<R> {
         }
     }
 
+    /// The bytes read but not yet returned as lines, the inner reader,
+    /// whether it reached its end, and the bytes read so far.
+    pub(crate) fn into_rest(self) -> (Vec<u8>, R, bool, u64) {
+        (
+            self.buf[self.start..self.end].to_vec(),
+            self.r,
+            self.eof,
+            self.bytes,
+        )
+    }
+
     /// Discards the current over-long line up to and including its newline.
     fn skip_long(&mut self) -> io::Result<Line<'static>> {
         let mut len = (self.end - self.start) as u64;

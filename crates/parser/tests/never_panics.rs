@@ -34,6 +34,7 @@ fn check_threaded(bytes: &[u8]) {
 }
 
 fn check_with(bytes: &[u8], threaded: bool) {
+    let mut seen: Vec<String> = Vec::new();
     for opts in [
         ParseOptions::default(),
         ParseOptions {
@@ -42,6 +43,10 @@ fn check_with(bytes: &[u8], threaded: bool) {
             max_open_requests: 2,
             max_open_age_secs: 0.0,
             year: Some(2026),
+            ..ParseOptions::default()
+        },
+        ParseOptions {
+            max_line_bytes: 200,
             ..ParseOptions::default()
         },
         ParseOptions {
@@ -66,6 +71,11 @@ fn check_with(bytes: &[u8], threaded: bool) {
         let c = &p.ledger.counts;
         assert!(c.balanced(), "{c:?}");
         assert_eq!(c.decisions as usize, p.decisions().count());
+        seen.push(format!("{:?} {:?}", p.items, p.ledger));
+    }
+    // Threads give exactly what one thread gives (same line cap).
+    if seen.len() == 4 {
+        assert!(seen[2] == seen[3], "threaded output differs");
     }
 }
 
