@@ -495,7 +495,24 @@ impl Req {
                 r.complete_filter(&plugin, survivors, file, line, ts, infer);
             }
             Event::FilterEliminatedAll { plugin } => {
-                r.complete_filter(&plugin, Some(Vec::new()), file, line, ts, infer);
+                // Logged after the instance's completion line (which then
+                // listed no survivors); alone, it completes the call.
+                let (name, _) = split_plugin(&plugin);
+                if r.pending.is_none() && r.instances.last() == Some(&name) {
+                    if let Some(d) = r
+                        .run_decisions
+                        .last_mut()
+                        .filter(|d| d.filter.as_deref() == Some(name.as_str()))
+                    {
+                        d.survivors = Some(Vec::new());
+                        for c in &mut d.candidates {
+                            c.survived = Some(false);
+                        }
+                    }
+                    r.last_survivors = Some(Vec::new());
+                } else {
+                    r.complete_filter(&plugin, Some(Vec::new()), file, line, ts, infer);
+                }
             }
             Event::FiltersCompleted { .. } => {
                 r.finalize_pending();
@@ -914,6 +931,44 @@ mod tests {
         }
         a.finish(&mut emit);
         assert_eq!(n, 20_000);
+    }
+
+    #[test]
+    fn eliminated_all_after_completion_is_one_call() {
+        let mut a = Assembler::new("t", DeploymentNaming::fallback("d"), limits(10, 1e9));
+        let mut out = Vec::new();
+        let mut emit = |d: Decision| out.push(d);
+        let plugin = "f/prefix-cache-affinity-filter".to_string();
+        a.feed(1, &meta("r", 1.0), narrowed(), &mut emit);
+        a.feed(
+            2,
+            &meta("r", 1.1),
+            Event::FilterCompleted {
+                plugin: plugin.clone(),
+                survivors: Some(Vec::new()),
+            },
+            &mut emit,
+        );
+        a.feed(
+            3,
+            &meta("r", 1.2),
+            Event::FilterEliminatedAll {
+                plugin: plugin.clone(),
+            },
+            &mut emit,
+        );
+        // Alone (no completion line), it completes the call.
+        a.feed(4, &meta("s", 1.3), narrowed(), &mut emit);
+        a.feed(
+            5,
+            &meta("s", 1.4),
+            Event::FilterEliminatedAll { plugin },
+            &mut emit,
+        );
+        a.finish(&mut emit);
+        assert_eq!(out.len(), 2);
+        assert!(out.iter().all(|d| d.survivors.as_deref() == Some(&[][..])));
+        assert!(out.iter().all(|d| d.filter.as_deref() == Some("f")));
     }
 
     #[test]
