@@ -13,46 +13,65 @@
 //!
 //! # Method
 //!
-//! Per deployment, a tracker keeps each endpoint's latest in-flight estimate
-//! and its log time. Decisions are taken in input order.
+//! Decisions are first put back in log-time order ([`crate::reorder`]). Per
+//! deployment, a tracker then keeps, for every endpoint, a model of its queue:
+//! the uncached tokens of each request in flight, oldest first, as of the
+//! endpoint's last estimate.
 //!
-//! * **Estimating in-flight tokens from a decision's own lines.**
-//!   `inFlight = tokenLoad - uncached`, where `uncached` is this request's
-//!   uncached tokens on that endpoint:
-//!   - sticky survivors of a narrowed decision: `(1 - prefixScore) * prompt`
+//! * **Measuring an endpoint** from a decision's own lines:
+//!   `inFlight = tokenLoad - uncached`, `uncached` being this request's
+//!   uncached tokens there:
+//!   - a sticky survivor of a narrowed decision: `(1 - prefixScore) * prompt`
 //!     when the prefix scorer's score and the prompt length are logged,
-//!     `prompt - hitPrefix` when the PD decider's line is, else 0. Sticky
-//!     endpoints hold at least `affinityThreshold` of the prompt, so the
-//!     bias is at most `(1 - threshold) * prompt` tokens, upward;
-//!   - endpoints of a decision that kept all (no sticky endpoint, broken
+//!     `prompt - hitPrefix` from the PD decider's line, else the
+//!     deployment's typical value, learned as the median `tokenLoad` of
+//!     sticky survivors whose queue model is empty (then `tokenLoad` is all
+//!     uncached). Sticky endpoints hold at least `affinityThreshold` of the
+//!     prompt, so this part is small;
+//!   - an endpoint of a decision that kept all (no sticky endpoint, broken
 //!     gate, exploration, missing signal): the request's uncached tokens `U`
 //!     are the same on every endpoint without its prefix. `U = prompt - hit`
-//!     when logged; for a broken gate `U = min tokenLoad - bestNonSticky`
-//!     in tokens (the logged TTFT times the peak), which is exact when the
-//!     least-loaded endpoint is the best non-sticky one; otherwise
-//!     `U = min tokenLoad`, i.e. the least-loaded endpoint is taken as idle,
-//!     which biases every estimate of that decision down by that endpoint's
-//!     true in-flight tokens.
+//!     when logged; for a broken gate `U = min tokenLoad - bestNonSticky` in
+//!     tokens (the logged TTFT times the peak); otherwise the largest
+//!     `tokenLoad - last estimate` over endpoints seen within the staleness
+//!     (an endpoint whose queue did not change shows exactly `U`; one that
+//!     drained shows less), bounded by `min tokenLoad`.
 //!
-//!   Estimates are clamped at 0.
+//!   A measurement within 2 % + 256 tokens of the model keeps the model (so
+//!   a long prefill's progress is kept); otherwise requests that must have
+//!   finished are dropped from the front and the rest reconciled.
+//! * **Routing.** The chosen endpoint (picker line) receives the request:
+//!   its queue grows to this decision's `tokenLoad`.
+//! * **Draining.** The EPP releases a request's tokens at its first streamed
+//!   chunk, and vLLM prefills waiting requests first come, first served, so a
+//!   queue drains front first, one whole request at a time, at the
+//!   deployment's drain rate: tokens gone per second between consecutive
+//!   measurements of busy endpoints (a ratio of sums over the last 512
+//!   pairs; used once 8 pairs exist).
 //! * **Narrowed decisions** (`narrowed to sticky` with `sticky < total`): the
-//!   best sticky side is the lowest estimate among this decision's survivors
-//!   (observed now); the best non-sticky side is the lowest latest estimate
-//!   among the deployment's other endpoints that were seen no longer than
-//!   `max_staleness` seconds before the decision (carried forward). Both give
-//!   `reconstructed` evidence; with no fresh non-sticky endpoint the evidence
-//!   is `unknown`, counted and never dropped.
+//!   best sticky side is the lowest measurement among this decision's
+//!   survivors; the best non-sticky side is the lowest drained queue among
+//!   the deployment's other endpoints estimated no longer than
+//!   `max_staleness` seconds before (carried forward). The evidence is
+//!   `reconstructed`; with no fresh non-sticky endpoint it is `unknown`,
+//!   counted and never dropped.
+//! * **Latency-predictor configs** (`ttftSource: latencyPredictor`): the
+//!   gate compares a model's TTFT predictions, which no line logs; narrowed
+//!   decisions are `unknown`, and only logged breaks give the gate input.
 //! * **Exact candidates** (decisions JSON lines with in-flight tokens, or a
 //!   build that logs them): the filter core replays them, `observed` evidence
 //!   (or `logged` when the gate line is there too: its penalty is used).
 //!
-//! The measured error of this method against simulator truth is in
-//! `docs/methodology.md`; the sources of error are the two biases above and
-//! the drift of a carried-forward load during its staleness.
+//! # Error
+//!
+//! Measured per decision against simulator truth in `docs/methodology.md`
+//! (`cargo run --release -p gate-dist --example reconstruction_error`). The
+//! sources are the uncached estimates above, the drain model's timing (a
+//! carried-forward queue can be off by one whole request), and staleness.
 
 use std::collections::HashMap;
 
-use gatecal_filter::{Candidate, Config, Outcome, best_by_ttft, decide};
+use gatecal_filter::{Candidate, Config, Outcome, TtftSource, best_by_ttft, decide};
 use serde::Serialize;
 
 use crate::hist::UNBOUNDED_MS;
@@ -126,10 +145,137 @@ impl Default for ReconstructOptions {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+/// Queued requests kept per endpoint; older ones are merged.
+const MAX_QUEUED: usize = 256;
+
+/// One endpoint's estimated queue: the uncached tokens of the requests in
+/// flight, oldest first, as of `ts`. The EPP releases a request's tokens at
+/// its first streamed chunk, and vLLM prefills waiting requests first come,
+/// first served, so the queue drains front first, one whole request at a time.
+#[derive(Clone, Debug)]
 struct Obs {
     ts: f64,
-    tokens: f64,
+    items: std::collections::VecDeque<f64>,
+    /// Tokens of the front request already prefilled.
+    head_done: f64,
+}
+
+impl Obs {
+    fn new(ts: f64, tokens: f64) -> Obs {
+        let mut items = std::collections::VecDeque::new();
+        if tokens > 0.0 {
+            items.push_back(tokens);
+        }
+        Obs {
+            ts,
+            items,
+            head_done: 0.0,
+        }
+    }
+
+    fn total(&self) -> f64 {
+        self.items.iter().sum()
+    }
+
+    /// In-flight tokens at `ts` after draining at `rate` (front first).
+    fn at(&self, ts: f64, rate: Option<f64>) -> f64 {
+        let Some(r) = rate.filter(|_| ts > self.ts) else {
+            return self.total();
+        };
+        let mut budget = r * (ts - self.ts) + self.head_done;
+        let mut left = 0.0;
+        let mut draining = true;
+        for &it in &self.items {
+            if draining && budget >= it {
+                budget -= it;
+            } else {
+                draining = false;
+                left += it;
+            }
+        }
+        left
+    }
+
+    /// Drains to `ts`.
+    fn advance(&mut self, ts: f64, rate: Option<f64>) {
+        if let Some(r) = rate.filter(|_| ts > self.ts) {
+            let mut budget = r * (ts - self.ts) + self.head_done;
+            self.head_done = 0.0;
+            while let Some(&front) = self.items.front() {
+                if budget >= front {
+                    budget -= front;
+                    self.items.pop_front();
+                } else {
+                    self.head_done = budget;
+                    break;
+                }
+            }
+        }
+        if ts > self.ts || self.ts.is_nan() {
+            self.ts = ts;
+        }
+    }
+
+    /// A measurement: the queue holds `m` tokens now. Within the measurement
+    /// noise (2 % + 256 tokens) the queue is kept as it is, so a long
+    /// prefill's progress is not lost. Below it, requests at the front that
+    /// must have finished are dropped and the rest taken off the newest
+    /// requests; above it, the difference joins as one block (load this EPP
+    /// did not route).
+    fn measure(&mut self, ts: f64, m: f64, rate: Option<f64>) {
+        self.advance(ts, rate);
+        let mut total = self.total();
+        let tol = 0.02 * total.max(m) + 256.0;
+        if (total - m).abs() <= tol {
+            return;
+        }
+        if m > total {
+            self.items.push_back(m - total);
+            return;
+        }
+        while let Some(&front) = self.items.front() {
+            if total - front >= m - tol {
+                total -= front;
+                self.items.pop_front();
+                self.head_done = 0.0;
+            } else {
+                break;
+            }
+        }
+        let mut excess = total - m;
+        while excess > 0.0 {
+            let Some(back) = self.items.back_mut() else {
+                break;
+            };
+            if *back > excess {
+                *back -= excess;
+                excess = 0.0;
+            } else {
+                excess -= *back;
+                self.items.pop_back();
+            }
+        }
+        if self.items.is_empty() {
+            self.head_done = 0.0;
+            if m > 0.0 {
+                self.items.push_back(m);
+            }
+        }
+    }
+
+    /// A request of `tokens` uncached tokens joins the queue.
+    fn add(&mut self, ts: f64, tokens: f64, rate: Option<f64>) {
+        self.advance(ts, rate);
+        if tokens > 0.0 {
+            self.items.push_back(tokens);
+        }
+        if self.items.len() > MAX_QUEUED {
+            let a = self.items.pop_front().unwrap_or(0.0);
+            if let Some(b) = self.items.front_mut() {
+                *b += a;
+            }
+        }
+    }
 }
 
 /// Rate samples kept per deployment for the drain estimate.
@@ -141,35 +287,55 @@ const MIN_DRAIN_SAMPLES: usize = 8;
 #[derive(Debug, Default)]
 struct DepTracker {
     eps: HashMap<String, Obs>,
-    /// Recent per-endpoint drain rates, tokens/s (a ring of `DRAIN_SAMPLES`).
-    rates: Vec<f64>,
+    /// Recent `(tokens gone, seconds)` pairs of busy endpoints (a ring of
+    /// `DRAIN_SAMPLES`).
+    rates: Vec<(f64, f64)>,
     next: usize,
     total_samples: u64,
-    /// The current median of `rates` (recomputed on insert).
+    /// Tokens gone over seconds elapsed, summed over `rates`.
     rate: Option<f64>,
+    /// Recent `tokenLoad`s of sticky survivors whose queue was surely empty:
+    /// the request's own uncached tokens on a sticky endpoint.
+    sticky_uncached: Vec<f64>,
+    sticky_next: usize,
+    /// Their median, once there are enough.
+    sticky_uncached_est: Option<f64>,
 }
 
 impl DepTracker {
     /// An endpoint's in-flight tokens at `ts`, drained since its observation.
     fn now(&self, o: &Obs, ts: f64) -> f64 {
-        match self.rate {
-            Some(r) if ts > o.ts => (o.tokens - r * (ts - o.ts)).max(0.0),
-            _ => o.tokens,
+        o.at(ts, self.rate)
+    }
+
+    fn add_sticky_uncached(&mut self, v: f64) {
+        if self.sticky_uncached.len() < DRAIN_SAMPLES {
+            self.sticky_uncached.push(v);
+        } else {
+            self.sticky_uncached[self.sticky_next] = v;
+            self.sticky_next = (self.sticky_next + 1) % DRAIN_SAMPLES;
+        }
+        if self.sticky_uncached.len() >= MIN_DRAIN_SAMPLES {
+            let mut w = self.sticky_uncached.clone();
+            w.sort_by(f64::total_cmp);
+            self.sticky_uncached_est = Some(w[w.len() / 2]);
         }
     }
 
-    fn add_rate(&mut self, r: f64) {
+    fn add_rate(&mut self, gone: f64, secs: f64) {
         if self.rates.len() < DRAIN_SAMPLES {
-            self.rates.push(r);
+            self.rates.push((gone, secs));
         } else {
-            self.rates[self.next] = r;
+            self.rates[self.next] = (gone, secs);
             self.next = (self.next + 1) % DRAIN_SAMPLES;
         }
         self.total_samples += 1;
         if self.rates.len() >= MIN_DRAIN_SAMPLES {
-            let mut v = self.rates.clone();
-            v.sort_by(f64::total_cmp);
-            self.rate = Some(v[v.len() / 2]);
+            let (g, t) = self
+                .rates
+                .iter()
+                .fold((0.0, 0.0), |(g, t), (a, b)| (g + a, t + b));
+            self.rate = (t > 0.0).then(|| (g / t).max(0.0));
         }
     }
 }
@@ -178,7 +344,7 @@ impl DepTracker {
 /// tokens fall while it is busy, seen from the EPP's own accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct DrainRate {
-    /// Median of the recent samples, tokens/s per endpoint.
+    /// Tokens gone per second over the recent samples, per endpoint.
     pub median: f64,
     /// Samples taken over the whole input.
     pub samples: u64,
@@ -280,12 +446,13 @@ impl Reconstructor {
                 };
                 let mut best_sticky: Option<f64> = None;
                 let mut updates = Vec::new();
+                let typical = self.learn_sticky_uncached(d, ts);
                 for e in &d.scored {
                     let Some(load) = e.token_load else { continue };
                     let uncached = match (d.prompt_tokens, e.prefix_score, d.hit_prefix_tokens) {
                         (Some(p), Some(sc), _) => (1.0 - sc).max(0.0) * p as f64,
                         (Some(p), None, Some(h)) => (p - h).max(0) as f64,
-                        _ => 0.0,
+                        _ => typical.unwrap_or(0.0).min(load),
                     };
                     let est = (load - uncached).max(0.0);
                     updates.push((e.endpoint.clone(), est));
@@ -299,6 +466,11 @@ impl Reconstructor {
                 };
                 if !has_non_sticky {
                     s.replay = Replay::Fixed(Outcome::Sticky);
+                } else if config.ttft_source == TtftSource::LatencyPredictor {
+                    // The gate compared a model's predictions, which no log
+                    // line shows and loads cannot stand in for.
+                    s.evidence = Some(Evidence::Unknown);
+                    s.replay = Replay::Unknown;
                 } else {
                     // The gate ran (the EPP narrowed after evaluating it).
                     let best_non = self.best_fresh_excluding(&d.deployment, ts, &sticky_names);
@@ -315,7 +487,7 @@ impl Reconstructor {
                         }
                     }
                 }
-                self.update(&d.deployment, ts, updates, true);
+                self.update(&d.deployment, ts, updates);
                 self.route(d, ts);
             }
             Some(Outcome::LoadOverride) => {
@@ -328,7 +500,17 @@ impl Reconstructor {
                     Some(p) => {
                         s.evidence = Some(Evidence::Logged);
                         s.gate_input_ms = Some(p);
-                        if p.abs() < UNBOUNDED_MS {
+                        if p.abs() < UNBOUNDED_MS
+                            && config.ttft_source == TtftSource::LatencyPredictor
+                        {
+                            // Replay the logged predictions themselves.
+                            let n_ms = g.and_then(|g| g.best_non_sticky_ttft_ms).unwrap_or(0.0);
+                            let s_ms = g.and_then(|g| g.best_sticky_ttft_ms).unwrap_or(n_ms + p);
+                            let mut c = two_sided(0, 0, matched);
+                            c[0].predicted_ttft_ms = Some(s_ms);
+                            c[1].predicted_ttft_ms = Some(n_ms);
+                            s.replay = Replay::Candidates(c);
+                        } else if p.abs() < UNBOUNDED_MS {
                             let sticky_tokens = g
                                 .and_then(|g| g.best_sticky_ttft_ms)
                                 .filter(|v| v.abs() < UNBOUNDED_MS)
@@ -386,7 +568,13 @@ impl Reconstructor {
                 s.matched_tokens = Some(c.matched_tokens());
             }
         }
-        if let Some(g) = replayed.gate {
+        // The gate ran if the replay evaluated it, unless the EPP logged an
+        // outcome decided before the gate (an exploration draw, say).
+        let before_gate = matches!(
+            d.outcome,
+            Some(Outcome::Exploration | Outcome::NoMatch | Outcome::NotApplicable)
+        );
+        if let Some(g) = replayed.gate.filter(|_| !before_gate) {
             s.gate_input_ms = Some(g.gate_input_ms);
             s.evidence = Some(Evidence::Observed);
         }
@@ -400,7 +588,30 @@ impl Reconstructor {
             .iter()
             .filter_map(|c| c.in_flight_tokens.map(|t| (c.id.clone(), t as f64)))
             .collect();
-        self.update(&d.deployment, ts, updates, true);
+        self.update(&d.deployment, ts, updates);
+    }
+
+    /// Learns the typical uncached tokens of a request on its sticky
+    /// endpoint from survivors whose queue the tracker knows to be empty and
+    /// fresh (their `tokenLoad` is then all uncached), and returns the
+    /// deployment's current median.
+    fn learn_sticky_uncached(&mut self, d: &DecisionInput, ts: f64) -> Option<f64> {
+        let staleness = self.opts.max_staleness_s;
+        let t = self.latest.entry(d.deployment.clone()).or_default();
+        let mut samples = Vec::new();
+        for e in &d.scored {
+            let (Some(load), Some(o)) = (e.token_load, t.eps.get(&e.endpoint)) else {
+                continue;
+            };
+            let fresh = ts - o.ts <= staleness;
+            if fresh && t.rate.is_some() && o.at(ts, t.rate) == 0.0 {
+                samples.push(load);
+            }
+        }
+        for v in samples {
+            t.add_sticky_uncached(v);
+        }
+        t.sticky_uncached_est
     }
 
     /// The request's uncached tokens on an endpoint without its prefix, for a
@@ -435,7 +646,7 @@ impl Reconstructor {
                 let prior = t.eps.get(&e.endpoint)?;
                 let fresh =
                     ts.is_nan() || prior.ts.is_nan() || ts - prior.ts <= self.opts.max_staleness_s;
-                fresh.then_some(load - t.now(prior, ts))
+                fresh.then_some(load - prior.total())
             })
             .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
         match best_diff {
@@ -456,7 +667,7 @@ impl Reconstructor {
                 Some((e.endpoint.clone(), est))
             })
             .collect();
-        self.update(&d.deployment, ts, updates, true);
+        self.update(&d.deployment, ts, updates);
     }
 
     /// The request joins the queue of the endpoint it was sent to: that
@@ -472,36 +683,45 @@ impl Reconstructor {
         else {
             return;
         };
-        self.update(&d.deployment, ts, vec![(chosen.clone(), load)], false);
+        let t = self.latest.entry(d.deployment.clone()).or_default();
+        let rate = t.rate;
+        match t.eps.get_mut(chosen) {
+            Some(o) => {
+                let before = o.at(ts, rate);
+                o.add(ts, load - before, rate);
+            }
+            None => {
+                t.eps.insert(chosen.clone(), Obs::new(ts, load));
+            }
+        }
     }
 
     /// Records new estimates. A *measured* estimate of a busy endpoint that
     /// was busy at its previous estimate yields a drain-rate sample: tokens
     /// gone per second in between (arrivals in between are all routed by
     /// this EPP and already added, so the difference is what drained).
-    fn update(&mut self, deployment: &str, ts: f64, updates: Vec<(String, f64)>, measured: bool) {
+    fn update(&mut self, deployment: &str, ts: f64, updates: Vec<(String, f64)>) {
         if updates.is_empty() {
             return;
         }
         let staleness = self.opts.max_staleness_s;
         let t = self.latest.entry(deployment.to_string()).or_default();
         for (ep, tokens) in updates {
-            let prev = t.eps.get(&ep).copied();
-            match prev {
+            let rate = t.rate;
+            match t.eps.get_mut(&ep) {
                 // Lines can be slightly out of order: keep the newest observation.
-                Some(p) if ts < p.ts => continue,
-                Some(p) if measured => {
-                    let dt = ts - p.ts;
-                    if p.tokens > 0.0 && tokens > 0.0 && dt > 0.2 && dt <= staleness {
-                        let r = (p.tokens - tokens) / dt;
-                        if r > 0.0 {
-                            t.add_rate(r);
-                        }
+                Some(o) if ts < o.ts => {}
+                Some(o) => {
+                    let (before, dt) = (o.total(), ts - o.ts);
+                    o.measure(ts, tokens, rate);
+                    if before > 0.0 && tokens > 0.0 && dt > 0.2 && dt <= staleness {
+                        t.add_rate(before - tokens, dt);
                     }
                 }
-                _ => {}
+                None => {
+                    t.eps.insert(ep, Obs::new(ts, tokens));
+                }
             }
-            t.eps.insert(ep, Obs { ts, tokens });
         }
     }
 
