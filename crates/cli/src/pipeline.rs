@@ -37,6 +37,9 @@ pub struct InputArgs {
     /// kubelet timestamps or other absolute times of the same input.
     #[arg(long, value_name = "YEAR")]
     pub year: Option<i32>,
+    /// Threads for reading and parsing (default: the machine's cores, at most 8).
+    #[arg(short = 'j', long, value_name = "N")]
+    pub threads: Option<usize>,
     /// No progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -53,6 +56,11 @@ impl InputArgs {
             },
             strict: self.strict,
             year: self.year,
+            threads: self.threads.unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get().min(8))
+                    .unwrap_or(1)
+            }),
             ..ParseOptions::default()
         }
     }
