@@ -25,13 +25,13 @@
 //! * Each config (current, static, matched tokens) is replayed through the
 //!   filter core on the same decisions ([`crate::whatif`]); shares are of all
 //!   decisions.
-//! * **Warnings**: thin evidence (peak from a lower bound or from the config
+//! * **Warnings**: thin evidence (peak from never-saturated engines or from the config
 //!   alone, fewer than 30 saturated intervals, fewer than 100 decisions with
 //!   matched tokens), a configured peak more than 2x off the estimate, a
 //!   break-even p50 that moved more than 2x between windows of at least 30
 //!   decisions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use gatecal_filter::{Config, PenaltyMode};
 use gatecal_parser::VllmStats;
@@ -236,7 +236,21 @@ pub struct Recommend {
     recon: Reconstructor,
     reorder: Reorder,
     deps: BTreeMap<String, Dep>,
-    vllm: VllmEstimator,
+    vllm: Vec<VllmStats>,
+    /// Endpoint pod name (namespace and `-rank-N` removed) -> deployment,
+    /// from the endpoints the EPP decisions name.
+    pods: HashMap<String, String>,
+}
+
+/// The pod behind an endpoint id: `namespace/pod[-rank-N]` -> `pod`.
+pub fn endpoint_pod(endpoint: &str) -> &str {
+    let name = endpoint.rsplit('/').next().unwrap_or(endpoint);
+    match name.rfind("-rank-") {
+        Some(i) if name[i + 6..].chars().all(|c| c.is_ascii_digit()) && i + 6 < name.len() => {
+            &name[..i]
+        }
+        _ => name,
+    }
 }
 
 /// Rounds to two significant digits (1234 -> 1200, 87 -> 87).
@@ -257,7 +271,8 @@ impl Recommend {
             opts,
             configs,
             deps: BTreeMap::new(),
-            vllm: VllmEstimator::default(),
+            vllm: Vec::new(),
+            pods: HashMap::new(),
         }
     }
 
@@ -271,6 +286,19 @@ impl Recommend {
     }
 
     fn process(&mut self, d: &DecisionInput) {
+        let names = d
+            .scored
+            .iter()
+            .map(|e| e.endpoint.as_str())
+            .chain(d.survivors.iter().flatten().map(String::as_str))
+            .chain(d.exact.iter().flatten().map(|c| c.id.as_str()))
+            .chain(d.chosen.as_deref());
+        for n in names {
+            let pod = endpoint_pod(n);
+            if !self.pods.contains_key(pod) {
+                self.pods.insert(pod.to_string(), d.deployment.clone());
+            }
+        }
         let sc = self
             .configs
             .lookup(&d.deployment, d.filter.as_deref())
@@ -301,8 +329,12 @@ impl Recommend {
     }
 
     /// Adds one vLLM stats line.
+    ///
+    /// A stats line belongs to the deployment whose EPP decisions name its
+    /// pod as an endpoint; failing that, to the deployment the parser gave it
+    /// (`NAME=PATH`, pod owner, folder).
     pub fn push_vllm(&mut self, s: &VllmStats) {
-        self.vllm.push(s);
+        self.vllm.push(s.clone());
     }
 
     /// The report.
@@ -312,7 +344,18 @@ impl Recommend {
         for x in due {
             self.process(&x);
         }
-        let vllm = self.vllm.estimates();
+        let mut est = VllmEstimator::default();
+        for s in &self.vllm {
+            match s.pod.as_deref().and_then(|p| self.pods.get(p)) {
+                Some(dep) if *dep != s.deployment => {
+                    let mut t = s.clone();
+                    t.deployment = dep.clone();
+                    est.push(&t);
+                }
+                _ => est.push(s),
+            }
+        }
+        let vllm = est.estimates();
         let mut names: Vec<String> = self.deps.keys().cloned().collect();
         for k in vllm.keys() {
             if !names.contains(k) {
@@ -465,8 +508,8 @@ impl Recommend {
             PeakSource::Config => warnings.push(
                 "thin evidence: no vLLM stats, calibration or --peak-prefill-throughput; the peak is the configured value".into(),
             ),
-            PeakSource::VllmStatsLowerBound => warnings.push(format!(
-                "thin evidence: the engines were never saturated; {:.0} tok/s is a lower bound",
+            PeakSource::VllmStatsUnsaturated => warnings.push(format!(
+                "thin evidence: the engines were never saturated; {:.0} tok/s is only the highest interval rate seen",
                 p
             )),
             PeakSource::VllmStats if peak.samples < THIN_SATURATED_INTERVALS => {
@@ -543,6 +586,14 @@ impl Recommend {
 mod tests {
     use super::*;
     use gatecal_filter::Candidate;
+
+    #[test]
+    fn endpoint_pods() {
+        assert_eq!(endpoint_pod("llm/p-0-rank-1"), "p-0");
+        assert_eq!(endpoint_pod("llm/p-0"), "p-0");
+        assert_eq!(endpoint_pod("p-rank-x"), "p-rank-x");
+        assert_eq!(endpoint_pod("10.0.0.1:8000"), "10.0.0.1:8000");
+    }
 
     #[test]
     fn rounding() {

@@ -22,8 +22,10 @@ pub struct FilterArgs {
     /// Override maxTTFTPenaltyMs (ms).
     #[arg(long, value_name = "MS")]
     pub max_ttft_penalty_ms: Option<f64>,
-    /// Override peakPrefillThroughput (tokens/s).
-    #[arg(long, value_name = "TOK_PER_S")]
+    /// Override of peakPrefillThroughput (tokens/s); each binary names its
+    /// own flag for it (`gate-dist --peak-prefill-throughput`,
+    /// `recommend --current-peak-prefill-throughput`).
+    #[arg(skip)]
     pub peak_prefill_throughput: Option<f64>,
     /// Override affinityThreshold.
     #[arg(long, value_name = "FRACTION")]

@@ -25,6 +25,10 @@ pub struct Args {
     #[command(flatten)]
     pub filter: FilterArgs,
 
+    /// Override peakPrefillThroughput of the config (tokens/s).
+    #[arg(long, value_name = "TOK_PER_S")]
+    pub peak_prefill_throughput: Option<f64>,
+
     /// Longest time a carried-forward endpoint load is trusted when
     /// reconstructing the gate input (e.g. 30s, 2m).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_seconds)]

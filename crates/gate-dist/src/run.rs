@@ -15,7 +15,9 @@ use crate::args::Args;
 /// Runs the audit as the flags ask.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let opts = args.options()?;
-    let configs = args.filter.config_set()?;
+    let mut filter = args.filter.clone();
+    filter.peak_prefill_throughput = args.peak_prefill_throughput;
+    let configs = filter.config_set()?;
     let format = resolve_format(
         args.format.as_deref(),
         stdout_is_terminal(args.output.as_deref()),

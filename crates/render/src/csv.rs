@@ -10,6 +10,7 @@
 use std::io::{self, Write};
 
 use gatecal_analysis::gate_dist::GateDistReport;
+use gatecal_analysis::recommend::RecommendReport;
 use gatecal_analysis::stats::Stats;
 use gatecal_filter::Outcome;
 
@@ -108,5 +109,42 @@ impl Renderer for Csv {
             writeln!(w, "{}", row(&d.name, &d.stats).join(","))?;
         }
         writeln!(w, "{}", row("overall", &report.overall.stats).join(","))
+    }
+
+    fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            w,
+            "deployment,peak_tps,peak_source,peak_samples,break_even_n,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,current_released_share,current_pinned_worse_share,static_peak_tps,static_max_ttft_penalty_ms,static_released_share,static_pinned_worse_share,matched_peak_tps,matched_ceiling_ms,matched_released_share,matched_pinned_worse_share,warnings"
+        )?;
+        for d in &report.deployments {
+            let p = &d.peak_prefill_throughput;
+            let b = &d.break_even_ms;
+            let st = &d.recommended.static_mode;
+            let m = &d.recommended.matched_tokens;
+            let source = p.source.as_str().to_string();
+            let row = [
+                field(&d.name),
+                p.value.to_string(),
+                source,
+                p.samples.to_string(),
+                b.count.to_string(),
+                opt(b.p10),
+                opt(b.p50),
+                opt(b.p90),
+                d.current.released_share.to_string(),
+                d.current.pinned_worse_share.to_string(),
+                st.peak_prefill_throughput.to_string(),
+                st.max_ttft_penalty_ms.to_string(),
+                st.released_share.to_string(),
+                st.pinned_worse_share.to_string(),
+                m.peak_prefill_throughput.to_string(),
+                m.max_ttft_penalty_ms.to_string(),
+                m.released_share.to_string(),
+                m.pinned_worse_share.to_string(),
+                d.warnings.len().to_string(),
+            ];
+            writeln!(w, "{}", row.join(","))?;
+        }
+        Ok(())
     }
 }

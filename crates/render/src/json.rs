@@ -3,6 +3,7 @@
 use std::io::{self, Write};
 
 use gatecal_analysis::gate_dist::GateDistReport;
+use gatecal_analysis::recommend::RecommendReport;
 
 use crate::Renderer;
 
@@ -18,6 +19,10 @@ pub fn write_json<T: serde::Serialize>(v: &T, w: &mut dyn Write) -> io::Result<(
 
 impl Renderer for Json {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
+        write_json(report, w)
+    }
+
+    fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         write_json(report, w)
     }
 }

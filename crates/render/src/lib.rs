@@ -25,6 +25,7 @@
 use std::io::{self, Write};
 
 use gatecal_analysis::gate_dist::GateDistReport;
+use gatecal_analysis::recommend::RecommendReport;
 
 pub mod csv;
 pub mod json;
@@ -64,6 +65,8 @@ impl Format {
 pub trait Renderer {
     /// Writes a gate-dist report.
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()>;
+    /// Writes a recommend report.
+    fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()>;
 }
 
 /// The renderer of a format.

@@ -3,9 +3,10 @@
 use std::io::{self, Write};
 
 use gatecal_analysis::gate_dist::GateDistReport;
+use gatecal_analysis::recommend::RecommendReport;
 
 use crate::Renderer;
-use crate::sections::{Section, gate_dist_sections, text_histogram};
+use crate::sections::{Section, gate_dist_sections, recommend_sections, text_histogram};
 
 /// GitHub-flavoured Markdown.
 #[derive(Clone, Copy, Debug, Default)]
@@ -73,5 +74,15 @@ impl Renderer for Markdown {
             report.schema
         )?;
         Ok(())
+    }
+
+    fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "## gatecal recommend report\n")?;
+        write_sections(&recommend_sections(report), w)?;
+        for d in &report.deployments {
+            writeln!(w, "### EPP plugin parameters: {}\n", d.name)?;
+            writeln!(w, "```yaml\n{}```\n", d.recommended.yaml)?;
+        }
+        writeln!(w, "<sub>schema {}</sub>", report.schema)
     }
 }

@@ -1,6 +1,7 @@
 //! The report's tables, built once for every human-readable format.
 
-use gatecal_analysis::gate_dist::{GateDistReport, HistogramBins};
+use gatecal_analysis::gate_dist::{GateDistReport, HistogramBins, InputSummary};
+use gatecal_analysis::recommend::RecommendReport;
 use gatecal_analysis::stats::Stats;
 use gatecal_filter::{Outcome, PenaltyMode};
 
@@ -90,11 +91,9 @@ fn summary_headers(r: &GateDistReport) -> Vec<String> {
     ]
 }
 
-/// Every section of a gate-dist report, in order.
-pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
-    let mut out = Vec::new();
-    let i = &r.input;
-    out.push(Section {
+/// The ledger table.
+pub fn input_section(i: &InputSummary) -> Section {
+    Section {
         title: s("Input"),
         headers: vec![
             s("lines"),
@@ -119,7 +118,133 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
             .iter()
             .map(|m| format!("malformed: {m}"))
             .collect(),
+    }
+}
+
+fn tps(v: f64) -> String {
+    crate::num::group(v.round() as i64)
+}
+
+/// Every section of a recommend report, in order.
+pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
+    let mut out = vec![input_section(&r.input)];
+    out.push(Section {
+        title: s("Peak prefill throughput (tokens/s per endpoint)"),
+        headers: vec![
+            s("deployment"),
+            s("estimate"),
+            s("source"),
+            s("samples"),
+            s("spread p10–p90"),
+            s("configured"),
+        ],
+        rows: r
+            .deployments
+            .iter()
+            .map(|d| {
+                let p = &d.peak_prefill_throughput;
+                vec![
+                    d.name.clone(),
+                    tps(p.value),
+                    p.source.as_str().to_string(),
+                    count(p.samples),
+                    match (p.spread_low, p.spread_high) {
+                        (Some(a), Some(b)) => format!("{}–{}", tps(a), tps(b)),
+                        _ => "–".into(),
+                    },
+                    tps(d.current.config.parameters.peak_prefill_throughput),
+                ]
+            })
+            .collect(),
+        notes: r
+            .deployments
+            .iter()
+            .map(|d| format!("{}: {}", d.name, d.peak_prefill_throughput.method))
+            .collect(),
     });
+    out.push(Section {
+        title: s("Break-even bar (ms): matched tokens / peak × 1000"),
+        headers: vec![s("deployment"), s("decisions"), s("p10"), s("p50"), s("p90")],
+        rows: r
+            .deployments
+            .iter()
+            .map(|d| {
+                let b = &d.break_even_ms;
+                vec![
+                    d.name.clone(),
+                    count(b.count),
+                    ms(b.p10),
+                    ms(b.p50),
+                    ms(b.p90),
+                ]
+            })
+            .collect(),
+        notes: vec![s(
+            "Decisions with matched tokens of the best sticky endpoint (decision records, PD decider lines, or prefix scores with prompt lengths).",
+        )],
+    });
+    let mut rows = Vec::new();
+    for d in &r.deployments {
+        let c = &d.current.config.parameters;
+        rows.push(vec![
+            d.name.clone(),
+            format!("current ({})", d.current.config.source),
+            c.penalty_mode.as_str().to_string(),
+            tps(c.peak_prefill_throughput),
+            bar(Some(c.max_ttft_penalty_ms)),
+            pct(d.current.released_share),
+            pct(d.current.pinned_worse_share),
+        ]);
+        let st = &d.recommended.static_mode;
+        rows.push(vec![
+            d.name.clone(),
+            s("recommended"),
+            s("static"),
+            tps(st.peak_prefill_throughput),
+            bar(Some(st.max_ttft_penalty_ms)),
+            pct(st.released_share),
+            pct(st.pinned_worse_share),
+        ]);
+        let m = &d.recommended.matched_tokens;
+        rows.push(vec![
+            d.name.clone(),
+            s("recommended"),
+            s("matchedTokens"),
+            tps(m.peak_prefill_throughput),
+            format!("ceiling {}", bar(Some(m.max_ttft_penalty_ms))),
+            pct(m.released_share),
+            pct(m.pinned_worse_share),
+        ]);
+    }
+    let mut notes = vec![s(
+        "Each config replayed through the filter core on the same decisions; shares are of all decisions. Pinned: held with the gate input in [5 s, bar).",
+    )];
+    for d in &r.deployments {
+        for w in &d.warnings {
+            notes.push(format!("warning: {}: {w}", d.name));
+        }
+    }
+    out.push(Section {
+        title: s("Configs and what they would have done"),
+        headers: vec![
+            s("deployment"),
+            s("config"),
+            s("penaltyMode"),
+            s("peak tok/s"),
+            s("maxTTFTPenaltyMs"),
+            s("released"),
+            s("pinned"),
+        ],
+        rows,
+        notes,
+    });
+    out
+}
+
+/// Every section of a gate-dist report, in order.
+pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
+    let mut out = Vec::new();
+    out.push(input_section(&r.input));
 
     let mut rows: Vec<Vec<String>> = r
         .deployments

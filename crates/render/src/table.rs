@@ -5,9 +5,10 @@ use std::io::{self, Write};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement};
 use gatecal_analysis::gate_dist::GateDistReport;
+use gatecal_analysis::recommend::RecommendReport;
 
 use crate::Renderer;
-use crate::sections::{Section, gate_dist_sections, text_histogram};
+use crate::sections::{Section, gate_dist_sections, recommend_sections, text_histogram};
 
 /// Terminal tables. No colour: output is the same on a terminal and in a pipe.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +59,18 @@ impl Renderer for Table {
                 d.name, d.stats.gate_input_ms.count
             )?;
             for line in text_histogram(&d.histogram, d.stats.bar_ms, 40) {
+                writeln!(w, "  {line}")?;
+            }
+            writeln!(w)?;
+        }
+        Ok(())
+    }
+
+    fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
+        write_sections(&recommend_sections(report), self.width, w)?;
+        for d in &report.deployments {
+            writeln!(w, "EPP plugin parameters to paste, {}:", d.name)?;
+            for line in d.recommended.yaml.lines() {
                 writeln!(w, "  {line}")?;
             }
             writeln!(w)?;

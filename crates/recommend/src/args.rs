@@ -1,0 +1,58 @@
+//! Command-line flags.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use gatecal_cli::duration::parse_seconds;
+use gatecal_cli::filter_args::FilterArgs;
+use gatecal_cli::pipeline::InputArgs;
+
+/// Estimate each deployment's peak prefill throughput and break-even bar from
+/// EPP logs, vLLM logs and calibration output, and print the
+/// prefix-cache-affinity-filter config to apply (static and matchedTokens),
+/// with the release rate each would have produced on the same decisions.
+#[derive(Parser, Debug)]
+#[command(name = "recommend", version, max_term_width = 100)]
+pub struct Args {
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    /// The filter config in force (`--config`, overrides).
+    #[command(flatten)]
+    pub filter: FilterArgs,
+
+    /// The deployment's true peak prefill throughput, if you know it (tok/s):
+    /// used before any estimate.
+    #[arg(long, value_name = "TOK_PER_S")]
+    pub peak_prefill_throughput: Option<f64>,
+
+    /// Override peakPrefillThroughput of the config in force (tok/s).
+    #[arg(long, value_name = "TOK_PER_S")]
+    pub current_peak_prefill_throughput: Option<f64>,
+
+    /// Calibration output: `PEAK_PREFILL_THROUGHPUT=` lines, or TTFT samples
+    /// of cold prompts (CSV or JSON lines with prompt tokens and TTFT).
+    /// FILE for every deployment, DEPLOYMENT=FILE for one. Repeatable.
+    #[arg(long, value_name = "[DEPLOYMENT=]FILE")]
+    pub calibration: Vec<String>,
+
+    /// Break-even bar per time window of this length, to show drift (e.g. 1h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_seconds)]
+    pub window: Option<f64>,
+
+    /// Longest time a carried-forward endpoint load is trusted (e.g. 30s).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_seconds)]
+    pub max_staleness: f64,
+
+    /// Lower edge of "pinned worse" (ms).
+    #[arg(long, value_name = "MS", default_value_t = 5000.0)]
+    pub pinned_worse_min: f64,
+
+    /// Output format: table, markdown, json, csv [default: table on a terminal, json otherwise].
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+
+    /// Write the report to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}

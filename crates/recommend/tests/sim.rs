@@ -1,0 +1,184 @@
+//! recommend against simulator truth: peak prefill throughput within 10 %
+//! for every deployment saturated at some point (thin evidence flagged
+//! otherwise), break-even p50 within 15 % where match info exists, one row
+//! per deployment.
+
+use std::collections::BTreeMap;
+
+use gatecal_analysis::gate_dist::{ConfigSet, InputSummary};
+use gatecal_analysis::input::DecisionInput;
+use gatecal_analysis::recommend::{Recommend, RecommendOptions, RecommendReport};
+use gatecal_analysis::throughput::PeakSource;
+use gatecal_filter::Outcome;
+use gatecal_parser::{Item, ParseOptions, parse_slice};
+use gatecal_sim::{SimOutput, Variant, run, scenario};
+
+fn feed(rec: &mut Recommend, name: &str, bytes: &[u8]) {
+    let parsed = parse_slice(name, bytes, &ParseOptions::default()).expect("parse");
+    for item in parsed.items {
+        match item {
+            Item::Decision(d) => rec.push_decision(DecisionInput::from(&*d)),
+            Item::VllmStats(s) => rec.push_vllm(&s),
+        }
+    }
+}
+
+fn records(out: &SimOutput) -> Vec<u8> {
+    let mut v = Vec::new();
+    for t in &out.truth {
+        serde_json::to_writer(&mut v, t).unwrap();
+        v.push(b'\n');
+    }
+    v
+}
+
+/// `epp` = the EPP log (`false`: the decision records), plus every vLLM log.
+fn recommend(out: &SimOutput, epp: bool) -> RecommendReport {
+    recommend_with(out, epp, RecommendOptions::default())
+}
+
+fn recommend_with(out: &SimOutput, epp: bool, opts: RecommendOptions) -> RecommendReport {
+    let mut rec = Recommend::new(opts, ConfigSet::default());
+    if epp {
+        feed(&mut rec, "epp/epp.log", &out.epp_log);
+    } else {
+        feed(&mut rec, "epp/truth.jsonl", &records(out));
+    }
+    for (pod, bytes) in &out.vllm_logs {
+        feed(&mut rec, &format!("vllm/{pod}.log"), bytes);
+    }
+    rec.finish(InputSummary::default())
+}
+
+/// Truth break-even p50 (nearest rank) per deployment, ms.
+fn truth_break_even(out: &SimOutput) -> BTreeMap<String, f64> {
+    let peaks: BTreeMap<String, f64> = out
+        .summary
+        .deployments
+        .iter()
+        .filter_map(|d| Some((d.deployment.clone(), d.true_peak_prefill_tps?)))
+        .collect();
+    let mut per: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for t in &out.truth {
+        let o = Outcome::parse(&t.outcome);
+        let gated = matches!(
+            o,
+            Some(Outcome::Sticky | Outcome::LoadOverride | Outcome::MissingSignal)
+        );
+        if let (true, Some(m)) = (gated, t.truth_matched_tokens.filter(|m| *m > 0)) {
+            per.entry(t.deployment.clone())
+                .or_default()
+                .push(m as f64 / peaks[&t.deployment] * 1000.0);
+        }
+    }
+    per.into_iter()
+        .map(|(d, mut v)| {
+            v.sort_by(f64::total_cmp);
+            let k = v.len().div_ceil(2).max(1);
+            (d, v[k - 1])
+        })
+        .collect()
+}
+
+#[test]
+fn eight_deployments_peaks_and_break_even() {
+    let s = scenario("eight-deployments").unwrap();
+    let out = run(&s, 1, &Variant::default());
+    let r = recommend(&out, false);
+    assert_eq!(r.schema, "gatecal.recommend/v1");
+    assert_eq!(r.deployments.len(), 8, "one row per deployment");
+    let truth: BTreeMap<&str, f64> = out
+        .summary
+        .deployments
+        .iter()
+        .filter_map(|d| Some((d.deployment.as_str(), d.true_peak_prefill_tps?)))
+        .collect();
+    let mut lo = f64::MAX;
+    let mut hi: f64 = 0.0;
+    for d in &r.deployments {
+        let want = truth[d.name.as_str()];
+        lo = lo.min(want);
+        hi = hi.max(want);
+        let p = &d.peak_prefill_throughput;
+        match p.source {
+            PeakSource::VllmStats => assert!(
+                (p.value - want).abs() / want <= 0.10,
+                "{}: peak {} vs truth {want}",
+                d.name,
+                p.value
+            ),
+            _ => assert!(
+                d.warnings.iter().any(|w| w.starts_with("thin evidence")),
+                "{}: unsaturated but not flagged: {:?}",
+                d.name,
+                d.warnings
+            ),
+        }
+    }
+    assert_eq!((lo, hi), (743.0, 27261.0));
+    let saturated = r
+        .deployments
+        .iter()
+        .filter(|d| d.peak_prefill_throughput.source == PeakSource::VllmStats)
+        .count();
+    assert!(saturated >= 7, "{saturated} saturated");
+
+    // Break-even p50 within 15 % of the truth where the peak is estimated.
+    let be = truth_break_even(&out);
+    for d in &r.deployments {
+        if d.peak_prefill_throughput.source != PeakSource::VllmStats {
+            continue;
+        }
+        let got = d.break_even_ms.p50.expect("match info in records");
+        let want = be[&d.name];
+        assert!(
+            (got - want).abs() / want <= 0.15,
+            "{}: break-even p50 {got} vs truth {want}",
+            d.name
+        );
+        // The static recommendation is the rounded break-even p50.
+        let st = &d.recommended.static_mode;
+        assert!((st.max_ttft_penalty_ms - got).abs() / got < 0.05);
+        assert!(d.recommended.yaml.contains("penaltyMode: matchedTokens"));
+    }
+}
+
+#[test]
+fn pd_disagg_break_even_from_logs() {
+    // The PD decider logs prompt length and hit tokens: with the peak known
+    // (here: given, as from a calibration job), the break-even bar comes from
+    // the EPP log alone.
+    let s = scenario("pd-disagg").unwrap();
+    let out = run(&s, 1, &Variant::default());
+    let peak = out.summary.deployments[0]
+        .true_peak_prefill_tps
+        .expect("true peak");
+    let opts = RecommendOptions {
+        user_peak: Some(peak),
+        ..RecommendOptions::default()
+    };
+    let r = recommend_with(&out, true, opts);
+    assert_eq!(r.deployments.len(), 1);
+    let d = &r.deployments[0];
+    assert_eq!(d.peak_prefill_throughput.source, PeakSource::User);
+    assert!(d.break_even_ms.count > 100, "{}", d.break_even_ms.count);
+    let want = *truth_break_even(&out).values().next().unwrap();
+    let got = d.break_even_ms.p50.unwrap();
+    assert!(
+        (got - want).abs() / want <= 0.15,
+        "break-even p50 {got} vs truth {want}"
+    );
+}
+
+#[test]
+fn no_evidence_keeps_the_config_and_says_so() {
+    let mut rec = Recommend::new(RecommendOptions::default(), ConfigSet::default());
+    let s = scenario("balanced").unwrap().with_requests(50);
+    let out = run(&s, 3, &Variant::default());
+    feed(&mut rec, "epp/epp.log", &out.epp_log);
+    let r = rec.finish(InputSummary::default());
+    let d = &r.deployments[0];
+    assert_eq!(d.peak_prefill_throughput.source, PeakSource::Config);
+    assert_eq!(d.peak_prefill_throughput.value, 15928.0);
+    assert!(d.warnings.iter().any(|w| w.contains("no vLLM stats")));
+}
