@@ -27,9 +27,16 @@ fmt-check:
 doc:
     RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 
-[doc('Regenerate the committed fixtures from the simulator.')]
+[doc('Regenerate the committed fixtures from the simulator (samples, variants, and the README demo).')]
 fixtures:
     cargo run --release --locked -p gatecal-sim --bin epp-sim -- gen-fixtures fixtures
+    rm -rf fixtures/demo && mkdir -p fixtures/demo
+    cargo run --release --locked -p gatecal-sim --bin epp-sim -- --scenario glm-like --seed 1 --out fixtures/demo/glm-like.log
+    gzip -n -9 -f fixtures/demo/glm-like.log fixtures/demo/glm-like.truth.jsonl
+
+[doc('The README main job: gate-dist on the bundled demo.')]
+demo:
+    cargo run --release --locked -p gate-dist -- fixtures/demo/glm-like.log.gz --format table
 
 [doc('Benchmarks: criterion parser bench, then the side-by-side run against the Python baseline.')]
 bench:

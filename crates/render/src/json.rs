@@ -13,7 +13,11 @@ pub struct Json;
 
 /// Writes any report struct as pretty JSON.
 pub fn write_json<T: serde::Serialize>(v: &T, w: &mut dyn Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *w, v).map_err(io::Error::other)?;
+    // Keep the I/O error's kind (a closed pipe must stay a closed pipe).
+    serde_json::to_writer_pretty(&mut *w, v).map_err(|e| match e.io_error_kind() {
+        Some(kind) => io::Error::new(kind, e),
+        None => io::Error::other(e),
+    })?;
     writeln!(w)
 }
 

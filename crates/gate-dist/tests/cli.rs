@@ -1,0 +1,255 @@
+//! The gate-dist binary as a user runs it: formats, files, exit codes.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(p: &str) -> String {
+    root()
+        .join("fixtures")
+        .join(p)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run gate-dist")
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+#[test]
+fn demo_json_report() {
+    let v = json(&[&fixture("demo/glm-like.log.gz"), "--format", "json"]);
+    assert_eq!(v["schema"], "gatecal.gate-dist/v1");
+    let i = &v["input"];
+    assert_eq!(
+        i["lines_total"].as_u64().unwrap(),
+        i["lines_used"].as_u64().unwrap()
+            + i["lines_ignored"].as_u64().unwrap()
+            + i["lines_malformed"].as_u64().unwrap()
+    );
+    let truth: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("demo/glm-like.summary.json")).unwrap(),
+    )
+    .unwrap();
+    let d = &v["deployments"][0];
+    assert_eq!(d["decisions"], truth["overall"]["decisions"]);
+    for (k, n) in truth["overall"]["outcomes"].as_object().unwrap() {
+        assert_eq!(&d["outcomes"][k], n, "outcome {k}");
+    }
+    assert!(d["released_share"].as_f64().unwrap() < 0.01);
+    let pinned = d["pinned_worse"]["share"].as_f64().unwrap();
+    assert!((0.10..=0.20).contains(&pinned), "{pinned}");
+    assert_eq!(d["self_check"]["replayed"], d["self_check"]["agreed"]);
+}
+
+#[test]
+fn decision_records_are_exact() {
+    // The truth records are decisions JSON lines (gzipped): exact figures.
+    let v = json(&[&fixture("demo/glm-like.truth.jsonl.gz"), "--format", "json"]);
+    let truth: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("demo/glm-like.summary.json")).unwrap(),
+    )
+    .unwrap();
+    let o = &v["overall"];
+    let t = &truth["overall"];
+    assert_eq!(o["gate_input_ms"]["count"], t["gate_evaluated"]);
+    for (q, k) in [
+        ("p50", "gate_input_p50_ms"),
+        ("p90", "gate_input_p90_ms"),
+        ("p99", "gate_input_p99_ms"),
+    ] {
+        let got = o["gate_input_ms"][q].as_f64().unwrap();
+        let want = t[k].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= want.abs() * 0.0006 + 0.01,
+            "{q}: {got} vs {want}"
+        );
+    }
+    assert_eq!(o["evidence"]["reconstructed"], 0);
+}
+
+#[test]
+fn emitted_decisions_read_back_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("d.jsonl");
+    let a = json(&[
+        &fixture("glm-like/epp.log"),
+        "--format",
+        "json",
+        "--emit-decisions",
+        rec.to_str().unwrap(),
+    ]);
+    let b = json(&[rec.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(a["overall"]["decisions"], b["overall"]["decisions"]);
+    assert_eq!(a["overall"]["outcomes"], b["overall"]["outcomes"]);
+    assert!(b["overall"]["decisions"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn every_format_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    for (fmt, needle) in [
+        ("table", "Gate input and releases"),
+        ("markdown", "## gatecal gate-dist report"),
+        ("csv", "deployment,decisions,released"),
+        ("json", "\"schema\""),
+    ] {
+        let out = run(&[&fixture("glm-like/epp.log"), "--format", fmt]);
+        assert!(out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(needle),
+            "{fmt}"
+        );
+    }
+    let report = dir.path().join("r.md");
+    let svg = dir.path().join("h.svg");
+    let out = run(&[
+        &fixture("glm-like/epp.log"),
+        "--format",
+        "markdown",
+        "-o",
+        report.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty(), "-o writes the file, not stdout");
+    assert!(
+        std::fs::read_to_string(&report)
+            .unwrap()
+            .contains("| deployment |")
+    );
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.starts_with("<svg") && s.contains("bar 18,000 ms"));
+}
+
+#[test]
+fn several_deployments_write_one_svg_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("h.svg");
+    let out = run(&[
+        &fixture("eight-deployments/epp.log"),
+        "--format",
+        "json",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let n = std::fs::read_dir(dir.path()).unwrap().count();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(n, 1 + v["deployments"].as_array().unwrap().len());
+}
+
+#[test]
+fn config_file_and_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("epp.yaml");
+    std::fs::write(
+        &yaml,
+        "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: prefix-cache-affinity-filter\n  parameters:\n    maxTTFTPenaltyMs: 5000\n",
+    )
+    .unwrap();
+    let v = json(&[
+        &fixture("glm-like/epp.log"),
+        "--format",
+        "json",
+        "--config",
+        yaml.to_str().unwrap(),
+    ]);
+    let d = &v["deployments"][0];
+    assert_eq!(d["bar_ms"], 5000.0);
+    assert!(d["config"]["source"].as_str().unwrap().starts_with("file:"));
+    let v = json(&[
+        &fixture("glm-like/epp.log"),
+        "--format",
+        "json",
+        "--max-ttft-penalty-ms",
+        "2000",
+        "--what-if-bar",
+        "100,200",
+        "--window",
+        "1m",
+    ]);
+    let d = &v["deployments"][0];
+    assert_eq!(d["bar_ms"], 2000.0);
+    assert_eq!(d["config"]["source"], "flags");
+    assert_eq!(d["what_if"][0]["max_ttft_penalty_ms"], 100.0);
+    assert!(!d["windows"].as_array().unwrap().is_empty());
+    // A bad parameter gets the EPP's own text and exit 2.
+    let out = run(&[&fixture("glm-like/epp.log"), "--max-ttft-penalty-ms=-1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("maxTTFTPenaltyMs must be >= 0"));
+}
+
+#[test]
+fn errors_name_the_path_and_exit_2() {
+    let out = run(&["/no/such/epp.log"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/epp.log"));
+    let out = run(&["--no-such-flag", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn strict_fails_on_malformed_lines_and_names_them() {
+    let noisy = fixture("variants/noise/epp.log");
+    let v = json(&[&noisy, "--format", "json"]);
+    assert!(v["input"]["lines_malformed"].as_u64().unwrap() > 0);
+    assert!(
+        v["input"]["first_malformed"][0]
+            .as_str()
+            .unwrap()
+            .contains("epp.log:")
+    );
+    let out = run(&[&noisy, "--format", "json", "--strict"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("epp.log:"));
+}
+
+#[test]
+fn a_closed_pipe_is_success() {
+    // A report larger than a pipe's buffer, read for one byte then closed.
+    let bars: Vec<String> = (1..4000).map(|i| (i * 10).to_string()).collect();
+    let mut child = bin()
+        .args([
+            &fixture("glm-like/epp.log"),
+            "--format",
+            "json",
+            "--what-if-bar",
+            &bars.join(","),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}

@@ -1,0 +1,107 @@
+//! The recommend binary as a user runs it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(p: &str) -> String {
+    root()
+        .join("fixtures")
+        .join(p)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args(args)
+        .output()
+        .expect("run recommend")
+}
+
+#[test]
+fn demo_with_vllm_logs() {
+    let out = run(&[
+        &fixture("demo/glm-like.log.gz"),
+        &fixture("demo/glm-like.vllm"),
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "gatecal.recommend/v1");
+    assert_eq!(v["deployments"].as_array().unwrap().len(), 1);
+    let d = &v["deployments"][0];
+    let p = &d["peak_prefill_throughput"];
+    assert_eq!(p["source"], "vllm_stats");
+    let truth: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("demo/glm-like.summary.json")).unwrap(),
+    )
+    .unwrap();
+    let want = truth["deployments"][0]["true_peak_prefill_tps"]
+        .as_f64()
+        .unwrap();
+    let got = p["value"].as_f64().unwrap();
+    assert!((got - want).abs() / want < 0.10, "{got} vs {want}");
+    for k in ["current", "recommended"] {
+        assert!(d[k].is_object(), "{k}");
+    }
+    assert_eq!(
+        d["recommended"]["matched_tokens"]["penaltyMode"],
+        "matchedTokens"
+    );
+    assert!(d["recommended"]["static"]["peakPrefillThroughput"].is_number());
+    assert!(d["warnings"].as_array().unwrap().iter().any(|w| {
+        w.as_str()
+            .unwrap()
+            .contains("configured peakPrefillThroughput")
+    }));
+}
+
+#[test]
+fn calibration_and_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let cal = dir.path().join("calib.txt");
+    std::fs::write(
+        &cal,
+        "Measured peakPrefillThroughput = 3100 tokens/sec\nPEAK_PREFILL_THROUGHPUT=3100\n",
+    )
+    .unwrap();
+    let out = run(&[
+        &fixture("demo/glm-like.truth.jsonl.gz"),
+        "--calibration",
+        cal.to_str().unwrap(),
+        "--format",
+        "table",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(t.contains("calibration"), "{t}");
+    assert!(t.contains("penaltyMode: matchedTokens"));
+    assert!(t.contains("Break-even bar"));
+    for fmt in ["markdown", "csv"] {
+        let out = run(&[&fixture("glm-like/epp.log"), "--format", fmt]);
+        assert!(out.status.success());
+        assert!(!out.stdout.is_empty());
+    }
+    let bad = dir.path().join("empty.txt");
+    std::fs::write(&bad, "nothing\n").unwrap();
+    let out = run(&[
+        &fixture("glm-like/epp.log"),
+        "--calibration",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty.txt"));
+}
