@@ -5,7 +5,7 @@
 pub fn ms(v: Option<f64>) -> String {
     match v {
         None => "–".into(),
-        Some(v) if v.abs() < 10.0 => format!("{v:.1}"),
+        Some(v) if v.abs() < 10.0 && v.fract() != 0.0 => format!("{v:.1}"),
         Some(v) => group(v.round() as i64),
     }
 }
@@ -97,6 +97,7 @@ mod tests {
         assert_eq!(ms(Some(-1234567.0)), "-1,234,567");
         assert_eq!(ms(Some(4.04)), "4.0");
         assert_eq!(ms(None), "–");
+        assert_eq!(ms(Some(0.0)), "0");
         assert_eq!(pct(0.006), "0.60%");
         assert_eq!(pct(0.172), "17.2%");
         assert_eq!(pct(0.0), "0.0%");

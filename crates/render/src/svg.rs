@@ -100,11 +100,10 @@ pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
             count(c)
         );
     }
-    // X ticks: 6 evenly spaced edges.
-    let k = b.edges.len() - 1;
-    let step = k.div_ceil(6).max(1);
-    for i in (0..=k).step_by(step) {
-        let v = b.edges[i];
+    // X ticks: round values, about six of them.
+    let step = tick_step((hi - lo) / 6.0);
+    let mut v = (lo / step).ceil() * step;
+    while v <= hi + step * 1e-9 {
         let _ = writeln!(
             s,
             r##"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="#333"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##,
@@ -114,6 +113,7 @@ pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
             mt + ph + 18.0,
             esc(&ms(Some(v)))
         );
+        v += step;
     }
     // Y ticks: 0 and max.
     let _ = writeln!(
@@ -138,17 +138,24 @@ pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
     );
     let mut mark = |v: f64, colour: &str, dash: &str, label: &str| {
         if v >= lo && v <= hi {
+            // Labels near the right edge go on the line's left.
+            let (lx, anchor) = if x(v) > ml + 0.8 * pw {
+                (x(v) - 4.0, "end")
+            } else {
+                (x(v) + 4.0, "start")
+            };
             let _ = writeln!(
                 s,
-                r#"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="{3}" stroke-width="2" {4}/><text x="{5:.1}" y="{6}" fill="{3}">{7}</text>"#,
+                r#"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="{3}" stroke-width="2" {4}/><text x="{5:.1}" y="{6}" fill="{3}" text-anchor="{8}">{7}</text>"#,
                 x(v),
                 mt,
                 mt + ph,
                 colour,
                 dash,
-                x(v) + 4.0,
+                lx,
                 mt + 12.0,
-                esc(label)
+                esc(label),
+                anchor
             );
         }
     };
@@ -175,6 +182,19 @@ pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// The smallest of 1, 2, 2.5 or 5 times a power of ten that is at least `x`.
+fn tick_step(x: f64) -> f64 {
+    if x.is_nan() || x <= 0.0 || x.is_infinite() {
+        return 1.0;
+    }
+    let p = 10f64.powf(x.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * p)
+        .find(|v| *v >= x)
+        .unwrap_or(10.0 * p)
 }
 
 #[cfg(test)]
