@@ -83,6 +83,26 @@ pub fn summary(ledger: &Ledger) -> InputSummary {
     }
 }
 
+/// Tells the user on stderr (unless `--quiet`) that nothing usable was found.
+pub fn note_empty(args: &InputArgs, what: &str, input: &InputSummary) {
+    if !args.quiet {
+        eprintln!(
+            "{what} in {} line(s) ({} ignored, {} malformed): are these EPP logs at -v=4?",
+            input.lines_total, input.lines_ignored, input.lines_malformed
+        );
+    }
+}
+
+/// Parses the command line of a binary: `--help` and `--version` print and
+/// exit 0, usage errors print and exit 2.
+pub fn parse_args<A: clap::Parser>() -> Result<A, std::process::ExitCode> {
+    A::try_parse().map_err(|e| {
+        let code = if e.use_stderr() { 2 } else { 0 };
+        let _ = e.print();
+        std::process::ExitCode::from(code)
+    })
+}
+
 /// Reads every input, calling `on_decision` and `on_vllm` in log order.
 pub fn read_inputs(
     args: &InputArgs,

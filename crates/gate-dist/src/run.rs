@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use gatecal_analysis::gate_dist::{GateDist, GateDistReport};
 use gatecal_analysis::input::DecisionInput;
-use gatecal_cli::output::{StrictFailure, resolve_format, stdout_is_terminal, write_output};
-use gatecal_cli::pipeline::{read_inputs, summary};
+use gatecal_analysis::stats::Stats;
+use gatecal_cli::output::{resolve_format, stdout_is_terminal, write_output};
+use gatecal_cli::pipeline::{note_empty, read_inputs, summary};
 use gatecal_render::renderer;
 use gatecal_render::svg::{SvgHistogram, histogram_svg};
 
@@ -31,49 +32,33 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     write_output(args.output.as_deref(), |w| {
         renderer(format).gate_dist(&report, w)
     })?;
-    if report.deployments.is_empty() && !args.input.quiet {
-        eprintln!(
-            "gate-dist: no filter decisions found in {} line(s): are these EPP logs at -v=4?",
-            report.input.lines_total
+    if report.deployments.is_empty() {
+        note_empty(
+            &args.input,
+            "gate-dist: no filter decisions found",
+            &report.input,
         );
-    }
-    if args.input.strict && report.input.lines_malformed > 0 {
-        return Err(StrictFailure(format!(
-            "{} malformed line(s)",
-            report.input.lines_malformed
-        ))
-        .into());
     }
     Ok(())
 }
 
 fn write_svgs(report: &GateDistReport, path: &Path) -> anyhow::Result<()> {
     let pmin = Some(report.options.pinned_worse_min_ms);
-    let write = |p: &Path, svg: String| {
+    let write = |p: &Path, title: &str, bins, stats: &Stats| {
+        let svg = histogram_svg(&SvgHistogram {
+            title,
+            bins,
+            bar_ms: stats.bar_ms,
+            pinned_min_ms: pmin,
+            n: stats.gate_input_ms.count,
+        });
         std::fs::write(p, svg).with_context(|| format!("cannot write {}", p.display()))
     };
     if let [d] = report.deployments.as_slice() {
-        return write(
-            path,
-            histogram_svg(&SvgHistogram {
-                title: &d.name,
-                bins: &d.histogram,
-                bar_ms: d.stats.bar_ms,
-                pinned_min_ms: pmin,
-                n: d.stats.gate_input_ms.count,
-            }),
-        );
+        return write(path, &d.name, &d.histogram, &d.stats);
     }
-    write(
-        path,
-        histogram_svg(&SvgHistogram {
-            title: "all deployments",
-            bins: &report.overall.histogram,
-            bar_ms: report.overall.stats.bar_ms,
-            pinned_min_ms: pmin,
-            n: report.overall.stats.gate_input_ms.count,
-        }),
-    )?;
+    let o = &report.overall;
+    write(path, "all deployments", &o.histogram, &o.stats)?;
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -91,16 +76,7 @@ fn write_svgs(report: &GateDistReport, path: &Path) -> anyhow::Result<()> {
             })
             .collect();
         let p: PathBuf = path.with_file_name(format!("{stem}-{safe}.svg"));
-        write(
-            &p,
-            histogram_svg(&SvgHistogram {
-                title: &d.name,
-                bins: &d.histogram,
-                bar_ms: d.stats.bar_ms,
-                pinned_min_ms: pmin,
-                n: d.stats.gate_input_ms.count,
-            }),
-        )?;
+        write(&p, &d.name, &d.histogram, &d.stats)?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Wiring: inputs and calibration files -> analysis -> render.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use anyhow::{Context, bail};
@@ -7,8 +8,8 @@ use gatecal_analysis::input::DecisionInput;
 use gatecal_analysis::recommend::{Recommend, RecommendOptions};
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::throughput::from_calibration_text;
-use gatecal_cli::output::{StrictFailure, resolve_format, stdout_is_terminal, write_output};
-use gatecal_cli::pipeline::{read_inputs, summary};
+use gatecal_cli::output::{resolve_format, stdout_is_terminal, write_output};
+use gatecal_cli::pipeline::{note_empty, read_inputs, summary};
 use gatecal_render::renderer;
 
 use crate::args::Args;
@@ -54,32 +55,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         user_peak: args.peak_prefill_throughput,
         calibration,
     };
-    let mut rec = Recommend::new(opts, configs);
-    let mut stats = Vec::new();
+    let rec = RefCell::new(Recommend::new(opts, configs));
     let ledger = read_inputs(
         &args.input,
-        |d| rec.push_decision(DecisionInput::from(d)),
-        |s| stats.push(s.clone()),
+        |d| rec.borrow_mut().push_decision(DecisionInput::from(d)),
+        |s| rec.borrow_mut().push_vllm(s),
     )?;
-    for s in &stats {
-        rec.push_vllm(s);
-    }
-    let report = rec.finish(summary(&ledger));
+    let report = rec.into_inner().finish(summary(&ledger));
     write_output(args.output.as_deref(), |w| {
         renderer(format).recommend(&report, w)
     })?;
-    if report.deployments.is_empty() && !args.input.quiet {
-        eprintln!(
-            "recommend: no decisions or vLLM stats found in {} line(s)",
-            report.input.lines_total
+    if report.deployments.is_empty() {
+        note_empty(
+            &args.input,
+            "recommend: no decisions or vLLM stats found",
+            &report.input,
         );
-    }
-    if args.input.strict && report.input.lines_malformed > 0 {
-        return Err(StrictFailure(format!(
-            "{} malformed line(s)",
-            report.input.lines_malformed
-        ))
-        .into());
     }
     Ok(())
 }
