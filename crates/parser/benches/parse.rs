@@ -1,0 +1,92 @@
+//! Parser throughput on an in-memory sample: a few MB of simulated `-v=4`
+//! EPP log (eight deployments interleaved, with the endpoint dumps), parsed
+//! with 1 and 2 threads; and, per message, a block of copies of one line of
+//! that message (an ignored one, which must stay on the prefilter path, and
+//! used ones, which are scanned and assembled).
+//!
+//! ```text
+//! cargo bench -p gatecal-parser --bench parse
+//! ```
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gatecal_parser::{ParseOptions, parse_slice};
+use gatecal_sim::{Variant, run, scenario};
+
+/// About `bytes` of simulated log (whole lines).
+fn sample(bytes: usize) -> Vec<u8> {
+    let s = scenario("eight-deployments")
+        .expect("scenario")
+        .with_requests(3_000);
+    let variant = Variant {
+        full_dumps: true,
+        ..Variant::default()
+    };
+    let log = run(&s, 1, &variant).epp_log;
+    let mut out = Vec::with_capacity(bytes + log.len());
+    while out.len() < bytes {
+        out.extend_from_slice(&log);
+    }
+    let cut = out[..bytes]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(bytes, |p| p + 1);
+    out.truncate(cut);
+    out
+}
+
+fn line_of<'a>(log: &'a [u8], msg: &str) -> &'a [u8] {
+    let needle = format!("\"msg\":\"{msg}\"");
+    log.split(|&b| b == b'\n')
+        .find(|l| l.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        .expect("line in sample")
+}
+
+fn parse(c: &mut Criterion) {
+    let log = sample(8 << 20);
+    let mut g = c.benchmark_group("parse_slice");
+    g.throughput(Throughput::Bytes(log.len() as u64));
+    g.sample_size(20);
+    for threads in [1, 2] {
+        let opts = ParseOptions {
+            threads,
+            ..ParseOptions::default()
+        };
+        g.bench_function(format!("threads={threads}"), |b| {
+            b.iter(|| {
+                let p = parse_slice("bench/epp.log", black_box(&log), &opts).expect("parse");
+                black_box(p.items.len())
+            })
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("lines_of");
+    let opts = ParseOptions::default();
+    for msg in [
+        "Candidate pods for picking",
+        "TokenLoadScorer scoring",
+        "Calculated score",
+        "Before running filter plugins",
+        "Completed running filter plugin successfully",
+    ] {
+        let line = line_of(&log, msg);
+        let mut block = Vec::with_capacity(2_000 * (line.len() + 1));
+        for _ in 0..2_000 {
+            block.extend_from_slice(line);
+            block.push(b'\n');
+        }
+        g.throughput(Throughput::Bytes(block.len() as u64));
+        g.bench_function(msg, |b| {
+            b.iter(|| {
+                let p = parse_slice("bench/epp.log", black_box(&block), &opts).expect("parse");
+                black_box(p.ledger.counts.lines_used)
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, parse);
+criterion_main!(benches);
