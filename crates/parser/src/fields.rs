@@ -13,13 +13,25 @@ macro_rules! keys {
         /// Number of keys.
         pub(crate) const NKEYS: usize = [$(Key::$var,)*].len();
 
+        /// Every key, in declaration order (`ALL[k as usize] == k`).
+        const ALL: [Key; NKEYS] = [$(Key::$var,)*];
+
+        /// The spelling of every key, in declaration order.
+        const NAMES: [&[u8]; NKEYS] = [$($lit,)*];
+
         impl Key {
+            /// The key spelled `b`: one hash-table probe and one comparison
+            /// (most keys of a line are not read, and this runs for every
+            /// member of every used line).
             #[inline]
             pub(crate) fn of(b: &[u8]) -> Option<Key> {
-                match b {
-                    $($lit => Some(Key::$var),)*
-                    _ => None,
+                let t = key_table();
+                let k = t.slots[slot(b, t.seed)];
+                if k == u8::MAX {
+                    return None;
                 }
+                let k = usize::from(k);
+                (NAMES[k] == b).then(|| ALL[k])
             }
         }
     };
@@ -73,6 +85,52 @@ keys! {
     HitPrefixTokens = b"absolute hit prefix len (tokens)",
     PromptLength = b"prompt length (token)",
     Result = b"result",
+}
+
+/// Slots of the key table (a power of two, several times [`NKEYS`]).
+const SLOTS: usize = 512;
+
+/// A collision-free table of the keys: `slots[slot(name, seed)]` is the
+/// index of the key spelled `name`, `u8::MAX` for an empty slot.
+struct KeyTable {
+    seed: u32,
+    slots: [u8; SLOTS],
+}
+
+/// The slot of a key spelling: its length and first, second and last bytes,
+/// mixed with `seed`.
+#[inline]
+fn slot(b: &[u8], seed: u32) -> usize {
+    let first = b.first().copied().unwrap_or(0);
+    let second = b.get(1).copied().unwrap_or(0);
+    let last = b.last().copied().unwrap_or(0);
+    let x = (b.len() as u32)
+        ^ (u32::from(first) << 8)
+        ^ (u32::from(second) << 16)
+        ^ (u32::from(last) << 24);
+    (x.wrapping_mul(seed) >> 23) as usize % SLOTS
+}
+
+/// The key table, built once: the first odd multiplier that separates all
+/// keys.
+fn key_table() -> &'static KeyTable {
+    static T: std::sync::OnceLock<KeyTable> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        let mut seed: u32 = 0x9E37_79B1;
+        loop {
+            let mut slots = [u8::MAX; SLOTS];
+            let free = NAMES.iter().enumerate().all(|(i, name)| {
+                let s = &mut slots[slot(name, seed)];
+                let was_free = *s == u8::MAX;
+                *s = i as u8;
+                was_free
+            });
+            if free {
+                return KeyTable { seed, slots };
+            }
+            seed = seed.wrapping_add(0x6A09_E668) | 1;
+        }
+    })
 }
 
 /// The values of the known keys of one line (the last occurrence wins).
@@ -409,6 +467,17 @@ mod tests {
         assert_eq!(number(val(r#""-Inf""#), &mut g), Some(f64::NEG_INFINITY));
         assert!(g.non_finite);
         assert_eq!(number(val(r#""12""#), &mut g), None);
+    }
+
+    #[test]
+    fn key_lookup() {
+        for (i, name) in NAMES.iter().enumerate() {
+            assert_eq!(Key::of(name), Some(ALL[i]));
+            assert_eq!(ALL[i] as usize, i);
+        }
+        for other in [&b""[..], b"x", b"caller", b"objectiveKey", b"Msg", b"msgs", b"tokenload"] {
+            assert_eq!(Key::of(other), None);
+        }
     }
 
     #[test]

@@ -117,6 +117,44 @@ fn hex4(b: Option<&[u8]>) -> Option<u32> {
     Some(v)
 }
 
+/// The first `"` or `\\` at or after `from`. Most strings of a zap line
+/// (keys, ids, short values) end within a few words, so the first 32 bytes
+/// are searched a word at a time inline (no call); longer ones go to
+/// `memchr2`.
+#[inline(always)]
+pub(crate) fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const QUOTE: u64 = LO * b'"' as u64;
+    const BACKSLASH: u64 = LO * b'\\' as u64;
+    let mut j = from;
+    let inline_end = b.len().min(from.saturating_add(32));
+    while j + 8 <= inline_end {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[j..j + 8]);
+        let w = u64::from_le_bytes(w);
+        let q = w ^ QUOTE;
+        let s = w ^ BACKSLASH;
+        // A zero byte of q or s is a match; the lowest flagged byte is
+        // always a true match (borrows only propagate upwards).
+        let m = (q.wrapping_sub(LO) & !q | s.wrapping_sub(LO) & !s) & HI;
+        if m != 0 {
+            return Some(j + (m.trailing_zeros() / 8) as usize);
+        }
+        j += 8;
+    }
+    if j >= b.len() {
+        return None;
+    }
+    if inline_end == b.len() {
+        return b[j..]
+            .iter()
+            .position(|&c| c == b'"' || c == b'\\')
+            .map(|o| j + o);
+    }
+    memchr::memchr2(b'"', b'\\', &b[j..]).map(|o| j + o)
+}
+
 /// A structural error at a byte offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct JsonError {
@@ -157,11 +195,10 @@ impl<'a> Scanner<'a> {
         let mut j = start;
         let mut esc = false;
         loop {
-            let Some(off) = memchr::memchr2(b'"', b'\\', &self.b[j..]) else {
+            let Some(p) = quote_or_backslash(self.b, j) else {
                 self.i = self.b.len();
                 return self.err();
             };
-            let p = j + off;
             if self.b[p] == b'"' {
                 self.i = p + 1;
                 return Ok((&self.b[start..p], esc));
@@ -437,6 +474,25 @@ mod tests {
         assert!(collect(b"{\"a\":\"\\").is_err());
         assert!(collect(br#"{}"#).unwrap().is_empty());
         assert!(collect(br#" { "a" : 1 } "#).is_ok());
+    }
+
+    #[test]
+    fn quote_search_matches_memchr() {
+        let mut text = Vec::new();
+        for i in 0..300u32 {
+            text.push(match i % 37 {
+                0 => b'"',
+                5 => b'\\',
+                n => b'a' + (n as u8 % 26) + if i % 3 == 0 { 0x80 } else { 0 },
+            });
+        }
+        for from in 0..text.len() {
+            for end in from..text.len().min(from + 90) {
+                let b = &text[..end];
+                let want = memchr::memchr2(b'"', b'\\', &b[from..]).map(|o| from + o);
+                assert_eq!(quote_or_backslash(b, from), want, "{from} {end}");
+            }
+        }
     }
 
     #[test]
