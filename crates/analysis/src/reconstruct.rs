@@ -360,15 +360,16 @@ pub struct Reconstructor {
 /// Builds the replay candidates for a two-sided gate: the best sticky and the
 /// best non-sticky endpoint, with the sticky side's matched tokens when known
 /// (`match_blocks = matched`, one token per block, so the prefix score is 1).
+/// The candidates have empty ids (no allocation): sticky first.
 pub fn two_sided(
     sticky_tokens: i64,
     non_sticky_tokens: i64,
     matched: Option<i64>,
 ) -> Vec<Candidate> {
     let sticky = match matched {
-        Some(m) if m > 0 => Candidate::new("sticky").with_match(m, m, 1),
+        Some(m) if m > 0 => Candidate::default().with_match(m, m, 1),
         _ => {
-            let mut c = Candidate::new("sticky");
+            let mut c = Candidate::default();
             c.match_blocks = Some(1);
             c.total_blocks = Some(1);
             c
@@ -376,7 +377,7 @@ pub fn two_sided(
     };
     vec![
         sticky.with_in_flight_tokens(sticky_tokens),
-        Candidate::new("non-sticky")
+        Candidate::default()
             .with_match(0, 1, 1)
             .with_in_flight_tokens(non_sticky_tokens),
     ]
