@@ -35,7 +35,9 @@
 //!     tokens (the logged TTFT times the peak); otherwise the largest
 //!     `tokenLoad - last estimate` over endpoints seen within the staleness
 //!     (an endpoint whose queue did not change shows exactly `U`; one that
-//!     drained shows less), bounded by `min tokenLoad`.
+//!     drained shows less), bounded by `min tokenLoad`. An endpoint whose
+//!     `tokenLoad` exceeds its modelled queue by less than `U/2` holds the
+//!     request's prefix, and gets the typical sticky uncached share instead.
 //!
 //!   A measurement within 2 % + 256 tokens of the model keeps the model (so
 //!   a long prefill's progress is kept); otherwise requests that must have
@@ -657,13 +659,32 @@ impl Reconstructor {
     }
 
     fn update_keep_all(&mut self, d: &DecisionInput, ts: f64, uncached: f64) {
+        let staleness = self.opts.max_staleness_s;
+        let t = self.latest.get(&d.deployment);
+        let typical = t.and_then(|t| t.sticky_uncached_est);
         let updates = d
             .scored
             .iter()
             .filter_map(|e| {
+                let load = e.token_load;
                 let est = match e.in_flight_tokens {
                     Some(t) => t as f64,
-                    None => (e.token_load? - uncached).max(0.0),
+                    None => {
+                        let load = load?;
+                        // An endpoint that grew by much less than `U` since
+                        // its last estimate holds this request's prefix: its
+                        // uncached share is the sticky kind.
+                        let grew = t.and_then(|t| {
+                            let o = t.eps.get(&e.endpoint)?;
+                            (ts - o.ts <= staleness).then(|| load - o.at(ts, t.rate))
+                        });
+                        match (grew, typical) {
+                            (Some(g), Some(u_s)) if g < 0.5 * uncached && u_s < uncached => {
+                                (load - u_s).max(0.0)
+                            }
+                            _ => (load - uncached).max(0.0),
+                        }
+                    }
                 };
                 Some((e.endpoint.clone(), est))
             })
