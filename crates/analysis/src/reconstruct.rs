@@ -370,12 +370,12 @@ pub fn two_sided(
 ) -> Vec<Candidate> {
     let sticky = match matched {
         Some(m) if m > 0 => Candidate::default().with_match(m, m, 1),
-        _ => {
-            let mut c = Candidate::default();
-            c.match_blocks = Some(1);
-            c.total_blocks = Some(1);
-            c
-        }
+        // No block size: 0 matched tokens, the break-even test is skipped.
+        _ => Candidate {
+            match_blocks: Some(1),
+            total_blocks: Some(1),
+            ..Candidate::default()
+        },
     };
     vec![
         sticky.with_in_flight_tokens(sticky_tokens),
