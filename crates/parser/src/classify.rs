@@ -21,7 +21,7 @@ use crate::vllm;
 /// The classification of one line.
 pub(crate) enum Class {
     /// The line gave an event.
-    Used(Box<Used>),
+    Used(Used),
     /// A well-formed line the analysis does not need.
     Ignored(LineShape),
     /// A line that could not be read.
@@ -145,11 +145,11 @@ pub(crate) fn classify(body: &[u8]) -> Class {
                     st.month = h.month;
                     st.day = h.day;
                     st.seconds_of_day = h.secs;
-                    Class::Used(Box::new(Used {
+                    Class::Used(Used {
                         meta: LineMeta::default(),
                         event: Event::VllmStats(Box::new(st)),
                         flags: ValueFlags::default(),
-                    }))
+                    })
                 }
                 Err(()) => Class::Malformed(LineShape::Vllm, MalformedReason::BadVllmStats),
             };
@@ -324,11 +324,11 @@ fn dump_fast(body: &[u8], kind: Kind) -> Option<Class> {
         },
         _ => Event::PickerCompleted { targets: ids },
     };
-    Some(Class::Used(Box::new(Used {
+    Some(Class::Used(Used {
         meta,
         event,
         flags: ValueFlags::default(),
-    })))
+    }))
 }
 
 /// A console-encoder line: `time\tLEVEL\t[logger\t]caller\tmsg\t{json}`.
@@ -518,11 +518,11 @@ fn build(kind: Kind, f: &Fields<'_>, meta: &mut LineMeta, shape: LineShape) -> C
             endpoint: f.string(Key::Endpoint),
         },
     };
-    Class::Used(Box::new(Used {
+    Class::Used(Used {
         meta: std::mem::take(meta),
         event,
         flags,
-    }))
+    })
 }
 
 #[cfg(test)]
@@ -531,7 +531,7 @@ mod tests {
 
     fn used(line: &str) -> Used {
         match classify(line.as_bytes()) {
-            Class::Used(u) => *u,
+            Class::Used(u) => u,
             Class::Ignored(s) => panic!("ignored {s:?}: {line}"),
             Class::Malformed(s, r) => panic!("malformed {s:?} {r}: {line}"),
         }

@@ -136,7 +136,7 @@ impl<'o> Engine<'o> {
                 }
             }
             Pre::Used(u, console) => {
-                let Used { meta, event, flags } = *u;
+                let Used { meta, event, flags } = u;
                 self.counts.lines_used += 1;
                 if flags.huge {
                     self.counts.values_huge += 1;
@@ -246,7 +246,7 @@ pub(crate) enum Pre {
     /// A decisions record (or why it is invalid).
     Record(Result<DecisionRecord, String>),
     /// An event, and whether the line was a console-encoder one.
-    Used(Box<Used>, bool),
+    Used(Used, bool),
 }
 
 /// Reads one line (trailing blanks already trimmed) in a known format.

@@ -475,7 +475,15 @@ mod tests {
             assert_eq!(Key::of(name), Some(ALL[i]));
             assert_eq!(ALL[i] as usize, i);
         }
-        for other in [&b""[..], b"x", b"caller", b"objectiveKey", b"Msg", b"msgs", b"tokenload"] {
+        for other in [
+            &b""[..],
+            b"x",
+            b"caller",
+            b"objectiveKey",
+            b"Msg",
+            b"msgs",
+            b"tokenload",
+        ] {
             assert_eq!(Key::of(other), None);
         }
     }
