@@ -132,7 +132,9 @@ impl SignedHistogram {
             return None;
         }
         let k = ((q * n as f64).ceil() as u64).clamp(1, n);
-        Some(self.value_at_rank(k))
+        // A bucket midpoint can lie past the exact extremes: never report
+        // a quantile beyond the largest or smallest value seen.
+        Some(self.value_at_rank(k).clamp(self.min, self.max))
     }
 
     /// The `k`-th smallest value (1-based), bucket midpoint.
@@ -239,7 +241,8 @@ mod tests {
         assert!((h.quantile(0.25).unwrap() - -20.0).abs() <= 0.02);
         // k = 4: 0.
         assert_eq!(h.quantile(0.5).unwrap(), 0.0);
-        assert!((h.quantile(1.0).unwrap() - 15148.0).abs() <= 15148.0 * 0.0005);
+        assert_eq!(h.quantile(1.0), Some(15148.0), "clamped to the exact max");
+        assert_eq!(h.quantile(0.0), Some(-5000.0), "clamped to the exact min");
     }
 
     #[test]
