@@ -147,6 +147,18 @@ struct Req {
     events: Vec<Buffered>,
 }
 
+/// The context of one line as the assembler reads it, borrowed.
+pub(crate) struct Ctx<'a> {
+    /// The line's time, else its kubelet time.
+    pub ts: Option<f64>,
+    /// `x-request-id`.
+    pub request_id: Option<&'a str>,
+    /// The kubectl prefix's pod.
+    pub pod: Option<&'a str>,
+    /// The model keys.
+    pub model: Option<&'a str>,
+}
+
 /// An event waiting in its request's buffer.
 struct Buffered {
     ts: Option<f64>,
@@ -235,12 +247,12 @@ fn nonneg_int(x: f64) -> Option<u32> {
 }
 
 impl Req {
-    fn new(serial: u64, meta: &LineMeta, line: u64, ts: f64) -> Req {
+    fn new(serial: u64, ctx: &Ctx<'_>, line: u64, ts: f64) -> Req {
         Req {
             serial,
-            request_id: meta.request_id.clone(),
-            pod: meta.pod.clone(),
-            model: meta.model.clone(),
+            request_id: ctx.request_id.map(str::to_owned),
+            pod: ctx.pod.map(str::to_owned),
+            model: ctx.model.map(str::to_owned),
             last_ts: ts,
             first_line: line,
             saw_profile_line: false,
@@ -593,12 +605,12 @@ impl Assembler {
         &self.naming
     }
 
-    fn key_into(scratch: &mut String, meta: &LineMeta) {
+    fn key_into(scratch: &mut String, ctx: &Ctx<'_>) {
         scratch.clear();
-        if let Some(id) = &meta.request_id {
+        if let Some(id) = ctx.request_id {
             scratch.push_str(id);
         }
-        if let Some(p) = &meta.pod {
+        if let Some(p) = ctx.pod {
             scratch.push('\u{1f}');
             scratch.push_str(p);
         }
@@ -612,6 +624,24 @@ impl Assembler {
         event: Event,
         emit: &mut dyn FnMut(Decision),
     ) {
+        let ctx = Ctx {
+            ts: meta.ts.or(meta.kubelet_ts),
+            request_id: meta.request_id.as_deref(),
+            pod: meta.pod.as_deref(),
+            model: meta.model.as_deref(),
+        };
+        self.feed_ctx(line, &ctx, event, emit);
+    }
+
+    /// [`Assembler::feed`] with the line's context borrowed (the engine's
+    /// path: no copy of the request id, pod or model per line).
+    pub(crate) fn feed_ctx(
+        &mut self,
+        line: u64,
+        ctx: &Ctx<'_>,
+        event: Event,
+        emit: &mut dyn FnMut(Decision),
+    ) {
         if matches!(
             event,
             Event::VllmStats(_)
@@ -620,7 +650,7 @@ impl Assembler {
         ) {
             return;
         }
-        let ts = meta.ts.or(meta.kubelet_ts);
+        let ts = ctx.ts;
         let mut advanced = false;
         if let Some(t) = ts
             && t > self.max_ts
@@ -629,7 +659,7 @@ impl Assembler {
             advanced = true;
         }
         let touch = ts.unwrap_or(self.max_ts);
-        Self::key_into(&mut self.scratch, meta);
+        Self::key_into(&mut self.scratch, ctx);
         if matches!(event, Event::ReceivedRequest)
             && let Some(old) = self.reqs.remove(self.scratch.as_str())
         {
@@ -648,7 +678,7 @@ impl Assembler {
                 enq_ts: touch,
                 key: key.clone(),
             });
-            self.reqs.insert(key, Req::new(serial, meta, line, touch));
+            self.reqs.insert(key, Req::new(serial, ctx, line, touch));
             if self.reqs.len() > self.limits.max_open_requests {
                 self.evict_oldest(emit);
             }
@@ -659,8 +689,10 @@ impl Assembler {
         if touch > r.last_ts || r.last_ts.is_nan() {
             r.last_ts = touch;
         }
-        if r.model.is_none() {
-            r.model.clone_from(&meta.model);
+        if r.model.is_none()
+            && let Some(m) = ctx.model
+        {
+            r.model = Some(m.to_owned());
         }
         let handled = matches!(event, Event::RequestHandled { .. });
         r.events.push(Buffered { ts, line, event });

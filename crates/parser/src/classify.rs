@@ -19,20 +19,58 @@ use crate::ledger::{LineShape, MalformedReason};
 use crate::vllm;
 
 /// The classification of one line.
-pub(crate) enum Class {
+pub(crate) enum Class<'a> {
     /// The line gave an event.
-    Used(Used),
+    Used(Used<'a>),
     /// A well-formed line the analysis does not need.
     Ignored(LineShape),
     /// A line that could not be read.
     Malformed(LineShape, MalformedReason),
 }
 
-/// A used line.
-pub(crate) struct Used {
+/// A used line. Its request id and model are left borrowed from the line
+/// (the `x-request-id` and model keys of every used line would otherwise be
+/// two allocations per line, made on a worker and freed on the assembling
+/// thread); [`LineMeta::request_id`] and [`LineMeta::model`] stay `None`.
+pub(crate) struct Used<'a> {
     pub meta: LineMeta,
     pub event: Event,
     pub flags: ValueFlags,
+    /// The `x-request-id` string value, raw.
+    pub request_id: Option<RawStr<'a>>,
+    /// The model string value (see [`LineMeta::model`]), raw.
+    pub model: Option<RawStr<'a>>,
+}
+
+/// A JSON string value as written: the bytes between the quotes and
+/// whether they hold a backslash escape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RawStr<'a> {
+    pub bytes: &'a [u8],
+    pub esc: bool,
+}
+
+impl RawStr<'_> {
+    /// The value, unescaped and owned.
+    #[cfg(test)]
+    pub(crate) fn to_owned_string(self) -> String {
+        json::unescape(self.bytes, self.esc).into_owned()
+    }
+}
+
+/// A string-valued key, raw.
+fn raw_str<'a>(f: &Fields<'a>, k: Key) -> Option<RawStr<'a>> {
+    match f.get(k)? {
+        Val::Str(bytes, esc) => Some(RawStr { bytes, esc }),
+        _ => None,
+    }
+}
+
+/// The model keys, in order of precedence.
+fn raw_model<'a>(f: &Fields<'a>) -> Option<RawStr<'a>> {
+    raw_str(f, Key::TargetModelName)
+        .or_else(|| raw_str(f, Key::ResolvedTargetModel))
+        .or_else(|| raw_str(f, Key::Model))
 }
 
 /// The message kinds the parser reads.
@@ -119,7 +157,7 @@ pub(crate) fn trim_end(mut b: &[u8]) -> &[u8] {
 }
 
 /// Classifies a line body (framing already taken off, trailing whitespace trimmed).
-pub(crate) fn classify(body: &[u8]) -> Class {
+pub(crate) fn classify(body: &[u8]) -> Class<'_> {
     let Some(&first) = body.first() else {
         return Class::Ignored(LineShape::Blank);
     };
@@ -149,6 +187,8 @@ pub(crate) fn classify(body: &[u8]) -> Class {
                         meta: LineMeta::default(),
                         event: Event::VllmStats(Box::new(st)),
                         flags: ValueFlags::default(),
+                        request_id: None,
+                        model: None,
                     })
                 }
                 Err(()) => Class::Malformed(LineShape::Vllm, MalformedReason::BadVllmStats),
@@ -210,7 +250,7 @@ fn is_go_frame(b: &[u8]) -> bool {
 }
 
 /// A zap JSON line: the prefilter, then a borrowed scan of known messages.
-fn zap_json(body: &[u8]) -> Class {
+fn zap_json(body: &[u8]) -> Class<'_> {
     if let Some(p) = msg_finder().find(body) {
         let start = p + 7;
         if let Some(off) = memchr::memchr2(b'"', b'\\', &body[start..])
@@ -237,7 +277,7 @@ fn zap_json(body: &[u8]) -> Class {
 
 /// Scans the whole object. `kind` is the prefilter's guess; the scanned
 /// top-level `msg` decides.
-fn full(body: &[u8], kind: Option<Kind>) -> Class {
+fn full(body: &[u8], kind: Option<Kind>) -> Class<'_> {
     if let Some(k @ (Kind::BeforeFilters | Kind::FilterCompleted | Kind::PickerCompleted)) = kind
         && let Some(c) = dump_fast(body, k)
     {
@@ -273,7 +313,7 @@ fn full(body: &[u8], kind: Option<Kind>) -> Class {
 /// writes for these messages, and the line must end with `]}` (`}}` for the
 /// picker's result object) so a line cut inside the dump is not taken as
 /// complete. `None` falls back to the full scan.
-fn dump_fast(body: &[u8], kind: Kind) -> Option<Class> {
+fn dump_fast(body: &[u8], kind: Kind) -> Option<Class<'_>> {
     let mut f = Fields::new();
     let stop: &[u8] = if kind == Kind::PickerCompleted {
         b"result"
@@ -303,7 +343,7 @@ fn dump_fast(body: &[u8], kind: Kind) -> Option<Class> {
         }
         fields::dump_ids(tail)?
     };
-    let mut meta = LineMeta {
+    let meta = LineMeta {
         ts: f.get(Key::Ts).and_then(fields::ts),
         v: match f.get(Key::Level) {
             Some(Val::Str(raw, _)) => fields::level(raw),
@@ -311,11 +351,8 @@ fn dump_fast(body: &[u8], kind: Kind) -> Option<Class> {
         },
         ..LineMeta::default()
     };
-    meta.request_id = f.string(Key::RequestId);
-    meta.model = f
-        .string(Key::TargetModelName)
-        .or_else(|| f.string(Key::ResolvedTargetModel))
-        .or_else(|| f.string(Key::Model));
+    let request_id = raw_str(&f, Key::RequestId);
+    let model = raw_model(&f);
     let event = match kind {
         Kind::BeforeFilters => Event::BeforeFilters { endpoints: ids },
         Kind::FilterCompleted => Event::FilterCompleted {
@@ -328,11 +365,13 @@ fn dump_fast(body: &[u8], kind: Kind) -> Option<Class> {
         meta,
         event,
         flags: ValueFlags::default(),
+        request_id,
+        model,
     }))
 }
 
 /// A console-encoder line: `time\tLEVEL\t[logger\t]caller\tmsg\t{json}`.
-fn console(body: &[u8]) -> Option<Class> {
+fn console(body: &[u8]) -> Option<Class<'_>> {
     let mut parts = body.split(|&c| c == b'\t');
     let time = parts.next()?;
     let level = parts.next()?;
@@ -368,16 +407,16 @@ fn console(body: &[u8]) -> Option<Class> {
     Some(build(kind, &f, &mut meta, LineShape::Console))
 }
 
-fn missing(shape: LineShape, k: &'static str) -> Class {
+fn missing(shape: LineShape, k: &'static str) -> Class<'static> {
     Class::Malformed(shape, MalformedReason::MissingKey(k))
 }
 
 /// Builds the event of a known message from its fields.
-fn build(kind: Kind, f: &Fields<'_>, meta: &mut LineMeta, shape: LineShape) -> Class {
-    meta.request_id = f.string(Key::RequestId);
+fn build<'a>(kind: Kind, f: &Fields<'a>, meta: &mut LineMeta, shape: LineShape) -> Class<'a> {
+    let request_id = raw_str(f, Key::RequestId);
     // The model is read from the lines that start or name a decision only
     // (every request-path line repeats it).
-    if matches!(
+    let model = if matches!(
         kind,
         Kind::Filter(_)
             | Kind::Profile
@@ -386,11 +425,10 @@ fn build(kind: Kind, f: &Fields<'_>, meta: &mut LineMeta, shape: LineShape) -> C
             | Kind::EliminatedAll
             | Kind::EndpointTtft
     ) {
-        meta.model = f
-            .string(Key::TargetModelName)
-            .or_else(|| f.string(Key::ResolvedTargetModel))
-            .or_else(|| f.string(Key::Model));
-    }
+        raw_model(f)
+    } else {
+        None
+    };
     let mut flags = ValueFlags::default();
     let event = match kind {
         Kind::Filter(msg) => {
@@ -522,6 +560,8 @@ fn build(kind: Kind, f: &Fields<'_>, meta: &mut LineMeta, shape: LineShape) -> C
         meta: std::mem::take(meta),
         event,
         flags,
+        request_id,
+        model,
     })
 }
 
@@ -529,9 +569,14 @@ fn build(kind: Kind, f: &Fields<'_>, meta: &mut LineMeta, shape: LineShape) -> C
 mod tests {
     use super::*;
 
-    fn used(line: &str) -> Used {
+    /// The used line, with its borrowed request id and model put in its meta.
+    fn used(line: &str) -> Used<'_> {
         match classify(line.as_bytes()) {
-            Class::Used(u) => u,
+            Class::Used(mut u) => {
+                u.meta.request_id = u.request_id.map(RawStr::to_owned_string);
+                u.meta.model = u.model.map(RawStr::to_owned_string);
+                u
+            }
             Class::Ignored(s) => panic!("ignored {s:?}: {line}"),
             Class::Malformed(s, r) => panic!("malformed {s:?} {r}: {line}"),
         }

@@ -3,11 +3,13 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::assemble::{Assembler, AssemblerLimits, DeploymentNaming};
-use crate::classify::{self, Class, Used};
-use crate::decision::{Decision, SourceLoc};
+use std::borrow::Cow;
+
+use crate::assemble::{Assembler, AssemblerLimits, Ctx, DeploymentNaming};
+use crate::classify::{self, Class, RawStr, Used};
+use crate::decision::{Decision, SourceLoc, ValueFlags};
 use crate::error::ParseError;
-use crate::event::Event;
+use crate::event::{Event, LineMeta};
 use crate::frame;
 use crate::input::{self, pod_owner};
 use crate::ledger::{Counts, InputFormat, InputLedger, LineShape, MalformedLine, MalformedReason};
@@ -81,7 +83,7 @@ impl<'o> Engine<'o> {
 
     /// One line over the cap.
     pub(crate) fn too_long(&mut self, bytes: u64) -> Result<(), ParseError> {
-        self.apply(Pre::TooLong(bytes), &mut |_| {})
+        self.apply(Pre::TooLong(bytes), &[], &mut |_| {})
     }
 
     /// One line (without its `\n`), read on this thread.
@@ -99,11 +101,17 @@ impl<'o> Engine<'o> {
             };
         }
         let pre = pre_line(raw, self.format);
-        self.apply(pre, sink)
+        self.apply(pre, raw, sink)
     }
 
-    /// Accounts for one pre-read line, in input order.
-    pub(crate) fn apply(&mut self, pre: Pre, sink: &mut dyn FnMut(Item)) -> Result<(), ParseError> {
+    /// Accounts for one pre-read line, in input order. `base` holds the
+    /// line at [`UsedLine::at`] (the line itself, or its block).
+    pub(crate) fn apply(
+        &mut self,
+        pre: Pre,
+        base: &[u8],
+        sink: &mut dyn FnMut(Item),
+    ) -> Result<(), ParseError> {
         self.line += 1;
         self.counts.lines_total += 1;
         match pre {
@@ -136,7 +144,16 @@ impl<'o> Engine<'o> {
                 }
             }
             Pre::Used(u, console) => {
-                let Used { meta, event, flags } = u;
+                let UsedLine {
+                    meta,
+                    event,
+                    flags,
+                    at,
+                    request_id,
+                    model,
+                    pod,
+                } = u;
+                let line = base.get(at..).unwrap_or_default();
                 self.counts.lines_used += 1;
                 if flags.huge {
                     self.counts.values_huge += 1;
@@ -149,7 +166,8 @@ impl<'o> Engine<'o> {
                 }
                 if let Event::VllmStats(st) = event {
                     self.counts.shapes.add(LineShape::Vllm);
-                    let st = self.finish_stats(*st, meta.pod, meta.kubelet_ts);
+                    let pod = pod.get(line).map(Cow::into_owned);
+                    let st = self.finish_stats(*st, pod, meta.kubelet_ts);
                     self.counts.vllm_stats += 1;
                     sink(Item::VllmStats(Box::new(st)));
                     return Ok(());
@@ -159,9 +177,17 @@ impl<'o> Engine<'o> {
                 } else {
                     LineShape::ZapJson
                 });
+                let (request_id, pod, model) =
+                    (request_id.get(line), pod.get(line), model.get(line));
+                let ctx = Ctx {
+                    ts: meta.ts.or(meta.kubelet_ts),
+                    request_id: request_id.as_deref(),
+                    pod: pod.as_deref(),
+                    model: model.as_deref(),
+                };
                 let counts = &mut self.counts;
                 let mut emit = |d: Decision| Self::emit_decision(counts, sink, d);
-                self.asm.feed(self.line, &meta, event, &mut emit);
+                self.asm.feed_ctx(self.line, &ctx, event, &mut emit);
                 Ok(())
             }
         }
@@ -234,6 +260,57 @@ impl<'o> Engine<'o> {
     }
 }
 
+/// A string of a used line: a span of the line's bytes, or owned (when it
+/// had escapes). Spans keep the per-line request id, model and pod from
+/// being allocated on a worker and freed on the assembling thread.
+pub(crate) enum Text {
+    /// Absent.
+    None,
+    /// `line[start..end]`, bytes as written (converted lossily if not UTF-8).
+    Span(u32, u32),
+    /// Unescaped.
+    Owned(String),
+}
+
+impl Text {
+    /// `sub`, a part of `line` (from a [`RawStr`] or the framing).
+    fn of(line: &[u8], sub: &[u8], esc: bool) -> Text {
+        let start = (sub.as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
+        match (esc, u32::try_from(start), u32::try_from(start + sub.len())) {
+            (false, Ok(s), Ok(e)) if start + sub.len() <= line.len() => Text::Span(s, e),
+            _ => Text::Owned(crate::json::unescape(sub, esc).into_owned()),
+        }
+    }
+
+    fn raw(line: &[u8], r: Option<RawStr<'_>>) -> Text {
+        r.map_or(Text::None, |r| Text::of(line, r.bytes, r.esc))
+    }
+
+    /// The string, given the line the span points into.
+    fn get<'b>(&'b self, line: &'b [u8]) -> Option<Cow<'b, str>> {
+        match self {
+            Text::None => None,
+            Text::Span(s, e) => {
+                let b = line.get(*s as usize..*e as usize).unwrap_or_default();
+                Some(String::from_utf8_lossy(b))
+            }
+            Text::Owned(o) => Some(Cow::Borrowed(o)),
+        }
+    }
+}
+
+/// A used line, ready to apply: the event, and its context as spans of the
+/// line (which starts at `at` in the bytes [`Engine::apply`] is given).
+pub(crate) struct UsedLine {
+    meta: LineMeta,
+    event: Event,
+    flags: ValueFlags,
+    at: usize,
+    request_id: Text,
+    model: Text,
+    pod: Text,
+}
+
 /// A line read without the engine's state: what [`Engine::apply`] needs.
 /// Computed on worker threads when reading in parallel.
 pub(crate) enum Pre {
@@ -246,7 +323,7 @@ pub(crate) enum Pre {
     /// A decisions record (or why it is invalid).
     Record(Result<DecisionRecord, String>),
     /// An event, and whether the line was a console-encoder one.
-    Used(Used, bool),
+    Used(UsedLine, bool),
 }
 
 /// Reads one line (trailing blanks already trimmed) in a known format.
@@ -263,16 +340,31 @@ pub(crate) fn pre_line(raw: &[u8], format: InputFormat) -> Pre {
     match classify::classify(f.body) {
         Class::Ignored(shape) => Pre::Ignored(shape),
         Class::Malformed(shape, reason) => Pre::Malformed(shape, reason),
-        Class::Used(mut used) => {
+        Class::Used(used) => {
+            let Used {
+                mut meta,
+                event,
+                flags,
+                request_id,
+                model,
+            } = used;
             // Parsed only when needed: the line has no time of its own, or
             // it is a vLLM record (whose prefix has no year).
-            if used.meta.ts.is_none() || matches!(used.event, Event::VllmStats(_)) {
-                used.meta.kubelet_ts = f.kubelet_ts();
+            if meta.ts.is_none() || matches!(event, Event::VllmStats(_)) {
+                meta.kubelet_ts = f.kubelet_ts();
             }
-            if used.meta.ts.is_none() {
-                used.meta.ts = used.meta.kubelet_ts;
+            if meta.ts.is_none() {
+                meta.ts = meta.kubelet_ts;
             }
-            used.meta.pod = f.pod.map(|p| String::from_utf8_lossy(p).into_owned());
+            let used = UsedLine {
+                meta,
+                event,
+                flags,
+                at: 0,
+                request_id: Text::raw(raw, request_id),
+                model: Text::raw(raw, model),
+                pod: f.pod.map_or(Text::None, |p| Text::of(raw, p, false)),
+            };
             Pre::Used(used, f.body.first() != Some(&b'{'))
         }
     }
@@ -464,19 +556,25 @@ impl<R: Read> Chunker<R> {
 /// The lines of a block, read by a worker, into `out` (empty).
 fn pre_block(data: &[u8], format: InputFormat, cap: usize, out: &mut Vec<Pre>) {
     let mut start = 0;
-    let one = |line: &[u8]| {
+    let one = |start: usize, line: &[u8]| {
         if line.len() > cap {
             Pre::TooLong(line.len() as u64)
         } else {
-            pre_line(classify::trim_end(line), format)
+            match pre_line(classify::trim_end(line), format) {
+                Pre::Used(mut u, console) => {
+                    u.at = start;
+                    Pre::Used(u, console)
+                }
+                other => other,
+            }
         }
     };
     for p in memchr::memchr_iter(b'\n', data) {
-        out.push(one(&data[start..p]));
+        out.push(one(start, &data[start..p]));
         start = p + 1;
     }
     if start < data.len() {
-        out.push(one(&data[start..]));
+        out.push(one(start, &data[start..]));
     }
 }
 
@@ -578,8 +676,9 @@ fn parallel<R: Read + Send>(
                 pending.insert(idx, res);
                 while let Some(res) = pending.remove(&next) {
                     let (mut pres, buf) = res.map_err(|e| ParseError::io(display, e))?;
+                    let base = buf.as_deref().unwrap_or_default();
                     for p in pres.drain(..) {
-                        eng.apply(p, sink)?;
+                        eng.apply(p, base, sink)?;
                     }
                     next += 1;
                     let _ = spare_tx.send((buf.unwrap_or_default(), pres));
