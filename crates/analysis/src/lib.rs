@@ -40,6 +40,7 @@ pub mod from_parser;
 pub mod gate_dist;
 pub mod hist;
 pub mod input;
+mod queue;
 pub mod recommend;
 pub mod reconstruct;
 pub mod reorder;

@@ -1,0 +1,212 @@
+//! The per-endpoint queue model of the reconstruction (see
+//! [`crate::reconstruct`]): the uncached tokens of each request in flight,
+//! drained front first at the deployment's measured drain rate.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+/// Queued requests kept per endpoint; older ones are merged.
+const MAX_QUEUED: usize = 256;
+
+/// One endpoint's estimated queue: the uncached tokens of the requests in
+/// flight, oldest first, as of `ts`. The EPP releases a request's tokens at
+/// its first streamed chunk, and vLLM prefills waiting requests first come,
+/// first served, so the queue drains front first, one whole request at a time.
+#[derive(Clone, Debug)]
+pub(crate) struct Obs {
+    pub(crate) ts: f64,
+    pub(crate) items: std::collections::VecDeque<f64>,
+    /// Tokens of the front request already prefilled.
+    pub(crate) head_done: f64,
+}
+
+impl Obs {
+    pub(crate) fn new(ts: f64, tokens: f64) -> Obs {
+        let mut items = std::collections::VecDeque::new();
+        if tokens > 0.0 {
+            items.push_back(tokens);
+        }
+        Obs {
+            ts,
+            items,
+            head_done: 0.0,
+        }
+    }
+
+    pub(crate) fn total(&self) -> f64 {
+        self.items.iter().sum()
+    }
+
+    /// In-flight tokens at `ts` after draining at `rate` (front first).
+    pub(crate) fn at(&self, ts: f64, rate: Option<f64>) -> f64 {
+        let Some(r) = rate.filter(|_| ts > self.ts) else {
+            return self.total();
+        };
+        let mut budget = r * (ts - self.ts) + self.head_done;
+        let mut left = 0.0;
+        let mut draining = true;
+        for &it in &self.items {
+            if draining && budget >= it {
+                budget -= it;
+            } else {
+                draining = false;
+                left += it;
+            }
+        }
+        left
+    }
+
+    /// Drains to `ts`.
+    pub(crate) fn advance(&mut self, ts: f64, rate: Option<f64>) {
+        if let Some(r) = rate.filter(|_| ts > self.ts) {
+            let mut budget = r * (ts - self.ts) + self.head_done;
+            self.head_done = 0.0;
+            while let Some(&front) = self.items.front() {
+                if budget >= front {
+                    budget -= front;
+                    self.items.pop_front();
+                } else {
+                    self.head_done = budget;
+                    break;
+                }
+            }
+        }
+        if ts > self.ts || self.ts.is_nan() {
+            self.ts = ts;
+        }
+    }
+
+    /// A measurement: the queue holds `m` tokens now. Within the measurement
+    /// noise (2 % + 256 tokens) the queue is kept as it is, so a long
+    /// prefill's progress is not lost. Below it, requests at the front that
+    /// must have finished are dropped and the rest taken off the newest
+    /// requests; above it, the difference joins as one block (load this EPP
+    /// did not route).
+    pub(crate) fn measure(&mut self, ts: f64, m: f64, rate: Option<f64>) {
+        self.advance(ts, rate);
+        let mut total = self.total();
+        let tol = 0.02 * total.max(m) + 256.0;
+        if (total - m).abs() <= tol {
+            return;
+        }
+        if m > total {
+            self.items.push_back(m - total);
+            return;
+        }
+        while let Some(&front) = self.items.front() {
+            if total - front >= m - tol {
+                total -= front;
+                self.items.pop_front();
+                self.head_done = 0.0;
+            } else {
+                break;
+            }
+        }
+        let mut excess = total - m;
+        while excess > 0.0 {
+            let Some(back) = self.items.back_mut() else {
+                break;
+            };
+            if *back > excess {
+                *back -= excess;
+                excess = 0.0;
+            } else {
+                excess -= *back;
+                self.items.pop_back();
+            }
+        }
+        if self.items.is_empty() {
+            self.head_done = 0.0;
+            if m > 0.0 {
+                self.items.push_back(m);
+            }
+        }
+    }
+
+    /// A request of `tokens` uncached tokens joins the queue.
+    pub(crate) fn add(&mut self, ts: f64, tokens: f64, rate: Option<f64>) {
+        self.advance(ts, rate);
+        if tokens > 0.0 {
+            self.items.push_back(tokens);
+        }
+        if self.items.len() > MAX_QUEUED {
+            let a = self.items.pop_front().unwrap_or(0.0);
+            if let Some(b) = self.items.front_mut() {
+                *b += a;
+            }
+        }
+    }
+}
+
+/// Rate samples kept per deployment for the drain estimate.
+pub(crate) const DRAIN_SAMPLES: usize = 512;
+/// Samples needed before carried-forward loads are drained.
+pub(crate) const MIN_DRAIN_SAMPLES: usize = 8;
+
+/// One deployment's endpoints and its drain-rate samples.
+#[derive(Debug, Default)]
+pub(crate) struct DepTracker {
+    pub(crate) eps: HashMap<String, Obs>,
+    /// Recent `(tokens gone, seconds)` pairs of busy endpoints (a ring of
+    /// `DRAIN_SAMPLES`).
+    pub(crate) rates: Vec<(f64, f64)>,
+    pub(crate) next: usize,
+    pub(crate) total_samples: u64,
+    /// Tokens gone over seconds elapsed, summed over `rates`.
+    pub(crate) rate: Option<f64>,
+    /// Recent `tokenLoad`s of sticky survivors whose queue was surely empty:
+    /// the request's own uncached tokens on a sticky endpoint.
+    pub(crate) sticky_uncached: Vec<f64>,
+    pub(crate) sticky_next: usize,
+    /// Their median, once there are enough.
+    pub(crate) sticky_uncached_est: Option<f64>,
+}
+
+impl DepTracker {
+    /// An endpoint's in-flight tokens at `ts`, drained since its observation.
+    pub(crate) fn now(&self, o: &Obs, ts: f64) -> f64 {
+        o.at(ts, self.rate)
+    }
+
+    pub(crate) fn add_sticky_uncached(&mut self, v: f64) {
+        if self.sticky_uncached.len() < DRAIN_SAMPLES {
+            self.sticky_uncached.push(v);
+        } else {
+            self.sticky_uncached[self.sticky_next] = v;
+            self.sticky_next = (self.sticky_next + 1) % DRAIN_SAMPLES;
+        }
+        if self.sticky_uncached.len() >= MIN_DRAIN_SAMPLES {
+            let mut w = self.sticky_uncached.clone();
+            w.sort_by(f64::total_cmp);
+            self.sticky_uncached_est = Some(w[w.len() / 2]);
+        }
+    }
+
+    pub(crate) fn add_rate(&mut self, gone: f64, secs: f64) {
+        if self.rates.len() < DRAIN_SAMPLES {
+            self.rates.push((gone, secs));
+        } else {
+            self.rates[self.next] = (gone, secs);
+            self.next = (self.next + 1) % DRAIN_SAMPLES;
+        }
+        self.total_samples += 1;
+        if self.rates.len() >= MIN_DRAIN_SAMPLES {
+            let (g, t) = self
+                .rates
+                .iter()
+                .fold((0.0, 0.0), |(g, t), (a, b)| (g + a, t + b));
+            self.rate = (t > 0.0).then(|| (g / t).max(0.0));
+        }
+    }
+}
+
+/// A deployment's drain-rate estimate: how fast an endpoint's in-flight
+/// tokens fall while it is busy, seen from the EPP's own accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DrainRate {
+    /// Tokens gone per second over the recent samples, per endpoint.
+    pub median: f64,
+    /// Samples taken over the whole input.
+    pub samples: u64,
+}
