@@ -253,3 +253,28 @@ fn a_closed_pipe_is_success() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+#[test]
+fn gzip_on_stdin_with_a_name() {
+    use std::io::Write;
+    let bytes = std::fs::read(fixture("demo/glm-like.log.gz")).unwrap();
+    let mut child = bin()
+        .args(["glm-5-2=-", "--format", "json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["deployments"][0]["name"], "glm-5-2");
+    assert_eq!(v["deployments"][0]["decisions"], 1030);
+}

@@ -18,8 +18,14 @@ pub struct Table {
 }
 
 impl Default for Table {
+    /// `$COLUMNS` when set (between 60 and 400), else 160.
     fn default() -> Self {
-        Table { width: 160 }
+        let width = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse::<u16>().ok())
+            .map(|c| c.clamp(60, 400))
+            .unwrap_or(160);
+        Table { width }
     }
 }
 
