@@ -10,6 +10,37 @@ fn is_prefix_scorer(plugin: &str) -> bool {
     t.contains("prefix") && !t.contains("affinity")
 }
 
+/// Builds that log every candidate's in-flight tokens (P2251's `calculated
+/// endpoint TTFT`) make a narrowed or no-match decision exact: the
+/// survivors of a narrowed decision are the sticky set, and no candidate of a
+/// no-match decision is sticky. Match info is not logged, so stickiness is
+/// written as a 1/1 or 0/1 match without block size (matched tokens unknown).
+fn per_endpoint_loads(d: &Decision) -> Option<Vec<gatecal_filter::Candidate>> {
+    use gatecal_filter::{Candidate, Outcome};
+    if d.candidates.len() < 2 || d.candidates.iter().any(|c| c.in_flight_tokens.is_none()) {
+        return None;
+    }
+    let sticky = |ep: &str| match (d.outcome, &d.survivors) {
+        (Some(Outcome::Sticky), Some(s)) => Some(s.iter().any(|x| x == ep)),
+        (Some(Outcome::NoMatch), _) => Some(false),
+        _ => None,
+    };
+    d.candidates
+        .iter()
+        .map(|c| {
+            let hit = sticky(&c.endpoint)?;
+            Some(Candidate {
+                id: c.endpoint.clone(),
+                match_blocks: Some(i64::from(hit)),
+                total_blocks: Some(1),
+                in_flight_tokens: c.in_flight_tokens,
+                in_flight_requests: c.in_flight_requests,
+                ..Candidate::default()
+            })
+        })
+        .collect()
+}
+
 impl From<&Decision> for DecisionInput {
     fn from(d: &Decision) -> DecisionInput {
         let logged_gate = match d.message {
@@ -45,7 +76,11 @@ impl From<&Decision> for DecisionInput {
                         && c.match_blocks.is_some()
                         && (c.in_flight_tokens.is_some() || c.predicted_ttft_ms.is_some())
                 }));
-        let exact = exact_ok.then(|| d.candidates.iter().map(|c| c.to_candidate()).collect());
+        let exact = if exact_ok {
+            Some(d.candidates.iter().map(|c| c.to_candidate()).collect())
+        } else {
+            per_endpoint_loads(d)
+        };
         let prompt = d.prompt_tokens.map(|p| p.round() as i64);
         // Matched tokens: the PD decider's hit, else the best prefix score of a
         // survivor times the prompt length.
@@ -79,5 +114,32 @@ impl From<&Decision> for DecisionInput {
             prompt_tokens: prompt,
             hit_prefix_tokens: hit,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gatecal_parser::{ParseOptions, parse_slice};
+
+    #[test]
+    fn per_endpoint_ttft_builds_are_exact() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/edge/all_filter_versions.log"
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let parsed =
+            parse_slice("all_filter_versions.log", &bytes, &ParseOptions::default()).unwrap();
+        let d = parsed
+            .decisions()
+            .find(|d| d.request_id.as_deref() == Some("p2251"))
+            .expect("the P2251 decision");
+        let input = DecisionInput::from(d);
+        let exact = input
+            .exact
+            .expect("every candidate's in-flight tokens are logged");
+        assert!(exact.iter().all(|c| c.in_flight_tokens.is_some()));
+        assert!(exact.iter().any(|c| c.in_flight_tokens == Some(64000)));
     }
 }
