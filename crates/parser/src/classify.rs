@@ -19,6 +19,9 @@ use crate::ledger::{LineShape, MalformedReason};
 use crate::vllm;
 
 /// The classification of one line.
+// Returned by value and consumed at once: boxing the used line would cost an
+// allocation per used line.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Class<'a> {
     /// The line gave an event.
     Used(Used<'a>),

@@ -292,7 +292,10 @@ impl Text {
             Text::None => None,
             Text::Span(s, e) => {
                 let b = line.get(*s as usize..*e as usize).unwrap_or_default();
-                Some(String::from_utf8_lossy(b))
+                Some(match std::str::from_utf8(b) {
+                    Ok(s) => Cow::Borrowed(s),
+                    Err(_) => String::from_utf8_lossy(b),
+                })
             }
             Text::Owned(o) => Some(Cow::Borrowed(o)),
         }
