@@ -77,10 +77,11 @@ trap 'rm -rf "$tmp"' EXIT
 for ((r = 1; r <= reps; r++)); do
     echo "== round $r/$reps"
     for i in "${!cmds[@]}"; do
-        "$timer" -f '%e %M' -o "$tmp/t" bash -c "${cmds[$i]}"
-        read -r secs kb <"$tmp/t"
-        echo "$i $secs $kb" >>"$tmp/all"
-        printf '  %-18s %7.2f s %8.1f MiB\n' "${names[$i]}" "$secs" "$(awk -v k="$kb" 'BEGIN{print k/1024}')"
+        "$timer" -f '%e %M %U %S' -o "$tmp/t" bash -c "${cmds[$i]}"
+        read -r secs kb user sys <"$tmp/t"
+        cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN{print u + s}')
+        echo "$i $secs $kb $cpu" >>"$tmp/all"
+        printf '  %-18s %7.2f s wall %7.2f s CPU %8.1f MiB\n' "${names[$i]}" "$secs" "$cpu" "$(awk -v k="$kb" 'BEGIN{print k/1024}')"
     done
 done
 
@@ -92,16 +93,19 @@ function median(arr, n,   i, j, t) {
     return (n % 2) ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
 }
 BEGIN { n = split(names, name, "\n") }
-{ k = $1; c[k]++; t[k, c[k]] = $2; if ($3 > rss[k]) rss[k] = $3 }
+{ k = $1; c[k]++; t[k, c[k]] = $2; u[k, c[k]] = $4; if ($3 > rss[k]) rss[k] = $3 }
 END {
     for (k = 0; k < n; k++) {
         for (i = 1; i <= c[k]; i++) a[i] = t[k, i]
         med[k] = median(a, c[k]); if (med[k] <= 0) med[k] = 0.005
+        for (i = 1; i <= c[k]; i++) a[i] = u[k, i]
+        cpu[k] = median(a, c[k])
     }
-    printf "%-18s %9s %9s %9s %14s %12s\n", "command", "wall s", "MB/s", "RSS MiB", "x baseline", "% of cat"
+    printf "%-18s %8s %8s %8s %8s %11s %9s\n", "command", "wall s", "CPU s", "MB/s", "RSS MiB", "x baseline", "% of cat"
     for (k = 0; k < n; k++) {
-        printf "%-18s %9.2f %9.0f %9.1f %14.1f %11.0f%%\n", name[k + 1], med[k], size / 1e6 / med[k], rss[k] / 1024, med[1] / med[k], 100 * med[0] / med[k]
+        printf "%-18s %8.2f %8.2f %8.0f %8.1f %11.1f %8.0f%%\n", name[k + 1], med[k], cpu[k], size / 1e6 / med[k], rss[k] / 1024, med[1] / med[k], 100 * med[0] / med[k]
     }
+    printf "\n(wall and CPU: medians; CPU = user + system of all threads; RSS: the largest of the runs;\n x baseline and %% of cat: ratios of median wall times, this run)\n"
     printf "\ntarget (gate-dist -j2): >= 25x baseline: %.1fx %s; >= 30%% of cat: %.0f%% %s; RSS < 200 MiB: %.1f MiB %s\n",
         med[1] / med[3], (med[1] / med[3] >= 25 ? "met" : "NOT met"),
         100 * med[0] / med[3], (med[0] / med[3] >= 0.3 ? "met" : "NOT met"),
