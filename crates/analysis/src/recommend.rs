@@ -25,9 +25,13 @@
 //! * Each config (current, static, matched tokens) is replayed through the
 //!   filter core on the same decisions ([`crate::whatif`]); shares are of all
 //!   decisions.
-//! * **Memory**: the decisions are kept until the end, because the static
-//!   recommendation's bar is known only then: about 300 bytes each (a day
-//!   of one million decisions: ~300 MB). gate-dist has no such cost.
+//! * **Memory**: each decision is kept until the end, because the static
+//!   recommendation's bar is known only then, reduced to what the static and
+//!   matched-tokens gates read (the two best endpoints' in-flight tokens and
+//!   the sticky one's matched tokens): 40 bytes a decision, plus 16 for its
+//!   break-even sample (a day of one million decisions: ~56 MB). gate-dist
+//!   has no such cost. The in-flight request gate is not part of these
+//!   replays.
 //! * **Warnings**: thin evidence (peak from never-saturated engines or from the config
 //!   alone, fewer than 30 saturated intervals, fewer than 100 decisions with
 //!   matched tokens), a configured peak more than 2x off the estimate, a
@@ -36,14 +40,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use gatecal_filter::{Config, PenaltyMode};
+use gatecal_filter::{Config, Outcome, PenaltyMode, TtftSource, decide};
 use gatecal_parser::VllmStats;
 use serde::Serialize;
 
 use crate::gate_dist::{ConfigSet, InputSummary, SourcedConfig};
 use crate::hist::SignedHistogram;
 use crate::input::DecisionInput;
-use crate::reconstruct::{GateSample, ReconstructOptions, Reconstructor};
+use crate::reconstruct::{GateSample, ReconstructOptions, Reconstructor, Replay, two_sided};
 use crate::reorder::Reorder;
 use crate::stats::StatsAcc;
 use crate::throughput::{PeakEstimate, PeakSource, VllmEstimator};
@@ -226,9 +230,94 @@ pub struct RecommendReport {
     pub deployments: Vec<DeploymentRec>,
 }
 
+/// What a decision keeps for the replays at the end of the input (the
+/// static recommendation's bar is known only then): the two best
+/// endpoints, which is all the static and matched-tokens gates read.
+#[derive(Clone, Copy, Debug)]
+enum Kept {
+    /// The outcome does not depend on the gate's parameters.
+    Fixed(Outcome),
+    /// The gate input is unknown.
+    Unknown,
+    /// In-flight tokens of the best sticky and best non-sticky endpoints,
+    /// and the sticky one's matched tokens (0: unknown).
+    Gate {
+        sticky: i64,
+        non_sticky: i64,
+        matched: i64,
+    },
+    /// Predictor path: the two best predicted TTFTs, ms.
+    Predicted { sticky: f64, non_sticky: f64 },
+}
+
+impl Kept {
+    /// Reduces a sample to what the replays read, with the filter core.
+    fn of(s: &GateSample, config: &Config) -> Kept {
+        let c = match &s.replay {
+            Replay::Fixed(o) => return Kept::Fixed(*o),
+            Replay::Unknown => return Kept::Unknown,
+            Replay::Candidates(c) => c,
+        };
+        // The gate always evaluated, never firing: its two winners.
+        let probe = Config {
+            penalty_mode: PenaltyMode::Static,
+            max_ttft_penalty_ms: f64::MAX,
+            max_in_flight_requests_delta: 0,
+            exploration_probability: 0.0,
+            ..config.clone()
+        };
+        let d = decide(&probe, c, 1.0);
+        match d.gate {
+            None => Kept::Fixed(d.outcome),
+            Some(g) if config.ttft_source == TtftSource::LatencyPredictor => Kept::Predicted {
+                sticky: g.best_sticky.ttft_ms,
+                non_sticky: g.best_non_sticky.ttft_ms,
+            },
+            Some(g) => Kept::Gate {
+                sticky: g.best_sticky.in_flight_tokens.unwrap_or(0),
+                non_sticky: g.best_non_sticky.in_flight_tokens.unwrap_or(0),
+                matched: c[g.best_sticky.index].matched_tokens(),
+            },
+        }
+    }
+
+    /// The sample to replay.
+    fn sample(self) -> GateSample {
+        let replay = match self {
+            Kept::Fixed(o) => Replay::Fixed(o),
+            Kept::Unknown => Replay::Unknown,
+            Kept::Gate {
+                sticky,
+                non_sticky,
+                matched,
+            } => Replay::Candidates(two_sided(sticky, non_sticky, Some(matched))),
+            Kept::Predicted { sticky, non_sticky } => {
+                let mut c = two_sided(0, 0, None);
+                c[0].predicted_ttft_ms = Some(sticky);
+                c[1].predicted_ttft_ms = Some(non_sticky);
+                Replay::Candidates(c)
+            }
+        };
+        GateSample {
+            ts: None,
+            request_id: None,
+            outcome: None,
+            outcome_logged: false,
+            evidence: None,
+            gate_input_ms: None,
+            replay,
+            matched_tokens: None,
+            logged_bar_ms: None,
+        }
+    }
+}
+
 struct Dep {
     config: SourcedConfig,
-    samples: Vec<(GateSample, Config)>,
+    /// The distinct configs of the deployment's filter instances.
+    configs: Vec<Config>,
+    /// Per decision: what the replays read, and its config's index.
+    kept: Vec<(Kept, u16)>,
     matched: Vec<(Option<f64>, i64)>,
 }
 
@@ -306,32 +395,38 @@ impl Recommend {
             .configs
             .lookup(&d.deployment, d.filter.as_deref())
             .clone();
-        let mut s = self.recon.sample(d, &sc.parameters);
+        let s = self.recon.sample(d, &sc.parameters);
         let dep = self
             .deps
             .entry(d.deployment.clone())
             .or_insert_with(|| Dep {
                 config: sc.clone(),
-                samples: Vec::new(),
+                configs: Vec::new(),
+                kept: Vec::new(),
                 matched: Vec::new(),
             });
         if let Some(m) = s.matched_tokens.filter(|m| *m > 0)
             && s.outcome.is_some_and(|o| {
                 matches!(
                     o,
-                    gatecal_filter::Outcome::Sticky
-                        | gatecal_filter::Outcome::LoadOverride
-                        | gatecal_filter::Outcome::MissingSignal
-                        | gatecal_filter::Outcome::RequestLoadOverride
+                    Outcome::Sticky
+                        | Outcome::LoadOverride
+                        | Outcome::MissingSignal
+                        | Outcome::RequestLoadOverride
                 )
             })
         {
             dep.matched.push((d.ts, m));
         }
-        // Kept until the end (the static bar depends on the break-even p50):
-        // drop what the replay does not need. About 300 bytes a decision.
-        s.request_id = None;
-        dep.samples.push((s, sc.parameters));
+        let ci = match dep.configs.iter().position(|c| *c == sc.parameters) {
+            Some(i) => i,
+            None => {
+                dep.configs.push(sc.parameters.clone());
+                dep.configs.len() - 1
+            }
+        };
+        let kept = Kept::of(&s, &sc.parameters);
+        dep.kept.push((kept, u16::try_from(ci).unwrap_or(u16::MAX)));
     }
 
     /// Adds one vLLM stats line.
@@ -489,8 +584,14 @@ impl Recommend {
             },
         ];
         let mut acc = StatsAcc::new(self.opts.pinned_worse_min_ms, specs.len());
-        for (s, c) in dep.map(|d| d.samples.as_slice()).unwrap_or(&[]) {
-            acc.add(s, c, &specs);
+        if let Some(dep) = dep {
+            for (k, ci) in &dep.kept {
+                let c = dep
+                    .configs
+                    .get(usize::from(*ci))
+                    .unwrap_or(&dep.config.parameters);
+                acc.add(&k.sample(), c, &specs);
+            }
         }
         let st = acc.finish();
         let w = &st.what_if;
@@ -599,6 +700,11 @@ mod tests {
         assert_eq!(endpoint_pod("llm/p-0"), "p-0");
         assert_eq!(endpoint_pod("p-rank-x"), "p-rank-x");
         assert_eq!(endpoint_pod("10.0.0.1:8000"), "10.0.0.1:8000");
+    }
+
+    #[test]
+    fn kept_decisions_are_small() {
+        assert!(std::mem::size_of::<(Kept, u16)>() <= 40);
     }
 
     #[test]
