@@ -440,10 +440,15 @@ fn sequential<R: Read>(
     Ok(false)
 }
 
+/// Most lines in one block: bounds a block's results (about 270 bytes a
+/// line) to about 2 MiB, however short its lines are.
+const MAX_BLOCK_LINES: usize = 8192;
+
 /// What the reader thread hands to a worker.
 enum Body {
     /// Whole lines, `\n`-separated, in `buf[..len]` (the last one may lack
-    /// its `\n` at the end of the input). The buffer is recycled.
+    /// its `\n` at the end of the input); the [`Block`]'s `ends` hold the
+    /// offsets of the newlines. The buffer is recycled.
     Lines { buf: Vec<u8>, len: usize },
     /// A line over the cap, skipped without being buffered: its length.
     TooLong(u64),
@@ -454,15 +459,18 @@ enum Body {
 struct Block {
     idx: u64,
     body: Body,
+    ends: Vec<usize>,
     out: Vec<Pre>,
 }
 
 /// Buffers going back from the applying thread to the reader: a block's
-/// bytes and its results vector, emptied. One per block in flight.
-type Spare = (Vec<u8>, Vec<Pre>);
+/// bytes, its results and its newline offsets, emptied. One per block in
+/// flight.
+type Spare = (Vec<u8>, Vec<Pre>, Vec<usize>);
 type BlockMsg = Result<Block, (u64, std::io::Error)>;
-/// A block's results and its buffer (none for an over-cap line).
-type Done = std::io::Result<(Vec<Pre>, Option<Vec<u8>>)>;
+/// A block's results, its buffer (none for an over-cap line) and its
+/// newline offsets.
+type Done = std::io::Result<(Vec<Pre>, Option<Vec<u8>>, Vec<usize>)>;
 type OutMsg = (u64, Done);
 
 /// Cuts a stream into blocks of whole lines at the last newline of each
@@ -507,28 +515,45 @@ impl<R: Read> Chunker<R> {
     }
 
     /// The next block, read into `buf` (a spare buffer: its contents are
-    /// overwritten). `Err(buf)` hands the buffer back when the input ended.
-    fn next(&mut self, mut buf: Vec<u8>) -> std::io::Result<Result<Body, Vec<u8>>> {
+    /// overwritten), with the offsets of its newlines in `ends` (cleared
+    /// first): at most [`MAX_BLOCK_LINES`] lines, so a block's results are
+    /// bounded whatever its lines' lengths. `Err(buf)` hands the buffer back
+    /// when the input ended.
+    fn next(
+        &mut self,
+        mut buf: Vec<u8>,
+        ends: &mut Vec<usize>,
+    ) -> std::io::Result<Result<Body, Vec<u8>>> {
+        ends.clear();
         let mut len = self.carry.len();
         if buf.len() < len {
             buf.resize(len, 0);
         }
         buf[..len].copy_from_slice(&self.carry);
         self.carry.clear();
+        let mut scanned = 0;
         loop {
-            if len >= self.block || self.eof {
-                if let Some(p) = memchr::memrchr(b'\n', &buf[..len]) {
-                    self.carry.extend_from_slice(&buf[p + 1..len]);
-                    return Ok(Ok(Body::Lines { buf, len: p + 1 }));
-                }
-                if self.eof {
-                    if len == 0 {
-                        return Ok(Err(buf));
-                    }
-                    return Ok(Ok(Body::Lines { buf, len }));
+            for p in memchr::memchr_iter(b'\n', &buf[scanned..len]) {
+                ends.push(scanned + p);
+                if ends.len() == MAX_BLOCK_LINES {
+                    break;
                 }
             }
-            if len > self.cap && memchr::memchr(b'\n', &buf[..len]).is_none() {
+            scanned = len;
+            if ends.len() == MAX_BLOCK_LINES
+                || ((len >= self.block || self.eof) && !ends.is_empty())
+            {
+                let end = ends.last().map_or(len, |&p| p + 1);
+                self.carry.extend_from_slice(&buf[end..len]);
+                return Ok(Ok(Body::Lines { buf, len: end }));
+            }
+            if self.eof {
+                if len == 0 {
+                    return Ok(Err(buf));
+                }
+                return Ok(Ok(Body::Lines { buf, len }));
+            }
+            if len > self.cap && ends.is_empty() {
                 // A line over the cap: skip to its newline, reading into
                 // the same buffer (its bytes are not kept).
                 let mut skipped = len as u64;
@@ -556,8 +581,9 @@ impl<R: Read> Chunker<R> {
     }
 }
 
-/// The lines of a block, read by a worker, into `out` (empty).
-fn pre_block(data: &[u8], format: InputFormat, cap: usize, out: &mut Vec<Pre>) {
+/// The lines of a block (`ends`: the offsets of its newlines), read by a
+/// worker, into `out` (empty).
+fn pre_block(data: &[u8], ends: &[usize], format: InputFormat, cap: usize, out: &mut Vec<Pre>) {
     let mut start = 0;
     let one = |start: usize, line: &[u8]| {
         if line.len() > cap {
@@ -572,7 +598,7 @@ fn pre_block(data: &[u8], format: InputFormat, cap: usize, out: &mut Vec<Pre>) {
             }
         }
     };
-    for p in memchr::memchr_iter(b'\n', data) {
+    for &p in ends {
         out.push(one(start, &data[start..p]));
         start = p + 1;
     }
@@ -608,7 +634,7 @@ fn parallel<R: Read + Send>(
         let (out_tx, out_rx) = mpsc::sync_channel::<OutMsg>(inflight);
         let (spare_tx, spare_rx) = mpsc::sync_channel::<Spare>(inflight);
         for _ in 0..inflight {
-            let _ = spare_tx.send((Vec::new(), Vec::new()));
+            let _ = spare_tx.send((Vec::new(), Vec::new(), Vec::new()));
         }
         let (carry, r, eof, bytes_before) = lines.into_rest();
         let mut chunker = Chunker {
@@ -621,10 +647,16 @@ fn parallel<R: Read + Send>(
         };
         let reader = s.spawn(move || {
             let mut idx = 0u64;
-            while let Ok((buf, out)) = spare_rx.recv() {
-                match chunker.next(buf) {
+            while let Ok((buf, out, mut ends)) = spare_rx.recv() {
+                match chunker.next(buf, &mut ends) {
                     Ok(Ok(body)) => {
-                        if block_tx.send(Ok(Block { idx, body, out })).is_err() {
+                        let block = Block {
+                            idx,
+                            body,
+                            ends,
+                            out,
+                        };
+                        if block_tx.send(Ok(block)).is_err() {
                             break;
                         }
                         idx += 1;
@@ -648,18 +680,23 @@ fn parallel<R: Read + Send>(
                         Err(_) => break,
                     };
                     let out = match msg {
-                        Ok(Ok(Block { idx, body, mut out })) => {
+                        Ok(Ok(Block {
+                            idx,
+                            body,
+                            ends,
+                            mut out,
+                        })) => {
                             let buf = match body {
                                 Body::TooLong(n) => {
                                     out.push(Pre::TooLong(n));
                                     None
                                 }
                                 Body::Lines { buf, len } => {
-                                    pre_block(&buf[..len], format, cap, &mut out);
+                                    pre_block(&buf[..len], &ends, format, cap, &mut out);
                                     Some(buf)
                                 }
                             };
-                            (idx, Ok((out, buf)))
+                            (idx, Ok((out, buf, ends)))
                         }
                         Ok(Err((idx, e))) => (idx, Err(e)),
                         Err(_) => break,
@@ -678,13 +715,13 @@ fn parallel<R: Read + Send>(
             for (idx, res) in out_rx.iter() {
                 pending.insert(idx, res);
                 while let Some(res) = pending.remove(&next) {
-                    let (mut pres, buf) = res.map_err(|e| ParseError::io(display, e))?;
+                    let (mut pres, buf, ends) = res.map_err(|e| ParseError::io(display, e))?;
                     let base = buf.as_deref().unwrap_or_default();
                     for p in pres.drain(..) {
                         eng.apply(p, base, sink)?;
                     }
                     next += 1;
-                    let _ = spare_tx.send((buf.unwrap_or_default(), pres));
+                    let _ = spare_tx.send((buf.unwrap_or_default(), pres, ends));
                 }
             }
             Ok(())
@@ -722,9 +759,13 @@ mod tests {
                 log.push(b'\n');
             }
         }
+        // More short lines than a block holds.
+        for i in 0..(3 * MAX_BLOCK_LINES) {
+            log.extend_from_slice(if i % 1000 == 0 { b"{\n" } else { b"\n" });
+        }
         log.extend_from_slice(b"{\"msg\":\"Request handled\",\"x-request-id\":\"last\"}");
         let mut want = None;
-        for (threads, block_bytes) in [(1, 1), (2, 64), (2, 1000), (3, 4096)] {
+        for (threads, block_bytes) in [(1, 1), (2, 64), (2, 1000), (3, 4096), (2, 1 << 20)] {
             let opts = ParseOptions {
                 threads,
                 block_bytes,
