@@ -132,6 +132,9 @@ struct Req {
     run_active: bool,
     run_candidates: Option<Vec<String>>,
     last_survivors: Option<Vec<String>>,
+    /// The last survivors are those of `run_decisions[k]` (kept there, not
+    /// copied); exclusive with `last_survivors`.
+    last_survivors_in: Option<usize>,
     running_filter: Option<String>,
     instances: Vec<String>,
     pending: Option<Decision>,
@@ -220,10 +223,10 @@ pub struct Assembler {
     requests_evicted: u64,
 }
 
-fn split_plugin(plugin: &str) -> (String, Option<String>) {
+fn split_plugin(plugin: &str) -> (&str, Option<&str>) {
     match plugin.split_once('/') {
-        Some((n, t)) => (n.to_string(), Some(t.to_string())),
-        None => (plugin.to_string(), None),
+        Some((n, t)) => (n, Some(t)),
+        None => (plugin, None),
     }
 }
 
@@ -262,6 +265,7 @@ impl Req {
             run_active: false,
             run_candidates: None,
             last_survivors: None,
+            last_survivors_in: None,
             running_filter: None,
             instances: Vec::new(),
             pending: None,
@@ -279,8 +283,10 @@ impl Req {
 
     fn new_decision(&self, file: &str, line: u64, ts: Option<f64>) -> Decision {
         let cands = self
-            .last_survivors
-            .as_ref()
+            .last_survivors_in
+            .and_then(|k| self.run_decisions.get(k))
+            .and_then(|d| d.survivors.as_ref())
+            .or(self.last_survivors.as_ref())
             .or(self.run_candidates.as_ref())
             .map(|v| v.iter().map(CandidateObs::new).collect())
             .unwrap_or_default();
@@ -303,8 +309,8 @@ impl Req {
                 && let Some(p) = &self.running_filter
             {
                 let (n, t) = split_plugin(p);
-                d.filter = Some(n);
-                d.filter_type = t;
+                d.filter = Some(n.to_string());
+                d.filter_type = t.map(str::to_string);
             }
             self.run_decisions.push(d);
         }
@@ -316,6 +322,7 @@ impl Req {
         self.done.append(&mut self.run_decisions);
         self.run_candidates = None;
         self.last_survivors = None;
+        self.last_survivors_in = None;
         self.running_filter = None;
         self.instances.clear();
     }
@@ -337,20 +344,20 @@ impl Req {
     fn complete_filter(
         &mut self,
         plugin: &str,
-        survivors: Option<Vec<String>>,
+        mut survivors: Option<Vec<String>>,
         file: &str,
         line: u64,
         ts: Option<f64>,
         infer: bool,
     ) {
         let (name, ty) = split_plugin(plugin);
-        if self.pending.is_none() && self.instances.contains(&name) {
+        if self.pending.is_none() && self.instances.iter().any(|i| i == name) {
             self.new_run();
         }
         self.last_na = false;
         let d = match self.pending.take() {
             Some(d) => Some(d),
-            None if infer && is_affinity_type(ty.as_deref(), &name) => {
+            None if infer && is_affinity_type(ty, name) => {
                 let mut d = self.new_decision(file, line, ts);
                 d.message = FilterMsg::None;
                 d.outcome = FilterMsg::None.outcome();
@@ -360,8 +367,8 @@ impl Req {
             None => None,
         };
         if let Some(mut d) = d {
-            d.filter = Some(name.clone());
-            d.filter_type = ty;
+            d.filter = Some(name.to_string());
+            d.filter_type = ty.map(str::to_string);
             if let Some(s) = &survivors {
                 for c in &mut d.candidates {
                     c.survived = Some(s.contains(&c.endpoint));
@@ -374,13 +381,19 @@ impl Req {
                     }
                 }
             }
-            d.survivors = survivors.clone();
+            d.survivors = survivors.take();
+            let has_survivors = d.survivors.is_some();
             self.run_decisions.push(d);
+            if has_survivors {
+                self.last_survivors = None;
+                self.last_survivors_in = Some(self.run_decisions.len() - 1);
+            }
         }
         self.pending_has_outcome = false;
-        self.instances.push(name);
+        self.instances.push(name.to_string());
         if let Some(s) = survivors {
             self.last_survivors = Some(s);
+            self.last_survivors_in = None;
         }
         self.running_filter = None;
         self.run_active = true;
@@ -428,6 +441,7 @@ impl Req {
                 }
                 r.run_candidates = Some(endpoints);
                 r.last_survivors = None;
+                r.last_survivors_in = None;
             }
             Event::HitPercentage {
                 prompt_tokens,
@@ -445,7 +459,7 @@ impl Req {
             }
             Event::RunningFilter { plugin } => {
                 let (name, _) = split_plugin(&plugin);
-                if r.instances.contains(&name) {
+                if r.instances.iter().any(|i| i == name) {
                     r.new_run();
                 }
                 // A pending outcome line waits for its completion line.
@@ -511,11 +525,11 @@ impl Req {
                 // Logged after the instance's completion line (which then
                 // listed no survivors); alone, it completes the call.
                 let (name, _) = split_plugin(&plugin);
-                if r.pending.is_none() && r.instances.last() == Some(&name) {
+                if r.pending.is_none() && r.instances.last().is_some_and(|i| i == name) {
                     if let Some(d) = r
                         .run_decisions
                         .last_mut()
-                        .filter(|d| d.filter.as_deref() == Some(name.as_str()))
+                        .filter(|d| d.filter.as_deref() == Some(name))
                     {
                         d.survivors = Some(Vec::new());
                         for c in &mut d.candidates {
@@ -523,6 +537,7 @@ impl Req {
                         }
                     }
                     r.last_survivors = Some(Vec::new());
+                    r.last_survivors_in = None;
                 } else {
                     r.complete_filter(&plugin, Some(Vec::new()), file, line, ts, infer);
                 }
@@ -535,10 +550,21 @@ impl Req {
                 endpoint,
                 score,
             } => {
-                for d in r.scored() {
-                    candidate_mut(d, &endpoint)
-                        .scores
-                        .push((plugin.clone(), score));
+                // Cloned for all but the last scored decision (usually
+                // there is one), which takes the plugin name.
+                let mut plugin = Some(plugin);
+                {
+                    let mut scored = r.scored().peekable();
+                    while let Some(d) = scored.next() {
+                        let p = if scored.peek().is_some() {
+                            plugin.clone()
+                        } else {
+                            plugin.take()
+                        };
+                        if let Some(p) = p {
+                            candidate_mut(d, &endpoint).scores.push((p, score));
+                        }
+                    }
                 }
                 r.run_active = true;
             }

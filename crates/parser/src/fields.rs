@@ -327,7 +327,8 @@ pub(crate) fn endpoint_list(v: Val<'_>) -> Option<Vec<String>> {
 pub(crate) fn dump_ids(raw: &[u8]) -> Option<Vec<String>> {
     static F: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
     let finder = F.get_or_init(|| memchr::memmem::Finder::new(b"\"ID\":{"));
-    let mut out = Vec::new();
+    // Pools hold a handful of endpoints: one allocation for most dumps.
+    let mut out = Vec::with_capacity(8);
     let mut at = 0;
     while let Some(p) = finder.find(&raw[at..]) {
         let start = at + p + 5;
