@@ -30,6 +30,8 @@ pub(crate) struct Engine<'o> {
     counts: Counts,
     line: u64,
     last_abs_ts: Option<f64>,
+    /// The used line of the line being read on this thread.
+    used: Vec<UsedLine>,
 }
 
 impl<'o> Engine<'o> {
@@ -55,6 +57,7 @@ impl<'o> Engine<'o> {
             counts: Counts::default(),
             line: 0,
             last_abs_ts: None,
+            used: Vec::with_capacity(1),
         }
     }
 
@@ -83,7 +86,7 @@ impl<'o> Engine<'o> {
 
     /// One line over the cap.
     pub(crate) fn too_long(&mut self, bytes: u64) -> Result<(), ParseError> {
-        self.apply(Pre::TooLong(bytes), &[], &mut |_| {})
+        self.apply(Pre::TooLong(bytes), None, &[], &mut |_| {})
     }
 
     /// One line (without its `\n`), read on this thread.
@@ -100,15 +103,18 @@ impl<'o> Engine<'o> {
                 InputFormat::Logs
             };
         }
-        let pre = pre_line(raw, self.format);
-        self.apply(pre, raw, sink)
+        let pre = pre_line(raw, self.format, 0, &mut self.used);
+        let used = self.used.pop();
+        self.apply(pre, used, raw, sink)
     }
 
-    /// Accounts for one pre-read line, in input order. `base` holds the
-    /// line at [`UsedLine::at`] (the line itself, or its block).
+    /// Accounts for one pre-read line, in input order: `used` is the used
+    /// line of a [`Pre::Used`], and `base` holds the line at [`UsedLine::at`]
+    /// (the line itself, or its block).
     pub(crate) fn apply(
         &mut self,
         pre: Pre,
+        used: Option<UsedLine>,
         base: &[u8],
         sink: &mut dyn FnMut(Item),
     ) -> Result<(), ParseError> {
@@ -127,7 +133,7 @@ impl<'o> Engine<'o> {
             }
             Pre::Record(r) => {
                 self.counts.shapes.add(LineShape::DecisionRecord);
-                match r {
+                match *r {
                     Ok(r) => {
                         self.counts.lines_used += 1;
                         let mut d = r.into_decision(SourceLoc {
@@ -143,7 +149,12 @@ impl<'o> Engine<'o> {
                     Err(why) => self.malformed(MalformedReason::BadRecord(why)),
                 }
             }
-            Pre::Used(u, console) => {
+            Pre::Used(console) => {
+                let Some(u) = used else {
+                    // Not reached: a used line always comes with its line.
+                    self.counts.lines_ignored += 1;
+                    return Ok(());
+                };
                 let UsedLine {
                     meta,
                     event,
@@ -324,18 +335,27 @@ pub(crate) enum Pre {
     /// Unreadable.
     Malformed(LineShape, MalformedReason),
     /// A decisions record (or why it is invalid).
-    Record(Result<DecisionRecord, String>),
-    /// An event, and whether the line was a console-encoder one.
-    Used(UsedLine, bool),
+    Record(Box<Result<DecisionRecord, String>>),
+    /// A used line, whether it was a console-encoder one; the [`UsedLine`]
+    /// itself goes to a separate vector (this enum stays small: it is
+    /// moved for every line of a block, the used line only once).
+    Used(bool),
 }
 
-/// Reads one line (trailing blanks already trimmed) in a known format.
-pub(crate) fn pre_line(raw: &[u8], format: InputFormat) -> Pre {
+/// Reads one line (trailing blanks already trimmed) in a known format; a
+/// used line is pushed to `used`, located at `at` (where the line starts in
+/// the bytes it will be applied with).
+pub(crate) fn pre_line(
+    raw: &[u8],
+    format: InputFormat,
+    at: usize,
+    used: &mut Vec<UsedLine>,
+) -> Pre {
     if raw.iter().all(u8::is_ascii_whitespace) && (raw.is_empty() || format != InputFormat::Logs) {
         return Pre::Ignored(LineShape::Blank);
     }
     if format == InputFormat::Decisions {
-        return Pre::Record(DecisionRecord::parse_line(raw));
+        return Pre::Record(Box::new(DecisionRecord::parse_line(raw)));
     }
     let Ok(f) = frame::frame(raw) else {
         return Pre::Malformed(LineShape::Other, MalformedReason::BadFraming);
@@ -343,14 +363,14 @@ pub(crate) fn pre_line(raw: &[u8], format: InputFormat) -> Pre {
     match classify::classify(f.body) {
         Class::Ignored(shape) => Pre::Ignored(shape),
         Class::Malformed(shape, reason) => Pre::Malformed(shape, reason),
-        Class::Used(used) => {
+        Class::Used(u) => {
             let Used {
                 mut meta,
                 event,
                 flags,
                 request_id,
                 model,
-            } = used;
+            } = u;
             // Parsed only when needed: the line has no time of its own, or
             // it is a vLLM record (whose prefix has no year).
             if meta.ts.is_none() || matches!(event, Event::VllmStats(_)) {
@@ -359,16 +379,16 @@ pub(crate) fn pre_line(raw: &[u8], format: InputFormat) -> Pre {
             if meta.ts.is_none() {
                 meta.ts = meta.kubelet_ts;
             }
-            let used = UsedLine {
+            used.push(UsedLine {
                 meta,
                 event,
                 flags,
-                at: 0,
+                at,
                 request_id: Text::raw(raw, request_id),
                 model: Text::raw(raw, model),
                 pod: f.pod.map_or(Text::None, |p| Text::of(raw, p, false)),
-            };
-            Pre::Used(used, f.body.first() != Some(&b'{'))
+            });
+            Pre::Used(f.body.first() != Some(&b'{'))
         }
     }
 }
@@ -440,8 +460,9 @@ fn sequential<R: Read>(
     Ok(false)
 }
 
-/// Most lines in one block: bounds a block's results (about 270 bytes a
-/// line) to about 2 MiB, however short its lines are.
+/// Most lines in one block: bounds a block's results (32 bytes a line, and
+/// about 270 more a used line) to about 2.5 MiB, however short its lines
+/// are.
 const MAX_BLOCK_LINES: usize = 8192;
 
 /// What the reader thread hands to a worker.
@@ -459,18 +480,24 @@ enum Body {
 struct Block {
     idx: u64,
     body: Body,
+    bufs: Bufs,
+}
+
+/// The recycled vectors of a block: newline offsets, results, used lines.
+#[derive(Default)]
+struct Bufs {
     ends: Vec<usize>,
     out: Vec<Pre>,
+    used: Vec<UsedLine>,
 }
 
 /// Buffers going back from the applying thread to the reader: a block's
 /// bytes, its results and its newline offsets, emptied. One per block in
 /// flight.
-type Spare = (Vec<u8>, Vec<Pre>, Vec<usize>);
+type Spare = (Vec<u8>, Bufs);
 type BlockMsg = Result<Block, (u64, std::io::Error)>;
-/// A block's results, its buffer (none for an over-cap line) and its
-/// newline offsets.
-type Done = std::io::Result<(Vec<Pre>, Option<Vec<u8>>, Vec<usize>)>;
+/// A block's buffer (none for an over-cap line) and its results.
+type Done = std::io::Result<(Option<Vec<u8>>, Bufs)>;
 type OutMsg = (u64, Done);
 
 /// Cuts a stream into blocks of whole lines at the last newline of each
@@ -582,20 +609,21 @@ impl<R: Read> Chunker<R> {
 }
 
 /// The lines of a block (`ends`: the offsets of its newlines), read by a
-/// worker, into `out` (empty).
-fn pre_block(data: &[u8], ends: &[usize], format: InputFormat, cap: usize, out: &mut Vec<Pre>) {
+/// worker, into `out` and `used` (both empty).
+fn pre_block(
+    data: &[u8],
+    ends: &[usize],
+    format: InputFormat,
+    cap: usize,
+    out: &mut Vec<Pre>,
+    used: &mut Vec<UsedLine>,
+) {
     let mut start = 0;
-    let one = |start: usize, line: &[u8]| {
+    let mut one = |start: usize, line: &[u8]| {
         if line.len() > cap {
             Pre::TooLong(line.len() as u64)
         } else {
-            match pre_line(classify::trim_end(line), format) {
-                Pre::Used(mut u, console) => {
-                    u.at = start;
-                    Pre::Used(u, console)
-                }
-                other => other,
-            }
+            pre_line(classify::trim_end(line), format, start, used)
         }
     };
     for &p in ends {
@@ -634,7 +662,7 @@ fn parallel<R: Read + Send>(
         let (out_tx, out_rx) = mpsc::sync_channel::<OutMsg>(inflight);
         let (spare_tx, spare_rx) = mpsc::sync_channel::<Spare>(inflight);
         for _ in 0..inflight {
-            let _ = spare_tx.send((Vec::new(), Vec::new(), Vec::new()));
+            let _ = spare_tx.send((Vec::new(), Bufs::default()));
         }
         let (carry, r, eof, bytes_before) = lines.into_rest();
         let mut chunker = Chunker {
@@ -647,15 +675,10 @@ fn parallel<R: Read + Send>(
         };
         let reader = s.spawn(move || {
             let mut idx = 0u64;
-            while let Ok((buf, out, mut ends)) = spare_rx.recv() {
-                match chunker.next(buf, &mut ends) {
+            while let Ok((buf, mut bufs)) = spare_rx.recv() {
+                match chunker.next(buf, &mut bufs.ends) {
                     Ok(Ok(body)) => {
-                        let block = Block {
-                            idx,
-                            body,
-                            ends,
-                            out,
-                        };
+                        let block = Block { idx, body, bufs };
                         if block_tx.send(Ok(block)).is_err() {
                             break;
                         }
@@ -683,20 +706,20 @@ fn parallel<R: Read + Send>(
                         Ok(Ok(Block {
                             idx,
                             body,
-                            ends,
-                            mut out,
+                            mut bufs,
                         })) => {
                             let buf = match body {
                                 Body::TooLong(n) => {
-                                    out.push(Pre::TooLong(n));
+                                    bufs.out.push(Pre::TooLong(n));
                                     None
                                 }
                                 Body::Lines { buf, len } => {
-                                    pre_block(&buf[..len], &ends, format, cap, &mut out);
+                                    let Bufs { ends, out, used } = &mut bufs;
+                                    pre_block(&buf[..len], ends, format, cap, out, used);
                                     Some(buf)
                                 }
                             };
-                            (idx, Ok((out, buf, ends)))
+                            (idx, Ok((buf, bufs)))
                         }
                         Ok(Err((idx, e))) => (idx, Err(e)),
                         Err(_) => break,
@@ -715,13 +738,20 @@ fn parallel<R: Read + Send>(
             for (idx, res) in out_rx.iter() {
                 pending.insert(idx, res);
                 while let Some(res) = pending.remove(&next) {
-                    let (mut pres, buf, ends) = res.map_err(|e| ParseError::io(display, e))?;
+                    let (buf, mut bufs) = res.map_err(|e| ParseError::io(display, e))?;
                     let base = buf.as_deref().unwrap_or_default();
-                    for p in pres.drain(..) {
-                        eng.apply(p, base, sink)?;
+                    let mut used = bufs.used.drain(..);
+                    for p in bufs.out.drain(..) {
+                        let u = if matches!(p, Pre::Used(_)) {
+                            used.next()
+                        } else {
+                            None
+                        };
+                        eng.apply(p, u, base, sink)?;
                     }
+                    drop(used);
                     next += 1;
-                    let _ = spare_tx.send((buf.unwrap_or_default(), pres, ends));
+                    let _ = spare_tx.send((buf.unwrap_or_default(), bufs));
                 }
             }
             Ok(())
