@@ -290,10 +290,13 @@ fn full(body: &[u8], kind: Option<Kind>) -> Class<'_> {
     if let Err(e) = json::members(body, |k, esc, v| f.put(k, esc, v)) {
         return Class::Malformed(LineShape::ZapJson, MalformedReason::BadJson { at: e.at });
     }
-    let Some(msg) = f.get(Key::Msg).and_then(|v| v.as_str()) else {
-        return Class::Ignored(LineShape::ZapJson);
+    let kind = match f.get(Key::Msg) {
+        // The message as written (no copy, no UTF-8 check) unless escaped.
+        Some(Val::Str(raw, false)) => kind_of(raw),
+        Some(v @ Val::Str(_, true)) => v.as_str().and_then(|m| kind_of(m.as_bytes())),
+        _ => None,
     };
-    let Some(kind) = kind_of(msg.as_bytes()) else {
+    let Some(kind) = kind else {
         return Class::Ignored(LineShape::ZapJson);
     };
     let mut meta = LineMeta {
