@@ -245,23 +245,25 @@ impl GateDist {
     }
 
     fn process(&mut self, d: &DecisionInput) {
-        let sc = self
-            .configs
-            .lookup(&d.deployment, d.filter.as_deref())
-            .clone();
+        let sc = self.configs.lookup(&d.deployment, d.filter.as_deref());
         let sample = self.recon.sample(d, &sc.parameters);
         let n = self.opts.what_if.len();
         let pmin = self.opts.pinned_worse_min_ms;
-        let dep = self
-            .deps
-            .entry(d.deployment.clone())
-            .or_insert_with(|| DepAcc {
-                config: sc.clone(),
-                acc: StatsAcc::new(pmin, n),
-                windows: BTreeMap::new(),
-                first_ts: None,
-                last_ts: None,
-            });
+        if !self.deps.contains_key(&d.deployment) {
+            self.deps.insert(
+                d.deployment.clone(),
+                DepAcc {
+                    config: sc.clone(),
+                    acc: StatsAcc::new(pmin, n),
+                    windows: BTreeMap::new(),
+                    first_ts: None,
+                    last_ts: None,
+                },
+            );
+        }
+        let Some(dep) = self.deps.get_mut(&d.deployment) else {
+            return;
+        };
         dep.acc.add(&sample, &sc.parameters, &self.opts.what_if);
         if let Some(ts) = d.ts.filter(|t| t.is_finite()) {
             dep.first_ts = Some(dep.first_ts.map_or(ts, |f| f.min(ts)));

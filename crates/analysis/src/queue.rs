@@ -153,6 +153,11 @@ pub(crate) struct DepTracker {
     pub(crate) rates: Vec<(f64, f64)>,
     pub(crate) next: usize,
     pub(crate) total_samples: u64,
+    /// Sums over `rates`, kept as samples come and go.
+    sum_gone: f64,
+    sum_secs: f64,
+    /// Sticky uncached samples taken so far.
+    sticky_inserts: u64,
     /// Tokens gone over seconds elapsed, summed over `rates`.
     pub(crate) rate: Option<f64>,
     /// Recent `tokenLoad`s of sticky survivors whose queue was surely empty:
@@ -176,26 +181,42 @@ impl DepTracker {
             self.sticky_uncached[self.sticky_next] = v;
             self.sticky_next = (self.sticky_next + 1) % DRAIN_SAMPLES;
         }
-        if self.sticky_uncached.len() >= MIN_DRAIN_SAMPLES {
+        self.sticky_inserts += 1;
+        // The median moves slowly: recompute it every 16 samples (O(n) select).
+        let n = self.sticky_uncached.len();
+        if n >= MIN_DRAIN_SAMPLES
+            && (self.sticky_uncached_est.is_none() || self.sticky_inserts.is_multiple_of(16))
+        {
             let mut w = self.sticky_uncached.clone();
-            w.sort_by(f64::total_cmp);
-            self.sticky_uncached_est = Some(w[w.len() / 2]);
+            let (_, m, _) = w.select_nth_unstable_by(n / 2, f64::total_cmp);
+            self.sticky_uncached_est = Some(*m);
         }
     }
 
     pub(crate) fn add_rate(&mut self, gone: f64, secs: f64) {
         if self.rates.len() < DRAIN_SAMPLES {
             self.rates.push((gone, secs));
+            self.sum_gone += gone;
+            self.sum_secs += secs;
         } else {
+            let (og, os) = self.rates[self.next];
             self.rates[self.next] = (gone, secs);
+            self.sum_gone += gone - og;
+            self.sum_secs += secs - os;
             self.next = (self.next + 1) % DRAIN_SAMPLES;
+            if self.next == 0 {
+                // Running sums drift by rounding: renew them once a lap.
+                let (g, t) = self
+                    .rates
+                    .iter()
+                    .fold((0.0, 0.0), |(g, t), (a, b)| (g + a, t + b));
+                self.sum_gone = g;
+                self.sum_secs = t;
+            }
         }
         self.total_samples += 1;
         if self.rates.len() >= MIN_DRAIN_SAMPLES {
-            let (g, t) = self
-                .rates
-                .iter()
-                .fold((0.0, 0.0), |(g, t), (a, b)| (g + a, t + b));
+            let (g, t) = (self.sum_gone, self.sum_secs);
             self.rate = (t > 0.0).then(|| (g / t).max(0.0));
         }
     }

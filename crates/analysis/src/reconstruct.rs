@@ -255,7 +255,7 @@ impl Reconstructor {
                         _ => typical.unwrap_or(0.0).min(load),
                     };
                     let est = (load - uncached).max(0.0);
-                    updates.push((e.endpoint.clone(), est));
+                    updates.push((e.endpoint.as_str(), est));
                     if sticky_names.contains(&e.endpoint.as_str()) {
                         best_sticky = Some(best_sticky.map_or(est, |b: f64| b.min(est)));
                     }
@@ -386,7 +386,7 @@ impl Reconstructor {
         let ts = d.ts.unwrap_or(f64::NAN);
         let updates = exact
             .iter()
-            .filter_map(|c| c.in_flight_tokens.map(|t| (c.id.clone(), t as f64)))
+            .filter_map(|c| c.in_flight_tokens.map(|t| (c.id.as_str(), t as f64)))
             .collect();
         self.update(&d.deployment, ts, updates);
     }
@@ -397,7 +397,7 @@ impl Reconstructor {
     /// deployment's current median.
     fn learn_sticky_uncached(&mut self, d: &DecisionInput, ts: f64) -> Option<f64> {
         let staleness = self.opts.max_staleness_s;
-        let t = self.latest.entry(d.deployment.clone()).or_default();
+        let t = self.tracker(&d.deployment);
         let mut samples = Vec::new();
         for e in &d.scored {
             let (Some(load), Some(o)) = (e.token_load, t.eps.get(&e.endpoint)) else {
@@ -483,7 +483,7 @@ impl Reconstructor {
                         }
                     }
                 };
-                Some((e.endpoint.clone(), est))
+                Some((e.endpoint.as_str(), est))
             })
             .collect();
         self.update(&d.deployment, ts, updates);
@@ -502,7 +502,7 @@ impl Reconstructor {
         else {
             return;
         };
-        let t = self.latest.entry(d.deployment.clone()).or_default();
+        let t = self.tracker(&d.deployment);
         let rate = t.rate;
         match t.eps.get_mut(chosen) {
             Some(o) => {
@@ -519,15 +519,26 @@ impl Reconstructor {
     /// was busy at its previous estimate yields a drain-rate sample: tokens
     /// gone per second in between (arrivals in between are all routed by
     /// this EPP and already added, so the difference is what drained).
-    fn update(&mut self, deployment: &str, ts: f64, updates: Vec<(String, f64)>) {
+    /// The deployment's tracker, made on first use (no allocation after).
+    fn tracker(&mut self, deployment: &str) -> &mut DepTracker {
+        if !self.latest.contains_key(deployment) {
+            self.latest
+                .insert(deployment.to_string(), DepTracker::default());
+        }
+        self.latest
+            .get_mut(deployment)
+            .expect("inserted just above")
+    }
+
+    fn update(&mut self, deployment: &str, ts: f64, updates: Vec<(&str, f64)>) {
         if updates.is_empty() {
             return;
         }
         let staleness = self.opts.max_staleness_s;
-        let t = self.latest.entry(deployment.to_string()).or_default();
+        let t = self.tracker(deployment);
         for (ep, tokens) in updates {
             let rate = t.rate;
-            match t.eps.get_mut(&ep) {
+            match t.eps.get_mut(ep) {
                 // Lines can be slightly out of order: keep the newest observation.
                 Some(o) if ts < o.ts => {}
                 Some(o) => {
@@ -538,7 +549,7 @@ impl Reconstructor {
                     }
                 }
                 None => {
-                    t.eps.insert(ep, Obs::new(ts, tokens));
+                    t.eps.insert(ep.to_string(), Obs::new(ts, tokens));
                 }
             }
         }
