@@ -27,6 +27,13 @@ pub struct SourcedConfig {
     pub parameters: Config,
 }
 
+/// The filter's defaults, for a deployment no config names.
+static DEFAULT_SOURCED: std::sync::LazyLock<SourcedConfig> =
+    std::sync::LazyLock::new(|| SourcedConfig {
+        source: "default".into(),
+        parameters: Config::default(),
+    });
+
 /// Which config applies to which deployment and filter instance.
 #[derive(Clone, Debug)]
 pub struct ConfigSet {
@@ -53,7 +60,8 @@ impl Default for ConfigSet {
 
 impl ConfigSet {
     /// The config of a deployment's filter instance: the instance of that
-    /// name if the file has one, else the first.
+    /// name if the file has one, else the first (the filter's defaults when
+    /// the set is empty).
     pub fn lookup(&self, deployment: &str, filter: Option<&str>) -> &SourcedConfig {
         let list = self
             .per_deployment
@@ -65,7 +73,7 @@ impl ConfigSet {
         {
             return c;
         }
-        &list[0].1
+        list.first().map_or(&DEFAULT_SOURCED, |(_, c)| c)
     }
 }
 
@@ -458,6 +466,15 @@ mod tests {
         assert_eq!(s.self_check.agreed, 1);
         assert_eq!(s.self_check.bar_mismatches, 0);
         assert!((s.gate_input_ms.max.unwrap() - 18709.191361125064).abs() < 1e-9);
+    }
+
+    #[test]
+    fn an_empty_config_set_falls_back_to_the_defaults() {
+        let set = ConfigSet {
+            default: Vec::new(),
+            per_deployment: HashMap::new(),
+        };
+        assert_eq!(set.lookup("x", Some("y")).parameters, Config::default());
     }
 
     #[test]

@@ -233,10 +233,8 @@ impl Reconstructor {
         }
         let peak = config.peak_prefill_throughput;
         let ts = d.ts.unwrap_or(f64::NAN);
-        let matched = match (d.hit_prefix_tokens, d.prompt_tokens) {
-            (Some(h), _) => Some(h),
-            _ => None,
-        };
+        // Matched tokens of the best sticky endpoint, when the decider logged them.
+        let matched = d.hit_prefix_tokens;
         s.matched_tokens = matched;
         match d.outcome {
             Some(Outcome::Sticky) => {
