@@ -457,7 +457,7 @@ impl DepState {
         let mut runs = Vec::new();
         let mut pd = None;
         let decode_tps = w.decode_tps.max(1.0);
-        let done_ns;
+        let mut remote_done = None;
         // First (or only) profile.
         let r0 = self.run_profile(dep, 0, t, sid, prompt_blocks, sys_blocks);
         let e0 = r0.order[r0.chosen];
@@ -493,30 +493,22 @@ impl DepState {
                         true,
                     );
                     let kv_ready = first + 5_000_000 + (prompt as f64 / 2e6 * NS) as i64;
-                    done_ns = kv_ready + decode_ns;
+                    let done_ns = kv_ready + decode_ns;
+                    remote_done = Some(done_ns);
                     self.attach_remote(0, e0, arrive, kv_ready, prompt, m0 * bs, output, done_ns);
                     self.pools[1].engines[e1].cache.insert(
                         sys_blocks,
                         sid,
                         prompt_blocks - sys_blocks,
                     );
-                } else {
-                    let peak = dep.pools[0].true_peak_tps;
-                    let (_, d) = self.enqueue(
-                        0,
-                        e0,
-                        arrive,
-                        prompt,
-                        m0 * bs,
-                        peak,
-                        output,
-                        decode_ns,
-                        false,
-                    );
-                    done_ns = d;
                 }
             }
-            _ => {
+            _ => {}
+        }
+        // Not disaggregated: the request is served where the first profile sent it.
+        let done_ns = match remote_done {
+            Some(d) => d,
+            None => {
                 let peak = dep.pools[0].true_peak_tps;
                 let (_, d) = self.enqueue(
                     0,
@@ -529,9 +521,9 @@ impl DepState {
                     decode_ns,
                     false,
                 );
-                done_ns = d;
+                d
             }
-        }
+        };
         self.pools[0].engines[e0]
             .cache
             .insert(sys_blocks, sid, prompt_blocks - sys_blocks);
