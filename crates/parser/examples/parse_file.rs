@@ -13,6 +13,11 @@ use std::time::Instant;
 
 use gatecal_parser::{InputSpec, Item, ParseOptions, parse_inputs, parse_slice};
 
+/// The allocator of the gate-dist and recommend binaries, so that the
+/// parser is measured as they run it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut opts = ParseOptions::default();

@@ -6,6 +6,10 @@ mod run;
 
 use std::process::ExitCode;
 
+/// mimalloc, as in gate-dist (docs/performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     match gatecal_cli::pipeline::parse_args::<args::Args>() {
         Ok(args) => gatecal_cli::output::exit("recommend", run::run(args)),
