@@ -176,7 +176,7 @@
 //! [`ParseOptions::keep_malformed`] kept with `file:line` and the reason;
 //! with [`ParseOptions::strict`] the first one is a [`ParseError::Malformed`].
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod assemble;
 mod classify;
