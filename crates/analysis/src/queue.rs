@@ -2,7 +2,7 @@
 //! [`crate::reconstruct`]): the uncached tokens of each request in flight,
 //! drained front first at the deployment's measured drain rate.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use serde::Serialize;
 

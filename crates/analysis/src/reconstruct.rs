@@ -71,7 +71,7 @@
 //! sources are the uncached estimates above, the drain model's timing (a
 //! carried-forward queue can be off by one whole request), and staleness.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use gatecal_filter::{Candidate, Config, Outcome, TtftSource, best_by_ttft, decide};
 use serde::Serialize;
@@ -191,7 +191,7 @@ impl Reconstructor {
     pub fn new(opts: ReconstructOptions) -> Reconstructor {
         Reconstructor {
             opts,
-            latest: HashMap::new(),
+            latest: HashMap::default(),
         }
     }
 

@@ -20,7 +20,9 @@ pub const DEFAULT_REORDER_WINDOW_S: f64 = 30.0;
 struct Entry {
     ts: f64,
     seq: u64,
-    d: DecisionInput,
+    /// Boxed: the heap moves its entries on every push and pop, and a
+    /// decision is a few hundred bytes.
+    d: Box<DecisionInput>,
 }
 
 impl PartialEq for Entry {
@@ -71,7 +73,7 @@ impl Reorder {
         self.heap.push(Entry {
             ts,
             seq: self.seq,
-            d,
+            d: Box::new(d),
         });
         while self
             .heap
@@ -79,7 +81,7 @@ impl Reorder {
             .is_some_and(|e| e.ts < self.newest - self.window)
         {
             if let Some(e) = self.heap.pop() {
-                out(e.d);
+                out(*e.d);
             }
         }
     }
@@ -87,7 +89,7 @@ impl Reorder {
     /// Releases everything left, in order.
     pub fn finish(&mut self, out: &mut dyn FnMut(DecisionInput)) {
         while let Some(e) = self.heap.pop() {
-            out(e.d);
+            out(*e.d);
         }
     }
 }

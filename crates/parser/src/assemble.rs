@@ -3,37 +3,14 @@
 //!
 //! See [`Assembler`] for the rules.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 
 use crate::decision::{CandidateObs, Completion, Decision, FilterMsg, SourceLoc};
 use crate::event::{Event, FilterLine, LineMeta};
 use crate::input::pod_owner;
 
-/// A small fast hasher for request ids (FxHash's multiply-rotate).
-#[derive(Default, Clone, Copy)]
-struct Fx(u64);
-
-impl Hasher for Fx {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = self.0;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-        for &b in chunks.remainder() {
-            h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-        self.0 = h;
-    }
-}
-
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+/// Request ids are hashed with FxHash (fast; the keys are not adversarial).
+type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// How the deployment of a decision is named, most specific first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
