@@ -31,7 +31,7 @@ macro_rules! keys {
                     return None;
                 }
                 let k = usize::from(k);
-                (NAMES[k] == b).then(|| ALL[k])
+                short_eq(NAMES[k], b).then(|| ALL[k])
             }
         }
     };
@@ -85,6 +85,26 @@ keys! {
     HitPrefixTokens = b"absolute hit prefix len (tokens)",
     PromptLength = b"prompt length (token)",
     Result = b"result",
+}
+
+/// `a == b` without a call to `memcmp` for the lengths of most keys
+/// (up to 16 bytes: two overlapping 8-byte words, or bytes).
+#[inline(always)]
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_ne_bytes(w)
+    };
+    match n {
+        0..8 => a.iter().zip(b).all(|(x, y)| x == y),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
 }
 
 /// Slots of the key table (a power of two, several times [`NKEYS`]).
@@ -184,8 +204,7 @@ impl<'a> Fields<'a> {
 pub(crate) fn number(v: Val<'_>, flags: &mut ValueFlags) -> Option<f64> {
     match v {
         Val::Num(raw) => {
-            let s = std::str::from_utf8(raw).ok()?;
-            let x: f64 = s.parse().ok()?;
+            let x = parse_f64(raw)?;
             if x.abs() >= 1e300 {
                 flags.huge = true;
             }
@@ -203,6 +222,52 @@ pub(crate) fn number(v: Val<'_>, flags: &mut ValueFlags) -> Option<f64> {
         }
         _ => None,
     }
+}
+
+/// Exact powers of ten as `f64` (every one up to 1e22 is representable).
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// A JSON number (as the scanner delimited it) as `f64`, correctly
+/// rounded. Numbers written `[-]digits[.digits]` whose digits make an
+/// integer `m <= 2^53` with at most 22 of them after the point (token
+/// counts, scores, most loads) take Clinger's fast path: `m` and `10^k` are
+/// both exact, and one IEEE division rounds correctly, so the result is
+/// bit-for-bit what `str::parse` gives. Anything else (17-digit `ts`,
+/// exponents, 309-digit integers) goes to `str::parse`.
+#[inline]
+pub(crate) fn parse_f64(raw: &[u8]) -> Option<f64> {
+    let (neg, digits) = match raw.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, raw),
+    };
+    let mut m: u64 = 0;
+    let mut n = 0u32;
+    let mut frac: Option<usize> = None;
+    let mut fast = digits.len() <= 24;
+    if fast {
+        for (i, &c) in digits.iter().enumerate() {
+            match c {
+                b'0'..=b'9' if n < 19 => {
+                    m = m * 10 + u64::from(c - b'0');
+                    n += 1;
+                }
+                b'.' if frac.is_none() => frac = Some(digits.len() - i - 1),
+                _ => {
+                    fast = false;
+                    break;
+                }
+            }
+        }
+    }
+    let k = frac.unwrap_or(0);
+    if fast && n > 0 && m <= 1 << 53 && k < POW10.len() {
+        let x = m as f64 / POW10[k];
+        return Some(if neg { -x } else { x });
+    }
+    std::str::from_utf8(raw).ok()?.parse().ok()
 }
 
 /// Normalises an endpoint id given as a string: `ns/name`, `name`, `ip:port`
@@ -405,10 +470,7 @@ pub(crate) fn plausible_epoch(x: f64) -> Option<f64> {
 /// A `ts` value: epoch float (HEAD) or RFC3339 string (older builds).
 pub(crate) fn ts(v: Val<'_>) -> Option<f64> {
     match v {
-        Val::Num(raw) => {
-            let x: f64 = std::str::from_utf8(raw).ok()?.parse().ok()?;
-            plausible_epoch(x)
-        }
+        Val::Num(raw) => plausible_epoch(parse_f64(raw)?),
         Val::Str(raw, false) => crate::time::parse_rfc3339(raw),
         _ => None,
     }
@@ -418,6 +480,61 @@ pub(crate) fn ts(v: Val<'_>) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::json::Scanner;
+
+    /// The fast path gives the bits `str::parse` gives, on both sides of
+    /// its limits (2^53, 19 digits, 22 decimals) and on the shapes zap writes.
+    #[test]
+    fn parse_f64_matches_std() {
+        let mut cases: Vec<String> = [
+            "0",
+            "-0",
+            "1",
+            "-1",
+            "0.5",
+            "1.",
+            "13440",
+            "0.996795654296875",
+            "18709.191361125064",
+            "1787320800.3303745",
+            "9007199254740992",
+            "9007199254740993",
+            "9007199254740991.5",
+            "1e5",
+            "-2.5E-3",
+            "0.0000000000000000000001",
+            "0.00000000000000000000001",
+            "1234567890123456789",
+            "12345678901234567890",
+            "179769313486231570000000000000000000000",
+            "3.14159",
+            "-18000",
+            "00012.5000",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let digits = (x % 10_000_000_000_000_000_000) >> (x % 40);
+            let point = (x >> 50) % 24;
+            let mut t = digits.to_string();
+            if (point as usize) < t.len() {
+                t.insert((t.len() - point as usize).max(1), '.');
+            }
+            if x & 1 == 1 {
+                t.insert(0, '-');
+            }
+            cases.push(t);
+        }
+        for c in cases {
+            let want: f64 = c.parse().unwrap();
+            let got = parse_f64(c.as_bytes()).unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "{c}");
+        }
+    }
 
     fn val(s: &str) -> Val<'_> {
         Scanner::new(s.as_bytes()).value().unwrap()
