@@ -465,22 +465,14 @@ fn sequential<R: Read>(
 /// are.
 const MAX_BLOCK_LINES: usize = 8192;
 
-/// What the reader thread hands to a worker.
+/// A block read by a worker.
 enum Body {
     /// Whole lines, `\n`-separated, in `buf[..len]` (the last one may lack
-    /// its `\n` at the end of the input); the [`Block`]'s `ends` hold the
-    /// offsets of the newlines. The buffer is recycled.
+    /// its `\n` at the end of the input); the block's [`Bufs::ends`] hold
+    /// the offsets of the newlines. The buffer is recycled.
     Lines { buf: Vec<u8>, len: usize },
     /// A line over the cap, skipped without being buffered: its length.
     TooLong(u64),
-}
-
-/// A numbered piece of the input, with the (recycled) vector its lines'
-/// results go to.
-struct Block {
-    idx: u64,
-    body: Body,
-    bufs: Bufs,
 }
 
 /// The recycled vectors of a block: newline offsets, results, used lines.
@@ -491,11 +483,10 @@ struct Bufs {
     used: Vec<UsedLine>,
 }
 
-/// Buffers going back from the applying thread to the reader: a block's
+/// Buffers going back from the applying thread to the workers: a block's
 /// bytes, its results and its newline offsets, emptied. One per block in
 /// flight.
 type Spare = (Vec<u8>, Bufs);
-type BlockMsg = Result<Block, (u64, std::io::Error)>;
 /// A block's buffer (none for an over-cap line) and its results.
 type Done = std::io::Result<(Option<Vec<u8>>, Bufs)>;
 type OutMsg = (u64, Done);
@@ -635,12 +626,13 @@ fn pre_block(
     }
 }
 
-/// The parallel pipeline: one reader thread cuts the stream into blocks of
-/// whole lines ([`Chunker`]); `threads` workers split and run [`pre_line`]
-/// on them; this thread applies the results in input order (assembly,
-/// ledger, sink) and hands each block's buffers back to the reader. At most
-/// `4 * threads` blocks are in flight (there are that many buffers), so
-/// memory stays bounded. Returns the bytes read.
+/// The parallel pipeline: `threads` workers each take the next block of
+/// whole lines from the stream ([`Chunker`], under a lock, into one of the
+/// recycled buffers) and run [`pre_line`] on its lines while the block is
+/// still in their core's cache; this thread applies the results in input
+/// order (assembly, ledger, sink) and hands each block's buffers back. At
+/// most `4 * threads` blocks are in flight (there are that many buffers),
+/// so memory stays bounded. Returns the bytes read.
 fn parallel<R: Read + Send>(
     lines: LineReader<R>,
     eng: &mut Engine<'_>,
@@ -652,62 +644,72 @@ fn parallel<R: Read + Send>(
     use std::sync::mpsc;
     use std::sync::{Arc, Mutex};
 
+    /// The stream and the index of its next block, shared by the workers.
+    struct Shared<R> {
+        chunker: Chunker<R>,
+        idx: u64,
+        done: bool,
+    }
+
     let format = eng.format;
     let block_bytes = eng.opts.block_bytes.max(1);
     let cap = eng.opts.max_line_bytes.max(1);
     let inflight = threads.saturating_mul(4).max(2);
-    std::thread::scope(|s| {
-        let (block_tx, block_rx) = mpsc::sync_channel::<BlockMsg>(inflight);
-        let block_rx = Arc::new(Mutex::new(block_rx));
-        let (out_tx, out_rx) = mpsc::sync_channel::<OutMsg>(inflight);
-        let (spare_tx, spare_rx) = mpsc::sync_channel::<Spare>(inflight);
-        for _ in 0..inflight {
-            let _ = spare_tx.send((Vec::new(), Bufs::default()));
-        }
-        let (carry, r, eof, bytes_before) = lines.into_rest();
-        let mut chunker = Chunker {
+    let (carry, r, eof, bytes_before) = lines.into_rest();
+    let shared = Mutex::new(Shared {
+        chunker: Chunker {
             r,
             carry,
             eof,
             cap,
             block: block_bytes,
             bytes: 0,
-        };
-        let reader = s.spawn(move || {
-            let mut idx = 0u64;
-            while let Ok((buf, mut bufs)) = spare_rx.recv() {
-                match chunker.next(buf, &mut bufs.ends) {
-                    Ok(Ok(body)) => {
-                        let block = Block { idx, body, bufs };
-                        if block_tx.send(Ok(block)).is_err() {
-                            break;
-                        }
-                        idx += 1;
-                    }
-                    Ok(Err(_)) => break,
-                    Err(e) => {
-                        let _ = block_tx.send(Err((idx, e)));
-                        break;
-                    }
-                }
-            }
-            bytes_before + chunker.bytes
-        });
+        },
+        idx: 0,
+        done: false,
+    });
+    let result = std::thread::scope(|s| {
+        let (out_tx, out_rx) = mpsc::sync_channel::<OutMsg>(inflight);
+        let (spare_tx, spare_rx) = mpsc::sync_channel::<Spare>(inflight);
+        let spare_rx = Arc::new(Mutex::new(spare_rx));
+        for _ in 0..inflight {
+            let _ = spare_tx.send((Vec::new(), Bufs::default()));
+        }
         for _ in 0..threads {
-            let rx = Arc::clone(&block_rx);
+            let spare_rx = Arc::clone(&spare_rx);
             let tx = out_tx.clone();
+            let shared = &shared;
             s.spawn(move || {
                 loop {
-                    let msg = match rx.lock() {
+                    let spare = match spare_rx.lock() {
                         Ok(guard) => guard.recv(),
                         Err(_) => break,
                     };
-                    let out = match msg {
-                        Ok(Ok(Block {
-                            idx,
-                            body,
-                            mut bufs,
-                        })) => {
+                    let Ok((buf, mut bufs)) = spare else { break };
+                    // Read the next block (in input order, under the lock).
+                    let read = {
+                        let Ok(mut g) = shared.lock() else { break };
+                        if g.done {
+                            break;
+                        }
+                        let idx = g.idx;
+                        match g.chunker.next(buf, &mut bufs.ends) {
+                            Ok(Ok(body)) => {
+                                g.idx += 1;
+                                Ok((idx, body))
+                            }
+                            Ok(Err(_)) => {
+                                g.done = true;
+                                break;
+                            }
+                            Err(e) => {
+                                g.done = true;
+                                Err((idx, e))
+                            }
+                        }
+                    };
+                    let out = match read {
+                        Ok((idx, body)) => {
                             let buf = match body {
                                 Body::TooLong(n) => {
                                     bufs.out.push(Pre::TooLong(n));
@@ -721,8 +723,7 @@ fn parallel<R: Read + Send>(
                             };
                             (idx, Ok((buf, bufs)))
                         }
-                        Ok(Err((idx, e))) => (idx, Err(e)),
-                        Err(_) => break,
+                        Err((idx, e)) => (idx, Err(e)),
                     };
                     if tx.send(out).is_err() {
                         break;
@@ -731,7 +732,6 @@ fn parallel<R: Read + Send>(
             });
         }
         drop(out_tx);
-        drop(block_rx);
         let mut apply = || -> Result<(), ParseError> {
             let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
             let mut next = 0u64;
@@ -757,12 +757,17 @@ fn parallel<R: Read + Send>(
             Ok(())
         };
         let result = apply();
-        // Unblock and stop the other threads before joining them.
+        // Unblock and stop the workers before they are joined: no more
+        // spare buffers, no more blocks.
+        if let Ok(mut g) = shared.lock() {
+            g.done = true;
+        }
         drop(out_rx);
         drop(spare_tx);
-        let bytes = reader.join().unwrap_or(0);
-        result.map(|()| bytes)
-    })
+        result
+    });
+    let bytes = shared.lock().map_or(0, |g| g.chunker.bytes);
+    result.map(|()| bytes_before + bytes)
 }
 
 #[cfg(test)]

@@ -245,9 +245,10 @@ pub struct ParseOptions {
     /// logs nothing only for at most one candidate or a threshold `<= 0`).
     pub infer_not_applicable: bool,
     /// Worker threads that read lines ([`parse_inputs`], [`parse_slice`]).
-    /// 1 reads on the calling thread. With N > 1, a reader thread cuts each
-    /// log input into blocks of whole lines (about 1 MiB), N workers classify
-    /// them, and the calling thread assembles the results in input order, so
+    /// 1 reads on the calling thread. With N > 1, N workers take turns
+    /// reading the next block of whole lines (about 1 MiB) of a log input
+    /// and classify it, and the calling thread assembles the results in
+    /// input order, so
     /// the output is the same as with 1; at most 4N blocks are in flight.
     /// Decision-record inputs are read on the calling thread.
     pub threads: usize,
