@@ -23,9 +23,9 @@ macro_rules! keys {
             /// The key spelled `b`: one hash-table probe and one comparison
             /// (most keys of a line are not read, and this runs for every
             /// member of every used line).
-            #[inline]
+            #[inline(always)]
             pub(crate) fn of(b: &[u8]) -> Option<Key> {
-                let t = key_table();
+                let t = &KEY_TABLE;
                 let k = t.slots[slot(b, t.seed)];
                 if k == u8::MAX {
                     return None;
@@ -119,39 +119,39 @@ struct KeyTable {
 
 /// The slot of a key spelling: its length and first, second and last bytes,
 /// mixed with `seed`.
-#[inline]
-fn slot(b: &[u8], seed: u32) -> usize {
-    let first = b.first().copied().unwrap_or(0);
-    let second = b.get(1).copied().unwrap_or(0);
-    let last = b.last().copied().unwrap_or(0);
-    let x = (b.len() as u32)
-        ^ (u32::from(first) << 8)
-        ^ (u32::from(second) << 16)
-        ^ (u32::from(last) << 24);
+#[inline(always)]
+const fn slot(b: &[u8], seed: u32) -> usize {
+    let n = b.len();
+    let first = if n > 0 { b[0] } else { 0 };
+    let second = if n > 1 { b[1] } else { 0 };
+    let last = if n > 0 { b[n - 1] } else { 0 };
+    let x = (n as u32) ^ ((first as u32) << 8) ^ ((second as u32) << 16) ^ ((last as u32) << 24);
     (x.wrapping_mul(seed) >> 23) as usize % SLOTS
 }
 
-/// The key table, built once: the first odd multiplier that separates all
-/// keys.
-fn key_table() -> &'static KeyTable {
-    static T: std::sync::OnceLock<KeyTable> = std::sync::OnceLock::new();
-    T.get_or_init(|| {
-        let mut seed: u32 = 0x9E37_79B1;
-        loop {
-            let mut slots = [u8::MAX; SLOTS];
-            let free = NAMES.iter().enumerate().all(|(i, name)| {
-                let s = &mut slots[slot(name, seed)];
-                let was_free = *s == u8::MAX;
-                *s = i as u8;
-                was_free
-            });
-            if free {
-                return KeyTable { seed, slots };
+/// The key table, built at compile time: the first odd multiplier that
+/// separates all keys.
+static KEY_TABLE: KeyTable = {
+    let mut seed: u32 = 0x9E37_79B1;
+    loop {
+        let mut slots = [u8::MAX; SLOTS];
+        let mut i = 0;
+        let mut free = true;
+        while i < NKEYS {
+            let s = slot(NAMES[i], seed);
+            if slots[s] != u8::MAX {
+                free = false;
+                break;
             }
-            seed = seed.wrapping_add(0x6A09_E668) | 1;
+            slots[s] = i as u8;
+            i += 1;
         }
-    })
-}
+        if free {
+            break KeyTable { seed, slots };
+        }
+        seed = seed.wrapping_add(0x6A09_E668) | 1;
+    }
+};
 
 /// The values of the known keys of one line (the last occurrence wins).
 pub(crate) struct Fields<'a> {
