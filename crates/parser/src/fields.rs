@@ -263,11 +263,56 @@ pub(crate) fn parse_f64(raw: &[u8]) -> Option<f64> {
         }
     }
     let k = frac.unwrap_or(0);
-    if fast && n > 0 && m <= 1 << 53 && k < POW10.len() {
-        let x = m as f64 / POW10[k];
-        return Some(if neg { -x } else { x });
+    if fast && n > 0 && k < POW10.len() {
+        let x = if m <= 1 << 53 {
+            Some(m as f64 / POW10[k])
+        } else {
+            nearest_quotient(m, k)
+        };
+        if let Some(x) = x {
+            return Some(if neg { -x } else { x });
+        }
     }
     std::str::from_utf8(raw).ok()?.parse().ok()
+}
+
+/// `m / 10^k` correctly rounded (to nearest, ties to even), for the
+/// 17-to-19-digit numbers zap writes for `ts` (`1787320800.3303745`); `None`
+/// outside the range where the check below is exact (the caller then uses
+/// `str::parse`).
+///
+/// `m as f64 / 10^k` rounds twice, so it is within 2 ulps of the exact
+/// quotient `v`, and so is the double nearest to `v`. Each of the five
+/// doubles `c = M·2^e` around it is compared with `v` exactly in integers:
+/// `|c - v|·10^k·2^-e = |M·10^k - m·2^-e|`, which fits in `u128` while
+/// `M < 2^53`, `10^k <= 10^22` and `0 < -e <= 63`.
+fn nearest_quotient(m: u64, k: usize) -> Option<f64> {
+    let approx = m as f64 / POW10[k];
+    if !approx.is_normal() {
+        return None;
+    }
+    let bits = approx.to_bits();
+    let exp = bits >> 52;
+    let e = exp as i64 - 1075;
+    if !(-63..0).contains(&e) {
+        return None;
+    }
+    let p10 = 10u128.pow(k as u32);
+    let target = u128::from(m) << (-e) as u32;
+    let mut best: Option<(u128, u64)> = None;
+    for c in bits.checked_sub(2)?..=bits + 2 {
+        if c >> 52 != exp {
+            // Another binade: another scale; leave it to `str::parse`.
+            return None;
+        }
+        let mant = (c & ((1 << 52) - 1)) | (1 << 52);
+        let d = (u128::from(mant) * p10).abs_diff(target);
+        best = match best {
+            Some((bd, bc)) if bd < d || (bd == d && bc % 2 == 0) => Some((bd, bc)),
+            _ => Some((d, c)),
+        };
+    }
+    best.map(|(_, c)| f64::from_bits(c))
 }
 
 /// Normalises an endpoint id given as a string: `ns/name`, `name`, `ip:port`
@@ -529,6 +574,26 @@ mod tests {
             }
             cases.push(t);
         }
+        // `ts` as zap writes it: 10 digits, a point, 1 to 9 decimals.
+        for _ in 0..50_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let secs = 1_500_000_000 + x % 500_000_000;
+            let decimals = 1 + (x >> 40) % 9;
+            let frac = (x >> 20) % 10u64.pow(decimals as u32);
+            cases.push(format!("{secs}.{frac:0width$}", width = decimals as usize));
+        }
+        // Halfway cases and neighbours: doubles printed with extra digits.
+        for i in 0..2_000u64 {
+            let d = f64::from_bits(0x41DA_0000_0000_0000 + i * 7919);
+            cases.push(format!("{d:.7}"));
+            cases.push(format!("{d:.9}"));
+        }
+        assert_eq!(
+            nearest_quotient(17_873_208_003_303_745, 7),
+            Some(1787320800.3303745)
+        );
         for c in cases {
             let want: f64 = c.parse().unwrap();
             let got = parse_f64(c.as_bytes()).unwrap();
