@@ -442,22 +442,24 @@ pub(crate) fn dump_ids(raw: &[u8]) -> Option<Vec<String>> {
     let mut at = 0;
     while let Some(p) = finder.find(&raw[at..]) {
         let start = at + p + 5;
+        // One pass over the `ID` object: its members, then where it ends.
         let mut sc = crate::json::Scanner::new(&raw[start..]);
-        match sc.value() {
-            Ok(Val::Obj(o)) => {
-                let mut name = None;
-                let mut ns = None;
-                obj_members(o, |k, _, v| match k {
-                    b"Name" | b"name" => name = v.as_str(),
-                    b"Namespace" | b"namespace" => ns = v.as_str(),
-                    _ => {}
-                });
-                if let Some(id) = join_id(ns.as_deref(), name.as_deref()) {
-                    out.push(id);
-                }
-                at = start + o.len();
+        let mut name = None;
+        let mut ns = None;
+        let read = sc.object(false, |k, _, v| match k {
+            b"Name" | b"name" => name = Some(v),
+            b"Namespace" | b"namespace" => ns = Some(v),
+            _ => {}
+        });
+        if read.is_ok() {
+            let name = name.and_then(|v| v.as_str());
+            let ns = ns.and_then(|v| v.as_str());
+            if let Some(id) = join_id(ns.as_deref(), name.as_deref()) {
+                out.push(id);
             }
-            _ => at = start,
+            at = start + sc.pos();
+        } else {
+            at = start;
         }
     }
     if out.is_empty() { None } else { Some(out) }

@@ -221,6 +221,11 @@ impl<'a> Scanner<'a> {
         Scanner { b, i: 0 }
     }
 
+    /// The cursor: where the last value read ended.
+    pub(crate) fn pos(&self) -> usize {
+        self.i
+    }
+
     fn err<T>(&self) -> Result<T, JsonError> {
         Err(JsonError { at: self.i })
     }
