@@ -165,7 +165,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn put(&mut self, key: &'a [u8], esc: bool, v: Val<'a>) {
         let k = if esc {
             Key::of(unescape(key, true).as_bytes())
@@ -230,6 +230,17 @@ const POW10: [f64; 23] = [
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
 
+/// The same powers of ten as integers.
+const POW10_INT: [u128; 23] = {
+    let mut t = [1u128; 23];
+    let mut i = 1;
+    while i < 23 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
+
 /// A JSON number (as the scanner delimited it) as `f64`, correctly
 /// rounded. Numbers written `[-]digits[.digits]` whose digits make an
 /// integer `m <= 2^53` with at most 22 of them after the point (token
@@ -243,26 +254,26 @@ pub(crate) fn parse_f64(raw: &[u8]) -> Option<f64> {
         Some((b'-', rest)) => (true, rest),
         _ => (false, raw),
     };
-    let mut m: u64 = 0;
-    let mut n = 0u32;
-    let mut frac: Option<usize> = None;
-    let mut fast = digits.len() <= 24;
-    if fast {
-        for (i, &c) in digits.iter().enumerate() {
-            match c {
-                b'0'..=b'9' if n < 19 => {
-                    m = m * 10 + u64::from(c - b'0');
-                    n += 1;
-                }
-                b'.' if frac.is_none() => frac = Some(digits.len() - i - 1),
-                _ => {
-                    fast = false;
-                    break;
-                }
-            }
+    // `int[.frac]`, at most 19 digits in all (so the integer fits in u64).
+    let int = crate::json::digit_run(digits, 0);
+    let (frac, fast) = match digits.get(int) {
+        None => (0, true),
+        Some(b'.') => {
+            let f = crate::json::digit_run(digits, int + 1);
+            (f, int + 1 + f == digits.len())
         }
-    }
-    let k = frac.unwrap_or(0);
+        Some(_) => (0, false),
+    };
+    let n = int + frac;
+    let fast = fast && n <= 19;
+    let m = if fast {
+        let m = crate::json::digits_value(&digits[..int]);
+        let f = digits.get(int + 1..int + 1 + frac).unwrap_or_default();
+        m * POW10_INT[frac] as u64 + crate::json::digits_value(f)
+    } else {
+        0
+    };
+    let k = frac;
     if fast && n > 0 && k < POW10.len() {
         let x = if m <= 1 << 53 {
             Some(m as f64 / POW10[k])
@@ -297,7 +308,7 @@ fn nearest_quotient(m: u64, k: usize) -> Option<f64> {
     if !(-63..0).contains(&e) {
         return None;
     }
-    let p10 = 10u128.pow(k as u32);
+    let p10 = POW10_INT[k];
     let target = u128::from(m) << (-e) as u32;
     let mut best: Option<(u128, u64)> = None;
     for c in bits.checked_sub(2)?..=bits + 2 {

@@ -204,6 +204,61 @@ fn inline_search(b: &[u8], from: usize, end: usize) -> (usize, Option<usize>) {
     (j, None)
 }
 
+/// The 8 bytes at `b[i..i + 8]` as a little-endian word, if there are 8.
+#[inline(always)]
+fn word8(b: &[u8], i: usize) -> Option<u64> {
+    let w: [u8; 8] = b.get(i..i.checked_add(8)?)?.try_into().ok()?;
+    Some(u64::from_le_bytes(w))
+}
+
+/// The number of ASCII digits at the start of `b[from..]`, 8 bytes a step.
+/// A byte is a digit when its high nibble is 3 and its low nibble plus 6
+/// does not reach 16; both tests stay within the byte (no carry crosses
+/// into the next one), so the mask is exact.
+#[inline(always)]
+pub(crate) fn digit_run(b: &[u8], from: usize) -> usize {
+    const HI: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const LO: u64 = 0x0F0F_0F0F_0F0F_0F0F;
+    let mut i = from;
+    while let Some(w) = word8(b, i) {
+        let t = w ^ 0x3030_3030_3030_3030;
+        let not_digit = (t & HI) | (((t & LO) + 0x0606_0606_0606_0606) & 0x1010_1010_1010_1010);
+        if not_digit != 0 {
+            return i - from + (not_digit.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    i - from
+}
+
+/// The value of 8 ASCII digits (`b[i..i + 8]`, all digits), most
+/// significant first, combined pairwise in the word (2, 4, then 8 digits).
+#[inline(always)]
+pub(crate) fn eight_digits(w: u64) -> u64 {
+    let v = w - 0x3030_3030_3030_3030;
+    let v = (v * 10 + (v >> 8)) & 0x00FF_00FF_00FF_00FF;
+    let v = (v * 100 + (v >> 16)) & 0x0000_FFFF_0000_FFFF;
+    (v * 10_000 + (v >> 32)) & 0xFFFF_FFFF
+}
+
+/// The value of a run of at most 19 ASCII digits.
+#[inline(always)]
+pub(crate) fn digits_value(d: &[u8]) -> u64 {
+    let mut m = 0u64;
+    let mut i = 0;
+    while let Some(w) = word8(d, i) {
+        m = m * 100_000_000 + eight_digits(w);
+        i += 8;
+    }
+    for &c in &d[i..] {
+        m = m * 10 + u64::from(c - b'0');
+    }
+    m
+}
+
 /// A structural error at a byte offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct JsonError {
@@ -230,8 +285,12 @@ impl<'a> Scanner<'a> {
         Err(JsonError { at: self.i })
     }
 
-    #[inline]
+    #[inline(always)]
     fn ws(&mut self) {
+        // zap writes no whitespace between tokens: one test for that.
+        if self.b.get(self.i).is_some_and(|&c| c > b' ') {
+            return;
+        }
         while let Some(&c) = self.b.get(self.i) {
             if matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
                 self.i += 1;
@@ -271,22 +330,18 @@ impl<'a> Scanner<'a> {
         if self.b.get(self.i) == Some(&b'-') {
             self.i += 1;
         }
-        let ds = self.i;
-        while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
-            self.i += 1;
-        }
-        if self.i == ds {
+        let n = digit_run(self.b, self.i);
+        if n == 0 {
             return self.err();
         }
+        self.i += n;
         if self.b.get(self.i) == Some(&b'.') {
             self.i += 1;
-            let fs = self.i;
-            while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
-                self.i += 1;
-            }
-            if self.i == fs {
+            let n = digit_run(self.b, self.i);
+            if n == 0 {
                 return self.err();
             }
+            self.i += n;
         }
         if matches!(self.b.get(self.i), Some(b'e' | b'E')) {
             self.i += 1;
