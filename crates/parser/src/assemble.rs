@@ -131,12 +131,18 @@ struct Req {
 pub(crate) struct Ctx<'a> {
     /// The line's time, else its kubelet time.
     pub ts: Option<f64>,
-    /// `x-request-id`.
-    pub request_id: Option<&'a str>,
+    /// `x-request-id`, as written (converted to a string, lossily if it
+    /// is not UTF-8, once per request).
+    pub request_id: Option<&'a [u8]>,
     /// The kubectl prefix's pod.
-    pub pod: Option<&'a str>,
+    pub pod: Option<&'a [u8]>,
     /// The model keys.
-    pub model: Option<&'a str>,
+    pub model: Option<&'a [u8]>,
+}
+
+/// Bytes of a line as an owned string (lossily if not UTF-8).
+fn owned(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 /// An event waiting in its request's buffer.
@@ -149,7 +155,7 @@ struct Buffered {
 struct QEntry {
     serial: u64,
     enq_ts: f64,
-    key: String,
+    key: Vec<u8>,
 }
 
 /// Assembles events into decisions. Feed it every event of one input in
@@ -192,11 +198,11 @@ pub struct Assembler {
     file: String,
     naming: DeploymentNaming,
     limits: AssemblerLimits,
-    reqs: FxMap<String, Req>,
+    reqs: FxMap<Vec<u8>, Req>,
     queue: VecDeque<QEntry>,
     next_serial: u64,
     max_ts: f64,
-    scratch: String,
+    scratch: Vec<u8>,
     requests_evicted: u64,
 }
 
@@ -230,9 +236,9 @@ impl Req {
     fn new(serial: u64, ctx: &Ctx<'_>, line: u64, ts: f64) -> Req {
         Req {
             serial,
-            request_id: ctx.request_id.map(str::to_owned),
-            pod: ctx.pod.map(str::to_owned),
-            model: ctx.model.map(str::to_owned),
+            request_id: ctx.request_id.map(owned),
+            pod: ctx.pod.map(owned),
+            model: ctx.model.map(owned),
             last_ts: ts,
             first_line: line,
             saw_profile_line: false,
@@ -588,7 +594,7 @@ impl Assembler {
             queue: VecDeque::new(),
             next_serial: 0,
             max_ts: f64::NEG_INFINITY,
-            scratch: String::new(),
+            scratch: Vec::new(),
             requests_evicted: 0,
         }
     }
@@ -608,14 +614,14 @@ impl Assembler {
         &self.naming
     }
 
-    fn key_into(scratch: &mut String, ctx: &Ctx<'_>) {
+    fn key_into(scratch: &mut Vec<u8>, ctx: &Ctx<'_>) {
         scratch.clear();
         if let Some(id) = ctx.request_id {
-            scratch.push_str(id);
+            scratch.extend_from_slice(id);
         }
         if let Some(p) = ctx.pod {
-            scratch.push('\u{1f}');
-            scratch.push_str(p);
+            scratch.push(0x1f);
+            scratch.extend_from_slice(p);
         }
     }
 
@@ -629,9 +635,9 @@ impl Assembler {
     ) {
         let ctx = Ctx {
             ts: meta.ts.or(meta.kubelet_ts),
-            request_id: meta.request_id.as_deref(),
-            pod: meta.pod.as_deref(),
-            model: meta.model.as_deref(),
+            request_id: meta.request_id.as_deref().map(str::as_bytes),
+            pod: meta.pod.as_deref().map(str::as_bytes),
+            model: meta.model.as_deref().map(str::as_bytes),
         };
         self.feed_ctx(line, &ctx, event, emit);
     }
@@ -664,11 +670,11 @@ impl Assembler {
         let touch = ts.unwrap_or(self.max_ts);
         Self::key_into(&mut self.scratch, ctx);
         if matches!(event, Event::ReceivedRequest)
-            && let Some(old) = self.reqs.remove(self.scratch.as_str())
+            && let Some(old) = self.reqs.remove(self.scratch.as_slice())
         {
             self.close(old, Completion::Superseded, emit);
         }
-        if !self.reqs.contains_key(self.scratch.as_str()) {
+        if !self.reqs.contains_key(self.scratch.as_slice()) {
             if matches!(event, Event::RequestHandled { .. }) {
                 // Nothing open: a request that started before the log.
                 return;
@@ -686,7 +692,7 @@ impl Assembler {
                 self.evict_oldest(emit);
             }
         }
-        let Some(r) = self.reqs.get_mut(self.scratch.as_str()) else {
+        let Some(r) = self.reqs.get_mut(self.scratch.as_slice()) else {
             return;
         };
         if touch > r.last_ts || r.last_ts.is_nan() {
@@ -695,14 +701,14 @@ impl Assembler {
         if r.model.is_none()
             && let Some(m) = ctx.model
         {
-            r.model = Some(m.to_owned());
+            r.model = Some(owned(m));
         }
         let handled = matches!(event, Event::RequestHandled { .. });
         r.events.push(Buffered { ts, line, event });
         let full = r.events.len() >= self.limits.max_events_per_request.max(1);
-        if handled && let Some(r) = self.reqs.remove(self.scratch.as_str()) {
+        if handled && let Some(r) = self.reqs.remove(self.scratch.as_slice()) {
             self.close(r, Completion::Handled, emit);
-        } else if full && let Some(r) = self.reqs.remove(self.scratch.as_str()) {
+        } else if full && let Some(r) = self.reqs.remove(self.scratch.as_slice()) {
             self.requests_evicted += 1;
             self.close(r, Completion::Evicted, emit);
         }
@@ -712,7 +718,7 @@ impl Assembler {
         if self.queue.len() > 2 * self.reqs.len() + 1024 {
             let reqs = &self.reqs;
             self.queue.retain(|e| {
-                reqs.get(e.key.as_str())
+                reqs.get(e.key.as_slice())
                     .is_some_and(|r| r.serial == e.serial)
             });
         }
@@ -729,12 +735,12 @@ impl Assembler {
             };
             let live = self
                 .reqs
-                .get(e.key.as_str())
+                .get(e.key.as_slice())
                 .filter(|r| r.serial == e.serial)
                 .map(|r| r.last_ts);
             match live {
                 Some(last) if last < threshold => {
-                    if let Some(r) = self.reqs.remove(e.key.as_str()) {
+                    if let Some(r) = self.reqs.remove(e.key.as_slice()) {
                         self.requests_evicted += 1;
                         self.close(r, Completion::Evicted, emit);
                     }
@@ -753,10 +759,10 @@ impl Assembler {
             budget -= 1;
             let live = self
                 .reqs
-                .get(e.key.as_str())
+                .get(e.key.as_slice())
                 .is_some_and(|r| r.serial == e.serial);
             if live && e.key != self.scratch {
-                if let Some(r) = self.reqs.remove(e.key.as_str()) {
+                if let Some(r) = self.reqs.remove(e.key.as_slice()) {
                     self.requests_evicted += 1;
                     self.close(r, Completion::Evicted, emit);
                 }

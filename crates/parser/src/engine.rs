@@ -188,13 +188,11 @@ impl<'o> Engine<'o> {
                 } else {
                     LineShape::ZapJson
                 });
-                let (request_id, pod, model) =
-                    (request_id.get(line), pod.get(line), model.get(line));
                 let ctx = Ctx {
                     ts: meta.ts.or(meta.kubelet_ts),
-                    request_id: request_id.as_deref(),
-                    pod: pod.as_deref(),
-                    model: model.as_deref(),
+                    request_id: request_id.bytes(line),
+                    pod: pod.bytes(line),
+                    model: model.bytes(line),
                 };
                 let counts = &mut self.counts;
                 let mut emit = |d: Decision| Self::emit_decision(counts, sink, d);
@@ -295,6 +293,16 @@ impl Text {
 
     fn raw(line: &[u8], r: Option<RawStr<'_>>) -> Text {
         r.map_or(Text::None, |r| Text::of(line, r.bytes, r.esc))
+    }
+
+    /// The bytes, given the line the span points into (UTF-8 unless the
+    /// line was not: converted where a string is kept).
+    fn bytes<'b>(&'b self, line: &'b [u8]) -> Option<&'b [u8]> {
+        match self {
+            Text::None => None,
+            Text::Span(s, e) => Some(line.get(*s as usize..*e as usize).unwrap_or_default()),
+            Text::Owned(o) => Some(o.as_bytes()),
+        }
     }
 
     /// The string, given the line the span points into.
