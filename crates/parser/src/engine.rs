@@ -9,7 +9,7 @@ use crate::assemble::{Assembler, AssemblerLimits, Ctx, DeploymentNaming};
 use crate::classify::{self, Class, RawStr, Used};
 use crate::decision::{Decision, SourceLoc, ValueFlags};
 use crate::error::ParseError;
-use crate::event::{Event, LineMeta};
+use crate::event::Event;
 use crate::frame;
 use crate::input::{self, pod_owner};
 use crate::ledger::{Counts, InputFormat, InputLedger, LineShape, MalformedLine, MalformedReason};
@@ -156,7 +156,8 @@ impl<'o> Engine<'o> {
                     return Ok(());
                 };
                 let UsedLine {
-                    meta,
+                    ts,
+                    kubelet_ts,
                     event,
                     flags,
                     at,
@@ -172,13 +173,13 @@ impl<'o> Engine<'o> {
                 if flags.non_finite {
                     self.counts.values_non_finite += 1;
                 }
-                if let Some(t) = meta.ts {
+                if let Some(t) = ts {
                     self.last_abs_ts = Some(t);
                 }
                 if let Event::VllmStats(st) = event {
                     self.counts.shapes.add(LineShape::Vllm);
                     let pod = pod.get(line).map(Cow::into_owned);
-                    let st = self.finish_stats(*st, pod, meta.kubelet_ts);
+                    let st = self.finish_stats(*st, pod, kubelet_ts);
                     self.counts.vllm_stats += 1;
                     sink(Item::VllmStats(Box::new(st)));
                     return Ok(());
@@ -189,7 +190,7 @@ impl<'o> Engine<'o> {
                     LineShape::ZapJson
                 });
                 let ctx = Ctx {
-                    ts: meta.ts.or(meta.kubelet_ts),
+                    ts: ts.or(kubelet_ts),
                     request_id: request_id.bytes(line),
                     pod: pod.bytes(line),
                     model: model.bytes(line),
@@ -278,7 +279,7 @@ pub(crate) enum Text {
     /// `line[start..end]`, bytes as written (converted lossily if not UTF-8).
     Span(u32, u32),
     /// Unescaped.
-    Owned(String),
+    Owned(Box<str>),
 }
 
 impl Text {
@@ -287,7 +288,7 @@ impl Text {
         let start = (sub.as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
         match (esc, u32::try_from(start), u32::try_from(start + sub.len())) {
             (false, Ok(s), Ok(e)) if start + sub.len() <= line.len() => Text::Span(s, e),
-            _ => Text::Owned(crate::json::unescape(sub, esc).into_owned()),
+            _ => Text::Owned(crate::json::unescape(sub, esc).into()),
         }
     }
 
@@ -324,7 +325,11 @@ impl Text {
 /// A used line, ready to apply: the event, and its context as spans of the
 /// line (which starts at `at` in the bytes [`Engine::apply`] is given).
 pub(crate) struct UsedLine {
-    meta: LineMeta,
+    /// The line's time (its own, else the kubelet's).
+    ts: Option<f64>,
+    /// The kubelet timestamp, when it was read (see
+    /// [`LineMeta::kubelet_ts`](crate::event::LineMeta::kubelet_ts)).
+    kubelet_ts: Option<f64>,
     event: Event,
     flags: ValueFlags,
     at: usize,
@@ -388,7 +393,8 @@ pub(crate) fn pre_line(
                 meta.ts = meta.kubelet_ts;
             }
             used.push(UsedLine {
-                meta,
+                ts: meta.ts,
+                kubelet_ts: meta.kubelet_ts,
                 event,
                 flags,
                 at,
