@@ -217,8 +217,21 @@ fn is_affinity_type(t: Option<&str>, name: &str) -> bool {
     t.unwrap_or(name).contains("prefix-cache-affinity")
 }
 
+/// `a == b` for endpoint ids, which in one pool share long prefixes and
+/// differ near the end (`…-decode-5t7hwncptc-8s2n7-rank-0`): the lengths and
+/// the last 8 bytes first, then the whole.
+#[inline]
+fn same_endpoint(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.last_chunk::<8>() == b.last_chunk::<8>() && a == b
+}
+
 fn candidate_mut<'d>(d: &'d mut Decision, endpoint: &str) -> &'d mut CandidateObs {
-    let i = match d.candidates.iter().position(|c| c.endpoint == endpoint) {
+    let i = match d
+        .candidates
+        .iter()
+        .position(|c| same_endpoint(&c.endpoint, endpoint))
+    {
         Some(i) => i,
         None => {
             d.candidates.push(CandidateObs::new(endpoint));
@@ -354,10 +367,10 @@ impl Req {
             d.filter_type = ty.map(str::to_string);
             if let Some(s) = &survivors {
                 for c in &mut d.candidates {
-                    c.survived = Some(s.contains(&c.endpoint));
+                    c.survived = Some(s.iter().any(|e| same_endpoint(e, &c.endpoint)));
                 }
                 for e in s {
-                    if !d.candidates.iter().any(|c| c.endpoint == *e) {
+                    if !d.candidates.iter().any(|c| same_endpoint(&c.endpoint, e)) {
                         let mut c = CandidateObs::new(e.clone());
                         c.survived = Some(true);
                         d.candidates.push(c);

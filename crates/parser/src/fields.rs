@@ -310,20 +310,36 @@ fn nearest_quotient(m: u64, k: usize) -> Option<f64> {
     }
     let p10 = POW10_INT[k];
     let target = u128::from(m) << (-e) as u32;
-    let mut best: Option<(u128, u64)> = None;
-    for c in bits.checked_sub(2)?..=bits + 2 {
+    // The distance of a candidate (its bits) to the exact quotient, scaled.
+    let dist = |c: u64| -> Option<u128> {
         if c >> 52 != exp {
             // Another binade: another scale; leave it to `str::parse`.
             return None;
         }
         let mant = (c & ((1 << 52) - 1)) | (1 << 52);
-        let d = (u128::from(mant) * p10).abs_diff(target);
-        best = match best {
-            Some((bd, bc)) if bd < d || (bd == d && bc % 2 == 0) => Some((bd, bc)),
-            _ => Some((d, c)),
+        Some((u128::from(mant) * p10).abs_diff(target))
+    };
+    // Walk from the approximation towards the quotient while the distance
+    // shrinks (at most 2 steps: it is within 2 ulps); ties go to the even
+    // mantissa.
+    let above = (u128::from((bits & ((1 << 52) - 1)) | (1 << 52)) * p10) > target;
+    let mut best = bits;
+    let mut best_d = dist(bits)?;
+    for _ in 0..2 {
+        let next = if above {
+            best.checked_sub(1)?
+        } else {
+            best + 1
         };
+        let d = dist(next)?;
+        if d < best_d || (d == best_d && next % 2 == 0) {
+            best = next;
+            best_d = d;
+        } else {
+            break;
+        }
     }
-    best.map(|(_, c)| f64::from_bits(c))
+    Some(f64::from_bits(best))
 }
 
 /// Normalises an endpoint id given as a string: `ns/name`, `name`, `ip:port`
