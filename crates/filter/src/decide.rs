@@ -281,8 +281,15 @@ pub fn decide(config: &Config, candidates: &[Candidate], exploration_draw: f64) 
         return Decision::keep_all(Outcome::Exploration, n);
     }
 
-    let (sticky, non_sticky): (Vec<usize>, Vec<usize>) =
-        (0..n).partition(|&i| candidates[i].prefix_score() >= config.affinity_threshold);
+    let mut sticky = Vec::with_capacity(n);
+    let mut non_sticky = Vec::with_capacity(n);
+    for (i, c) in candidates.iter().enumerate() {
+        if c.prefix_score() >= config.affinity_threshold {
+            sticky.push(i);
+        } else {
+            non_sticky.push(i);
+        }
+    }
     if sticky.is_empty() {
         return Decision::keep_all(Outcome::NoMatch, n);
     }
