@@ -43,6 +43,14 @@ fn per_endpoint_loads(d: &Decision) -> Option<Vec<gatecal_filter::Candidate>> {
 
 impl From<&Decision> for DecisionInput {
     fn from(d: &Decision) -> DecisionInput {
+        DecisionInput::from(d.clone())
+    }
+}
+
+/// By value: the decision's strings move into the input (the pipeline's
+/// path, one decision at a time).
+impl From<Decision> for DecisionInput {
+    fn from(d: Decision) -> DecisionInput {
         let logged_gate = match d.message {
             FilterMsg::TtftGateBroken => d.penalty.map(|p| LoggedGate {
                 best_sticky_ttft_ms: d.best_sticky_ttft_ms,
@@ -52,21 +60,6 @@ impl From<&Decision> for DecisionInput {
             }),
             _ => None,
         };
-        let scored: Vec<ScoredEndpoint> = d
-            .candidates
-            .iter()
-            .filter(|c| c.token_load.is_some() || c.in_flight_tokens.is_some())
-            .map(|c| ScoredEndpoint {
-                endpoint: c.endpoint.clone(),
-                token_load: c.token_load,
-                prefix_score: c
-                    .scores
-                    .iter()
-                    .find(|(p, _)| is_prefix_scorer(p))
-                    .map(|(_, s)| *s),
-                in_flight_tokens: c.in_flight_tokens,
-            })
-            .collect();
         // Exact when every candidate carries its match info and its load
         // (decision records, or builds that log both).
         let exact_ok = !d.candidates.is_empty()
@@ -79,17 +72,46 @@ impl From<&Decision> for DecisionInput {
         let exact = if exact_ok {
             Some(d.candidates.iter().map(|c| c.to_candidate()).collect())
         } else {
-            per_endpoint_loads(d)
+            per_endpoint_loads(&d)
         };
         let prompt = d.prompt_tokens.map(|p| p.round() as i64);
+        let Decision {
+            deployment,
+            ts,
+            request_id,
+            profile,
+            filter,
+            outcome,
+            sticky,
+            total,
+            survivors,
+            candidates,
+            chosen,
+            hit_prefix_tokens,
+            ..
+        } = d;
+        let scored: Vec<ScoredEndpoint> = candidates
+            .into_iter()
+            .filter(|c| c.token_load.is_some() || c.in_flight_tokens.is_some())
+            .map(|c| ScoredEndpoint {
+                prefix_score: c
+                    .scores
+                    .iter()
+                    .find(|(p, _)| is_prefix_scorer(p))
+                    .map(|(_, s)| *s),
+                endpoint: c.endpoint,
+                token_load: c.token_load,
+                in_flight_tokens: c.in_flight_tokens,
+            })
+            .collect();
         // Matched tokens: the PD decider's hit, else the best prefix score of a
         // survivor times the prompt length.
-        let hit = d.hit_prefix_tokens.map(|h| h.round() as i64).or_else(|| {
+        let hit = hit_prefix_tokens.map(|h| h.round() as i64).or_else(|| {
             let p = prompt?;
             let best = scored
                 .iter()
                 .filter(|e| {
-                    d.survivors
+                    survivors
                         .as_ref()
                         .is_none_or(|s| s.iter().any(|x| x == &e.endpoint))
                 })
@@ -98,19 +120,19 @@ impl From<&Decision> for DecisionInput {
             Some((best * p as f64).round() as i64)
         });
         DecisionInput {
-            deployment: d.deployment.clone(),
-            ts: d.ts,
-            request_id: d.request_id.clone(),
-            profile: d.profile.clone(),
-            filter: d.filter.clone(),
-            outcome: d.outcome,
+            deployment,
+            ts,
+            request_id,
+            profile,
+            filter,
+            outcome,
             logged_gate,
-            sticky_count: d.sticky,
-            total: d.total,
-            survivors: d.survivors.clone(),
+            sticky_count: sticky,
+            total,
+            survivors,
             scored,
             exact,
-            chosen: d.chosen.clone(),
+            chosen,
             prompt_tokens: prompt,
             hit_prefix_tokens: hit,
         }

@@ -103,10 +103,11 @@ pub fn parse_args<A: clap::Parser>() -> Result<A, std::process::ExitCode> {
     })
 }
 
-/// Reads every input, calling `on_decision` and `on_vllm` in log order.
+/// Reads every input, calling `on_decision` (with each decision, by
+/// value) and `on_vllm` in log order.
 pub fn read_inputs(
     args: &InputArgs,
-    mut on_decision: impl FnMut(&Decision),
+    mut on_decision: impl FnMut(Decision),
     mut on_vllm: impl FnMut(&VllmStats),
 ) -> anyhow::Result<Ledger> {
     let specs: Vec<InputSpec> = args.inputs.iter().map(|a| InputSpec::parse(a)).collect();
@@ -137,7 +138,7 @@ pub fn read_inputs(
                         anyhow::Error::from(e).context(format!("cannot write {}", p.display())),
                     );
                 }
-                on_decision(&d);
+                on_decision(*d);
             }
             Item::VllmStats(s) => {
                 stats += 1;
