@@ -419,30 +419,55 @@ impl<'a> Scanner<'a> {
     pub(crate) fn object(
         &mut self,
         whole: bool,
+        f: impl FnMut(&'a [u8], bool, Val<'a>),
+    ) -> Result<(), JsonError> {
+        self.object_inner(whole, false, f)
+    }
+
+    /// [`Scanner::object`] for a whole zap line: its usual head is read by
+    /// [`Scanner::zap_head`] first.
+    pub(crate) fn line_object(
+        &mut self,
+        f: impl FnMut(&'a [u8], bool, Val<'a>),
+    ) -> Result<(), JsonError> {
+        self.object_inner(true, true, f)
+    }
+
+    fn object_inner(
+        &mut self,
+        whole: bool,
+        head: bool,
         mut f: impl FnMut(&'a [u8], bool, Val<'a>),
     ) -> Result<(), JsonError> {
-        self.ws();
-        if self.b.get(self.i) != Some(&b'{') {
-            return self.err();
+        // After a zap head the cursor is after a member, at a separator.
+        let mut at_separator = head && self.zap_head(&mut f);
+        if !at_separator {
+            self.ws();
+            if self.b.get(self.i) != Some(&b'{') {
+                return self.err();
+            }
+            self.i += 1;
+            self.ws();
         }
-        self.i += 1;
-        self.ws();
-        if self.b.get(self.i) == Some(&b'}') {
+        if !at_separator && self.b.get(self.i) == Some(&b'}') {
             self.i += 1;
         } else {
             loop {
-                self.ws();
-                if self.b.get(self.i) != Some(&b'"') {
-                    return self.err();
+                if !at_separator {
+                    self.ws();
+                    if self.b.get(self.i) != Some(&b'"') {
+                        return self.err();
+                    }
+                    let (k, e) = self.string()?;
+                    self.ws();
+                    if self.b.get(self.i) != Some(&b':') {
+                        return self.err();
+                    }
+                    self.i += 1;
+                    let v = self.value()?;
+                    f(k, e, v);
                 }
-                let (k, e) = self.string()?;
-                self.ws();
-                if self.b.get(self.i) != Some(&b':') {
-                    return self.err();
-                }
-                self.i += 1;
-                let v = self.value()?;
-                f(k, e, v);
+                at_separator = false;
                 self.ws();
                 match self.b.get(self.i) {
                     Some(b',') => self.i += 1,
@@ -461,6 +486,56 @@ impl<'a> Scanner<'a> {
             }
         }
         Ok(())
+    }
+
+    /// zap's usual head at the start of a line, `{"level":"L","ts":N,
+    /// "caller":"C","msg":"M"` with no escapes and no whitespace: hands the
+    /// four members to `f`, as the generic walk would, and leaves the cursor
+    /// after the message, inside the object. Any other start (older builds'
+    /// string `ts`, a `logger` key, escapes, an exponent) leaves the cursor
+    /// where it was and returns `false`: the generic walk reads it.
+    fn zap_head(&mut self, f: &mut impl FnMut(&'a [u8], bool, Val<'a>)) -> bool {
+        let b = self.b;
+        if self.i != 0 || !b.starts_with(b"{\"level\":\"") {
+            return false;
+        }
+        // A string body from `at` to its closing quote (none with escapes).
+        let string_at = |at: usize| -> Option<(&'a [u8], usize)> {
+            let q = quote_or_backslash(b, at)?;
+            (b[q] == b'"').then(|| (&b[at..q], q + 1))
+        };
+        let head = || -> Option<([&'a [u8]; 4], usize)> {
+            let (level, i) = string_at(10)?;
+            let i = i + b.get(i..)?.starts_with(b",\"ts\":").then_some(6)?;
+            let mut j = i + usize::from(b.get(i) == Some(&b'-'));
+            let int = digit_run(b, j);
+            if int == 0 {
+                return None;
+            }
+            j += int;
+            if b.get(j) == Some(&b'.') {
+                let frac = digit_run(b, j + 1);
+                if frac == 0 {
+                    return None;
+                }
+                j += 1 + frac;
+            }
+            let ts = &b[i..j];
+            let j = j + b.get(j..)?.starts_with(b",\"caller\":\"").then_some(11)?;
+            let (caller, j) = string_at(j)?;
+            let j = j + b.get(j..)?.starts_with(b",\"msg\":\"").then_some(8)?;
+            let (msg, j) = string_at(j)?;
+            Some(([level, ts, caller, msg], j))
+        };
+        let Some(([level, ts, caller, msg], end)) = head() else {
+            return false;
+        };
+        f(b"level", false, Val::Str(level, false));
+        f(b"ts", false, Val::Num(ts));
+        f(b"caller", false, Val::Str(caller, false));
+        f(b"msg", false, Val::Str(msg, false));
+        self.i = end;
+        true
     }
 
     /// Walks the members of the object at the cursor like [`Scanner::object`]
@@ -539,7 +614,7 @@ pub(crate) fn members<'a>(
     b: &'a [u8],
     f: impl FnMut(&'a [u8], bool, Val<'a>),
 ) -> Result<(), JsonError> {
-    Scanner::new(b).object(true, f)
+    Scanner::new(b).line_object(f)
 }
 
 /// Walks the members of an object value (raw bytes of a [`Val::Obj`]).
@@ -574,6 +649,42 @@ mod tests {
         assert!(matches!(m[3].1, Val::Obj(o) if o == br#"{"d":[1,{"e":"}"}]}"#));
         assert_eq!(m[4].1, Val::Null);
         assert_eq!(m[5].1, Val::Bool(true));
+    }
+
+    /// The zap-head shortcut hands out what the generic walk does, and
+    /// fails where it fails, on heads it takes and heads it leaves alone.
+    #[test]
+    fn zap_head_matches_the_generic_walk() {
+        let lines: [&[u8]; 14] = [
+            br#"{"level":"debug","ts":1787320800.3303745,"caller":"a/b.go:1","msg":"Calculated score","x":1}"#,
+            br#"{"level":"info","ts":-12,"caller":"c","msg":"m"}"#,
+            br#"{"level":"info","ts":1.5e3,"caller":"c","msg":"m","y":[1]}"#,
+            br#"{"level":"info","ts":"2026-03-10T08:15:02Z","caller":"c","msg":"m"}"#,
+            br#"{"level":"info","ts":1,"logger":"l","caller":"c","msg":"m"}"#,
+            br#"{"level":"info","ts":1,"caller":"c"d","msg":"m","z":null}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"a\b"}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m"} trailing"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m""#,
+            br#"{"level":"info","ts":1.,"caller":"c","msg":"m"}"#,
+            br#"{"level":"info","ts":,"caller":"c","msg":"m"}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","msg":"n"}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m"}"#,
+        ];
+        for l in lines {
+            let mut fast = Vec::new();
+            let a = Scanner::new(l).line_object(|k, e, v| fast.push((k, e, v)));
+            let mut slow = Vec::new();
+            let b = Scanner::new(l).object(true, |k, e, v| slow.push((k, e, v)));
+            assert_eq!(a, b, "{}", String::from_utf8_lossy(l));
+            if a.is_ok() {
+                assert_eq!(fast, slow, "{}", String::from_utf8_lossy(l));
+            }
+        }
+        // The shortcut is taken on the usual head.
+        let mut s = Scanner::new(lines[0]);
+        assert!(s.zap_head(&mut |_, _, _| {}));
+        assert_eq!(&lines[0][s.pos()..], br#","x":1}"#);
     }
 
     #[test]
