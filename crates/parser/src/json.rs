@@ -454,16 +454,7 @@ impl<'a> Scanner<'a> {
         } else {
             loop {
                 if !at_separator {
-                    self.ws();
-                    if self.b.get(self.i) != Some(&b'"') {
-                        return self.err();
-                    }
-                    let (k, e) = self.string()?;
-                    self.ws();
-                    if self.b.get(self.i) != Some(&b':') {
-                        return self.err();
-                    }
-                    self.i += 1;
+                    let (k, e) = self.member_key()?;
                     let v = self.value()?;
                     f(k, e, v);
                 }
@@ -486,6 +477,23 @@ impl<'a> Scanner<'a> {
             }
         }
         Ok(())
+    }
+
+    /// A member's key and its colon: the key's body and whether it has
+    /// escapes; the cursor is left at the value.
+    #[inline(always)]
+    fn member_key(&mut self) -> Result<(&'a [u8], bool), JsonError> {
+        self.ws();
+        if self.b.get(self.i) != Some(&b'"') {
+            return self.err();
+        }
+        let key = self.string()?;
+        self.ws();
+        if self.b.get(self.i) != Some(&b':') {
+            return self.err();
+        }
+        self.i += 1;
+        Ok(key)
     }
 
     /// zap's usual head at the start of a line, `{"level":"L","ts":N,
@@ -556,16 +564,7 @@ impl<'a> Scanner<'a> {
             return Ok(None);
         }
         loop {
-            self.ws();
-            if self.b.get(self.i) != Some(&b'"') {
-                return self.err();
-            }
-            let (k, e) = self.string()?;
-            self.ws();
-            if self.b.get(self.i) != Some(&b':') {
-                return self.err();
-            }
-            self.i += 1;
+            let (k, e) = self.member_key()?;
             if !e && k == stop {
                 self.ws();
                 return Ok(Some(self.i));
