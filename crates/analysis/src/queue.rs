@@ -2,7 +2,7 @@
 //! [`crate::reconstruct`]): the uncached tokens of each request in flight,
 //! drained front first at the deployment's measured drain rate.
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
@@ -147,7 +147,7 @@ pub(crate) const MIN_DRAIN_SAMPLES: usize = 8;
 /// One deployment's endpoints and its drain-rate samples.
 #[derive(Debug, Default)]
 pub(crate) struct DepTracker {
-    pub(crate) eps: HashMap<String, Obs>,
+    pub(crate) eps: FxHashMap<String, Obs>,
     /// Recent `(tokens gone, seconds)` pairs of busy endpoints (a ring of
     /// `DRAIN_SAMPLES`).
     pub(crate) rates: Vec<(f64, f64)>,

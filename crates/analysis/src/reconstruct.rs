@@ -71,7 +71,7 @@
 //! sources are the uncached estimates above, the drain model's timing (a
 //! carried-forward queue can be off by one whole request), and staleness.
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::FxHashMap;
 
 use gatecal_filter::{Candidate, Config, Outcome, TtftSource, best_by_ttft, decide};
 use serde::Serialize;
@@ -153,7 +153,7 @@ impl Default for ReconstructOptions {
 #[derive(Debug, Default)]
 pub struct Reconstructor {
     opts: ReconstructOptions,
-    latest: HashMap<String, DepTracker>,
+    latest: FxHashMap<String, DepTracker>,
 }
 
 /// Builds the replay candidates for a two-sided gate: the best sticky and the
@@ -191,7 +191,7 @@ impl Reconstructor {
     pub fn new(opts: ReconstructOptions) -> Reconstructor {
         Reconstructor {
             opts,
-            latest: HashMap::default(),
+            latest: FxHashMap::default(),
         }
     }
 
