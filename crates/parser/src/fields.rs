@@ -242,12 +242,13 @@ const POW10_INT: [u128; 23] = {
 };
 
 /// A JSON number (as the scanner delimited it) as `f64`, correctly
-/// rounded. Numbers written `[-]digits[.digits]` whose digits make an
-/// integer `m <= 2^53` with at most 22 of them after the point (token
-/// counts, scores, most loads) take Clinger's fast path: `m` and `10^k` are
-/// both exact, and one IEEE division rounds correctly, so the result is
-/// bit-for-bit what `str::parse` gives. Anything else (17-digit `ts`,
-/// exponents, 309-digit integers) goes to `str::parse`.
+/// rounded, bit for bit what `str::parse` gives. Numbers written
+/// `[-]digits[.digits]` with at most 19 digits make an integer `m` over
+/// `10^k` (`k` the digits after the point). When `m <= 2^53` (token counts,
+/// scores, most loads) they take Clinger's fast path: `m` and `10^k` are
+/// both exact, and one IEEE division rounds correctly. Larger `m` (the
+/// 17-digit `ts` of every line) go through [`nearest_quotient`]. Anything
+/// else (exponents, 309-digit integers) goes to `str::parse`.
 #[inline]
 pub(crate) fn parse_f64(raw: &[u8]) -> Option<f64> {
     let (neg, digits) = match raw.split_first() {
@@ -273,12 +274,11 @@ pub(crate) fn parse_f64(raw: &[u8]) -> Option<f64> {
     } else {
         0
     };
-    let k = frac;
-    if fast && n > 0 && k < POW10.len() {
+    if fast && n > 0 {
         let x = if m <= 1 << 53 {
-            Some(m as f64 / POW10[k])
+            Some(m as f64 / POW10[frac])
         } else {
-            nearest_quotient(m, k)
+            nearest_quotient(m, frac)
         };
         if let Some(x) = x {
             return Some(if neg { -x } else { x });
@@ -293,10 +293,11 @@ pub(crate) fn parse_f64(raw: &[u8]) -> Option<f64> {
 /// `str::parse`).
 ///
 /// `m as f64 / 10^k` rounds twice, so it is within 2 ulps of the exact
-/// quotient `v`, and so is the double nearest to `v`. Each of the five
-/// doubles `c = M·2^e` around it is compared with `v` exactly in integers:
+/// quotient `v`, and so is the double nearest to `v`. Doubles `c = M·2^e`
+/// of the same binade are compared with `v` exactly in integers:
 /// `|c - v|·10^k·2^-e = |M·10^k - m·2^-e|`, which fits in `u128` while
-/// `M < 2^53`, `10^k <= 10^22` and `0 < -e <= 63`.
+/// `M < 2^53`, `10^k <= 10^22` and `0 < -e <= 63`; from the approximation,
+/// at most two steps towards `v` reach the nearest.
 fn nearest_quotient(m: u64, k: usize) -> Option<f64> {
     let approx = m as f64 / POW10[k];
     if !approx.is_normal() {
@@ -310,19 +311,16 @@ fn nearest_quotient(m: u64, k: usize) -> Option<f64> {
     }
     let p10 = POW10_INT[k];
     let target = u128::from(m) << (-e) as u32;
-    // The distance of a candidate (its bits) to the exact quotient, scaled.
-    let dist = |c: u64| -> Option<u128> {
-        if c >> 52 != exp {
-            // Another binade: another scale; leave it to `str::parse`.
-            return None;
-        }
+    // A candidate (its bits) times 10^k·2^-e; `None` in another binade
+    // (another scale: left to `str::parse`).
+    let scaled = |c: u64| -> Option<u128> {
         let mant = (c & ((1 << 52) - 1)) | (1 << 52);
-        Some((u128::from(mant) * p10).abs_diff(target))
+        (c >> 52 == exp).then(|| u128::from(mant) * p10)
     };
+    let dist = |c: u64| scaled(c).map(|x| x.abs_diff(target));
     // Walk from the approximation towards the quotient while the distance
-    // shrinks (at most 2 steps: it is within 2 ulps); ties go to the even
-    // mantissa.
-    let above = (u128::from((bits & ((1 << 52) - 1)) | (1 << 52)) * p10) > target;
+    // shrinks; ties go to the even mantissa.
+    let above = scaled(bits)? > target;
     let mut best = bits;
     let mut best_d = dist(bits)?;
     for _ in 0..2 {

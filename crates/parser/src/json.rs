@@ -155,7 +155,7 @@ fn inline_search(b: &[u8], from: usize, end: usize) -> (usize, Option<usize>) {
     use std::arch::x86_64::{
         _mm_cmpeq_epi8, _mm_movemask_epi8, _mm_or_si128, _mm_set_epi64x, _mm_set1_epi8,
     };
-    // SSE2 is part of the x86-64 baseline, so these are safe to call.
+    // Safe to call here: this function enables SSE2.
     let quote = _mm_set1_epi8(b'"' as i8);
     let backslash = _mm_set1_epi8(b'\\' as i8);
     let mut j = from;
@@ -234,10 +234,11 @@ pub(crate) fn digit_run(b: &[u8], from: usize) -> usize {
     i - from
 }
 
-/// The value of 8 ASCII digits (`b[i..i + 8]`, all digits), most
-/// significant first, combined pairwise in the word (2, 4, then 8 digits).
+/// The value of the 8 ASCII digits of `w` (read little-endian, so the most
+/// significant digit is the lowest byte; all must be digits), combined
+/// pairwise in the word (2, 4, then 8 digits).
 #[inline(always)]
-pub(crate) fn eight_digits(w: u64) -> u64 {
+fn eight_digits(w: u64) -> u64 {
     let v = w - 0x3030_3030_3030_3030;
     let v = (v * 10 + (v >> 8)) & 0x00FF_00FF_00FF_00FF;
     let v = (v * 100 + (v >> 16)) & 0x0000_FFFF_0000_FFFF;
@@ -439,43 +440,54 @@ impl<'a> Scanner<'a> {
         head: bool,
         mut f: impl FnMut(&'a [u8], bool, Val<'a>),
     ) -> Result<(), JsonError> {
-        // After a zap head the cursor is after a member, at a separator.
-        let mut at_separator = head && self.zap_head(&mut f);
-        if !at_separator {
+        // A zap head leaves the cursor after its last member.
+        if !(head && self.zap_head(&mut f)) {
             self.ws();
             if self.b.get(self.i) != Some(&b'{') {
                 return self.err();
             }
             self.i += 1;
             self.ws();
+            if self.b.get(self.i) == Some(&b'}') {
+                self.i += 1;
+                return self.end(whole);
+            }
+            self.member(&mut f)?;
         }
-        if !at_separator && self.b.get(self.i) == Some(&b'}') {
-            self.i += 1;
-        } else {
-            loop {
-                if !at_separator {
-                    let (k, e) = self.member_key()?;
-                    let v = self.value()?;
-                    f(k, e, v);
+        loop {
+            self.ws();
+            match self.b.get(self.i) {
+                Some(b',') => {
+                    self.i += 1;
+                    self.member(&mut f)?;
                 }
-                at_separator = false;
-                self.ws();
-                match self.b.get(self.i) {
-                    Some(b',') => self.i += 1,
-                    Some(b'}') => {
-                        self.i += 1;
-                        break;
-                    }
-                    _ => return self.err(),
+                Some(b'}') => {
+                    self.i += 1;
+                    return self.end(whole);
                 }
+                _ => return self.err(),
             }
         }
+    }
+
+    /// After an object's closing brace: only whitespace may follow when
+    /// `whole` is set.
+    fn end(&mut self, whole: bool) -> Result<(), JsonError> {
         if whole {
             self.ws();
             if self.i != self.b.len() {
                 return self.err();
             }
         }
+        Ok(())
+    }
+
+    /// One member, handed to `f`.
+    #[inline(always)]
+    fn member(&mut self, f: &mut impl FnMut(&'a [u8], bool, Val<'a>)) -> Result<(), JsonError> {
+        let (k, e) = self.member_key()?;
+        let v = self.value()?;
+        f(k, e, v);
         Ok(())
     }
 
