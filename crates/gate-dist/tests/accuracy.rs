@@ -54,6 +54,16 @@ fn close(got: Option<f64>, want: Option<f64>, rel: f64, abs: f64) -> bool {
     }
 }
 
+/// p50, p90 and p99 each within `rel` of the truth (or `abs` ms).
+fn assert_quantiles(what: &str, got: [Option<f64>; 3], want: [Option<f64>; 3], rel: f64, abs: f64) {
+    for ((got, want), q) in got.into_iter().zip(want).zip(["p50", "p90", "p99"]) {
+        assert!(
+            close(got, want, rel, abs),
+            "{what}: {q} {got:?} vs truth {want:?}"
+        );
+    }
+}
+
 fn check(name: &str) {
     let (out, configs) = sim(name);
     let truth = &out.summary.overall;
@@ -67,16 +77,13 @@ fn check(name: &str) {
     }
     let g = &o.gate_input_ms;
     assert_eq!(g.count, truth.gate_evaluated, "{name}: gate evaluated");
-    for (got, want, q) in [
-        (g.p50, truth.gate_input_p50_ms, "p50"),
-        (g.p90, truth.gate_input_p90_ms, "p90"),
-        (g.p99, truth.gate_input_p99_ms, "p99"),
-    ] {
-        assert!(
-            close(got, want, 0.0006, 0.01),
-            "{name}: {q} from records {got:?} vs truth {want:?}"
-        );
-    }
+    let want = [
+        truth.gate_input_p50_ms,
+        truth.gate_input_p90_ms,
+        truth.gate_input_p99_ms,
+    ];
+    let from_records = format!("{name}: from records");
+    assert_quantiles(&from_records, [g.p50, g.p90, g.p99], want, 0.0006, 0.01);
     assert_eq!(
         o.self_check.replayed, o.self_check.agreed,
         "{name}: self-check"
@@ -98,16 +105,8 @@ fn check(name: &str) {
     );
     // Within 10 % (or 100 ms) of the truth's value.
     let g = &o.gate_input_ms;
-    for (got, want, q) in [
-        (g.p50, truth.gate_input_p50_ms, "p50"),
-        (g.p90, truth.gate_input_p90_ms, "p90"),
-        (g.p99, truth.gate_input_p99_ms, "p99"),
-    ] {
-        assert!(
-            close(got, want, 0.10, 100.0),
-            "{name}: {q} from logs {got:?} vs truth {want:?}"
-        );
-    }
+    let from_logs = format!("{name}: from logs");
+    assert_quantiles(&from_logs, [g.p50, g.p90, g.p99], want, 0.10, 100.0);
     assert_eq!(
         o.self_check.replayed, o.self_check.agreed,
         "{name}: self-check from logs: {:?}",
