@@ -640,13 +640,128 @@ fn pre_block(
     }
 }
 
-/// The parallel pipeline: `threads` workers each take the next block of
-/// whole lines from the stream ([`Chunker`], under a lock, into one of the
-/// recycled buffers) and run [`pre_line`] on its lines while the block is
-/// still in their core's cache; this thread applies the results in input
-/// order (assembly, ledger, sink) and hands each block's buffers back. At
-/// most `4 * threads` blocks are in flight (there are that many buffers),
-/// so memory stays bounded. Returns the bytes read.
+/// The spare block buffers, shared by the threads: the workers wait for
+/// one; the applying thread only takes one when it is there.
+struct Pool {
+    spares: std::sync::Mutex<(Vec<Spare>, bool)>,
+    ready: std::sync::Condvar,
+}
+
+impl Pool {
+    fn new(n: usize) -> Pool {
+        Pool {
+            spares: std::sync::Mutex::new(((0..n).map(|_| Spare::default()).collect(), false)),
+            ready: std::sync::Condvar::new(),
+        }
+    }
+
+    /// A spare, waiting for one; `None` once the pool is closed.
+    fn take(&self) -> Option<Spare> {
+        let mut g = self.spares.lock().ok()?;
+        loop {
+            if g.1 {
+                return None;
+            }
+            if let Some(s) = g.0.pop() {
+                return Some(s);
+            }
+            g = self.ready.wait(g).ok()?;
+        }
+    }
+
+    /// A spare if one is free now.
+    fn try_take(&self) -> Option<Spare> {
+        let mut g = self.spares.lock().ok()?;
+        if g.1 { None } else { g.0.pop() }
+    }
+
+    fn put(&self, s: Spare) {
+        if let Ok(mut g) = self.spares.lock() {
+            g.0.push(s);
+            self.ready.notify_one();
+        }
+    }
+
+    /// Wakes and stops the waiting workers.
+    fn close(&self) {
+        if let Ok(mut g) = self.spares.lock() {
+            g.1 = true;
+            self.ready.notify_all();
+        }
+    }
+}
+
+/// The stream and the index of its next block, shared by the threads.
+struct Shared<R> {
+    chunker: Chunker<R>,
+    idx: u64,
+    done: bool,
+}
+
+/// Reads the next block into `spare` (in input order, under the lock) and
+/// classifies its lines; `None` once the input has ended (or a read
+/// failed earlier).
+fn next_block<R: Read>(
+    shared: &std::sync::Mutex<Shared<R>>,
+    spare: Spare,
+    format: InputFormat,
+    cap: usize,
+) -> Option<OutMsg> {
+    let (buf, mut bufs) = spare;
+    let read = {
+        let mut g = shared.lock().ok()?;
+        if g.done {
+            return None;
+        }
+        let idx = g.idx;
+        match g.chunker.next(buf, &mut bufs.ends) {
+            Ok(Ok(body)) => {
+                g.idx += 1;
+                Ok((idx, body))
+            }
+            Ok(Err(_)) => {
+                g.done = true;
+                return None;
+            }
+            Err(e) => {
+                // The failed block still takes an index, so the applying
+                // thread reaches its error in input order.
+                g.idx += 1;
+                g.done = true;
+                Err((idx, e))
+            }
+        }
+    };
+    Some(match read {
+        Ok((idx, body)) => {
+            let buf = match body {
+                Body::TooLong(n) => {
+                    bufs.out.push(Pre::TooLong(n));
+                    None
+                }
+                Body::Lines { buf, len } => {
+                    let Bufs { ends, out, used } = &mut bufs;
+                    pre_block(&buf[..len], ends, format, cap, out, used);
+                    Some(buf)
+                }
+            };
+            (idx, Ok((buf, bufs)))
+        }
+        Err((idx, e)) => (idx, Err(e)),
+    })
+}
+
+/// The parallel pipeline on `threads` threads: this one and `threads - 1`
+/// workers. A worker takes the next block of whole lines from the stream
+/// ([`Chunker`], under a lock, into one of the recycled buffers) and runs
+/// [`pre_line`] on its lines while the block is still in its core's cache.
+/// This thread applies the results in input order (assembly, ledger, sink)
+/// and hands each block's buffers back; when no result is ready to apply it
+/// reads and classifies a block itself (one thread per core: no third
+/// thread taking turns with the workers, and the blocks it classifies are
+/// applied from its own cache). At most `4 * threads` blocks are in flight
+/// (there are that many buffers), so memory stays bounded. Returns the bytes
+/// read.
 fn parallel<R: Read + Send>(
     lines: LineReader<R>,
     eng: &mut Engine<'_>,
@@ -655,15 +770,8 @@ fn parallel<R: Read + Send>(
     display: &str,
 ) -> Result<u64, ParseError> {
     use std::collections::BTreeMap;
-    use std::sync::mpsc;
-    use std::sync::{Arc, Mutex};
-
-    /// The stream and the index of its next block, shared by the workers.
-    struct Shared<R> {
-        chunker: Chunker<R>,
-        idx: u64,
-        done: bool,
-    }
+    use std::sync::Mutex;
+    use std::sync::mpsc::{self, TryRecvError};
 
     let format = eng.format;
     let block_bytes = eng.opts.block_bytes.max(1);
@@ -682,64 +790,18 @@ fn parallel<R: Read + Send>(
         idx: 0,
         done: false,
     });
+    let pool = Pool::new(inflight);
     let result = std::thread::scope(|s| {
         let (out_tx, out_rx) = mpsc::sync_channel::<OutMsg>(inflight);
-        let (spare_tx, spare_rx) = mpsc::sync_channel::<Spare>(inflight);
-        let spare_rx = Arc::new(Mutex::new(spare_rx));
-        for _ in 0..inflight {
-            let _ = spare_tx.send((Vec::new(), Bufs::default()));
-        }
-        for _ in 0..threads {
-            let spare_rx = Arc::clone(&spare_rx);
+        for _ in 1..threads.max(2) {
             let tx = out_tx.clone();
-            let shared = &shared;
+            let (shared, pool) = (&shared, &pool);
             s.spawn(move || {
-                loop {
-                    let spare = match spare_rx.lock() {
-                        Ok(guard) => guard.recv(),
-                        Err(_) => break,
+                while let Some(spare) = pool.take() {
+                    let Some(msg) = next_block(shared, spare, format, cap) else {
+                        break;
                     };
-                    let Ok((buf, mut bufs)) = spare else { break };
-                    // Read the next block (in input order, under the lock).
-                    let read = {
-                        let Ok(mut g) = shared.lock() else { break };
-                        if g.done {
-                            break;
-                        }
-                        let idx = g.idx;
-                        match g.chunker.next(buf, &mut bufs.ends) {
-                            Ok(Ok(body)) => {
-                                g.idx += 1;
-                                Ok((idx, body))
-                            }
-                            Ok(Err(_)) => {
-                                g.done = true;
-                                break;
-                            }
-                            Err(e) => {
-                                g.done = true;
-                                Err((idx, e))
-                            }
-                        }
-                    };
-                    let out = match read {
-                        Ok((idx, body)) => {
-                            let buf = match body {
-                                Body::TooLong(n) => {
-                                    bufs.out.push(Pre::TooLong(n));
-                                    None
-                                }
-                                Body::Lines { buf, len } => {
-                                    let Bufs { ends, out, used } = &mut bufs;
-                                    pre_block(&buf[..len], ends, format, cap, out, used);
-                                    Some(buf)
-                                }
-                            };
-                            (idx, Ok((buf, bufs)))
-                        }
-                        Err((idx, e)) => (idx, Err(e)),
-                    };
-                    if tx.send(out).is_err() {
+                    if tx.send(msg).is_err() {
                         break;
                     }
                 }
@@ -749,8 +811,7 @@ fn parallel<R: Read + Send>(
         let mut apply = || -> Result<(), ParseError> {
             let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
             let mut next = 0u64;
-            for (idx, res) in out_rx.iter() {
-                pending.insert(idx, res);
+            loop {
                 while let Some(res) = pending.remove(&next) {
                     let (buf, mut bufs) = res.map_err(|e| ParseError::io(display, e))?;
                     let base = buf.as_deref().unwrap_or_default();
@@ -765,10 +826,36 @@ fn parallel<R: Read + Send>(
                     }
                     drop(used);
                     next += 1;
-                    let _ = spare_tx.send((buf.unwrap_or_default(), bufs));
+                    pool.put((buf.unwrap_or_default(), bufs));
+                }
+                // A worker's result, if one is ready.
+                match out_rx.try_recv() {
+                    Ok((idx, res)) => {
+                        pending.insert(idx, res);
+                        continue;
+                    }
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => {}
+                }
+                // Nothing to apply: classify the next block here.
+                if let Some(spare) = pool.try_take()
+                    && let Some((idx, res)) = next_block(&shared, spare, format, cap)
+                {
+                    pending.insert(idx, res);
+                    continue;
+                }
+                // The input has ended and every block read was applied.
+                let (read, done) = shared.lock().map_or((next, true), |g| (g.idx, g.done));
+                if done && next >= read {
+                    return Ok(());
+                }
+                // Wait for a worker's block.
+                match out_rx.recv() {
+                    Ok((idx, res)) => {
+                        pending.insert(idx, res);
+                    }
+                    Err(_) => return Ok(()),
                 }
             }
-            Ok(())
         };
         let result = apply();
         // Unblock and stop the workers before they are joined: no more
@@ -776,8 +863,8 @@ fn parallel<R: Read + Send>(
         if let Ok(mut g) = shared.lock() {
             g.done = true;
         }
+        pool.close();
         drop(out_rx);
-        drop(spare_tx);
         result
     });
     let bytes = shared.lock().map_or(0, |g| g.chunker.bytes);
@@ -787,6 +874,63 @@ fn parallel<R: Read + Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream that gives `ok` bytes of `data`, then fails.
+    struct FailAfter {
+        data: Vec<u8>,
+        at: usize,
+        ok: usize,
+    }
+
+    impl Read for FailAfter {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.at >= self.ok {
+                return Err(std::io::Error::other("disk on fire"));
+            }
+            let n = buf.len().min(self.ok - self.at).min(3000);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    /// A read error in the middle of a stream stops the parse with that
+    /// error, naming the input, on one thread and on several (where the
+    /// failing block may be read by any thread), after the lines before it
+    /// were applied.
+    #[test]
+    fn read_error_mid_stream_is_reported_on_every_thread_count() {
+        let mut data = Vec::new();
+        for i in 0..2000 {
+            data.extend_from_slice(
+                format!("{{\"level\":\"debug\",\"ts\":1.{i},\"msg\":\"Request handled\",\"x-request-id\":\"r{i}\"}}\n")
+                    .as_bytes(),
+            );
+        }
+        for threads in [1, 2, 3, 4] {
+            let opts = ParseOptions {
+                threads,
+                block_bytes: 4096,
+                ..ParseOptions::default()
+            };
+            let r = FailAfter {
+                ok: data.len() / 2,
+                data: data.clone(),
+                at: 0,
+            };
+            let err = run_parallel(
+                r,
+                "x.log",
+                DeploymentNaming::fallback("x"),
+                &opts,
+                &mut |_| {},
+            )
+            .expect_err("the read error is reported");
+            assert!(err.to_string().contains("x.log"), "{err}");
+            assert!(err.to_string().contains("disk on fire"), "{err}");
+            assert_eq!(err.path(), Some(std::path::Path::new("x.log")));
+        }
+    }
 
     /// Recycled block buffers hold stale bytes of earlier blocks; lines over
     /// the cap, lines longer than a block and a last line without newline

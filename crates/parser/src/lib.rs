@@ -158,9 +158,10 @@
 //! # Parallel reading
 //!
 //! With [`ParseOptions::threads`] above 1, [`parse_inputs`] and
-//! [`parse_slice`] classify lines on worker threads (blocks of whole lines,
-//! at most `4 × threads` in flight) and assemble them in input order on the
-//! calling thread: the output is the same as with one thread.
+//! [`parse_slice`] classify lines on that many threads (the calling thread
+//! and `threads - 1` workers; blocks of whole lines, at most `4 × threads`
+//! in flight) and assemble them in input order on the calling thread: the
+//! output is the same as with one thread.
 //!
 //! # Lower-level use
 //!
@@ -244,13 +245,14 @@ pub struct ParseOptions {
     /// successfully` line has no filter line before it (at `-v=4` the filter
     /// logs nothing only for at most one candidate or a threshold `<= 0`).
     pub infer_not_applicable: bool,
-    /// Worker threads that read lines ([`parse_inputs`], [`parse_slice`]).
-    /// 1 reads on the calling thread. With N > 1, N workers take turns
-    /// reading the next block of whole lines (about 1 MiB) of a log input
-    /// and classify it, and the calling thread assembles the results in
-    /// input order, so
-    /// the output is the same as with 1; at most 4N blocks are in flight.
-    /// Decision-record inputs are read on the calling thread.
+    /// Threads that read lines ([`parse_inputs`], [`parse_slice`]). 1 reads
+    /// on the calling thread. With N > 1, N - 1 workers and the calling
+    /// thread take turns reading the next block of whole lines (about
+    /// 1 MiB) of a log input and classify it; the calling thread also
+    /// assembles the results in input order (it classifies a block only
+    /// when no result is ready to apply), so the output is the same as
+    /// with 1; at most 4N blocks are in flight. Decision-record inputs are
+    /// read on the calling thread.
     pub threads: usize,
     /// Bytes of whole lines per block handed to a worker when
     /// [`ParseOptions::threads`] is more than 1 (default
