@@ -287,8 +287,12 @@ fn full(body: &[u8], kind: Option<Kind>) -> Class<'_> {
         return c;
     }
     let mut f = Fields::new();
-    if let Err(e) = json::members(body, |k, esc, v| f.put(k, esc, v)) {
-        return Class::Malformed(LineShape::ZapJson, MalformedReason::BadJson { at: e.at });
+    if json::zap_members(body, None, |k, esc, v| f.put(k, esc, v)).is_none() {
+        // Not the usual shape: the scanner reads it (again) from the start.
+        f = Fields::new();
+        if let Err(e) = json::members(body, |k, esc, v| f.put(k, esc, v)) {
+            return Class::Malformed(LineShape::ZapJson, MalformedReason::BadJson { at: e.at });
+        }
     }
     let kind = match f.get(Key::Msg) {
         // The message as written (no copy, no UTF-8 check) unless escaped.
@@ -326,9 +330,15 @@ fn dump_fast(body: &[u8], kind: Kind) -> Option<Class<'_>> {
     } else {
         b"endpoints"
     };
-    let at = json::Scanner::new(body)
-        .object_until(stop, |k, e, v| f.put(k, e, v))
-        .ok()??;
+    let at = match json::zap_members(body, Some(stop), |k, e, v| f.put(k, e, v)) {
+        Some(at) => at?,
+        None => {
+            f = Fields::new();
+            json::Scanner::new(body)
+                .object_until(stop, |k, e, v| f.put(k, e, v))
+                .ok()??
+        }
+    };
     let msg = f.get(Key::Msg)?;
     let Val::Str(m, false) = msg else { return None };
     if kind_of(m) != Some(kind) {

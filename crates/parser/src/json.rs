@@ -620,6 +620,192 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// The quotes of a line that has no backslash, found 64 bytes at a time:
+/// each 64-byte chunk is compared once, and its quotes are then read from a
+/// bit mask. A chunk with a backslash stops the search (`None`): escapes are
+/// left to the [`Scanner`].
+struct Quotes<'a> {
+    b: &'a [u8],
+    /// The index of the chunk in `mask` (`usize::MAX`: none yet).
+    chunk: usize,
+    mask: u64,
+}
+
+impl<'a> Quotes<'a> {
+    fn new(b: &'a [u8]) -> Self {
+        Quotes {
+            b,
+            chunk: usize::MAX,
+            mask: 0,
+        }
+    }
+
+    /// The first `"` at or after `p`; `None` if there is none or a chunk on
+    /// the way holds a backslash.
+    #[inline(always)]
+    fn next(&mut self, mut p: usize) -> Option<usize> {
+        loop {
+            let c = p / 64;
+            if c != self.chunk {
+                let start = c.checked_mul(64)?;
+                let bytes = self.b.get(start..)?;
+                if bytes.is_empty() {
+                    return None;
+                }
+                let mut w = [0u8; 64];
+                let n = bytes.len().min(64);
+                w[..n].copy_from_slice(&bytes[..n]);
+                let (quotes, backslashes) = chunk_masks(&w);
+                if backslashes != 0 {
+                    return None;
+                }
+                self.chunk = c;
+                self.mask = quotes;
+            }
+            let m = self.mask & (u64::MAX << (p % 64));
+            if m != 0 {
+                return Some(c * 64 + m.trailing_zeros() as usize);
+            }
+            p = (c + 1) * 64;
+        }
+    }
+}
+
+/// The quote and backslash bit masks of 64 bytes (bit `i` for byte `i`).
+#[inline(always)]
+fn chunk_masks(w: &[u8; 64]) -> (u64, u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as for `inline_search`: SSE2 is part of the x86-64 baseline.
+    #[allow(unsafe_code)]
+    let m = unsafe { chunk_masks_sse2(w) };
+    #[cfg(not(target_arch = "x86_64"))]
+    let m = {
+        let (mut q, mut s) = (0u64, 0u64);
+        for (i, &c) in w.iter().enumerate() {
+            q |= u64::from(c == b'"') << i;
+            s |= u64::from(c == b'\\') << i;
+        }
+        (q, s)
+    };
+    m
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+#[inline]
+fn chunk_masks_sse2(w: &[u8; 64]) -> (u64, u64) {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set_epi64x, _mm_set1_epi8};
+    let quote = _mm_set1_epi8(b'"' as i8);
+    let backslash = _mm_set1_epi8(b'\\' as i8);
+    let (mut q, mut s) = (0u64, 0u64);
+    for (i, part) in w.chunks_exact(16).enumerate() {
+        let mut x = [0u8; 16];
+        x.copy_from_slice(part);
+        let x = u128::from_le_bytes(x);
+        let v = _mm_set_epi64x((x >> 64) as u64 as i64, x as u64 as i64);
+        q |= u64::from(_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)) as u16) << (16 * i);
+        s |= u64::from(_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)) as u16) << (16 * i);
+    }
+    (q, s)
+}
+
+/// The common case of a whole zap line, read quickly: zap's head (see
+/// [`Scanner::zap_head`]), then members written without whitespace or
+/// escapes, numbers without exponents, the closing brace last. Hands the
+/// members to `f` as [`members`] does, up to the key `stop` if given
+/// (`Some(Some(offset of its value))`; `Some(None)` when the object ends
+/// first). `None` when the line is not of that shape: `f` may have been
+/// called for some members already, and the caller reads the line again
+/// with the [`Scanner`] (which also finds any error). A line read here is
+/// one the [`Scanner`] reads the same: same members, same values.
+pub(crate) fn zap_members<'a>(
+    b: &'a [u8],
+    stop: Option<&[u8]>,
+    mut f: impl FnMut(&'a [u8], bool, Val<'a>),
+) -> Option<Option<usize>> {
+    let mut sc = Scanner::new(b);
+    if !sc.zap_head(&mut f) {
+        return None;
+    }
+    let mut q = Quotes::new(b);
+    let mut i = sc.pos();
+    loop {
+        match b.get(i)? {
+            b',' => {}
+            b'}' => return (i + 1 == b.len()).then_some(None),
+            _ => return None,
+        }
+        if b.get(i + 1) != Some(&b'"') {
+            return None;
+        }
+        let ke = q.next(i + 2)?;
+        let key = &b[i + 2..ke];
+        if b.get(ke + 1) != Some(&b':') {
+            return None;
+        }
+        let vs = ke + 2;
+        if stop == Some(key) {
+            return Some(Some(vs));
+        }
+        let (v, end) = match *b.get(vs)? {
+            b'"' => {
+                let e = q.next(vs + 1)?;
+                (Val::Str(&b[vs + 1..e], false), e + 1)
+            }
+            b'-' | b'0'..=b'9' => {
+                let mut j = vs + usize::from(b[vs] == b'-');
+                let int = digit_run(b, j);
+                if int == 0 {
+                    return None;
+                }
+                j += int;
+                if b.get(j) == Some(&b'.') {
+                    let frac = digit_run(b, j + 1);
+                    if frac == 0 {
+                        return None;
+                    }
+                    j += 1 + frac;
+                }
+                if matches!(b.get(j), Some(b'e' | b'E')) {
+                    return None;
+                }
+                (Val::Num(&b[vs..j]), j)
+            }
+            b'{' | b'[' => {
+                let mut j = vs;
+                let mut depth = 0u32;
+                loop {
+                    match *b.get(j)? {
+                        b'"' => j = q.next(j + 1)?,
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                let raw = &b[vs..=j];
+                let v = if b[vs] == b'{' {
+                    Val::Obj(raw)
+                } else {
+                    Val::Arr(raw)
+                };
+                (v, j + 1)
+            }
+            b't' if b[vs..].starts_with(b"true") => (Val::Bool(true), vs + 4),
+            b'f' if b[vs..].starts_with(b"false") => (Val::Bool(false), vs + 5),
+            b'n' if b[vs..].starts_with(b"null") => (Val::Null, vs + 4),
+            _ => return None,
+        };
+        f(key, false, v);
+        i = end;
+    }
+}
+
 /// Walks the members of a whole-line object.
 pub(crate) fn members<'a>(
     b: &'a [u8],
@@ -696,6 +882,136 @@ mod tests {
         let mut s = Scanner::new(lines[0]);
         assert!(s.zap_head(&mut |_, _, _| {}));
         assert_eq!(&lines[0][s.pos()..], br#","x":1}"#);
+    }
+
+    /// Members as handed out: key, escaped, value.
+    type Members<'a> = Vec<(&'a [u8], bool, Val<'a>)>;
+
+    /// What the scanner makes of a line, for the fast walk to match: the
+    /// members up to `stop`, and where `stop`'s value starts.
+    fn scanned<'a>(
+        l: &'a [u8],
+        stop: Option<&[u8]>,
+    ) -> Result<(Members<'a>, Option<usize>), JsonError> {
+        let mut v = Vec::new();
+        let at = match stop {
+            Some(stop) => Scanner::new(l).object_until(stop, |k, e, x| v.push((k, e, x)))?,
+            None => {
+                Scanner::new(l).line_object(|k, e, x| v.push((k, e, x)))?;
+                None
+            }
+        };
+        Ok((v, at))
+    }
+
+    /// Checks the fast walk against the scanner on one line: where the
+    /// fast walk reads a line, the scanner reads it without error and hands
+    /// out the same members (and the same offset for a stop key).
+    fn fast_agrees(l: &[u8], stop: Option<&[u8]>) -> bool {
+        let mut fast = Vec::new();
+        let Some(at) = zap_members(l, stop, |k, e, x| fast.push((k, e, x))) else {
+            return false;
+        };
+        let slow = scanned(l, stop);
+        assert_eq!(
+            slow,
+            Ok((fast, at)),
+            "{:?} {}",
+            stop.map(String::from_utf8_lossy),
+            String::from_utf8_lossy(l)
+        );
+        true
+    }
+
+    #[test]
+    fn fast_walk_reads_what_the_scanner_reads() {
+        let taken: [&[u8]; 7] = [
+            br#"{"level":"debug","ts":1787320800.3303745,"caller":"a/b.go:1","msg":"Calculated score","x-request-id":"r1","priority":0,"plugin":"p/q","endpoint":{"name":"n-0","namespace":"ns"},"score":0.99}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","a":[1,{"b":"}]{["},[]],"t":true,"f":false,"z":null,"n":-2.5,"s":""}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m"}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","msg":"n","msg":"o"}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","k":"a very long value that crosses the first sixty-four byte chunk and then some more","e":{}}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","endpoints":[{"ID":{"Name":"x"}}]}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","result":{"TargetEndpoints":[]}}"#,
+        ];
+        for l in taken {
+            assert!(fast_agrees(l, None), "{}", String::from_utf8_lossy(l));
+        }
+        assert!(fast_agrees(taken[5], Some(b"endpoints")));
+        assert!(fast_agrees(taken[6], Some(b"result")));
+        assert!(fast_agrees(taken[0], Some(b"nothing")));
+        // Left to the scanner: escapes (also far from the start), an
+        // exponent, whitespace, trailing bytes, other heads, a cut line.
+        let left: [&[u8]; 8] = [
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","k":"a\"b"}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","k":"......................................................................","j":"\\"}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","k":1e5}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m", "k":1}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","k":1} "#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","k":1}}"#,
+            br#"{"ts":1,"level":"info","caller":"c","msg":"m"}"#,
+            br#"{"level":"info","ts":1,"caller":"c","msg":"m","k":{"a":"b"}"#,
+        ];
+        for l in left {
+            assert!(!fast_agrees(l, None), "{}", String::from_utf8_lossy(l));
+        }
+    }
+
+    /// The fast walk against the scanner on every line of the zap fixtures,
+    /// on each line cut short at every length, and with single bytes
+    /// replaced by JSON's structural characters.
+    #[test]
+    fn fast_walk_matches_the_scanner_on_fixture_lines() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+        let mut files = Vec::new();
+        let mut dirs = vec![root];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(d).expect("fixtures").flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "log") {
+                    files.push(p);
+                }
+            }
+        }
+        let mut lines = Vec::new();
+        for f in files {
+            let text = std::fs::read(&f).expect("fixture");
+            lines.extend(
+                text.split(|&c| c == b'\n')
+                    .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+                    .filter(|l| l.starts_with(b"{"))
+                    .map(<[u8]>::to_vec),
+            );
+        }
+        assert!(lines.len() > 3000, "{} zap lines", lines.len());
+        let mut taken = 0;
+        for l in &lines {
+            for stop in [None, Some(&b"endpoints"[..]), Some(b"result")] {
+                taken += usize::from(fast_agrees(l, stop));
+            }
+        }
+        assert!(
+            taken > lines.len(),
+            "the fast walk reads most lines ({taken})"
+        );
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for l in lines.iter().step_by(37) {
+            for cut in 0..l.len() {
+                fast_agrees(&l[..cut], None);
+            }
+            for _ in 0..40 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let mut m = l.clone();
+                let at = (x as usize) % m.len();
+                m[at] = b"\"\\{}[],: e-.0"[(x >> 40) as usize % 13];
+                fast_agrees(&m, None);
+                fast_agrees(&m, Some(b"endpoints"));
+            }
+        }
     }
 
     #[test]
