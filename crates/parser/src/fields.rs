@@ -392,7 +392,53 @@ const ID_KEYS: [&str; 8] = [
     "endpoint",
 ];
 
+/// The usual id object, `{"name":"N","namespace":"S"}` or
+/// `{"Namespace":"S","Name":"N"}` (two string members, any order and
+/// spelling, no escapes or whitespace, valid UTF-8), read without the
+/// scanner: the id as [`endpoint_deep`] makes it (`Some(None)` where that is
+/// none) and the offset after the closing brace. `None` for any other
+/// object or text: the caller walks it.
+fn id_pair(b: &[u8]) -> Option<(Option<String>, usize)> {
+    if b.first() != Some(&b'{') {
+        return None;
+    }
+    let mut i = 1;
+    let mut name = None;
+    let mut ns = None;
+    for sep in [b',', b'}'] {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let ke = crate::json::quote_or_backslash(b, i + 1)?;
+        if b[ke] != b'"' || b.get(ke + 1..ke + 3) != Some(b":\"") {
+            return None;
+        }
+        let ve = crate::json::quote_or_backslash(b, ke + 3)?;
+        if b[ve] != b'"' || b.get(ve + 1) != Some(&sep) {
+            return None;
+        }
+        let v = std::str::from_utf8(&b[ke + 3..ve]).ok()?;
+        match &b[i + 1..ke] {
+            b"name" | b"Name" => name = Some(v),
+            b"namespace" | b"Namespace" => ns = Some(v),
+            _ => {}
+        }
+        i = ve + 2;
+    }
+    Some((join_id(ns, name), i))
+}
+
 fn endpoint_deep(raw: &[u8], depth: u32) -> Option<String> {
+    if let Some((id, end)) = id_pair(raw)
+        && end == raw.len()
+    {
+        return id;
+    }
+    endpoint_walk(raw, depth)
+}
+
+/// [`endpoint_deep`] by the scanner: any object shape.
+fn endpoint_walk(raw: &[u8], depth: u32) -> Option<String> {
     let mut found: [Option<&[u8]>; ID_KEYS.len()] = [None; ID_KEYS.len()];
     let mut name = None;
     let mut ns = None;
@@ -467,6 +513,11 @@ pub(crate) fn dump_ids(raw: &[u8]) -> Option<Vec<String>> {
     let mut at = 0;
     while let Some(p) = finder.find(&raw[at..]) {
         let start = at + p + 5;
+        if let Some((id, end)) = id_pair(&raw[start..]) {
+            out.extend(id);
+            at = start + end;
+            continue;
+        }
         // One pass over the `ID` object: its members, then where it ends.
         let mut sc = crate::json::Scanner::new(&raw[start..]);
         let mut name = None;
@@ -552,6 +603,46 @@ pub(crate) fn ts(v: Val<'_>) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::json::Scanner;
+
+    /// The usual id objects read without the scanner give what the scanner
+    /// gives; the others are left to it.
+    #[test]
+    fn id_pair_matches_the_walk() {
+        let taken: [&[u8]; 6] = [
+            br#"{"name":"n-0","namespace":"ns"}"#,
+            br#"{"Namespace":"ns","Name":"n-0"}"#,
+            br#"{"name":"n-0","other":"x"}"#,
+            br#"{"namespace":"ns","name":" "}"#,
+            br#"{"name":"a","name":"b"}"#,
+            br#"{"Namespace":"ns","Name":"n-0"},"Name":"pod"}"#,
+        ];
+        for o in taken {
+            let (id, end) = id_pair(o).expect("read without the scanner");
+            assert_eq!(
+                id,
+                endpoint_walk(&o[..end], 0),
+                "{}",
+                String::from_utf8_lossy(o)
+            );
+        }
+        assert_eq!(id_pair(taken[1]).unwrap().0.as_deref(), Some("ns/n-0"));
+        let left: [&[u8]; 8] = [
+            br#"{"name":"n\u0030","namespace":"ns"}"#,
+            br#"{"name": "n","namespace":"ns"}"#,
+            br#"{"name":"n","namespace":"ns","x":1}"#,
+            br#"{"name":"n"}"#,
+            br#"{"name":1,"namespace":"ns"}"#,
+            br#"{"ID":{"name":"n","namespace":"ns"},"Name":"p"}"#,
+            b"{\"name\":\"n\xff\",\"namespace\":\"ns\"}",
+            br#"{"name":"n","namespace":"ns""#,
+        ];
+        for o in left {
+            assert!(id_pair(o).is_none(), "{}", String::from_utf8_lossy(o));
+        }
+        // What the walk makes of those, endpoint_deep still does.
+        assert_eq!(endpoint_deep(left[0], 0).as_deref(), Some("ns/n0"));
+        assert_eq!(endpoint_deep(left[5], 0).as_deref(), Some("ns/n"));
+    }
 
     /// The fast path gives the bits `str::parse` gives, on both sides of
     /// its limits (2^53, 19 digits, 22 decimals) and on the shapes zap writes.
