@@ -312,10 +312,7 @@ impl Text {
             Text::None => None,
             Text::Span(s, e) => {
                 let b = line.get(*s as usize..*e as usize).unwrap_or_default();
-                Some(match std::str::from_utf8(b) {
-                    Ok(s) => Cow::Borrowed(s),
-                    Err(_) => String::from_utf8_lossy(b),
-                })
+                Some(crate::json::lossy(b))
             }
             Text::Owned(o) => Some(Cow::Borrowed(o)),
         }

@@ -417,7 +417,7 @@ fn id_pair(b: &[u8]) -> Option<(Option<String>, usize)> {
         if b[ve] != b'"' || b.get(ve + 1) != Some(&sep) {
             return None;
         }
-        let v = std::str::from_utf8(&b[ke + 3..ve]).ok()?;
+        let v = crate::json::utf8(&b[ke + 3..ve])?;
         match &b[i + 1..ke] {
             b"name" | b"Name" => name = Some(v),
             b"namespace" | b"Namespace" => ns = Some(v),
