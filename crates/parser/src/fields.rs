@@ -255,33 +255,34 @@ pub(crate) fn parse_f64(raw: &[u8]) -> Option<f64> {
         Some((b'-', rest)) => (true, rest),
         _ => (false, raw),
     };
-    // `int[.frac]`, at most 19 digits in all (so the integer fits in u64).
-    let int = crate::json::digit_run(digits, 0);
-    let (frac, fast) = match digits.get(int) {
-        None => (0, true),
-        Some(b'.') => {
-            let f = crate::json::digit_run(digits, int + 1);
-            (f, int + 1 + f == digits.len())
+    // `int[.frac]`, at most 19 digits in all (so the integer fits in u64),
+    // read in one pass: the digits' value and where the point is.
+    if digits.len() <= 20 {
+        let mut m = 0u64;
+        let mut point = None;
+        let mut ok = true;
+        for (i, &c) in digits.iter().enumerate() {
+            let d = c.wrapping_sub(b'0');
+            if d < 10 {
+                m = m.wrapping_mul(10).wrapping_add(u64::from(d));
+            } else if c == b'.' && point.is_none() {
+                point = Some(i);
+            } else {
+                ok = false;
+                break;
+            }
         }
-        Some(_) => (0, false),
-    };
-    let n = int + frac;
-    let fast = fast && n <= 19;
-    let m = if fast {
-        let m = crate::json::digits_value(&digits[..int]);
-        let f = digits.get(int + 1..int + 1 + frac).unwrap_or_default();
-        m * POW10_INT[frac] as u64 + crate::json::digits_value(f)
-    } else {
-        0
-    };
-    if fast && n > 0 {
-        let x = if m <= 1 << 53 {
-            Some(m as f64 / POW10[frac])
-        } else {
-            nearest_quotient(m, frac)
-        };
-        if let Some(x) = x {
-            return Some(if neg { -x } else { x });
+        let frac = point.map_or(0, |p| digits.len() - p - 1);
+        let n = digits.len() - usize::from(point.is_some());
+        if ok && (1..=19).contains(&n) {
+            let x = if m <= 1 << 53 {
+                Some(m as f64 / POW10[frac])
+            } else {
+                nearest_quotient(m, frac)
+            };
+            if let Some(x) = x {
+                return Some(if neg { -x } else { x });
+            }
         }
     }
     std::str::from_utf8(raw).ok()?.parse().ok()

@@ -253,32 +253,6 @@ pub(crate) fn digit_run(b: &[u8], from: usize) -> usize {
     i - from
 }
 
-/// The value of the 8 ASCII digits of `w` (read little-endian, so the most
-/// significant digit is the lowest byte; all must be digits), combined
-/// pairwise in the word (2, 4, then 8 digits).
-#[inline(always)]
-fn eight_digits(w: u64) -> u64 {
-    let v = w - 0x3030_3030_3030_3030;
-    let v = (v * 10 + (v >> 8)) & 0x00FF_00FF_00FF_00FF;
-    let v = (v * 100 + (v >> 16)) & 0x0000_FFFF_0000_FFFF;
-    (v * 10_000 + (v >> 32)) & 0xFFFF_FFFF
-}
-
-/// The value of a run of at most 19 ASCII digits.
-#[inline(always)]
-pub(crate) fn digits_value(d: &[u8]) -> u64 {
-    let mut m = 0u64;
-    let mut i = 0;
-    while let Some(w) = word8(d, i) {
-        m = m * 100_000_000 + eight_digits(w);
-        i += 8;
-    }
-    for &c in &d[i..] {
-        m = m * 10 + u64::from(c - b'0');
-    }
-    m
-}
-
 /// A structural error at a byte offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct JsonError {
