@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use gatecal_filter::Config;
 use serde::Serialize;
 
+use crate::hist::Recorded;
 use crate::input::DecisionInput;
 use crate::reconstruct::{ReconstructOptions, Reconstructor};
 use crate::reorder::Reorder;
@@ -298,8 +299,9 @@ impl GateDist {
         let mut deployments = Vec::new();
         for (name, dep) in self.deps {
             overall.merge(&dep.acc);
-            let stats = dep.acc.finish();
-            let histogram = histogram_bins(&dep.acc, stats.bar_ms, bins);
+            let recorded = dep.acc.histogram().recorded();
+            let stats = dep.acc.finish_recorded(&recorded);
+            let histogram = histogram_bins(&recorded, stats.bar_ms, bins);
             let windows = match self.opts.window_s {
                 Some(w) => dep
                     .windows
@@ -322,8 +324,9 @@ impl GateDist {
                 windows,
             });
         }
-        let stats = overall.finish();
-        let histogram = histogram_bins(&overall, stats.bar_ms, bins);
+        let recorded = overall.histogram().recorded();
+        let stats = overall.finish_recorded(&recorded);
+        let histogram = histogram_bins(&recorded, stats.bar_ms, bins);
         GateDistReport {
             schema: SCHEMA,
             input,
@@ -345,8 +348,7 @@ impl GateDist {
 /// Linear bins from `min(p0.5, 0)` to `max(p99.9, bar)` (the bar only when
 /// within 4x of p99.9, so that a far-away bar does not squash the shape),
 /// rounded out to a round step.
-fn histogram_bins(acc: &StatsAcc, bar: Option<f64>, n: usize) -> HistogramBins {
-    let h = acc.histogram();
+fn histogram_bins(h: &Recorded, bar: Option<f64>, n: usize) -> HistogramBins {
     let (Some(lo_q), Some(hi_q)) = (h.quantile(0.005), h.quantile(0.999)) else {
         return HistogramBins::default();
     };

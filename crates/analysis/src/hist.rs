@@ -125,9 +125,69 @@ impl SignedHistogram {
     }
 
     /// The nearest-rank quantile `q` in `[0, 1]` (see the module docs), or
+    /// `None` when empty or `q` is outside `[0, 1]`. Several quantiles of one
+    /// histogram are cheaper through one [`SignedHistogram::recorded`].
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        self.recorded().quantile(q)
+    }
+
+    /// How many values are `<= v` (exact for values recorded exactly at a
+    /// bucket's range; otherwise within one bucket).
+    pub fn count_at_most(&self, v: f64) -> u64 {
+        self.recorded()
+            .values
+            .iter()
+            .filter(|(m, _)| *m <= v)
+            .map(|(_, c)| c)
+            .sum()
+    }
+
+    /// Counts per bin for `edges` (ascending, `len >= 2`): bin `i` holds the
+    /// values in `[edges[i], edges[i+1])`, the last bin also its upper edge.
+    /// Values outside the edges are returned as `(below, above)`.
+    pub fn bins(&self, edges: &[f64]) -> (Vec<u64>, u64, u64) {
+        self.recorded().bins(edges)
+    }
+
+    /// The recorded buckets, read once (one pass over each HdrHistogram):
+    /// quantiles and bins then read the snapshot, not the histograms.
+    pub fn recorded(&self) -> Recorded {
+        let mut values = Vec::new();
+        // Negative values first, largest magnitude first: ascending order.
+        let start = values.len();
+        for it in self.neg.iter_recorded() {
+            let m = -(self.neg.median_equivalent(it.value_iterated_to()) as f64) / SCALE;
+            values.push((m, it.count_at_value()));
+        }
+        values[start..].reverse();
+        for it in self.pos.iter_recorded() {
+            let m = self.pos.median_equivalent(it.value_iterated_to()) as f64 / SCALE;
+            values.push((m, it.count_at_value()));
+        }
+        Recorded {
+            values,
+            n: self.count(),
+            min: self.min,
+            max: self.max,
+        }
+    }
+}
+
+/// The buckets of a [`SignedHistogram`] holding values, in ascending order:
+/// each bucket's midpoint in ms (`median_equivalent`) and its count.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    values: Vec<(f64, u64)>,
+    n: u64,
+    min: f64,
+    max: f64,
+}
+
+impl Recorded {
+    /// The nearest-rank quantile `q` in `[0, 1]` (see the module docs), or
     /// `None` when empty or `q` is outside `[0, 1]`.
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        let n = self.count();
+        let n = self.n;
         if n == 0 || !(0.0..=1.0).contains(&q) {
             return None;
         }
@@ -137,46 +197,26 @@ impl SignedHistogram {
         Some(self.value_at_rank(k).clamp(self.min, self.max))
     }
 
-    /// The `k`-th smallest value (1-based), bucket midpoint.
+    /// The `k`-th smallest value (1-based), bucket midpoint: the first
+    /// bucket whose running count reaches `k` (ranks `k <= n_neg` fall in the
+    /// negative buckets, counted from the largest magnitude).
     fn value_at_rank(&self, k: u64) -> f64 {
-        let n_neg = self.neg.len();
-        if k <= n_neg {
-            // k-th smallest overall = (n_neg - k + 1)-th largest magnitude
-            // = (k')-th smallest magnitude with k' = n_neg - k + 1.
-            let kk = n_neg - k + 1;
-            -(rank_in(&self.neg, kk) as f64) / SCALE
-        } else {
-            rank_in(&self.pos, k - n_neg) as f64 / SCALE
-        }
-    }
-
-    /// How many values are `<= v` (exact for values recorded exactly at a
-    /// bucket's range; otherwise within one bucket).
-    pub fn count_at_most(&self, v: f64) -> u64 {
-        let mut c = 0;
-        for it in self.neg.iter_recorded() {
-            let m = -(self.neg.median_equivalent(it.value_iterated_to()) as f64) / SCALE;
-            if m <= v {
-                c += it.count_at_value();
+        let mut seen = 0u64;
+        for &(m, c) in &self.values {
+            seen += c;
+            if seen >= k {
+                return m;
             }
         }
-        for it in self.pos.iter_recorded() {
-            let m = self.pos.median_equivalent(it.value_iterated_to()) as f64 / SCALE;
-            if m <= v {
-                c += it.count_at_value();
-            }
-        }
-        c
+        self.values.last().map_or(0.0, |&(m, _)| m)
     }
 
-    /// Counts per bin for `edges` (ascending, `len >= 2`): bin `i` holds the
-    /// values in `[edges[i], edges[i+1])`, the last bin also its upper edge.
-    /// Values outside the edges are returned as `(below, above)`.
+    /// Counts per bin for `edges`: see [`SignedHistogram::bins`].
     pub fn bins(&self, edges: &[f64]) -> (Vec<u64>, u64, u64) {
         let nb = edges.len().saturating_sub(1);
         let mut counts = vec![0u64; nb];
         let (mut below, mut above) = (0u64, 0u64);
-        let mut place = |v: f64, c: u64| {
+        for &(v, c) in &self.values {
             if nb == 0 || v < edges[0] {
                 below += c;
             } else if v > edges[nb] {
@@ -188,29 +228,9 @@ impl SignedHistogram {
                     .min(nb - 1);
                 counts[i] += c;
             }
-        };
-        for it in self.neg.iter_recorded() {
-            let v = -(self.neg.median_equivalent(it.value_iterated_to()) as f64) / SCALE;
-            place(v, it.count_at_value());
-        }
-        for it in self.pos.iter_recorded() {
-            let v = self.pos.median_equivalent(it.value_iterated_to()) as f64 / SCALE;
-            place(v, it.count_at_value());
         }
         (counts, below, above)
     }
-}
-
-/// The bucket midpoint of the k-th smallest (1-based) value of `h`.
-fn rank_in(h: &Histogram<u64>, k: u64) -> u64 {
-    let mut seen = 0u64;
-    for it in h.iter_recorded() {
-        seen += it.count_at_value();
-        if seen >= k {
-            return h.median_equivalent(it.value_iterated_to());
-        }
-    }
-    h.median_equivalent(h.max())
 }
 
 #[cfg(test)]

@@ -548,19 +548,23 @@ impl Recommend {
                     .record(be);
             }
         }
+        let all_r = all.recorded();
         let break_even = BreakEven {
             count: all.count(),
-            p10: all.quantile(0.1),
-            p50: all.quantile(0.5),
-            p90: all.quantile(0.9),
+            p10: all_r.quantile(0.1),
+            p50: all_r.quantile(0.5),
+            p90: all_r.quantile(0.9),
             windows: windows
                 .iter()
-                .map(|(i, h)| BreakEvenWindow {
-                    start_ts: *i as f64 * self.opts.window_s.unwrap_or(0.0),
-                    count: h.count(),
-                    p10: h.quantile(0.1),
-                    p50: h.quantile(0.5),
-                    p90: h.quantile(0.9),
+                .map(|(i, h)| {
+                    let r = h.recorded();
+                    BreakEvenWindow {
+                        start_ts: *i as f64 * self.opts.window_s.unwrap_or(0.0),
+                        count: h.count(),
+                        p10: r.quantile(0.1),
+                        p50: r.quantile(0.5),
+                        p90: r.quantile(0.9),
+                    }
                 })
                 .collect(),
         };

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use gatecal_filter::{Config, Outcome, PenaltyMode};
 use serde::Serialize;
 
-use crate::hist::SignedHistogram;
+use crate::hist::{Recorded, SignedHistogram};
 use crate::reconstruct::{Evidence, GateSample};
 use crate::whatif::{WhatIfSpec, pinned_worse_bar, replay};
 
@@ -51,12 +51,18 @@ pub struct Distribution {
 impl Distribution {
     /// The figures of a histogram.
     pub fn of(h: &SignedHistogram) -> Distribution {
+        Distribution::of_recorded(h, &h.recorded())
+    }
+
+    /// The figures of a histogram whose buckets `r` were already read
+    /// (`h.recorded()`).
+    pub fn of_recorded(h: &SignedHistogram, r: &Recorded) -> Distribution {
         Distribution {
             count: h.count(),
-            p50: h.quantile(0.5),
-            p90: h.quantile(0.9),
-            p99: h.quantile(0.99),
-            p999: h.quantile(0.999),
+            p50: r.quantile(0.5),
+            p90: r.quantile(0.9),
+            p99: r.quantile(0.99),
+            p999: r.quantile(0.999),
             max: h.max(),
             min: h.min(),
             negative: h.count_negative(),
@@ -329,6 +335,12 @@ impl StatsAcc {
 
     /// The figures.
     pub fn finish(&self) -> Stats {
+        self.finish_recorded(&self.hist.recorded())
+    }
+
+    /// The figures, with the histogram's buckets `r` already read
+    /// (`self.histogram().recorded()`, shared with the report's bins).
+    pub fn finish_recorded(&self, r: &Recorded) -> Stats {
         let n = self.decisions;
         let share = |c: u64| if n == 0 { 0.0 } else { c as f64 / n as f64 };
         let mut outcomes: BTreeMap<String, u64> = Outcome::ALL
@@ -346,7 +358,7 @@ impl StatsAcc {
             decisions: n,
             outcomes,
             evidence: self.evidence,
-            gate_input_ms: Distribution::of(&self.hist),
+            gate_input_ms: Distribution::of_recorded(&self.hist, r),
             bar_ms: bar,
             released: self.released,
             released_share: share(self.released),
