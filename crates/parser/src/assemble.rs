@@ -142,7 +142,11 @@ pub(crate) struct Ctx<'a> {
 
 /// Bytes of a line as an owned string (lossily if not UTF-8).
 fn owned(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    // `from_utf8` checks ASCII a word at a time; the lossy path only when needed.
+    match std::str::from_utf8(b) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(b).into_owned(),
+    }
 }
 
 /// An event waiting in its request's buffer.
@@ -206,8 +210,15 @@ pub struct Assembler {
     requests_evicted: u64,
 }
 
+/// `s.split_once('/')`, by a plain byte scan (the ids are short: the
+/// general character searcher costs more than the scan).
+fn split_slash(s: &str) -> Option<(&str, &str)> {
+    let i = s.bytes().position(|b| b == b'/')?;
+    Some((&s[..i], &s[i + 1..]))
+}
+
 fn split_plugin(plugin: &str) -> (&str, Option<&str>) {
-    match plugin.split_once('/') {
+    match split_slash(plugin) {
         Some((n, t)) => (n, Some(t)),
         None => (plugin, None),
     }
@@ -315,7 +326,12 @@ impl Req {
 
     fn end_run(&mut self) {
         self.finalize_pending();
-        self.done.append(&mut self.run_decisions);
+        if self.done.is_empty() {
+            // The usual case (one run per request): hand the vector over.
+            std::mem::swap(&mut self.done, &mut self.run_decisions);
+        } else {
+            self.done.append(&mut self.run_decisions);
+        }
         self.run_candidates = None;
         self.last_survivors = None;
         self.last_survivors_in = None;
@@ -366,10 +382,18 @@ impl Req {
             d.filter = Some(name.to_string());
             d.filter_type = ty.map(str::to_string);
             if let Some(s) = &survivors {
-                for c in &mut d.candidates {
-                    c.survived = Some(s.iter().any(|e| same_endpoint(e, &c.endpoint)));
+                // Usually the survivors are the first candidates, in order:
+                // those are found where they stand, without a search.
+                let in_place = s
+                    .iter()
+                    .zip(&d.candidates)
+                    .take_while(|(e, c)| same_endpoint(e, &c.endpoint))
+                    .count();
+                for (i, c) in d.candidates.iter_mut().enumerate() {
+                    c.survived =
+                        Some(i < in_place || s.iter().any(|e| same_endpoint(e, &c.endpoint)));
                 }
-                for e in s {
+                for e in &s[in_place..] {
                     if !d.candidates.iter().any(|c| same_endpoint(&c.endpoint, e)) {
                         let mut c = CandidateObs::new(e.clone());
                         c.survived = Some(true);
@@ -852,7 +876,7 @@ impl Assembler {
             let ns = d
                 .candidates
                 .iter()
-                .find_map(|c| c.endpoint.split_once('/').map(|(n, _)| n));
+                .find_map(|c| split_slash(&c.endpoint).map(|(n, _)| n));
             d.deployment = self
                 .naming
                 .resolve(r.pod.as_deref(), ns, d.model.as_deref());
