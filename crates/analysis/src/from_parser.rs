@@ -4,10 +4,21 @@ use gatecal_parser::{Completion, Decision, FilterMsg};
 
 use crate::input::{DecisionInput, LoggedGate, ScoredEndpoint};
 
-/// Whether a scorer plugin (`name/type`) scores prefix-cache matches.
+/// Whether a scorer plugin (`name/type`) scores prefix-cache matches: its
+/// type (after the last `/`) contains `prefix` and not `affinity`.
 fn is_prefix_scorer(plugin: &str) -> bool {
-    let t = plugin.rsplit('/').next().unwrap_or(plugin);
-    t.contains("prefix") && !t.contains("affinity")
+    let b = plugin.as_bytes();
+    let t = match b.iter().rposition(|&c| c == b'/') {
+        Some(i) => &b[i + 1..],
+        None => b,
+    };
+    contains(t, b"prefix") && !contains(t, b"affinity")
+}
+
+/// `needle` occurs in `hay` (a plain window scan: plugin names are short,
+/// and the general substring searcher's setup costs more than the scan).
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 /// Builds that log every candidate's in-flight tokens (P2251's `calculated
