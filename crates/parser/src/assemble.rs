@@ -114,10 +114,12 @@ struct Req {
     last_survivors_in: Option<usize>,
     running_filter: Option<String>,
     instances: Vec<String>,
-    pending: Option<Decision>,
+    // Decisions are boxed while assembled: a decision is several hundred
+    // bytes, and it moves from `pending` to `run_decisions` to `done`.
+    pending: Option<Box<Decision>>,
     pending_has_outcome: bool,
-    run_decisions: Vec<Decision>,
-    done: Vec<Decision>,
+    run_decisions: Vec<Box<Decision>>,
+    done: Vec<Box<Decision>>,
     prompt_tokens: Option<f64>,
     hit_prefix_tokens: Option<f64>,
     handled_endpoint: Option<String>,
@@ -288,7 +290,7 @@ impl Req {
         }
     }
 
-    fn new_decision(&self, file: &str, line: u64, ts: Option<f64>) -> Decision {
+    fn new_decision(&self, file: &str, line: u64, ts: Option<f64>) -> Box<Decision> {
         let cands = self
             .last_survivors_in
             .and_then(|k| self.run_decisions.get(k))
@@ -297,7 +299,7 @@ impl Req {
             .or(self.run_candidates.as_ref())
             .map(|v| v.iter().map(CandidateObs::new).collect())
             .unwrap_or_default();
-        Decision {
+        Box::new(Decision {
             ts,
             profile: self.profile.clone(),
             profile_run: self.run,
@@ -307,7 +309,7 @@ impl Req {
             },
             candidates: cands,
             ..Decision::default()
-        }
+        })
     }
 
     fn finalize_pending(&mut self) {
@@ -350,7 +352,10 @@ impl Req {
 
     /// Decisions that scorer and picker lines apply to.
     fn scored(&mut self) -> impl Iterator<Item = &mut Decision> {
-        self.run_decisions.iter_mut().chain(self.pending.iter_mut())
+        self.run_decisions
+            .iter_mut()
+            .chain(self.pending.iter_mut())
+            .map(|d| &mut **d)
     }
 
     fn complete_filter(
@@ -881,7 +886,7 @@ impl Assembler {
                 .naming
                 .resolve(r.pod.as_deref(), ns, d.model.as_deref());
             d.completion = how;
-            emit(d);
+            emit(*d);
         }
     }
 
