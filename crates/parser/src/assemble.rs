@@ -259,6 +259,21 @@ fn nonneg_int(x: f64) -> Option<u32> {
 }
 
 impl Req {
+    /// Buffers one event of this request, touched at `touch`; whether the
+    /// buffer is now full (`cap` events).
+    fn push(&mut self, ev: Buffered, touch: f64, ctx: &Ctx<'_>, cap: usize) -> bool {
+        if touch > self.last_ts || self.last_ts.is_nan() {
+            self.last_ts = touch;
+        }
+        if self.model.is_none()
+            && let Some(m) = ctx.model
+        {
+            self.model = Some(owned(m));
+        }
+        self.events.push(ev);
+        self.events.len() >= cap
+    }
+
     fn new(serial: u64, ctx: &Ctx<'_>, line: u64, ts: f64) -> Req {
         Req {
             serial,
@@ -716,8 +731,14 @@ impl Assembler {
         {
             self.close(old, Completion::Superseded, emit);
         }
-        if !self.reqs.contains_key(self.scratch.as_slice()) {
-            if matches!(event, Event::RequestHandled { .. }) {
+        let handled = matches!(event, Event::RequestHandled { .. });
+        let cap = self.limits.max_events_per_request.max(1);
+        let ev = Buffered { ts, line, event };
+        // One lookup for an open request; a new one is made and inserted.
+        let full = if let Some(r) = self.reqs.get_mut(self.scratch.as_slice()) {
+            r.push(ev, touch, ctx, cap)
+        } else {
+            if handled {
                 // Nothing open: a request that started before the log.
                 return;
             }
@@ -733,21 +754,11 @@ impl Assembler {
             if self.reqs.len() > self.limits.max_open_requests {
                 self.evict_oldest(emit);
             }
-        }
-        let Some(r) = self.reqs.get_mut(self.scratch.as_slice()) else {
-            return;
+            let Some(r) = self.reqs.get_mut(self.scratch.as_slice()) else {
+                return;
+            };
+            r.push(ev, touch, ctx, cap)
         };
-        if touch > r.last_ts || r.last_ts.is_nan() {
-            r.last_ts = touch;
-        }
-        if r.model.is_none()
-            && let Some(m) = ctx.model
-        {
-            r.model = Some(owned(m));
-        }
-        let handled = matches!(event, Event::RequestHandled { .. });
-        r.events.push(Buffered { ts, line, event });
-        let full = r.events.len() >= self.limits.max_events_per_request.max(1);
         if handled && let Some(r) = self.reqs.remove(self.scratch.as_slice()) {
             self.close(r, Completion::Handled, emit);
         } else if full && let Some(r) = self.reqs.remove(self.scratch.as_slice()) {
