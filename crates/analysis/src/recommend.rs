@@ -40,7 +40,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use gatecal_filter::{Config, Outcome, PenaltyMode, TtftSource, decide};
+use gatecal_filter::{Config, Outcome, PenaltyMode, TtftSource, decide_verdict};
 use gatecal_parser::VllmStats;
 use serde::Serialize;
 
@@ -266,7 +266,7 @@ impl Kept {
             exploration_probability: 0.0,
             ..config.clone()
         };
-        let d = decide(&probe, c, 1.0);
+        let d = decide_verdict(&probe, c, 1.0);
         match d.gate {
             None => Kept::Fixed(d.outcome),
             Some(g) if config.ttft_source == TtftSource::LatencyPredictor => Kept::Predicted {

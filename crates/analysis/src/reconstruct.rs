@@ -73,7 +73,7 @@
 
 use rustc_hash::FxHashMap;
 
-use gatecal_filter::{Candidate, Config, Outcome, TtftSource, best_by_ttft, decide};
+use gatecal_filter::{Candidate, Config, Outcome, TtftSource, best_by_ttft, decide_verdict};
 use serde::Serialize;
 
 use crate::hist::UNBOUNDED_MS;
@@ -353,7 +353,7 @@ impl Reconstructor {
         config: &Config,
         s: &mut GateSample,
     ) {
-        let replayed = decide(config, exact, 1.0);
+        let replayed = decide_verdict(config, exact, 1.0);
         if s.outcome.is_none() {
             s.outcome = Some(replayed.outcome);
         }

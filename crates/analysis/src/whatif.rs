@@ -1,6 +1,7 @@
 //! Replaying decisions under other filter configs.
 //!
-//! Every replay goes through [`gatecal_filter::decide`]: a what-if is the
+//! Every replay goes through the filter core ([`gatecal_filter::decide_verdict`],
+//! [`gatecal_filter::decide`]'s outcome and gate): a what-if is the
 //! deployment's config with `maxTTFTPenaltyMs`, `peakPrefillThroughput` or
 //! `penaltyMode` changed, applied to each decision's (exact or reconstructed)
 //! candidates. Decisions whose outcome does not depend on those parameters
@@ -8,7 +9,7 @@
 //! outcome; decisions whose gate input is unknown are counted as `unknown`
 //! and are neither released nor pinned in the shares.
 
-use gatecal_filter::{Config, Outcome, PenaltyMode, decide};
+use gatecal_filter::{Config, Outcome, PenaltyMode, decide_verdict};
 use serde::Serialize;
 
 use crate::reconstruct::{GateSample, Replay};
@@ -94,7 +95,7 @@ pub fn replay(sample: &GateSample, config: &Config) -> Replayed {
             no_match_info: false,
         },
         Replay::Candidates(c) => {
-            let d = decide(config, c, 1.0);
+            let d = decide_verdict(config, c, 1.0);
             Replayed {
                 outcome: Some(d.outcome),
                 gate_input_ms: d.gate.map(|g| g.gate_input_ms),

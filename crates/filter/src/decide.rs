@@ -259,50 +259,58 @@ fn least_requests(candidates: &[Candidate], side: &[usize]) -> Option<i64> {
         .min()
 }
 
-/// Decides hold or release for one set of candidates, exactly as the
-/// production filter's `Filter()` does.
-///
-/// `exploration_draw` stands for the filter's `rand.Float64()`: the filter
-/// explores iff `exploration_draw < explorationProbability`. Pass `1.0` to
-/// replay a decision that did not explore.
-///
-/// The config is used as given; call [`Config::validate`] first (configs
-/// decoded with [`Config::from_json`] are validated).
-pub fn decide(config: &Config, candidates: &[Candidate], exploration_draw: f64) -> Decision {
-    let n = candidates.len();
+/// The outcomes decided before the candidates are partitioned: at most one
+/// candidate or no usable threshold (`not_applicable`), or the exploration
+/// draw (`exploration`).
+fn before_partition(config: &Config, n: usize, exploration_draw: f64) -> Option<Outcome> {
     // `!(x > 0)` rather than `x <= 0` so that a NaN threshold behaves as Go's
     // `<= 0` test does not: Go would keep going and mark nothing sticky; here
     // NaN can only come from a hand-built config, and "not applicable" is the
     // honest answer.
     if n <= 1 || config.affinity_threshold.is_nan() || config.affinity_threshold <= 0.0 {
-        return Decision::keep_all(Outcome::NotApplicable, n);
+        return Some(Outcome::NotApplicable);
     }
     if exploration_draw < config.exploration_probability {
-        return Decision::keep_all(Outcome::Exploration, n);
+        return Some(Outcome::Exploration);
     }
+    None
+}
 
-    let mut sticky = Vec::with_capacity(n);
-    let mut non_sticky = Vec::with_capacity(n);
-    for (i, c) in candidates.iter().enumerate() {
-        if c.prefix_score() >= config.affinity_threshold {
-            sticky.push(i);
-        } else {
-            non_sticky.push(i);
-        }
-    }
-    if sticky.is_empty() {
-        return Decision::keep_all(Outcome::NoMatch, n);
-    }
+/// Whether a candidate is sticky under `config`.
+fn is_sticky(config: &Config, c: &Candidate) -> bool {
+    c.prefix_score() >= config.affinity_threshold
+}
 
-    let mut decision = Decision {
+/// What the gates conclude once the candidates are partitioned.
+struct Gated {
+    outcome: Outcome,
+    gate: Option<GateEval>,
+    request_gate: Option<RequestGateEval>,
+    signal: Option<SideSignal>,
+    /// The non-sticky endpoints the request gate added (when it fired).
+    within: Vec<usize>,
+}
+
+/// The gates after the partition into `sticky` and `non_sticky` indices
+/// (input order): no sticky endpoint, the TTFT load gate, the in-flight
+/// request gate. Allocates only for the request gate.
+fn after_partition(
+    config: &Config,
+    candidates: &[Candidate],
+    sticky: &[usize],
+    non_sticky: &[usize],
+) -> Gated {
+    let mut g = Gated {
         outcome: Outcome::Sticky,
-        kept: sticky.clone(),
-        sticky,
         gate: None,
         request_gate: None,
         signal: None,
+        within: Vec::new(),
     };
-    let sticky = &decision.sticky;
+    if sticky.is_empty() {
+        g.outcome = Outcome::NoMatch;
+        return g;
+    }
 
     // TTFT load gate.
     let gate_runs = !non_sticky.is_empty()
@@ -312,15 +320,14 @@ pub fn decide(config: &Config, candidates: &[Candidate], exploration_draw: f64) 
         };
     if gate_runs {
         let bs = best_by_ttft(config, candidates, sticky);
-        let bn = best_by_ttft(config, candidates, &non_sticky);
+        let bn = best_by_ttft(config, candidates, non_sticky);
         let (Some(bs), Some(bn)) = (bs, bn) else {
-            decision.outcome = Outcome::MissingSignal;
-            decision.kept = (0..n).collect();
-            decision.signal = Some(SideSignal {
+            g.outcome = Outcome::MissingSignal;
+            g.signal = Some(SideSignal {
                 sticky_observed: bs.is_some(),
                 non_sticky_observed: bn.is_some(),
             });
-            return decision;
+            return g;
         };
         let gate_input_ms = bs.ttft_ms - bn.ttft_ms;
         let bar_fires =
@@ -356,11 +363,10 @@ pub fn decide(config: &Config, candidates: &[Candidate], exploration_draw: f64) 
                 }
             }
         }
-        decision.gate = Some(eval);
+        g.gate = Some(eval);
         if eval.fired.is_some() {
-            decision.outcome = Outcome::LoadOverride;
-            decision.kept = (0..n).collect();
-            return decision;
+            g.outcome = Outcome::LoadOverride;
+            return g;
         }
     }
 
@@ -384,20 +390,106 @@ pub fn decide(config: &Config, candidates: &[Candidate], exploration_draw: f64) 
             least_requests(candidates, &within),
         ) {
             let fired = s.saturating_sub(w) > config.max_in_flight_requests_delta;
-            let eval = RequestGateEval {
+            g.request_gate = Some(RequestGateEval {
                 sticky_requests: s,
                 within_requests: w,
                 within: within.clone(),
                 fired,
-            };
-            decision.request_gate = Some(eval);
+            });
             if fired {
-                decision.outcome = Outcome::RequestLoadOverride;
-                decision.kept = decision.sticky.iter().copied().chain(within).collect();
-                return decision;
+                g.outcome = Outcome::RequestLoadOverride;
+                g.within = within;
             }
         }
     }
+    g
+}
 
-    decision
+/// Decides hold or release for one set of candidates, exactly as the
+/// production filter's `Filter()` does.
+///
+/// `exploration_draw` stands for the filter's `rand.Float64()`: the filter
+/// explores iff `exploration_draw < explorationProbability`. Pass `1.0` to
+/// replay a decision that did not explore.
+///
+/// The config is used as given; call [`Config::validate`] first (configs
+/// decoded with [`Config::from_json`] are validated).
+pub fn decide(config: &Config, candidates: &[Candidate], exploration_draw: f64) -> Decision {
+    let n = candidates.len();
+    if let Some(o) = before_partition(config, n, exploration_draw) {
+        return Decision::keep_all(o, n);
+    }
+    let mut sticky = Vec::with_capacity(n);
+    let mut non_sticky = Vec::with_capacity(n);
+    for (i, c) in candidates.iter().enumerate() {
+        if is_sticky(config, c) {
+            sticky.push(i);
+        } else {
+            non_sticky.push(i);
+        }
+    }
+    let g = after_partition(config, candidates, &sticky, &non_sticky);
+    let kept = match g.outcome {
+        Outcome::NoMatch => return Decision::keep_all(Outcome::NoMatch, n),
+        Outcome::Sticky => sticky.clone(),
+        Outcome::RequestLoadOverride => sticky.iter().copied().chain(g.within).collect(),
+        _ => (0..n).collect(),
+    };
+    Decision {
+        outcome: g.outcome,
+        kept,
+        sticky,
+        gate: g.gate,
+        request_gate: g.request_gate,
+        signal: g.signal,
+    }
+}
+
+/// [`decide`]'s outcome and TTFT gate evaluation, the same in every case.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The outcome ([`Decision::outcome`]).
+    pub outcome: Outcome,
+    /// The TTFT load gate's evaluation ([`Decision::gate`]).
+    pub gate: Option<GateEval>,
+}
+
+/// Candidates partitioned on the stack by [`decide_verdict`]; more go to
+/// the heap.
+const STACK_CANDIDATES: usize = 16;
+
+/// [`decide`] without the index lists: its outcome and gate evaluation, by
+/// the same code, with no allocation for up to 16 candidates (unless the
+/// in-flight request gate is on). For callers that replay many decisions
+/// under many configs and read only the outcome and the gate.
+pub fn decide_verdict(config: &Config, candidates: &[Candidate], exploration_draw: f64) -> Verdict {
+    let n = candidates.len();
+    if let Some(outcome) = before_partition(config, n, exploration_draw) {
+        return Verdict {
+            outcome,
+            gate: None,
+        };
+    }
+    let g = if n <= STACK_CANDIDATES {
+        let (mut sticky, mut non_sticky) = ([0usize; STACK_CANDIDATES], [0usize; STACK_CANDIDATES]);
+        let (mut ns, mut nn) = (0, 0);
+        for (i, c) in candidates.iter().enumerate() {
+            if is_sticky(config, c) {
+                sticky[ns] = i;
+                ns += 1;
+            } else {
+                non_sticky[nn] = i;
+                nn += 1;
+            }
+        }
+        after_partition(config, candidates, &sticky[..ns], &non_sticky[..nn])
+    } else {
+        let (sticky, non_sticky): (Vec<usize>, Vec<usize>) =
+            (0..n).partition(|&i| is_sticky(config, &candidates[i]));
+        after_partition(config, candidates, &sticky, &non_sticky)
+    };
+    Verdict {
+        outcome: g.outcome,
+        gate: g.gate,
+    }
 }

@@ -84,7 +84,8 @@ mod decide;
 pub use candidate::Candidate;
 pub use config::{Config, ConfigError, DEFAULT_CONFIG, MissingSignal, PenaltyMode, TtftSource};
 pub use decide::{
-    Best, Decision, GateEval, Outcome, RequestGateEval, Rule, SideSignal, best_by_ttft, decide,
+    Best, Decision, GateEval, Outcome, RequestGateEval, Rule, SideSignal, Verdict, best_by_ttft,
+    decide, decide_verdict,
 };
 
 /// The break-even bar of a request in ms: the static `maxTTFTPenaltyMs` at

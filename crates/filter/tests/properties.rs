@@ -1,6 +1,8 @@
 //! Invariants of `decide` over arbitrary candidates and configs.
 
-use gatecal_filter::{Candidate, Config, MissingSignal, Outcome, PenaltyMode, TtftSource, decide};
+use gatecal_filter::{
+    Candidate, Config, MissingSignal, Outcome, PenaltyMode, TtftSource, decide, decide_verdict,
+};
 use proptest::prelude::*;
 
 fn candidate() -> impl Strategy<Value = Candidate> {
@@ -129,5 +131,14 @@ proptest! {
         if b.outcome == Outcome::LoadOverride {
             prop_assert_eq!(a.outcome, Outcome::LoadOverride);
         }
+    }
+
+    #[test]
+    fn the_verdict_is_decides_outcome_and_gate(c in config(), cands in proptest::collection::vec(candidate(), 0..20), draw in 0.0f64..1.0) {
+        let d = decide(&c, &cands, draw);
+        let v = decide_verdict(&c, &cands, draw);
+        prop_assert_eq!(v.outcome, d.outcome);
+        // Bitwise, NaN included.
+        prop_assert_eq!(format!("{:?}", v.gate), format!("{:?}", d.gate));
     }
 }
