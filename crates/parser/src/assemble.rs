@@ -870,11 +870,17 @@ impl Assembler {
         }
         r.end_run();
         let infer_profiles = !r.saw_profile_line && r.decider_run.is_some();
-        for mut d in r.done.drain(..) {
-            d.request_id.clone_from(&r.request_id);
-            d.epp_pod.clone_from(&r.pod);
+        let n = r.done.len();
+        for (i, mut d) in std::mem::take(&mut r.done).into_iter().enumerate() {
+            // The request's strings are cloned into every decision but the
+            // last (usually the only one), which takes them.
+            let last = i + 1 == n;
             if d.model.is_none() {
-                d.model.clone_from(&r.model);
+                if last {
+                    d.model = r.model.take();
+                } else {
+                    d.model.clone_from(&r.model);
+                }
             }
             if infer_profiles {
                 let before = r.decider_run.is_some_and(|k| d.profile_run < k);
@@ -883,9 +889,6 @@ impl Assembler {
             }
             d.prompt_tokens = r.prompt_tokens;
             d.hit_prefix_tokens = r.hit_prefix_tokens;
-            if d.chosen.is_none() {
-                d.chosen.clone_from(&r.handled_endpoint);
-            }
             if d.source.line == 0 {
                 d.source.line = r.first_line;
             }
@@ -896,6 +899,19 @@ impl Assembler {
             d.deployment = self
                 .naming
                 .resolve(r.pod.as_deref(), ns, d.model.as_deref());
+            if last {
+                d.request_id = r.request_id.take();
+                d.epp_pod = r.pod.take();
+                if d.chosen.is_none() {
+                    d.chosen = r.handled_endpoint.take();
+                }
+            } else {
+                d.request_id.clone_from(&r.request_id);
+                d.epp_pod.clone_from(&r.pod);
+                if d.chosen.is_none() {
+                    d.chosen.clone_from(&r.handled_endpoint);
+                }
+            }
             d.completion = how;
             emit(*d);
         }
