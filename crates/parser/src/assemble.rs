@@ -118,7 +118,9 @@ struct Req {
     // bytes, and it moves from `pending` to `run_decisions` to `done`.
     pending: Option<Box<Decision>>,
     pending_has_outcome: bool,
+    #[allow(clippy::vec_box)] // Moved between the two lists and `pending`.
     run_decisions: Vec<Box<Decision>>,
+    #[allow(clippy::vec_box)]
     done: Vec<Box<Decision>>,
     prompt_tokens: Option<f64>,
     hit_prefix_tokens: Option<f64>,
