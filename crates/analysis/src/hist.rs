@@ -1,14 +1,12 @@
-//! A histogram of signed values (ms) with HdrHistogram's buckets.
+//! A histogram of signed values (ms) on top of HdrHistogram.
 //!
 //! # Method
 //!
-//! The buckets are HdrHistogram's for 3 significant digits over non-negative
-//! integers (lowest discernible value 1), counted per sub-bucket index in an
-//! ordered map (the tests check the layout against the `hdrhistogram`
-//! crate). The gate input is negative whenever the sticky endpoint is the
-//! less loaded one, so values are split by sign: `v >= 0` goes to the buckets
-//! of `round(v * 100)` (units of 10 µs), `v < 0` to a second set for
-//! `round(-v * 100)`. Nothing is clamped. Every recorded value is represented
+//! HdrHistogram records non-negative integers. The gate input is negative
+//! whenever the sticky endpoint is the less loaded one, so values are split by
+//! sign: `v >= 0` goes to a histogram of `round(v * 100)` (units of 10 µs),
+//! `v < 0` to a second histogram of `round(-v * 100)`. Nothing is clamped.
+//! Both keep 3 significant digits, so every recorded value is represented
 //! within 0.1 % of itself (plus the 5 µs rounding to the unit).
 //!
 //! Quantiles are *nearest rank* over the exact count: for quantile `q` in
@@ -24,7 +22,7 @@
 //! no prediction), are not recorded; they are counted in
 //! [`SignedHistogram::unbounded`] so that a figure never hides them.
 
-use std::collections::BTreeMap;
+use hdrhistogram::Histogram;
 
 /// Units per ms recorded in the integer histograms.
 const SCALE: f64 = 100.0;
@@ -33,81 +31,11 @@ pub const UNBOUNDED_MS: f64 = 1e300;
 /// The largest magnitude recorded (about 3 years in ms); beyond it the value is unbounded.
 const MAX_RECORDED_MS: f64 = 1e11;
 
-/// log2 of HdrHistogram's sub-bucket count for 3 significant digits: the
-/// smallest power of two of at least `2 * 10^3`, 2048.
-const SUB_BUCKET_MAGNITUDE: u32 = 11;
-/// log2 of half the sub-bucket count (1024 slots per bucket after the first).
-const HALF_MAGNITUDE: u32 = SUB_BUCKET_MAGNITUDE - 1;
-/// The values that fit in bucket 0 (`[0, 2048)`, unit resolution).
-const SUB_BUCKET_MASK: u64 = (1 << SUB_BUCKET_MAGNITUDE) - 1;
-
-/// Counts of non-negative integers in HdrHistogram's buckets (3 significant
-/// digits, lowest discernible value 1): bucket `b` holds `[2^(10+b), 2^(11+b))`
-/// (bucket 0 also `[0, 1024)`) in 1024 sub-buckets of width `2^b`. Only the
-/// sub-buckets holding values are stored, by index (a gate input spreads over
-/// many decades: a dense array would be mostly zeros).
-#[derive(Clone, Debug, Default)]
-struct Buckets {
-    counts: BTreeMap<u32, u64>,
-    total: u64,
-}
-
-impl Buckets {
-    /// The bucket of `v`: how many powers of two it exceeds bucket 0 by.
-    fn bucket_of(v: u64) -> u32 {
-        (64 - SUB_BUCKET_MAGNITUDE) - (v | SUB_BUCKET_MASK).leading_zeros()
-    }
-
-    /// The index of the counter for `v` (HdrHistogram's `index_for`).
-    fn index_of(v: u64) -> u32 {
-        let b = Self::bucket_of(v);
-        // `sub < 2048` and `b <= 53`: the index fits.
-        let sub = (v >> b) as u32;
-        ((b + 1) << HALF_MAGNITUDE) + sub - (1 << HALF_MAGNITUDE)
-    }
-
-    /// The midpoint of the sub-bucket at `index` (HdrHistogram's
-    /// `median_equivalent` of the values it holds): its lowest value plus
-    /// half its width, rounded down.
-    fn midpoint(index: u32) -> u64 {
-        let half = 1u32 << HALF_MAGNITUDE;
-        let (b, sub) = match (index >> HALF_MAGNITUDE).checked_sub(1) {
-            Some(b) => (b, (index & (half - 1)) + half),
-            None => (0, index),
-        };
-        ((sub as u64) << b) + ((1u64 << b) >> 1)
-    }
-
-    /// Counts one value.
-    fn record(&mut self, v: u64) {
-        *self.counts.entry(Self::index_of(v)).or_default() += 1;
-        self.total += 1;
-    }
-
-    /// Adds another set's counts.
-    fn add(&mut self, other: &Buckets) {
-        for (i, c) in &other.counts {
-            *self.counts.entry(*i).or_default() += c;
-        }
-        self.total += other.total;
-    }
-
-    /// Values counted.
-    fn len(&self) -> u64 {
-        self.total
-    }
-
-    /// The sub-buckets holding values, ascending: `(midpoint, count)`.
-    fn iter_recorded(&self) -> impl DoubleEndedIterator<Item = (u64, u64)> + '_ {
-        self.counts.iter().map(|(i, c)| (Self::midpoint(*i), *c))
-    }
-}
-
 /// A histogram of signed millisecond values with exact count, min and max.
 #[derive(Clone, Debug)]
 pub struct SignedHistogram {
-    neg: Buckets,
-    pos: Buckets,
+    neg: Histogram<u64>,
+    pos: Histogram<u64>,
     min: f64,
     max: f64,
     unbounded: u64,
@@ -119,12 +47,20 @@ impl Default for SignedHistogram {
     }
 }
 
+fn new_hist() -> Histogram<u64> {
+    // 3 significant digits; auto-resizing covers any recorded magnitude.
+    match Histogram::new(3) {
+        Ok(h) => h,
+        Err(_) => unreachable!("3 significant figures is a valid HdrHistogram setting"),
+    }
+}
+
 impl SignedHistogram {
     /// An empty histogram.
     pub fn new() -> SignedHistogram {
         SignedHistogram {
-            neg: Buckets::default(),
-            pos: Buckets::default(),
+            neg: new_hist(),
+            pos: new_hist(),
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
             unbounded: 0,
@@ -139,10 +75,15 @@ impl SignedHistogram {
             return;
         }
         let units = (v.abs() * SCALE).round() as u64;
-        if v < 0.0 {
-            self.neg.record(units);
+        let h = if v < 0.0 {
+            &mut self.neg
         } else {
-            self.pos.record(units);
+            &mut self.pos
+        };
+        // Auto-resize is on and the magnitude is bounded above: cannot fail.
+        if h.record(units).is_err() {
+            self.unbounded += 1;
+            return;
         }
         self.min = self.min.min(v);
         self.max = self.max.max(v);
@@ -150,8 +91,9 @@ impl SignedHistogram {
 
     /// Adds another histogram's values.
     pub fn merge(&mut self, other: &SignedHistogram) {
-        self.neg.add(&other.neg);
-        self.pos.add(&other.pos);
+        // Both auto-resize, so addition cannot fail.
+        let _ = self.neg.add(&other.neg);
+        let _ = self.pos.add(&other.pos);
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
         self.unbounded += other.unbounded;
@@ -210,14 +152,18 @@ impl SignedHistogram {
     /// The recorded buckets, read once (one pass over each HdrHistogram):
     /// quantiles and bins then read the snapshot, not the histograms.
     pub fn recorded(&self) -> Recorded {
+        let mut values = Vec::new();
         // Negative values first, largest magnitude first: ascending order.
-        let mut values: Vec<(f64, u64)> = self
-            .neg
-            .iter_recorded()
-            .rev()
-            .map(|(m, c)| (-(m as f64) / SCALE, c))
-            .collect();
-        values.extend(self.pos.iter_recorded().map(|(m, c)| (m as f64 / SCALE, c)));
+        let start = values.len();
+        for it in self.neg.iter_recorded() {
+            let m = -(self.neg.median_equivalent(it.value_iterated_to()) as f64) / SCALE;
+            values.push((m, it.count_at_value()));
+        }
+        values[start..].reverse();
+        for it in self.pos.iter_recorded() {
+            let m = self.pos.median_equivalent(it.value_iterated_to()) as f64 / SCALE;
+            values.push((m, it.count_at_value()));
+        }
         Recorded {
             values,
             n: self.count(),
@@ -360,45 +306,6 @@ mod tests {
         let h = SignedHistogram::new();
         assert_eq!(h.quantile(0.5), None);
         assert_eq!(h.min(), None);
-    }
-
-    #[test]
-    fn buckets_are_hdrhistograms() {
-        let mut hdr = hdrhistogram::Histogram::<u64>::new(3).unwrap();
-        let mut ours = Buckets::default();
-        let mut vals = vec![0u64, 1, 2, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096];
-        for p in 11..44 {
-            vals.extend([
-                (1u64 << p) - 1,
-                1 << p,
-                (1 << p) + 1,
-                (1 << p) + (1 << (p - 11)),
-            ]);
-        }
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            // Spread over every magnitude up to 1e13 units.
-            vals.push((x >> 20) >> (x % 44));
-        }
-        for v in vals.into_iter().filter(|v| *v < 10_000_000_000_000) {
-            hdr.record(v).unwrap();
-            ours.record(v);
-        }
-        let want: Vec<(u64, u64)> = hdr
-            .iter_recorded()
-            .map(|it| {
-                (
-                    hdr.median_equivalent(it.value_iterated_to()),
-                    it.count_at_value(),
-                )
-            })
-            .collect();
-        let got: Vec<(u64, u64)> = ours.iter_recorded().collect();
-        assert_eq!(got, want);
-        assert_eq!(ours.len(), hdr.len());
     }
 
     #[test]
