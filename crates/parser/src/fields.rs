@@ -352,13 +352,24 @@ fn endpoint_str(s: &str) -> Option<String> {
     }
 }
 
+/// `s` without leading and trailing whitespace, as `str::trim`; ids
+/// usually start and end with an ASCII letter or digit, which is checked
+/// first (`str::trim` decodes a character at each end).
+#[inline]
+fn trim(s: &str) -> &str {
+    match (s.as_bytes().first(), s.as_bytes().last()) {
+        (Some(a), Some(z)) if a.is_ascii_alphanumeric() && z.is_ascii_alphanumeric() => s,
+        _ => s.trim(),
+    }
+}
+
 /// Joins a namespace and a name into `namespace/name` (or `name`).
 fn join_id(ns: Option<&str>, name: Option<&str>) -> Option<String> {
-    let name = name?.trim();
+    let name = trim(name?);
     if name.is_empty() {
         return None;
     }
-    match ns.map(str::trim) {
+    match ns.map(trim) {
         Some(n) if !n.is_empty() => {
             let mut id = String::with_capacity(n.len() + 1 + name.len());
             id.push_str(n);
@@ -503,17 +514,29 @@ pub(crate) fn endpoint_list(v: Val<'_>) -> Option<Vec<String>> {
     }
 }
 
+/// The offset of the next `"ID":{` at or after `from`. A capital `I` is
+/// rare in a dump (the `ID` key, `RankIndex`), so the search is for that
+/// byte (`memchr`, cheaper to start than a substring search), each hit
+/// checked in place.
+fn find_id_key(raw: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let i = from + memchr::memchr(b'I', raw.get(from..)?)?;
+        if i >= 1 && raw.get(i - 1..i + 5) == Some(b"\"ID\":{") {
+            return Some(i - 1);
+        }
+        from = i + 1;
+    }
+}
+
 /// The endpoint ids of a reflected endpoint dump, found by a literal search
 /// for `"ID":{` objects with a `Name` (the dump's per-endpoint id), in order.
 /// `None` when there is none (another shape: the caller walks the value).
 pub(crate) fn dump_ids(raw: &[u8]) -> Option<Vec<String>> {
-    static F: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
-    let finder = F.get_or_init(|| memchr::memmem::Finder::new(b"\"ID\":{"));
     // Pools hold a handful of endpoints: one allocation for most dumps.
     let mut out = Vec::with_capacity(8);
     let mut at = 0;
-    while let Some(p) = finder.find(&raw[at..]) {
-        let start = at + p + 5;
+    while let Some(p) = find_id_key(raw, at) {
+        let start = p + 5;
         if let Some((id, end)) = id_pair(&raw[start..]) {
             out.extend(id);
             at = start + end;
@@ -604,6 +627,51 @@ pub(crate) fn ts(v: Val<'_>) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::json::Scanner;
+
+    #[test]
+    fn id_key_search_matches_a_substring_search() {
+        let texts: [&[u8]; 6] = [
+            br#"[{"ID":{"Name":"a"},"RankIndex":0},{"ID":{"Name":"b"}}]"#,
+            br#"I"ID":{"#,
+            br#"{"RankIndex":1,"ID":1,"xID":{"#,
+            br#""ID":"#,
+            b"",
+            br#"IIII"ID"ID":{"#,
+        ];
+        for t in texts {
+            let mut want = Vec::new();
+            let mut from = 0;
+            while let Some(p) = memchr::memmem::find(&t[from..], br#""ID":{"#) {
+                want.push(from + p);
+                from += p + 1;
+            }
+            let mut got = Vec::new();
+            let mut from = 0;
+            while let Some(p) = find_id_key(t, from) {
+                got.push(p);
+                from = p + 1;
+            }
+            assert_eq!(got, want, "{}", String::from_utf8_lossy(t));
+        }
+    }
+
+    #[test]
+    fn trim_is_str_trim() {
+        for s in [
+            "a",
+            " a",
+            "a ",
+            "\u{a0}a",
+            "a\u{2003}",
+            "",
+            " ",
+            "ns/n-0",
+            "\tx\n",
+            "é",
+        ] {
+            assert_eq!(trim(s), s.trim(), "{s:?}");
+        }
+    }
 
     /// The usual id objects read without the scanner give what the scanner
     /// gives; the others are left to it.
