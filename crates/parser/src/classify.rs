@@ -254,40 +254,37 @@ fn is_go_frame(b: &[u8]) -> bool {
 
 /// A zap JSON line: the prefilter, then a borrowed scan of known messages.
 fn zap_json(body: &[u8]) -> Class<'_> {
-    if let Some(p) = msg_finder().find(body) {
-        let start = p + 7;
-        if let Some(off) = memchr::memchr2(b'"', b'\\', &body[start..])
-            && body[start + off] == b'"'
-        {
-            let msg = &body[start..start + off];
-            return match kind_of(msg) {
-                None => {
-                    if body.ends_with(b"}") {
-                        Class::Ignored(LineShape::ZapJson)
-                    } else {
-                        Class::Malformed(
-                            LineShape::ZapJson,
-                            MalformedReason::BadJson { at: body.len() },
-                        )
-                    }
-                }
-                Some(kind) => full(body, Some(kind)),
-            };
-        }
+    // zap's usual head gives the message; other lines are searched.
+    let head = json::zap_head(body);
+    let msg = match head {
+        Some(([.., msg], _)) => Some(msg),
+        None => msg_finder().find(body).and_then(|p| {
+            let start = p + 7;
+            let off = memchr::memchr2(b'"', b'\\', &body[start..])?;
+            (body[start + off] == b'"').then(|| &body[start..start + off])
+        }),
+    };
+    match msg.map(kind_of) {
+        None => full(body, None, None),
+        Some(Some(kind)) => full(body, Some(kind), head),
+        Some(None) if body.ends_with(b"}") => Class::Ignored(LineShape::ZapJson),
+        Some(None) => Class::Malformed(
+            LineShape::ZapJson,
+            MalformedReason::BadJson { at: body.len() },
+        ),
     }
-    full(body, None)
 }
 
 /// Scans the whole object. `kind` is the prefilter's guess; the scanned
 /// top-level `msg` decides.
-fn full(body: &[u8], kind: Option<Kind>) -> Class<'_> {
+fn full<'a>(body: &'a [u8], kind: Option<Kind>, head: Option<json::ZapHead<'a>>) -> Class<'a> {
     if let Some(k @ (Kind::BeforeFilters | Kind::FilterCompleted | Kind::PickerCompleted)) = kind
-        && let Some(c) = dump_fast(body, k)
+        && let Some(c) = dump_fast(body, k, head)
     {
         return c;
     }
     let mut f = Fields::new();
-    if json::zap_members(body, None, |k, esc, v| f.put(k, esc, v)).is_none() {
+    if json::zap_members(body, head, None, |k, esc, v| f.put(k, esc, v)).is_none() {
         // Not the usual shape: the scanner reads it (again) from the start.
         f = Fields::new();
         if let Err(e) = json::members(body, |k, esc, v| f.put(k, esc, v)) {
@@ -323,14 +320,14 @@ fn full(body: &[u8], kind: Option<Kind>) -> Class<'_> {
 /// writes for these messages, and the line must end with `]}` (`}}` for the
 /// picker's result object) so a line cut inside the dump is not taken as
 /// complete. `None` falls back to the full scan.
-fn dump_fast(body: &[u8], kind: Kind) -> Option<Class<'_>> {
+fn dump_fast<'a>(body: &'a [u8], kind: Kind, head: Option<json::ZapHead<'a>>) -> Option<Class<'a>> {
     let mut f = Fields::new();
     let stop: &[u8] = if kind == Kind::PickerCompleted {
         b"result"
     } else {
         b"endpoints"
     };
-    let at = match json::zap_members(body, Some(stop), |k, e, v| f.put(k, e, v)) {
+    let at = match json::zap_members(body, head, Some(stop), |k, e, v| f.put(k, e, v)) {
         Some(at) => at?,
         None => {
             f = Fields::new();

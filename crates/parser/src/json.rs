@@ -508,46 +508,13 @@ impl<'a> Scanner<'a> {
     /// string `ts`, a `logger` key, escapes, an exponent) leaves the cursor
     /// where it was and returns `false`: the generic walk reads it.
     fn zap_head(&mut self, f: &mut impl FnMut(&'a [u8], bool, Val<'a>)) -> bool {
-        let b = self.b;
-        if self.i != 0 || !b.starts_with(b"{\"level\":\"") {
+        if self.i != 0 {
             return false;
         }
-        // A string body from `at` to its closing quote (none with escapes).
-        let string_at = |at: usize| -> Option<(&'a [u8], usize)> {
-            let q = quote_or_backslash(b, at)?;
-            (b[q] == b'"').then(|| (&b[at..q], q + 1))
-        };
-        let head = || -> Option<([&'a [u8]; 4], usize)> {
-            let (level, i) = string_at(10)?;
-            let i = i + b.get(i..)?.starts_with(b",\"ts\":").then_some(6)?;
-            let mut j = i + usize::from(b.get(i) == Some(&b'-'));
-            let int = digit_run(b, j);
-            if int == 0 {
-                return None;
-            }
-            j += int;
-            if b.get(j) == Some(&b'.') {
-                let frac = digit_run(b, j + 1);
-                if frac == 0 {
-                    return None;
-                }
-                j += 1 + frac;
-            }
-            let ts = &b[i..j];
-            let j = j + b.get(j..)?.starts_with(b",\"caller\":\"").then_some(11)?;
-            let (caller, j) = string_at(j)?;
-            let j = j + b.get(j..)?.starts_with(b",\"msg\":\"").then_some(8)?;
-            let (msg, j) = string_at(j)?;
-            Some(([level, ts, caller, msg], j))
-        };
-        let Some(([level, ts, caller, msg], end)) = head() else {
+        let Some(head) = zap_head(self.b) else {
             return false;
         };
-        f(b"level", false, Val::Str(level, false));
-        f(b"ts", false, Val::Num(ts));
-        f(b"caller", false, Val::Str(caller, false));
-        f(b"msg", false, Val::Str(msg, false));
-        self.i = end;
+        self.i = hand_out_head(head, f);
         true
     }
 
@@ -611,6 +578,58 @@ impl<'a> Scanner<'a> {
             }
         }
     }
+}
+
+/// zap's usual line head: the bodies of `level`, `ts`, `caller` and `msg`,
+/// and the offset after the message's closing quote.
+pub(crate) type ZapHead<'a> = ([&'a [u8]; 4], usize);
+
+/// Reads zap's usual head at the start of a line, `{"level":"L","ts":N,
+/// "caller":"C","msg":"M"` with no escapes and no whitespace; `None` for
+/// any other start (older builds' string `ts`, a `logger` key, escapes, an
+/// exponent). The first `"msg":"` of such a line is its message: the
+/// strings before it hold no quote.
+pub(crate) fn zap_head(b: &[u8]) -> Option<ZapHead<'_>> {
+    if !b.starts_with(b"{\"level\":\"") {
+        return None;
+    }
+    // A string body from `at` to its closing quote (none with escapes).
+    let string_at = |at: usize| -> Option<(&[u8], usize)> {
+        let q = quote_or_backslash(b, at)?;
+        (b[q] == b'"').then(|| (&b[at..q], q + 1))
+    };
+    let (level, i) = string_at(10)?;
+    let i = i + b.get(i..)?.starts_with(b",\"ts\":").then_some(6)?;
+    let mut j = i + usize::from(b.get(i) == Some(&b'-'));
+    let int = digit_run(b, j);
+    if int == 0 {
+        return None;
+    }
+    j += int;
+    if b.get(j) == Some(&b'.') {
+        let frac = digit_run(b, j + 1);
+        if frac == 0 {
+            return None;
+        }
+        j += 1 + frac;
+    }
+    let ts = &b[i..j];
+    let j = j + b.get(j..)?.starts_with(b",\"caller\":\"").then_some(11)?;
+    let (caller, j) = string_at(j)?;
+    let j = j + b.get(j..)?.starts_with(b",\"msg\":\"").then_some(8)?;
+    let (msg, j) = string_at(j)?;
+    Some(([level, ts, caller, msg], j))
+}
+
+/// Hands the four head members to `f` as the scanner would; returns the
+/// offset after them.
+fn hand_out_head<'a>(head: ZapHead<'a>, f: &mut impl FnMut(&'a [u8], bool, Val<'a>)) -> usize {
+    let ([level, ts, caller, msg], end) = head;
+    f(b"level", false, Val::Str(level, false));
+    f(b"ts", false, Val::Num(ts));
+    f(b"caller", false, Val::Str(caller, false));
+    f(b"msg", false, Val::Str(msg, false));
+    end
 }
 
 /// The quotes of a line that has no backslash, found 64 bytes at a time:
@@ -703,7 +722,7 @@ fn chunk_masks_sse2(w: &[u8; 64]) -> (u64, u64) {
 }
 
 /// The common case of a whole zap line, read quickly: zap's head (see
-/// [`Scanner::zap_head`]), then members written without whitespace or
+/// [`zap_head`]; `head` if the caller has read it already), then members written without whitespace or
 /// escapes, numbers without exponents, the closing brace last. Hands the
 /// members to `f` as [`members`] does, up to the key `stop` if given
 /// (`Some(Some(offset of its value))`; `Some(None)` when the object ends
@@ -713,15 +732,16 @@ fn chunk_masks_sse2(w: &[u8; 64]) -> (u64, u64) {
 /// one the [`Scanner`] reads the same: same members, same values.
 pub(crate) fn zap_members<'a>(
     b: &'a [u8],
+    head: Option<ZapHead<'a>>,
     stop: Option<&[u8]>,
     mut f: impl FnMut(&'a [u8], bool, Val<'a>),
 ) -> Option<Option<usize>> {
-    let mut sc = Scanner::new(b);
-    if !sc.zap_head(&mut f) {
-        return None;
-    }
+    let head = match head {
+        Some(h) => h,
+        None => zap_head(b)?,
+    };
+    let mut i = hand_out_head(head, &mut f);
     let mut q = Quotes::new(b);
-    let mut i = sc.pos();
     loop {
         match b.get(i)? {
             b',' => {}
@@ -902,7 +922,7 @@ mod tests {
     /// out the same members (and the same offset for a stop key).
     fn fast_agrees(l: &[u8], stop: Option<&[u8]>) -> bool {
         let mut fast = Vec::new();
-        let Some(at) = zap_members(l, stop, |k, e, x| fast.push((k, e, x))) else {
+        let Some(at) = zap_members(l, None, stop, |k, e, x| fast.push((k, e, x))) else {
             return false;
         };
         let slow = scanned(l, stop);
