@@ -664,10 +664,15 @@ impl<'a> Quotes<'a> {
                 if bytes.is_empty() {
                     return None;
                 }
-                let mut w = [0u8; 64];
-                let n = bytes.len().min(64);
-                w[..n].copy_from_slice(&bytes[..n]);
-                let (quotes, backslashes) = chunk_masks(&w);
+                let (quotes, backslashes) = match bytes.first_chunk::<64>() {
+                    Some(w) => chunk_masks(w),
+                    None => {
+                        // The last, partial chunk: padded with zeros.
+                        let mut w = [0u8; 64];
+                        w[..bytes.len()].copy_from_slice(bytes);
+                        chunk_masks(&w)
+                    }
+                };
                 if backslashes != 0 {
                     return None;
                 }
