@@ -154,6 +154,8 @@ impl Default for ReconstructOptions {
 pub struct Reconstructor {
     opts: ReconstructOptions,
     latest: FxHashMap<String, DepTracker>,
+    /// A keep-all decision's estimates, between taking and recording them.
+    scratch: Vec<Option<f64>>,
 }
 
 /// Builds the replay candidates for a two-sided gate: the best sticky and the
@@ -192,6 +194,7 @@ impl Reconstructor {
         Reconstructor {
             opts,
             latest: FxHashMap::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -236,15 +239,33 @@ impl Reconstructor {
         // Matched tokens of the best sticky endpoint, when the decider logged them.
         let matched = d.hit_prefix_tokens;
         s.matched_tokens = matched;
-        match d.outcome {
-            Some(Outcome::Sticky) => {
-                let sticky_names: Vec<&str> = match &d.survivors {
-                    Some(v) => v.iter().map(String::as_str).collect(),
-                    None => d.scored.iter().map(|e| e.endpoint.as_str()).collect(),
+        let Some(outcome) = d.outcome else {
+            s.replay = Replay::Unknown;
+            return s;
+        };
+        let staleness = self.opts.max_staleness_s;
+        // The deployment's tracker, looked up once for the whole decision.
+        let t = tracker(&mut self.latest, &d.deployment);
+        match outcome {
+            Outcome::Sticky => {
+                let is_sticky = |ep: &str| match &d.survivors {
+                    Some(v) => v.iter().any(|x| x == ep),
+                    None => d.scored.iter().any(|e| e.endpoint == ep),
+                };
+                let typical = learn_sticky_uncached(t, staleness, d, ts);
+                let has_non_sticky = match (d.sticky_count, d.total) {
+                    (Some(st), Some(t)) => st < t,
+                    _ => true,
+                };
+                let gate_ran = has_non_sticky && config.ttft_source != TtftSource::LatencyPredictor;
+                // The non-sticky side is the carried-forward state before this
+                // decision's own measurements.
+                let best_non = if gate_ran {
+                    best_fresh_excluding(t, staleness, ts, is_sticky)
+                } else {
+                    None
                 };
                 let mut best_sticky: Option<f64> = None;
-                let mut updates = Vec::new();
-                let typical = self.learn_sticky_uncached(d, ts);
                 for e in &d.scored {
                     let Some(load) = e.token_load else { continue };
                     let uncached = match (d.prompt_tokens, e.prefix_score, d.hit_prefix_tokens) {
@@ -253,25 +274,20 @@ impl Reconstructor {
                         _ => typical.unwrap_or(0.0).min(load),
                     };
                     let est = (load - uncached).max(0.0);
-                    updates.push((e.endpoint.as_str(), est));
-                    if sticky_names.contains(&e.endpoint.as_str()) {
+                    if is_sticky(&e.endpoint) {
                         best_sticky = Some(best_sticky.map_or(est, |b: f64| b.min(est)));
                     }
+                    update(t, staleness, ts, &e.endpoint, est);
                 }
-                let has_non_sticky = match (d.sticky_count, d.total) {
-                    (Some(st), Some(t)) => st < t,
-                    _ => true,
-                };
                 if !has_non_sticky {
                     s.replay = Replay::Fixed(Outcome::Sticky);
-                } else if config.ttft_source == TtftSource::LatencyPredictor {
+                } else if !gate_ran {
                     // The gate compared a model's predictions, which no log
                     // line shows and loads cannot stand in for.
                     s.evidence = Some(Evidence::Unknown);
                     s.replay = Replay::Unknown;
                 } else {
                     // The gate ran (the EPP narrowed after evaluating it).
-                    let best_non = self.best_fresh_excluding(&d.deployment, ts, &sticky_names);
                     match (best_sticky, best_non) {
                         (Some(bs), Some(bn)) => {
                             let (st, nt) = (bs.round() as i64, bn.round() as i64);
@@ -285,10 +301,9 @@ impl Reconstructor {
                         }
                     }
                 }
-                self.update(&d.deployment, ts, updates);
-                self.route(d, ts);
+                route(t, d, ts);
             }
-            Some(Outcome::LoadOverride) => {
+            Outcome::LoadOverride => {
                 let g = d.logged_gate;
                 let penalty = g.map(|g| g.penalty_ms);
                 let non_tokens = g
@@ -329,18 +344,15 @@ impl Reconstructor {
                         s.replay = Replay::Fixed(Outcome::LoadOverride);
                     }
                 }
-                let u = self.uncached_keep_all(d, non_tokens);
-                self.update_keep_all(d, ts, u);
-                self.route(d, ts);
+                let u = uncached_keep_all(t, staleness, d, non_tokens);
+                update_keep_all(t, staleness, d, ts, u, &mut self.scratch);
+                route(t, d, ts);
             }
-            Some(o) => {
+            o => {
                 s.replay = Replay::Fixed(o);
-                let u = self.uncached_keep_all(d, None);
-                self.update_keep_all(d, ts, u);
-                self.route(d, ts);
-            }
-            None => {
-                s.replay = Replay::Unknown;
+                let u = uncached_keep_all(t, staleness, d, None);
+                update_keep_all(t, staleness, d, ts, u, &mut self.scratch);
+                route(t, d, ts);
             }
         }
         s
@@ -382,187 +394,196 @@ impl Reconstructor {
         }
         s.replay = Replay::Candidates(exact.to_vec());
         let ts = d.ts.unwrap_or(f64::NAN);
-        let updates = exact
-            .iter()
-            .filter_map(|c| c.in_flight_tokens.map(|t| (c.id.as_str(), t as f64)))
-            .collect();
-        self.update(&d.deployment, ts, updates);
-    }
-
-    /// Learns the typical uncached tokens of a request on its sticky
-    /// endpoint from survivors whose queue the tracker knows to be empty and
-    /// fresh (their `tokenLoad` is then all uncached), and returns the
-    /// deployment's current median.
-    fn learn_sticky_uncached(&mut self, d: &DecisionInput, ts: f64) -> Option<f64> {
         let staleness = self.opts.max_staleness_s;
-        let t = self.tracker(&d.deployment);
-        let mut samples = Vec::new();
-        for e in &d.scored {
-            let (Some(load), Some(o)) = (e.token_load, t.eps.get(&e.endpoint)) else {
-                continue;
-            };
-            let fresh = ts - o.ts <= staleness;
-            if fresh && t.rate.is_some() && o.at(ts, t.rate) == 0.0 {
-                samples.push(load);
+        let t = tracker(&mut self.latest, &d.deployment);
+        for c in exact {
+            if let Some(tokens) = c.in_flight_tokens {
+                update(t, staleness, ts, &c.id, tokens as f64);
             }
         }
-        for v in samples {
-            t.add_sticky_uncached(v);
-        }
-        t.sticky_uncached_est
     }
+}
 
-    /// The request's uncached tokens on an endpoint without its prefix, for a
-    /// decision whose scorer lines cover every endpoint.
-    fn uncached_keep_all(&self, d: &DecisionInput, best_non_tokens: Option<i64>) -> f64 {
-        if let (Some(p), Some(h)) = (d.prompt_tokens, d.hit_prefix_tokens) {
-            return (p - h).max(0) as f64;
-        }
-        let min_load = d
-            .scored
-            .iter()
-            .filter_map(|e| e.token_load)
-            .fold(f64::INFINITY, f64::min);
-        if !min_load.is_finite() {
-            return 0.0;
-        }
-        if let Some(n) = best_non_tokens {
-            return (min_load - n as f64).max(0.0);
-        }
-        // Against the carried-forward loads: an endpoint whose queue did not
-        // change since it was last seen shows exactly `U` more; one that
-        // drained shows less. The largest difference is the best guess, and
-        // `min tokenLoad` bounds it from above.
-        let ts = d.ts.unwrap_or(f64::NAN);
-        let map = self.latest.get(&d.deployment);
-        let best_diff = d
-            .scored
-            .iter()
-            .filter_map(|e| {
-                let load = e.token_load?;
-                let t = map?;
-                let prior = t.eps.get(&e.endpoint)?;
-                let fresh =
-                    ts.is_nan() || prior.ts.is_nan() || ts - prior.ts <= self.opts.max_staleness_s;
-                fresh.then_some(load - prior.total())
-            })
-            .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
-        match best_diff {
-            Some(u) => u.clamp(0.0, min_load),
-            None => min_load,
-        }
+/// The deployment's tracker, made on first use (no allocation after).
+fn tracker<'a>(
+    latest: &'a mut FxHashMap<String, DepTracker>,
+    deployment: &str,
+) -> &'a mut DepTracker {
+    if !latest.contains_key(deployment) {
+        latest.insert(deployment.to_string(), DepTracker::default());
     }
+    latest.get_mut(deployment).expect("inserted just above")
+}
 
-    fn update_keep_all(&mut self, d: &DecisionInput, ts: f64, uncached: f64) {
-        let staleness = self.opts.max_staleness_s;
-        let t = self.latest.get(&d.deployment);
-        let typical = t.and_then(|t| t.sticky_uncached_est);
-        let updates = d
-            .scored
-            .iter()
-            .filter_map(|e| {
-                let load = e.token_load;
-                let est = match e.in_flight_tokens {
-                    Some(t) => t as f64,
-                    None => {
-                        let load = load?;
-                        // An endpoint that grew by much less than `U` since
-                        // its last estimate holds this request's prefix: its
-                        // uncached share is the sticky kind.
-                        let grew = t.and_then(|t| {
-                            let o = t.eps.get(&e.endpoint)?;
-                            (ts - o.ts <= staleness).then(|| load - o.at(ts, t.rate))
-                        });
-                        match (grew, typical) {
-                            (Some(g), Some(u_s)) if g < 0.5 * uncached && u_s < uncached => {
-                                (load - u_s).max(0.0)
-                            }
-                            _ => (load - uncached).max(0.0),
-                        }
-                    }
-                };
-                Some((e.endpoint.as_str(), est))
-            })
-            .collect();
-        self.update(&d.deployment, ts, updates);
-    }
-
-    /// The request joins the queue of the endpoint it was sent to: that
-    /// endpoint's in-flight tokens become its `tokenLoad` of this decision
-    /// (in-flight plus the request's uncached tokens there).
-    fn route(&mut self, d: &DecisionInput, ts: f64) {
-        let Some(chosen) = &d.chosen else { return };
-        let Some(load) = d
-            .scored
-            .iter()
-            .find(|e| &e.endpoint == chosen)
-            .and_then(|e| e.token_load)
-        else {
-            return;
+/// Learns the typical uncached tokens of a request on its sticky endpoint
+/// from survivors whose queue the tracker knows to be empty and fresh (their
+/// `tokenLoad` is then all uncached), and returns the deployment's current
+/// median.
+fn learn_sticky_uncached(
+    t: &mut DepTracker,
+    staleness: f64,
+    d: &DecisionInput,
+    ts: f64,
+) -> Option<f64> {
+    for e in &d.scored {
+        let (Some(load), Some(o)) = (e.token_load, t.eps.get(&e.endpoint)) else {
+            continue;
         };
-        let t = self.tracker(&d.deployment);
-        let rate = t.rate;
-        match t.eps.get_mut(chosen) {
-            Some(o) => {
-                let before = o.at(ts, rate);
-                o.add(ts, load - before, rate);
-            }
+        let fresh = ts - o.ts <= staleness;
+        if fresh && t.rate.is_some() && o.at(ts, t.rate) == 0.0 {
+            t.add_sticky_uncached(load);
+        }
+    }
+    t.sticky_uncached_est
+}
+
+/// The request's uncached tokens on an endpoint without its prefix, for a
+/// decision whose scorer lines cover every endpoint.
+fn uncached_keep_all(
+    t: &DepTracker,
+    staleness: f64,
+    d: &DecisionInput,
+    best_non_tokens: Option<i64>,
+) -> f64 {
+    if let (Some(p), Some(h)) = (d.prompt_tokens, d.hit_prefix_tokens) {
+        return (p - h).max(0) as f64;
+    }
+    let min_load = d
+        .scored
+        .iter()
+        .filter_map(|e| e.token_load)
+        .fold(f64::INFINITY, f64::min);
+    if !min_load.is_finite() {
+        return 0.0;
+    }
+    if let Some(n) = best_non_tokens {
+        return (min_load - n as f64).max(0.0);
+    }
+    // Against the carried-forward loads: an endpoint whose queue did not
+    // change since it was last seen shows exactly `U` more; one that
+    // drained shows less. The largest difference is the best guess, and
+    // `min tokenLoad` bounds it from above.
+    let ts = d.ts.unwrap_or(f64::NAN);
+    let best_diff = d
+        .scored
+        .iter()
+        .filter_map(|e| {
+            let load = e.token_load?;
+            let prior = t.eps.get(&e.endpoint)?;
+            let fresh = ts.is_nan() || prior.ts.is_nan() || ts - prior.ts <= staleness;
+            fresh.then_some(load - prior.total())
+        })
+        .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
+    match best_diff {
+        Some(u) => u.clamp(0.0, min_load),
+        None => min_load,
+    }
+}
+
+/// Measures every endpoint of a keep-all decision: all estimates are taken
+/// against the state before this decision, then recorded in order
+/// (`scratch` holds them in between, so no allocation per decision).
+fn update_keep_all(
+    t: &mut DepTracker,
+    staleness: f64,
+    d: &DecisionInput,
+    ts: f64,
+    uncached: f64,
+    scratch: &mut Vec<Option<f64>>,
+) {
+    let typical = t.sticky_uncached_est;
+    scratch.clear();
+    scratch.extend(d.scored.iter().map(|e| {
+        let load = e.token_load;
+        Some(match e.in_flight_tokens {
+            Some(t) => t as f64,
             None => {
-                t.eps.insert(chosen.clone(), Obs::new(ts, load));
-            }
-        }
-    }
-
-    /// Records new estimates. A *measured* estimate of a busy endpoint that
-    /// was busy at its previous estimate yields a drain-rate sample: tokens
-    /// gone per second in between (arrivals in between are all routed by
-    /// this EPP and already added, so the difference is what drained).
-    /// The deployment's tracker, made on first use (no allocation after).
-    fn tracker(&mut self, deployment: &str) -> &mut DepTracker {
-        if !self.latest.contains_key(deployment) {
-            self.latest
-                .insert(deployment.to_string(), DepTracker::default());
-        }
-        self.latest
-            .get_mut(deployment)
-            .expect("inserted just above")
-    }
-
-    fn update(&mut self, deployment: &str, ts: f64, updates: Vec<(&str, f64)>) {
-        if updates.is_empty() {
-            return;
-        }
-        let staleness = self.opts.max_staleness_s;
-        let t = self.tracker(deployment);
-        for (ep, tokens) in updates {
-            let rate = t.rate;
-            match t.eps.get_mut(ep) {
-                // Lines can be slightly out of order: keep the newest observation.
-                Some(o) if ts < o.ts => {}
-                Some(o) => {
-                    let (before, dt) = (o.total(), ts - o.ts);
-                    o.measure(ts, tokens, rate);
-                    if before > 0.0 && tokens > 0.0 && dt > 0.2 && dt <= staleness {
-                        t.add_rate(before - tokens, dt);
+                let load = load?;
+                // An endpoint that grew by much less than `U` since its
+                // last estimate holds this request's prefix: its uncached
+                // share is the sticky kind.
+                let grew = t
+                    .eps
+                    .get(&e.endpoint)
+                    .and_then(|o| (ts - o.ts <= staleness).then(|| load - o.at(ts, t.rate)));
+                match (grew, typical) {
+                    (Some(g), Some(u_s)) if g < 0.5 * uncached && u_s < uncached => {
+                        (load - u_s).max(0.0)
                     }
-                }
-                None => {
-                    t.eps.insert(ep.to_string(), Obs::new(ts, tokens));
+                    _ => (load - uncached).max(0.0),
                 }
             }
+        })
+    }));
+    for (e, est) in d.scored.iter().zip(scratch.iter()) {
+        if let Some(est) = *est {
+            update(t, staleness, ts, &e.endpoint, est);
         }
     }
+}
 
-    fn best_fresh_excluding(&self, deployment: &str, ts: f64, exclude: &[&str]) -> Option<f64> {
-        let t = self.latest.get(deployment)?;
-        t.eps
-            .iter()
-            .filter(|(ep, _)| !exclude.contains(&ep.as_str()))
-            .filter(|(_, o)| {
-                // Unknown times on either side: trust the carry-forward.
-                ts.is_nan() || o.ts.is_nan() || ts - o.ts <= self.opts.max_staleness_s
-            })
-            .map(|(_, o)| t.now(o, ts))
-            .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.min(v))))
+/// The request joins the queue of the endpoint it was sent to: that
+/// endpoint's in-flight tokens become its `tokenLoad` of this decision
+/// (in-flight plus the request's uncached tokens there).
+fn route(t: &mut DepTracker, d: &DecisionInput, ts: f64) {
+    let Some(chosen) = &d.chosen else { return };
+    let Some(load) = d
+        .scored
+        .iter()
+        .find(|e| &e.endpoint == chosen)
+        .and_then(|e| e.token_load)
+    else {
+        return;
+    };
+    let rate = t.rate;
+    match t.eps.get_mut(chosen) {
+        Some(o) => {
+            let before = o.at(ts, rate);
+            o.add(ts, load - before, rate);
+        }
+        None => {
+            t.eps.insert(chosen.clone(), Obs::new(ts, load));
+        }
     }
+}
+
+/// Records a new estimate. A *measured* estimate of a busy endpoint that was
+/// busy at its previous estimate yields a drain-rate sample: tokens gone per
+/// second in between (arrivals in between are all routed by this EPP and
+/// already added, so the difference is what drained).
+fn update(t: &mut DepTracker, staleness: f64, ts: f64, ep: &str, tokens: f64) {
+    let rate = t.rate;
+    match t.eps.get_mut(ep) {
+        // Lines can be slightly out of order: keep the newest observation.
+        Some(o) if ts < o.ts => {}
+        Some(o) => {
+            let (before, dt) = (o.total(), ts - o.ts);
+            o.measure(ts, tokens, rate);
+            if before > 0.0 && tokens > 0.0 && dt > 0.2 && dt <= staleness {
+                t.add_rate(before - tokens, dt);
+            }
+        }
+        None => {
+            t.eps.insert(ep.to_string(), Obs::new(ts, tokens));
+        }
+    }
+}
+
+/// The lowest drained queue among the endpoints that are not sticky and were
+/// estimated no longer than `staleness` seconds before `ts`.
+fn best_fresh_excluding(
+    t: &DepTracker,
+    staleness: f64,
+    ts: f64,
+    is_sticky: impl Fn(&str) -> bool,
+) -> Option<f64> {
+    t.eps
+        .iter()
+        .filter(|(ep, _)| !is_sticky(ep))
+        .filter(|(_, o)| {
+            // Unknown times on either side: trust the carry-forward.
+            ts.is_nan() || o.ts.is_nan() || ts - o.ts <= staleness
+        })
+        .map(|(_, o)| t.now(o, ts))
+        .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.min(v))))
 }
