@@ -44,21 +44,37 @@ impl Obs {
             return self.total();
         };
         let mut budget = r * (ts - self.ts) + self.head_done;
+        // The requests drained whole, front first, then the sum of the rest
+        // in queue order (plain slice loops: the ring's two halves).
+        let (front, back) = self.items.as_slices();
+        let drained = |part: &[f64], budget: &mut f64| {
+            part.iter()
+                .position(|&it| {
+                    if *budget >= it {
+                        *budget -= it;
+                        false
+                    } else {
+                        true
+                    }
+                })
+                .unwrap_or(part.len())
+        };
+        let k = drained(front, &mut budget);
+        let (front, back) = if k == front.len() {
+            (&back[drained(back, &mut budget)..], &[][..])
+        } else {
+            (&front[k..], back)
+        };
         let mut left = 0.0;
-        let mut draining = true;
-        for &it in &self.items {
-            if draining && budget >= it {
-                budget -= it;
-            } else {
-                draining = false;
-                left += it;
-            }
+        for &it in front.iter().chain(back) {
+            left += it;
         }
         left
     }
 
-    /// Drains to `ts`.
-    pub(crate) fn advance(&mut self, ts: f64, rate: Option<f64>) {
+    /// Drains to `ts`; returns whether a request finished (left the queue).
+    pub(crate) fn advance(&mut self, ts: f64, rate: Option<f64>) -> bool {
+        let len = self.items.len();
         if let Some(r) = rate.filter(|_| ts > self.ts) {
             let mut budget = r * (ts - self.ts) + self.head_done;
             self.head_done = 0.0;
@@ -75,6 +91,7 @@ impl Obs {
         if ts > self.ts || self.ts.is_nan() {
             self.ts = ts;
         }
+        self.items.len() != len
     }
 
     /// A measurement: the queue holds `m` tokens now. Within the measurement
@@ -82,10 +99,14 @@ impl Obs {
     /// prefill's progress is not lost. Below it, requests at the front that
     /// must have finished are dropped and the rest taken off the newest
     /// requests; above it, the difference joins as one block (load this EPP
-    /// did not route).
-    pub(crate) fn measure(&mut self, ts: f64, m: f64, rate: Option<f64>) {
-        self.advance(ts, rate);
-        let mut total = self.total();
+    /// did not route). `total` is [`Obs::total`] before the call (the caller
+    /// has it at hand; it is summed again only when requests finished).
+    pub(crate) fn measure(&mut self, ts: f64, m: f64, rate: Option<f64>, total: f64) {
+        let mut total = if self.advance(ts, rate) {
+            self.total()
+        } else {
+            total
+        };
         let tol = 0.02 * total.max(m) + 256.0;
         if (total - m).abs() <= tol {
             return;
@@ -126,7 +147,7 @@ impl Obs {
 
     /// A request of `tokens` uncached tokens joins the queue.
     pub(crate) fn add(&mut self, ts: f64, tokens: f64, rate: Option<f64>) {
-        self.advance(ts, rate);
+        let _ = self.advance(ts, rate);
         if tokens > 0.0 {
             self.items.push_back(tokens);
         }

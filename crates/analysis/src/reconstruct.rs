@@ -501,16 +501,17 @@ fn update_keep_all(
                 let load = load?;
                 // An endpoint that grew by much less than `U` since its
                 // last estimate holds this request's prefix: its uncached
-                // share is the sticky kind.
-                let grew = t
-                    .eps
-                    .get(&e.endpoint)
-                    .and_then(|o| (ts - o.ts <= staleness).then(|| load - o.at(ts, t.rate)));
-                match (grew, typical) {
-                    (Some(g), Some(u_s)) if g < 0.5 * uncached && u_s < uncached => {
-                        (load - u_s).max(0.0)
-                    }
-                    _ => (load - uncached).max(0.0),
+                // share is the sticky kind (its queue is read only when
+                // that share is known and smaller).
+                let sticky_share = typical.filter(|&u_s| {
+                    u_s < uncached
+                        && t.eps.get(&e.endpoint).is_some_and(|o| {
+                            ts - o.ts <= staleness && load - o.at(ts, t.rate) < 0.5 * uncached
+                        })
+                });
+                match sticky_share {
+                    Some(u_s) => (load - u_s).max(0.0),
+                    None => (load - uncached).max(0.0),
                 }
             }
         })
@@ -558,7 +559,7 @@ fn update(t: &mut DepTracker, staleness: f64, ts: f64, ep: &str, tokens: f64) {
         Some(o) if ts < o.ts => {}
         Some(o) => {
             let (before, dt) = (o.total(), ts - o.ts);
-            o.measure(ts, tokens, rate);
+            o.measure(ts, tokens, rate, before);
             if before > 0.0 && tokens > 0.0 && dt > 0.2 && dt <= staleness {
                 t.add_rate(before - tokens, dt);
             }
