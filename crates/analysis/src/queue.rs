@@ -168,7 +168,10 @@ pub(crate) const MIN_DRAIN_SAMPLES: usize = 8;
 /// One deployment's endpoints and its drain-rate samples.
 #[derive(Debug, Default)]
 pub(crate) struct DepTracker {
-    pub(crate) eps: FxHashMap<String, Obs>,
+    /// Each endpoint's index in `eps`.
+    index: FxHashMap<String, usize>,
+    /// The endpoints' queues, in order of first sight.
+    pub(crate) eps: Vec<Obs>,
     /// Recent `(tokens gone, seconds)` pairs of busy endpoints (a ring of
     /// `DRAIN_SAMPLES`).
     pub(crate) rates: Vec<(f64, f64)>,
@@ -190,6 +193,17 @@ pub(crate) struct DepTracker {
 }
 
 impl DepTracker {
+    /// The index of an endpoint in `eps`, once seen.
+    pub(crate) fn id(&self, endpoint: &str) -> Option<usize> {
+        self.index.get(endpoint).copied()
+    }
+
+    /// Adds an endpoint not seen before.
+    pub(crate) fn insert(&mut self, endpoint: &str, o: Obs) {
+        self.index.insert(endpoint.to_string(), self.eps.len());
+        self.eps.push(o);
+    }
+
     /// An endpoint's in-flight tokens at `ts`, drained since its observation.
     pub(crate) fn now(&self, o: &Obs, ts: f64) -> f64 {
         o.at(ts, self.rate)

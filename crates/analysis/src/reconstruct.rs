@@ -154,8 +154,20 @@ impl Default for ReconstructOptions {
 pub struct Reconstructor {
     opts: ReconstructOptions,
     latest: FxHashMap<String, DepTracker>,
+    /// Per-decision buffers, reused (no allocation per decision).
+    scratch: Scratch,
+}
+
+/// Buffers of one decision.
+#[derive(Debug, Default)]
+struct Scratch {
+    /// Each scored endpoint's index in the deployment's tracker, when it
+    /// has one: looked up once per decision.
+    ids: Vec<Option<usize>>,
+    /// The tracker indices of a narrowed decision's sticky endpoints.
+    sticky: Vec<usize>,
     /// A keep-all decision's estimates, between taking and recording them.
-    scratch: Vec<Option<f64>>,
+    est: Vec<Option<f64>>,
 }
 
 /// Builds the replay candidates for a two-sided gate: the best sticky and the
@@ -194,7 +206,7 @@ impl Reconstructor {
         Reconstructor {
             opts,
             latest: FxHashMap::default(),
-            scratch: Vec::new(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -244,15 +256,25 @@ impl Reconstructor {
             return s;
         };
         let staleness = self.opts.max_staleness_s;
-        // The deployment's tracker, looked up once for the whole decision.
+        // The deployment's tracker and this decision's endpoints in it,
+        // looked up once for the whole decision.
         let t = tracker(&mut self.latest, &d.deployment);
+        let Scratch { ids, sticky, est } = &mut self.scratch;
+        ids.clear();
+        ids.extend(d.scored.iter().map(|e| t.id(&e.endpoint)));
+        let ids = &ids[..];
         match outcome {
             Outcome::Sticky => {
                 let is_sticky = |ep: &str| match &d.survivors {
                     Some(v) => v.iter().any(|x| x == ep),
                     None => d.scored.iter().any(|e| e.endpoint == ep),
                 };
-                let typical = learn_sticky_uncached(t, staleness, d, ts);
+                sticky.clear();
+                match &d.survivors {
+                    Some(v) => sticky.extend(v.iter().filter_map(|x| t.id(x))),
+                    None => sticky.extend(ids.iter().flatten()),
+                }
+                let typical = learn_sticky_uncached(t, staleness, d, ids, ts);
                 let has_non_sticky = match (d.sticky_count, d.total) {
                     (Some(st), Some(t)) => st < t,
                     _ => true,
@@ -261,12 +283,12 @@ impl Reconstructor {
                 // The non-sticky side is the carried-forward state before this
                 // decision's own measurements.
                 let best_non = if gate_ran {
-                    best_fresh_excluding(t, staleness, ts, is_sticky)
+                    best_fresh_excluding(t, staleness, ts, sticky)
                 } else {
                     None
                 };
                 let mut best_sticky: Option<f64> = None;
-                for e in &d.scored {
+                for (e, &id) in d.scored.iter().zip(ids) {
                     let Some(load) = e.token_load else { continue };
                     let uncached = match (d.prompt_tokens, e.prefix_score, d.hit_prefix_tokens) {
                         (Some(p), Some(sc), _) => (1.0 - sc).max(0.0) * p as f64,
@@ -274,10 +296,14 @@ impl Reconstructor {
                         _ => typical.unwrap_or(0.0).min(load),
                     };
                     let est = (load - uncached).max(0.0);
-                    if is_sticky(&e.endpoint) {
+                    let is_sticky = match id {
+                        Some(i) => sticky.contains(&i),
+                        None => is_sticky(&e.endpoint),
+                    };
+                    if is_sticky {
                         best_sticky = Some(best_sticky.map_or(est, |b: f64| b.min(est)));
                     }
-                    update(t, staleness, ts, &e.endpoint, est);
+                    update(t, staleness, ts, id, &e.endpoint, est);
                 }
                 if !has_non_sticky {
                     s.replay = Replay::Fixed(Outcome::Sticky);
@@ -301,7 +327,7 @@ impl Reconstructor {
                         }
                     }
                 }
-                route(t, d, ts);
+                route(t, d, ids, ts);
             }
             Outcome::LoadOverride => {
                 let g = d.logged_gate;
@@ -344,15 +370,15 @@ impl Reconstructor {
                         s.replay = Replay::Fixed(Outcome::LoadOverride);
                     }
                 }
-                let u = uncached_keep_all(t, staleness, d, non_tokens);
-                update_keep_all(t, staleness, d, ts, u, &mut self.scratch);
-                route(t, d, ts);
+                let u = uncached_keep_all(t, staleness, d, ids, non_tokens);
+                update_keep_all(t, staleness, d, ids, ts, u, est);
+                route(t, d, ids, ts);
             }
             o => {
                 s.replay = Replay::Fixed(o);
-                let u = uncached_keep_all(t, staleness, d, None);
-                update_keep_all(t, staleness, d, ts, u, &mut self.scratch);
-                route(t, d, ts);
+                let u = uncached_keep_all(t, staleness, d, ids, None);
+                update_keep_all(t, staleness, d, ids, ts, u, est);
+                route(t, d, ids, ts);
             }
         }
         s
@@ -398,7 +424,7 @@ impl Reconstructor {
         let t = tracker(&mut self.latest, &d.deployment);
         for c in exact {
             if let Some(tokens) = c.in_flight_tokens {
-                update(t, staleness, ts, &c.id, tokens as f64);
+                update(t, staleness, ts, None, &c.id, tokens as f64);
             }
         }
     }
@@ -418,17 +444,19 @@ fn tracker<'a>(
 /// Learns the typical uncached tokens of a request on its sticky endpoint
 /// from survivors whose queue the tracker knows to be empty and fresh (their
 /// `tokenLoad` is then all uncached), and returns the deployment's current
-/// median.
+/// median. `ids`: the scored endpoints' tracker indices.
 fn learn_sticky_uncached(
     t: &mut DepTracker,
     staleness: f64,
     d: &DecisionInput,
+    ids: &[Option<usize>],
     ts: f64,
 ) -> Option<f64> {
-    for e in &d.scored {
-        let (Some(load), Some(o)) = (e.token_load, t.eps.get(&e.endpoint)) else {
+    for (e, &id) in d.scored.iter().zip(ids) {
+        let (Some(load), Some(i)) = (e.token_load, id) else {
             continue;
         };
+        let o = &t.eps[i];
         let fresh = ts - o.ts <= staleness;
         if fresh && t.rate.is_some() && o.at(ts, t.rate) == 0.0 {
             t.add_sticky_uncached(load);
@@ -443,6 +471,7 @@ fn uncached_keep_all(
     t: &DepTracker,
     staleness: f64,
     d: &DecisionInput,
+    ids: &[Option<usize>],
     best_non_tokens: Option<i64>,
 ) -> f64 {
     if let (Some(p), Some(h)) = (d.prompt_tokens, d.hit_prefix_tokens) {
@@ -467,9 +496,10 @@ fn uncached_keep_all(
     let best_diff = d
         .scored
         .iter()
-        .filter_map(|e| {
+        .zip(ids)
+        .filter_map(|(e, &id)| {
             let load = e.token_load?;
-            let prior = t.eps.get(&e.endpoint)?;
+            let prior = &t.eps[id?];
             let fresh = ts.is_nan() || prior.ts.is_nan() || ts - prior.ts <= staleness;
             fresh.then_some(load - prior.total())
         })
@@ -481,19 +511,20 @@ fn uncached_keep_all(
 }
 
 /// Measures every endpoint of a keep-all decision: all estimates are taken
-/// against the state before this decision, then recorded in order
-/// (`scratch` holds them in between, so no allocation per decision).
+/// against the state before this decision, then recorded in order (`est`
+/// holds them in between, so no allocation per decision).
 fn update_keep_all(
     t: &mut DepTracker,
     staleness: f64,
     d: &DecisionInput,
+    ids: &[Option<usize>],
     ts: f64,
     uncached: f64,
-    scratch: &mut Vec<Option<f64>>,
+    est: &mut Vec<Option<f64>>,
 ) {
     let typical = t.sticky_uncached_est;
-    scratch.clear();
-    scratch.extend(d.scored.iter().map(|e| {
+    est.clear();
+    est.extend(d.scored.iter().zip(ids).map(|(e, &id)| {
         let load = e.token_load;
         Some(match e.in_flight_tokens {
             Some(t) => t as f64,
@@ -505,7 +536,8 @@ fn update_keep_all(
                 // that share is known and smaller).
                 let sticky_share = typical.filter(|&u_s| {
                     u_s < uncached
-                        && t.eps.get(&e.endpoint).is_some_and(|o| {
+                        && id.is_some_and(|i| {
+                            let o = &t.eps[i];
                             ts - o.ts <= staleness && load - o.at(ts, t.rate) < 0.5 * uncached
                         })
                 });
@@ -516,9 +548,9 @@ fn update_keep_all(
             }
         })
     }));
-    for (e, est) in d.scored.iter().zip(scratch.iter()) {
+    for ((e, &id), est) in d.scored.iter().zip(ids).zip(est.iter()) {
         if let Some(est) = *est {
-            update(t, staleness, ts, &e.endpoint, est);
+            update(t, staleness, ts, id, &e.endpoint, est);
         }
     }
 }
@@ -526,61 +558,61 @@ fn update_keep_all(
 /// The request joins the queue of the endpoint it was sent to: that
 /// endpoint's in-flight tokens become its `tokenLoad` of this decision
 /// (in-flight plus the request's uncached tokens there).
-fn route(t: &mut DepTracker, d: &DecisionInput, ts: f64) {
+fn route(t: &mut DepTracker, d: &DecisionInput, ids: &[Option<usize>], ts: f64) {
     let Some(chosen) = &d.chosen else { return };
-    let Some(load) = d
+    let Some((load, id)) = d
         .scored
         .iter()
-        .find(|e| &e.endpoint == chosen)
-        .and_then(|e| e.token_load)
+        .zip(ids)
+        .find(|(e, _)| &e.endpoint == chosen)
+        .and_then(|(e, &id)| Some((e.token_load?, id)))
     else {
         return;
     };
     let rate = t.rate;
-    match t.eps.get_mut(chosen) {
-        Some(o) => {
+    // An endpoint new to the tracker may have been added by this decision's
+    // measurements.
+    match id.or_else(|| t.id(chosen)) {
+        Some(i) => {
+            let o = &mut t.eps[i];
             let before = o.at(ts, rate);
             o.add(ts, load - before, rate);
         }
-        None => {
-            t.eps.insert(chosen.clone(), Obs::new(ts, load));
-        }
+        None => t.insert(chosen, Obs::new(ts, load)),
     }
 }
 
-/// Records a new estimate. A *measured* estimate of a busy endpoint that was
-/// busy at its previous estimate yields a drain-rate sample: tokens gone per
-/// second in between (arrivals in between are all routed by this EPP and
-/// already added, so the difference is what drained).
-fn update(t: &mut DepTracker, staleness: f64, ts: f64, ep: &str, tokens: f64) {
+/// Records a new estimate of endpoint `ep` (tracker index `id`, when known).
+/// A *measured* estimate of a busy endpoint that was busy at its previous
+/// estimate yields a drain-rate sample: tokens gone per second in between
+/// (arrivals in between are all routed by this EPP and already added, so the
+/// difference is what drained).
+fn update(t: &mut DepTracker, staleness: f64, ts: f64, id: Option<usize>, ep: &str, tokens: f64) {
     let rate = t.rate;
-    match t.eps.get_mut(ep) {
-        // Lines can be slightly out of order: keep the newest observation.
-        Some(o) if ts < o.ts => {}
-        Some(o) => {
-            let (before, dt) = (o.total(), ts - o.ts);
-            o.measure(ts, tokens, rate, before);
-            if before > 0.0 && tokens > 0.0 && dt > 0.2 && dt <= staleness {
-                t.add_rate(before - tokens, dt);
-            }
-        }
-        None => {
-            t.eps.insert(ep.to_string(), Obs::new(ts, tokens));
-        }
+    let Some(i) = id.or_else(|| t.id(ep)) else {
+        t.insert(ep, Obs::new(ts, tokens));
+        return;
+    };
+    let o = &mut t.eps[i];
+    // Lines can be slightly out of order: keep the newest observation.
+    if ts < o.ts {
+        return;
+    }
+    let (before, dt) = (o.total(), ts - o.ts);
+    o.measure(ts, tokens, rate, before);
+    if before > 0.0 && tokens > 0.0 && dt > 0.2 && dt <= staleness {
+        t.add_rate(before - tokens, dt);
     }
 }
 
-/// The lowest drained queue among the endpoints that are not sticky and were
-/// estimated no longer than `staleness` seconds before `ts`.
-fn best_fresh_excluding(
-    t: &DepTracker,
-    staleness: f64,
-    ts: f64,
-    is_sticky: impl Fn(&str) -> bool,
-) -> Option<f64> {
+/// The lowest drained queue among the endpoints that are not sticky (tracker
+/// indices `sticky`) and were estimated no longer than `staleness` seconds
+/// before `ts`.
+fn best_fresh_excluding(t: &DepTracker, staleness: f64, ts: f64, sticky: &[usize]) -> Option<f64> {
     t.eps
         .iter()
-        .filter(|(ep, _)| !is_sticky(ep))
+        .enumerate()
+        .filter(|(i, _)| !sticky.contains(i))
         .filter(|(_, o)| {
             // Unknown times on either side: trust the carry-forward.
             ts.is_nan() || o.ts.is_nan() || ts - o.ts <= staleness
