@@ -246,11 +246,11 @@ impl GateDist {
     /// Adds one decision. Decisions may arrive slightly out of time order
     /// (see [`crate::reorder`]).
     pub fn push(&mut self, d: DecisionInput) {
-        let mut due = Vec::new();
-        self.reorder.push(d, &mut |x| due.push(x));
-        for x in due {
-            self.process(&x);
-        }
+        // The buffer is taken out while it hands the decisions now due
+        // straight to `process` (an empty stand-in allocates nothing).
+        let mut reorder = std::mem::replace(&mut self.reorder, Reorder::new(0.0));
+        reorder.push(d, &mut |x| self.process(&x));
+        self.reorder = reorder;
     }
 
     fn process(&mut self, d: &DecisionInput) {
@@ -258,20 +258,18 @@ impl GateDist {
         let sample = self.recon.sample(d, &sc.parameters);
         let n = self.opts.what_if.len();
         let pmin = self.opts.pinned_worse_min_ms;
-        if !self.deps.contains_key(&d.deployment) {
-            self.deps.insert(
-                d.deployment.clone(),
-                DepAcc {
+        let dep = match self.deps.get_mut(&d.deployment) {
+            Some(dep) => dep,
+            None => self
+                .deps
+                .entry(d.deployment.clone())
+                .or_insert_with(|| DepAcc {
                     config: sc.clone(),
                     acc: StatsAcc::new(pmin, n),
                     windows: BTreeMap::new(),
                     first_ts: None,
                     last_ts: None,
-                },
-            );
-        }
-        let Some(dep) = self.deps.get_mut(&d.deployment) else {
-            return;
+                }),
         };
         dep.acc.add(&sample, &sc.parameters, &self.opts.what_if);
         if let Some(ts) = d.ts.filter(|t| t.is_finite()) {
