@@ -6,8 +6,9 @@
 //! in the order the EPP made them, so they pass through a buffer that
 //! releases a decision once the newest decision time seen is more than
 //! `window` seconds past it, oldest first (ties in arrival order).
-//! Memory is bounded by the decisions of one window. Decisions without a
-//! time pass straight through.
+//! Memory is bounded by the decisions of one window: they wait in slots that
+//! are reused, so a decision costs no allocation of its own. Decisions
+//! without a time pass straight through.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -20,9 +21,9 @@ pub const DEFAULT_REORDER_WINDOW_S: f64 = 30.0;
 struct Entry {
     ts: f64,
     seq: u64,
-    /// Boxed: the heap moves its entries on every push and pop, and a
-    /// decision is a few hundred bytes.
-    d: Box<DecisionInput>,
+    /// The decision's slot in [`Reorder`]'s `slots`: the heap moves its
+    /// entries on every push and pop, and a decision is a few hundred bytes.
+    slot: usize,
 }
 
 impl PartialEq for Entry {
@@ -47,6 +48,9 @@ impl Ord for Entry {
 pub struct Reorder {
     window: f64,
     heap: BinaryHeap<Entry>,
+    /// The decisions waiting, by slot (`None`: a free slot, listed in `free`).
+    slots: Vec<Option<DecisionInput>>,
+    free: Vec<usize>,
     newest: f64,
     seq: u64,
 }
@@ -57,6 +61,8 @@ impl Reorder {
         Reorder {
             window,
             heap: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
             newest: f64::NEG_INFINITY,
             seq: 0,
         }
@@ -70,18 +76,30 @@ impl Reorder {
         };
         self.newest = self.newest.max(ts);
         self.seq += 1;
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(d);
+                i
+            }
+            None => {
+                self.slots.push(Some(d));
+                self.slots.len() - 1
+            }
+        };
         self.heap.push(Entry {
             ts,
             seq: self.seq,
-            d: Box::new(d),
+            slot,
         });
         while self
             .heap
             .peek()
             .is_some_and(|e| e.ts < self.newest - self.window)
         {
-            if let Some(e) = self.heap.pop() {
-                out(*e.d);
+            if let Some(e) = self.heap.pop()
+                && let Some(d) = self.take(e.slot)
+            {
+                out(d);
             }
         }
     }
@@ -89,8 +107,16 @@ impl Reorder {
     /// Releases everything left, in order.
     pub fn finish(&mut self, out: &mut dyn FnMut(DecisionInput)) {
         while let Some(e) = self.heap.pop() {
-            out(*e.d);
+            if let Some(d) = self.take(e.slot) {
+                out(d);
+            }
         }
+    }
+
+    /// Empties a slot and lists it as free.
+    fn take(&mut self, slot: usize) -> Option<DecisionInput> {
+        self.free.push(slot);
+        self.slots[slot].take()
     }
 }
 
