@@ -249,13 +249,17 @@ impl GateDist {
         // The buffer is taken out while it hands the decisions now due
         // straight to `process` (an empty stand-in allocates nothing).
         let mut reorder = std::mem::replace(&mut self.reorder, Reorder::new(0.0));
-        reorder.push(d, &mut |x| self.process(&x));
+        reorder.push(d, &mut |x| self.process(x));
         self.reorder = reorder;
     }
 
-    fn process(&mut self, d: &DecisionInput) {
+    fn process(&mut self, mut d: DecisionInput) {
         let sc = self.configs.lookup(&d.deployment, d.filter.as_deref());
-        let sample = self.recon.sample(d, &sc.parameters);
+        // The sample takes the request id over (the reconstruction does not
+        // read it): no copy of it per decision.
+        let request_id = d.request_id.take();
+        let mut sample = self.recon.sample(&d, &sc.parameters);
+        sample.request_id = request_id;
         let n = self.opts.what_if.len();
         let pmin = self.opts.pinned_worse_min_ms;
         let dep = match self.deps.get_mut(&d.deployment) {
@@ -290,7 +294,7 @@ impl GateDist {
         let mut due = Vec::new();
         self.reorder.finish(&mut |x| due.push(x));
         for x in due {
-            self.process(&x);
+            self.process(x);
         }
         let bins = self.opts.histogram_bins;
         let mut overall = StatsAcc::new(self.opts.pinned_worse_min_ms, self.opts.what_if.len());
