@@ -153,7 +153,9 @@ impl Default for ReconstructOptions {
 #[derive(Debug, Default)]
 pub struct Reconstructor {
     opts: ReconstructOptions,
-    latest: FxHashMap<String, DepTracker>,
+    /// Each deployment's index in `trackers`.
+    index: FxHashMap<String, usize>,
+    trackers: Vec<DepTracker>,
     /// Per-decision buffers, reused (no allocation per decision).
     scratch: Scratch,
 }
@@ -205,16 +207,18 @@ impl Reconstructor {
     pub fn new(opts: ReconstructOptions) -> Reconstructor {
         Reconstructor {
             opts,
-            latest: FxHashMap::default(),
+            index: FxHashMap::default(),
+            trackers: Vec::new(),
             scratch: Scratch::default(),
         }
     }
 
     /// Each deployment's drain-rate estimate, when it has enough samples.
     pub fn drain_rates(&self) -> std::collections::BTreeMap<String, DrainRate> {
-        self.latest
+        self.index
             .iter()
-            .filter_map(|(d, t)| {
+            .filter_map(|(d, &i)| {
+                let t = &self.trackers[i];
                 t.rate.map(|median| {
                     (
                         d.clone(),
@@ -258,7 +262,7 @@ impl Reconstructor {
         let staleness = self.opts.max_staleness_s;
         // The deployment's tracker and this decision's endpoints in it,
         // looked up once for the whole decision.
-        let t = tracker(&mut self.latest, &d.deployment);
+        let t = tracker(&mut self.index, &mut self.trackers, &d.deployment);
         let Scratch { ids, sticky, est } = &mut self.scratch;
         ids.clear();
         ids.extend(d.scored.iter().map(|e| t.id(&e.endpoint)));
@@ -421,7 +425,7 @@ impl Reconstructor {
         s.replay = Replay::Candidates(exact.to_vec());
         let ts = d.ts.unwrap_or(f64::NAN);
         let staleness = self.opts.max_staleness_s;
-        let t = tracker(&mut self.latest, &d.deployment);
+        let t = tracker(&mut self.index, &mut self.trackers, &d.deployment);
         for c in exact {
             if let Some(tokens) = c.in_flight_tokens {
                 update(t, staleness, ts, None, &c.id, tokens as f64);
@@ -430,15 +434,22 @@ impl Reconstructor {
     }
 }
 
-/// The deployment's tracker, made on first use (no allocation after).
+/// The deployment's tracker, made on first use (no allocation after; one
+/// look-up of the name).
 fn tracker<'a>(
-    latest: &'a mut FxHashMap<String, DepTracker>,
+    index: &mut FxHashMap<String, usize>,
+    trackers: &'a mut Vec<DepTracker>,
     deployment: &str,
 ) -> &'a mut DepTracker {
-    if !latest.contains_key(deployment) {
-        latest.insert(deployment.to_string(), DepTracker::default());
-    }
-    latest.get_mut(deployment).expect("inserted just above")
+    let i = match index.get(deployment) {
+        Some(&i) => i,
+        None => {
+            index.insert(deployment.to_string(), trackers.len());
+            trackers.push(DepTracker::default());
+            trackers.len() - 1
+        }
+    };
+    &mut trackers[i]
 }
 
 /// Learns the typical uncached tokens of a request on its sticky endpoint
