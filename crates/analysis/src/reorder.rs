@@ -20,6 +20,9 @@ pub const DEFAULT_REORDER_WINDOW_S: f64 = 30.0;
 
 struct Entry {
     ts: f64,
+    /// `ts` as an integer that orders as `f64::total_cmp` orders `ts`: the
+    /// heap compares integers.
+    key: i64,
     seq: u64,
     /// The decision's slot in [`Reorder`]'s `slots`: the heap moves its
     /// entries on every push and pop, and a decision is a few hundred bytes.
@@ -40,8 +43,16 @@ impl PartialOrd for Entry {
 impl Ord for Entry {
     fn cmp(&self, o: &Self) -> Ordering {
         // Reversed: BinaryHeap is a max-heap and we pop the oldest.
-        o.ts.total_cmp(&self.ts).then(o.seq.cmp(&self.seq))
+        o.key.cmp(&self.key).then(o.seq.cmp(&self.seq))
     }
+}
+
+/// The bits of `ts` arranged so that signed integer order is
+/// `f64::total_cmp`'s order (negative values have their magnitude bits
+/// flipped).
+fn order_key(ts: f64) -> i64 {
+    let b = ts.to_bits() as i64;
+    b ^ ((((b >> 63) as u64) >> 1) as i64)
 }
 
 /// A reorder buffer.
@@ -88,6 +99,7 @@ impl Reorder {
         };
         self.heap.push(Entry {
             ts,
+            key: order_key(ts),
             seq: self.seq,
             slot,
         });
@@ -129,6 +141,29 @@ mod tests {
             ts: Some(ts),
             request_id: Some(id.into()),
             ..DecisionInput::default()
+        }
+    }
+
+    #[test]
+    fn order_keys_order_as_total_cmp() {
+        let v = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -f64::MIN_POSITIVE,
+            -0.0,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            1.5,
+            1.7e9,
+            f64::MAX,
+            f64::INFINITY,
+        ];
+        for a in v {
+            for b in v {
+                assert_eq!(order_key(a).cmp(&order_key(b)), a.total_cmp(&b), "{a} {b}");
+            }
         }
     }
 
