@@ -580,6 +580,31 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// The end of a number without exponent at `$at` in `$b`,
+/// `[-]digits[.digits]` (the scanner's number up to any exponent); returns
+/// `None` from the enclosing function when no digit comes where one must.
+/// A macro, not a function: the two hot callers measured 1–2 % more
+/// instructions in all when it was a function (inlining decisions).
+macro_rules! plain_number_end {
+    ($b:expr, $at:expr) => {{
+        let b: &[u8] = $b;
+        let mut j = $at + usize::from(b.get($at) == Some(&b'-'));
+        let int = digit_run(b, j);
+        if int == 0 {
+            return None;
+        }
+        j += int;
+        if b.get(j) == Some(&b'.') {
+            let frac = digit_run(b, j + 1);
+            if frac == 0 {
+                return None;
+            }
+            j += 1 + frac;
+        }
+        j
+    }};
+}
+
 /// zap's usual line head: the bodies of `level`, `ts`, `caller` and `msg`,
 /// and the offset after the message's closing quote.
 pub(crate) type ZapHead<'a> = ([&'a [u8]; 4], usize);
@@ -600,19 +625,7 @@ pub(crate) fn zap_head(b: &[u8]) -> Option<ZapHead<'_>> {
     };
     let (level, i) = string_at(10)?;
     let i = i + b.get(i..)?.starts_with(b",\"ts\":").then_some(6)?;
-    let mut j = i + usize::from(b.get(i) == Some(&b'-'));
-    let int = digit_run(b, j);
-    if int == 0 {
-        return None;
-    }
-    j += int;
-    if b.get(j) == Some(&b'.') {
-        let frac = digit_run(b, j + 1);
-        if frac == 0 {
-            return None;
-        }
-        j += 1 + frac;
-    }
+    let j = plain_number_end!(b, i);
     let ts = &b[i..j];
     let j = j + b.get(j..)?.starts_with(b",\"caller\":\"").then_some(11)?;
     let (caller, j) = string_at(j)?;
@@ -771,19 +784,7 @@ pub(crate) fn zap_members<'a>(
                 (Val::Str(&b[vs + 1..e], false), e + 1)
             }
             b'-' | b'0'..=b'9' => {
-                let mut j = vs + usize::from(b[vs] == b'-');
-                let int = digit_run(b, j);
-                if int == 0 {
-                    return None;
-                }
-                j += int;
-                if b.get(j) == Some(&b'.') {
-                    let frac = digit_run(b, j + 1);
-                    if frac == 0 {
-                        return None;
-                    }
-                    j += 1 + frac;
-                }
+                let j = plain_number_end!(b, vs);
                 if matches!(b.get(j), Some(b'e' | b'E')) {
                     return None;
                 }
