@@ -518,13 +518,15 @@ pub(crate) fn endpoint_list(v: Val<'_>) -> Option<Vec<String>> {
 /// rare in a dump (the `ID` key, `RankIndex`), so the search is for that
 /// byte (`memchr`, cheaper to start than a substring search), each hit
 /// checked in place.
-fn find_id_key(raw: &[u8], mut from: usize) -> Option<usize> {
+fn find_id_key(raw: &[u8], from: usize) -> Option<usize> {
+    // The `I` of a match at or after `from` is at `from + 1` or later.
+    let mut at = from.checked_add(1)?;
     loop {
-        let i = from + memchr::memchr(b'I', raw.get(from..)?)?;
-        if i >= 1 && raw.get(i - 1..i + 5) == Some(b"\"ID\":{") {
+        let i = at + memchr::memchr(b'I', raw.get(at..)?)?;
+        if raw.get(i - 1..i + 5) == Some(b"\"ID\":{") {
             return Some(i - 1);
         }
-        from = i + 1;
+        at = i + 1;
     }
 }
 
