@@ -1,11 +1,13 @@
 //! One line to one [`Class`]: an event, an ignored shape, or a malformed line.
 //!
-//! The hot path: after framing, a zap JSON line is looked at only through a
-//! literal search for `"msg":"` and a table lookup of the message. Lines with
-//! other messages are counted as ignored after a single cheap check (the line
-//! must end with `}`), without any JSON work or allocation. Only lines with a
-//! known message are scanned, borrowing every value, and only the keys the
-//! event needs are converted.
+//! The hot path: after framing, a zap JSON line is looked at only through
+//! its message, read from zap's usual head (`{"level":…,"ts":…,"caller":…,
+//! "msg":"…"`; other lines: a literal search for `"msg":"`), and a table
+//! lookup of the message. Lines with other messages are counted as ignored
+//! after a single cheap check (the line must end with `}`), without any more
+//! JSON work or allocation. Only lines with a known message are scanned
+//! (the fast walk of [`json::zap_members`], else the scanner), borrowing
+//! every value, and only the keys the event needs are converted.
 
 use std::sync::OnceLock;
 
