@@ -336,7 +336,7 @@ pub(crate) struct UsedLine {
 }
 
 /// A line read without the engine's state: what [`Engine::apply`] needs.
-/// Computed on worker threads when reading in parallel.
+/// Computed on any of the reading threads when reading in parallel.
 pub(crate) enum Pre {
     /// Over the cap.
     TooLong(u64),
@@ -423,7 +423,8 @@ pub(crate) fn run<R: Read>(
 }
 
 /// Reads a whole stream, classifying lines on [`ParseOptions::threads`]
-/// worker threads when that is more than 1 and the input is logs.
+/// threads (this one and `threads - 1` workers) when that is more than 1
+/// and the input is logs.
 pub(crate) fn run_parallel<R: Read + Send>(
     reader: R,
     display: &str,
@@ -494,7 +495,7 @@ struct Bufs {
     used: Vec<UsedLine>,
 }
 
-/// Buffers going back from the applying thread to the workers: a block's
+/// Buffers going back from the applying thread to the readers: a block's
 /// bytes, its results and its newline offsets, emptied. One per block in
 /// flight.
 type Spare = (Vec<u8>, Bufs);
