@@ -146,11 +146,7 @@ pub(crate) struct Ctx<'a> {
 
 /// Bytes of a line as an owned string (lossily if not UTF-8).
 fn owned(b: &[u8]) -> String {
-    // `from_utf8` checks ASCII a word at a time; the lossy path only when needed.
-    match std::str::from_utf8(b) {
-        Ok(s) => s.to_owned(),
-        Err(_) => String::from_utf8_lossy(b).into_owned(),
-    }
+    crate::json::lossy(b).into_owned()
 }
 
 /// An event waiting in its request's buffer.
