@@ -655,16 +655,12 @@ impl Pool {
 
     /// A spare, waiting for one; `None` once the pool is closed.
     fn take(&self) -> Option<Spare> {
-        let mut g = self.spares.lock().ok()?;
-        loop {
-            if g.1 {
-                return None;
-            }
-            if let Some(s) = g.0.pop() {
-                return Some(s);
-            }
-            g = self.ready.wait(g).ok()?;
-        }
+        let g = self.spares.lock().ok()?;
+        let mut g = self
+            .ready
+            .wait_while(g, |(spares, closed)| spares.is_empty() && !*closed)
+            .ok()?;
+        if g.1 { None } else { g.0.pop() }
     }
 
     /// A spare if one is free now.
@@ -769,7 +765,7 @@ fn parallel<R: Read + Send>(
 ) -> Result<u64, ParseError> {
     use std::collections::BTreeMap;
     use std::sync::Mutex;
-    use std::sync::mpsc::{self, TryRecvError};
+    use std::sync::mpsc;
 
     let format = eng.format;
     let block_bytes = eng.opts.block_bytes.max(1);
@@ -827,12 +823,9 @@ fn parallel<R: Read + Send>(
                     pool.put((buf.unwrap_or_default(), bufs));
                 }
                 // A worker's result, if one is ready.
-                match out_rx.try_recv() {
-                    Ok((idx, res)) => {
-                        pending.insert(idx, res);
-                        continue;
-                    }
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => {}
+                if let Ok((idx, res)) = out_rx.try_recv() {
+                    pending.insert(idx, res);
+                    continue;
                 }
                 // Nothing to apply: classify the next block here.
                 if let Some(spare) = pool.try_take()

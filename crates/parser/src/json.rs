@@ -745,8 +745,9 @@ fn chunk_masks_sse2(w: &[u8; 64]) -> (u64, u64) {
 }
 
 /// The common case of a whole zap line, read quickly: zap's head (see
-/// [`zap_head`]; `head` if the caller has read it already), then members written without whitespace or
-/// escapes, numbers without exponents, the closing brace last. Hands the
+/// [`zap_head`]; `head` if the caller has read it already), then members
+/// written without whitespace or escapes, numbers without exponents, the
+/// closing brace last. Hands the
 /// members to `f` as [`members`] does, up to the key `stop` if given
 /// (`Some(Some(offset of its value))`; `Some(None)` when the object ends
 /// first). `None` when the line is not of that shape: `f` may have been
