@@ -13,8 +13,9 @@ use std::sync::OnceLock;
 
 use memchr::memmem::Finder;
 
+use crate::arena::Arena;
 use crate::decision::{FilterMsg, ValueFlags};
-use crate::event::{Event, FilterLine, LineMeta};
+use crate::event::{ArenaEvent, Event, FilterLine, LineMeta};
 use crate::fields::{self, Fields, Key};
 use crate::json::{self, Val};
 use crate::ledger::{LineShape, MalformedReason};
@@ -39,7 +40,8 @@ pub(crate) enum Class<'a> {
 /// thread); [`LineMeta::request_id`] and [`LineMeta::model`] stay `None`.
 pub(crate) struct Used<'a> {
     pub meta: LineMeta,
-    pub event: Event,
+    /// The event, its strings in the arena given to [`classify`].
+    pub event: ArenaEvent,
     pub flags: ValueFlags,
     /// The `x-request-id` string value, raw.
     pub request_id: Option<RawStr<'a>>,
@@ -161,17 +163,18 @@ pub(crate) fn trim_end(mut b: &[u8]) -> &[u8] {
     b
 }
 
-/// Classifies a line body (framing already taken off, trailing whitespace trimmed).
-pub(crate) fn classify(body: &[u8]) -> Class<'_> {
+/// Classifies a line body (framing already taken off, trailing whitespace
+/// trimmed); the event's strings go to `a`.
+pub(crate) fn classify<'a>(body: &'a [u8], a: &mut Arena) -> Class<'a> {
     let Some(&first) = body.first() else {
         return Class::Ignored(LineShape::Blank);
     };
     if first == b'{' {
-        return zap_json(body);
+        return zap_json(body, a);
     }
     if first.is_ascii_digit()
         && memchr::memchr(b'\t', body).is_some()
-        && let Some(c) = console(body)
+        && let Some(c) = console(body, a)
     {
         return c;
     }
@@ -255,7 +258,7 @@ fn is_go_frame(b: &[u8]) -> bool {
 }
 
 /// A zap JSON line: the prefilter, then a borrowed scan of known messages.
-fn zap_json(body: &[u8]) -> Class<'_> {
+fn zap_json<'a>(body: &'a [u8], a: &mut Arena) -> Class<'a> {
     // zap's usual head gives the message; other lines are searched.
     let head = json::zap_head(body);
     let msg = match head {
@@ -267,8 +270,8 @@ fn zap_json(body: &[u8]) -> Class<'_> {
         }),
     };
     match msg.map(kind_of) {
-        None => full(body, None, None),
-        Some(Some(kind)) => full(body, Some(kind), head),
+        None => full(body, None, None, a),
+        Some(Some(kind)) => full(body, Some(kind), head, a),
         Some(None) if body.ends_with(b"}") => Class::Ignored(LineShape::ZapJson),
         Some(None) => Class::Malformed(
             LineShape::ZapJson,
@@ -279,9 +282,14 @@ fn zap_json(body: &[u8]) -> Class<'_> {
 
 /// Scans the whole object. `kind` is the prefilter's guess; the scanned
 /// top-level `msg` decides.
-fn full<'a>(body: &'a [u8], kind: Option<Kind>, head: Option<json::ZapHead<'a>>) -> Class<'a> {
+fn full<'a>(
+    body: &'a [u8],
+    kind: Option<Kind>,
+    head: Option<json::ZapHead<'a>>,
+    a: &mut Arena,
+) -> Class<'a> {
     if let Some(k @ (Kind::BeforeFilters | Kind::FilterCompleted | Kind::PickerCompleted)) = kind
-        && let Some(c) = dump_fast(body, k, head)
+        && let Some(c) = dump_fast(body, k, head, a)
     {
         return c;
     }
@@ -310,7 +318,7 @@ fn full<'a>(body: &'a [u8], kind: Option<Kind>, head: Option<json::ZapHead<'a>>)
         },
         ..LineMeta::default()
     };
-    build(kind, &f, &mut meta, LineShape::ZapJson)
+    build(kind, &f, &mut meta, LineShape::ZapJson, a)
 }
 
 /// The lines that carry endpoint dumps (`Before running filter plugins`,
@@ -322,7 +330,12 @@ fn full<'a>(body: &'a [u8], kind: Option<Kind>, head: Option<json::ZapHead<'a>>)
 /// writes for these messages, and the line must end with `]}` (`}}` for the
 /// picker's result object) so a line cut inside the dump is not taken as
 /// complete. `None` falls back to the full scan.
-fn dump_fast<'a>(body: &'a [u8], kind: Kind, head: Option<json::ZapHead<'a>>) -> Option<Class<'a>> {
+fn dump_fast<'a>(
+    body: &'a [u8],
+    kind: Kind,
+    head: Option<json::ZapHead<'a>>,
+    a: &mut Arena,
+) -> Option<Class<'a>> {
     let mut f = Fields::new();
     let stop: &[u8] = if kind == Kind::PickerCompleted {
         b"result"
@@ -349,14 +362,14 @@ fn dump_fast<'a>(body: &'a [u8], kind: Kind, head: Option<json::ZapHead<'a>>) ->
             return None;
         }
         let end = memchr::memmem::find(tail, b"\"ScoredCandidates\"").unwrap_or(tail.len());
-        fields::dump_ids(&tail[..end])?
+        fields::dump_ids(&tail[..end], a)?
     } else if tail == b"null}" {
-        Vec::new()
+        a.list_from(a.list_start())
     } else {
         if !tail.ends_with(b"]}") || !tail.starts_with(b"[{\"ID\":{") {
             return None;
         }
-        fields::dump_ids(tail)?
+        fields::dump_ids(tail, a)?
     };
     let meta = LineMeta {
         ts: f.get(Key::Ts).and_then(fields::ts),
@@ -371,7 +384,7 @@ fn dump_fast<'a>(body: &'a [u8], kind: Kind, head: Option<json::ZapHead<'a>>) ->
     let event = match kind {
         Kind::BeforeFilters => Event::BeforeFilters { endpoints: ids },
         Kind::FilterCompleted => Event::FilterCompleted {
-            plugin: f.string(Key::Plugin)?,
+            plugin: f.span(Key::Plugin, a)?,
             survivors: Some(ids),
         },
         _ => Event::PickerCompleted { targets: ids },
@@ -386,7 +399,7 @@ fn dump_fast<'a>(body: &'a [u8], kind: Kind, head: Option<json::ZapHead<'a>>) ->
 }
 
 /// A console-encoder line: `time\tLEVEL\t[logger\t]caller\tmsg\t{json}`.
-fn console(body: &[u8]) -> Option<Class<'_>> {
+fn console<'a>(body: &'a [u8], a: &mut Arena) -> Option<Class<'a>> {
     let mut parts = body.split(|&c| c == b'\t');
     let time = parts.next()?;
     let level = parts.next()?;
@@ -419,7 +432,7 @@ fn console(body: &[u8]) -> Option<Class<'_>> {
         v: Some(lv),
         ..LineMeta::default()
     };
-    Some(build(kind, &f, &mut meta, LineShape::Console))
+    Some(build(kind, &f, &mut meta, LineShape::Console, a))
 }
 
 fn missing(shape: LineShape, k: &'static str) -> Class<'static> {
@@ -427,7 +440,13 @@ fn missing(shape: LineShape, k: &'static str) -> Class<'static> {
 }
 
 /// Builds the event of a known message from its fields.
-fn build<'a>(kind: Kind, f: &Fields<'a>, meta: &mut LineMeta, shape: LineShape) -> Class<'a> {
+fn build<'a>(
+    kind: Kind,
+    f: &Fields<'a>,
+    meta: &mut LineMeta,
+    shape: LineShape,
+    a: &mut Arena,
+) -> Class<'a> {
     let request_id = raw_str(f, Key::RequestId);
     // The model is read from the lines that start or name a decision only
     // (every request-path line repeats it).
@@ -482,7 +501,7 @@ fn build<'a>(kind: Kind, f: &Fields<'a>, meta: &mut LineMeta, shape: LineShape) 
             Event::Filter(Box::new(l))
         }
         Kind::EndpointTtft => {
-            let Some(endpoint) = f.get(Key::Endpoint).and_then(fields::endpoint) else {
+            let Some(endpoint) = f.get(Key::Endpoint).and_then(|v| fields::endpoint(v, a)) else {
                 return missing(shape, "endpoint");
             };
             Event::EndpointTtft {
@@ -493,35 +512,37 @@ fn build<'a>(kind: Kind, f: &Fields<'a>, meta: &mut LineMeta, shape: LineShape) 
         }
         Kind::PeakResolved => Event::PeakPrefillResolved {
             peak_prefill_throughput: f.num(Key::PeakPrefillThroughput, &mut flags),
-            source: f.string(Key::Source),
+            source: f.span(Key::Source, a),
         },
         Kind::CalibrationSkipped => Event::CalibrationSkipped {
             peak_prefill_throughput: f.num(Key::PeakPrefillThroughput, &mut flags),
-            reason: f.string(Key::Reason),
+            reason: f.span(Key::Reason, a),
         },
         Kind::Received => Event::ReceivedRequest,
-        Kind::Profile => match f.string(Key::Profile) {
+        Kind::Profile => match f.span(Key::Profile, a) {
             Some(profile) => Event::SchedulerProfile { profile },
             None => return missing(shape, "profile"),
         },
         Kind::BeforeFilters => Event::BeforeFilters {
             endpoints: f
                 .get(Key::Endpoints)
-                .and_then(fields::endpoint_list)
+                .and_then(|v| fields::endpoint_list(v, a))
                 .unwrap_or_default(),
         },
-        Kind::RunningFilter => match f.string(Key::Plugin) {
+        Kind::RunningFilter => match f.span(Key::Plugin, a) {
             Some(plugin) => Event::RunningFilter { plugin },
             None => return missing(shape, "plugin"),
         },
-        Kind::FilterCompleted => match f.string(Key::Plugin) {
+        Kind::FilterCompleted => match f.span(Key::Plugin, a) {
             Some(plugin) => Event::FilterCompleted {
                 plugin,
-                survivors: f.get(Key::Endpoints).and_then(fields::endpoint_list),
+                survivors: f
+                    .get(Key::Endpoints)
+                    .and_then(|v| fields::endpoint_list(v, a)),
             },
             None => return missing(shape, "plugin"),
         },
-        Kind::EliminatedAll => match f.string(Key::Plugin) {
+        Kind::EliminatedAll => match f.span(Key::Plugin, a) {
             Some(plugin) => Event::FilterEliminatedAll { plugin },
             None => return missing(shape, "plugin"),
         },
@@ -529,10 +550,10 @@ fn build<'a>(kind: Kind, f: &Fields<'a>, meta: &mut LineMeta, shape: LineShape) 
             remaining: f.num(Key::RemainingEndpoints, &mut flags),
         },
         Kind::Score => {
-            let Some(plugin) = f.string(Key::Plugin) else {
+            let Some(plugin) = f.span(Key::Plugin, a) else {
                 return missing(shape, "plugin");
             };
-            let Some(endpoint) = f.get(Key::Endpoint).and_then(fields::endpoint) else {
+            let Some(endpoint) = f.get(Key::Endpoint).and_then(|v| fields::endpoint(v, a)) else {
                 return missing(shape, "endpoint");
             };
             let Some(score) = f.num(Key::Score, &mut flags) else {
@@ -545,7 +566,7 @@ fn build<'a>(kind: Kind, f: &Fields<'a>, meta: &mut LineMeta, shape: LineShape) 
             }
         }
         Kind::TokenLoad => {
-            let Some(endpoint) = f.get(Key::Endpoint).and_then(fields::endpoint) else {
+            let Some(endpoint) = f.get(Key::Endpoint).and_then(|v| fields::endpoint(v, a)) else {
                 return missing(shape, "endpoint");
             };
             let Some(token_load) = f.num(Key::TokenLoad, &mut flags) else {
@@ -564,11 +585,11 @@ fn build<'a>(kind: Kind, f: &Fields<'a>, meta: &mut LineMeta, shape: LineShape) 
         Kind::PickerCompleted => Event::PickerCompleted {
             targets: f
                 .get(Key::Result)
-                .and_then(fields::picker_targets)
+                .and_then(|v| fields::picker_targets(v, a))
                 .unwrap_or_default(),
         },
         Kind::Handled => Event::RequestHandled {
-            endpoint: f.string(Key::Endpoint),
+            endpoint: f.span(Key::Endpoint, a),
         },
     };
     Class::Used(Used {
@@ -583,6 +604,11 @@ fn build<'a>(kind: Kind, f: &Fields<'a>, meta: &mut LineMeta, shape: LineShape) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`super::classify`] with an arena of its own.
+    fn classify(body: &[u8]) -> Class<'_> {
+        super::classify(body, &mut Arena::default())
+    }
 
     /// The used line, with its borrowed request id and model put in its meta.
     fn used(line: &str) -> Used<'_> {

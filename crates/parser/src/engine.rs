@@ -3,13 +3,12 @@
 use std::io::Read;
 use std::path::Path;
 
-use std::borrow::Cow;
-
+use crate::arena::{Arena, Span};
 use crate::assemble::{Assembler, AssemblerLimits, Ctx, DeploymentNaming};
 use crate::classify::{self, Class, RawStr, Used};
 use crate::decision::{Decision, SourceLoc, ValueFlags};
 use crate::error::ParseError;
-use crate::event::Event;
+use crate::event::{ArenaEvent, Event};
 use crate::frame;
 use crate::input::{self, pod_owner};
 use crate::ledger::{Counts, InputFormat, InputLedger, LineShape, MalformedLine, MalformedReason};
@@ -32,6 +31,8 @@ pub(crate) struct Engine<'o> {
     last_abs_ts: Option<f64>,
     /// The used line of the line being read on this thread.
     used: Vec<UsedLine>,
+    /// Its strings.
+    arena: Arena,
 }
 
 impl<'o> Engine<'o> {
@@ -58,6 +59,7 @@ impl<'o> Engine<'o> {
             line: 0,
             last_abs_ts: None,
             used: Vec::with_capacity(1),
+            arena: Arena::default(),
         }
     }
 
@@ -86,7 +88,7 @@ impl<'o> Engine<'o> {
 
     /// One line over the cap.
     pub(crate) fn too_long(&mut self, bytes: u64) -> Result<(), ParseError> {
-        self.apply(Pre::TooLong(bytes), None, &[], &mut |_| {})
+        self.apply(Pre::TooLong(bytes), None, &Arena::default(), &mut |_| {})
     }
 
     /// One line (without its `\n`), read on this thread.
@@ -103,19 +105,22 @@ impl<'o> Engine<'o> {
                 InputFormat::Logs
             };
         }
-        let pre = pre_line(raw, self.format, 0, &mut self.used);
+        let mut arena = std::mem::take(&mut self.arena);
+        arena.clear();
+        let pre = pre_line(raw, self.format, &mut self.used, &mut arena);
         let used = self.used.pop();
-        self.apply(pre, used, raw, sink)
+        let r = self.apply(pre, used, &arena, sink);
+        self.arena = arena;
+        r
     }
 
     /// Accounts for one pre-read line, in input order: `used` is the used
-    /// line of a [`Pre::Used`], and `base` holds the line at [`UsedLine::at`]
-    /// (the line itself, or its block).
+    /// line of a [`Pre::Used`], and `arena` holds its strings.
     pub(crate) fn apply(
         &mut self,
         pre: Pre,
         used: Option<UsedLine>,
-        base: &[u8],
+        arena: &Arena,
         sink: &mut dyn FnMut(Item),
     ) -> Result<(), ParseError> {
         self.line += 1;
@@ -160,12 +165,10 @@ impl<'o> Engine<'o> {
                     kubelet_ts,
                     event,
                     flags,
-                    at,
                     request_id,
                     model,
                     pod,
                 } = u;
-                let line = base.get(at..).unwrap_or_default();
                 self.counts.lines_used += 1;
                 if flags.huge {
                     self.counts.values_huge += 1;
@@ -178,7 +181,7 @@ impl<'o> Engine<'o> {
                 }
                 if let Event::VllmStats(st) = event {
                     self.counts.shapes.add(LineShape::Vllm);
-                    let pod = pod.get(line).map(Cow::into_owned);
+                    let pod = pod.map(|p| arena.string(p));
                     let st = self.finish_stats(*st, pod, kubelet_ts);
                     self.counts.vllm_stats += 1;
                     sink(Item::VllmStats(Box::new(st)));
@@ -191,13 +194,14 @@ impl<'o> Engine<'o> {
                 });
                 let ctx = Ctx {
                     ts: ts.or(kubelet_ts),
-                    request_id: request_id.bytes(line),
-                    pod: pod.bytes(line),
-                    model: model.bytes(line),
+                    request_id: request_id.map(|s| arena.bytes(s)),
+                    pod: pod.map(|s| arena.bytes(s)),
+                    model: model.map(|s| arena.bytes(s)),
                 };
                 let counts = &mut self.counts;
                 let mut emit = |d: Decision| Self::emit_decision(counts, sink, d);
-                self.asm.feed_ctx(self.line, &ctx, event, &mut emit);
+                self.asm
+                    .feed_ctx(self.line, &ctx, event.resolve(arena), &mut emit);
                 Ok(())
             }
         }
@@ -270,69 +274,30 @@ impl<'o> Engine<'o> {
     }
 }
 
-/// A string of a used line: a span of the line's bytes, or owned (when it
-/// had escapes). Spans keep the per-line request id, model and pod from
-/// being allocated on a worker and freed on the assembling thread.
-pub(crate) enum Text {
-    /// Absent.
-    None,
-    /// `line[start..end]`, bytes as written (converted lossily if not UTF-8).
-    Span(u32, u32),
-    /// Unescaped.
-    Owned(Box<str>),
+/// A string of a used line (the raw bytes of a JSON string without
+/// escapes, else its unescaped value) into the arena.
+fn text(a: &mut Arena, r: Option<RawStr<'_>>) -> Option<Span> {
+    let r = r?;
+    Some(if r.esc {
+        a.push(crate::json::unescape(r.bytes, true).as_bytes())
+    } else {
+        a.push(r.bytes)
+    })
 }
 
-impl Text {
-    /// `sub`, a part of `line` (from a [`RawStr`] or the framing).
-    fn of(line: &[u8], sub: &[u8], esc: bool) -> Text {
-        let start = (sub.as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
-        match (esc, u32::try_from(start), u32::try_from(start + sub.len())) {
-            (false, Ok(s), Ok(e)) if start + sub.len() <= line.len() => Text::Span(s, e),
-            _ => Text::Owned(crate::json::unescape(sub, esc).into()),
-        }
-    }
-
-    fn raw(line: &[u8], r: Option<RawStr<'_>>) -> Text {
-        r.map_or(Text::None, |r| Text::of(line, r.bytes, r.esc))
-    }
-
-    /// The bytes, given the line the span points into (UTF-8 unless the
-    /// line was not: converted where a string is kept).
-    fn bytes<'b>(&'b self, line: &'b [u8]) -> Option<&'b [u8]> {
-        match self {
-            Text::None => None,
-            Text::Span(s, e) => Some(line.get(*s as usize..*e as usize).unwrap_or_default()),
-            Text::Owned(o) => Some(o.as_bytes()),
-        }
-    }
-
-    /// The string, given the line the span points into.
-    fn get<'b>(&'b self, line: &'b [u8]) -> Option<Cow<'b, str>> {
-        match self {
-            Text::None => None,
-            Text::Span(s, e) => {
-                let b = line.get(*s as usize..*e as usize).unwrap_or_default();
-                Some(crate::json::lossy(b))
-            }
-            Text::Owned(o) => Some(Cow::Borrowed(o)),
-        }
-    }
-}
-
-/// A used line, ready to apply: the event, and its context as spans of the
-/// line (which starts at `at` in the bytes [`Engine::apply`] is given).
+/// A used line, ready to apply: the event, and its context, their strings
+/// in the arena of the line (or of its block).
 pub(crate) struct UsedLine {
     /// The line's time (its own, else the kubelet's).
     ts: Option<f64>,
     /// The kubelet timestamp, when it was read (see
     /// [`LineMeta::kubelet_ts`](crate::event::LineMeta::kubelet_ts)).
     kubelet_ts: Option<f64>,
-    event: Event,
+    event: ArenaEvent,
     flags: ValueFlags,
-    at: usize,
-    request_id: Text,
-    model: Text,
-    pod: Text,
+    request_id: Option<Span>,
+    model: Option<Span>,
+    pod: Option<Span>,
 }
 
 /// A line read without the engine's state: what [`Engine::apply`] needs.
@@ -353,13 +318,12 @@ pub(crate) enum Pre {
 }
 
 /// Reads one line (trailing blanks already trimmed) in a known format; a
-/// used line is pushed to `used`, located at `at` (where the line starts in
-/// the bytes it will be applied with).
+/// used line is pushed to `used`, its strings to `arena`.
 pub(crate) fn pre_line(
     raw: &[u8],
     format: InputFormat,
-    at: usize,
     used: &mut Vec<UsedLine>,
+    arena: &mut Arena,
 ) -> Pre {
     if raw.iter().all(u8::is_ascii_whitespace) && (raw.is_empty() || format != InputFormat::Logs) {
         return Pre::Ignored(LineShape::Blank);
@@ -370,7 +334,7 @@ pub(crate) fn pre_line(
     let Ok(f) = frame::frame(raw) else {
         return Pre::Malformed(LineShape::Other, MalformedReason::BadFraming);
     };
-    match classify::classify(f.body) {
+    match classify::classify(f.body, arena) {
         Class::Ignored(shape) => Pre::Ignored(shape),
         Class::Malformed(shape, reason) => Pre::Malformed(shape, reason),
         Class::Used(u) => {
@@ -394,10 +358,9 @@ pub(crate) fn pre_line(
                 kubelet_ts: meta.kubelet_ts,
                 event,
                 flags,
-                at,
-                request_id: Text::raw(raw, request_id),
-                model: Text::raw(raw, model),
-                pod: f.pod.map_or(Text::None, |p| Text::of(raw, p, false)),
+                request_id: text(arena, request_id),
+                model: text(arena, model),
+                pod: f.pod.map(|p| arena.push(p)),
             });
             Pre::Used(f.body.first() != Some(&b'{'))
         }
@@ -487,12 +450,14 @@ enum Body {
     TooLong(u64),
 }
 
-/// The recycled vectors of a block: newline offsets, results, used lines.
+/// The recycled vectors of a block: newline offsets, results, used lines
+/// and their strings.
 #[derive(Default)]
 struct Bufs {
     ends: Vec<usize>,
     out: Vec<Pre>,
     used: Vec<UsedLine>,
+    arena: Arena,
 }
 
 /// Buffers going back from the applying thread to the readers: a block's
@@ -612,7 +577,7 @@ impl<R: Read> Chunker<R> {
 }
 
 /// The lines of a block (`ends`: the offsets of its newlines), read by a
-/// worker, into `out` and `used` (both empty).
+/// worker, into `out`, `used` and `arena` (all empty).
 fn pre_block(
     data: &[u8],
     ends: &[usize],
@@ -620,21 +585,22 @@ fn pre_block(
     cap: usize,
     out: &mut Vec<Pre>,
     used: &mut Vec<UsedLine>,
+    arena: &mut Arena,
 ) {
     let mut start = 0;
-    let mut one = |start: usize, line: &[u8]| {
+    let mut one = |line: &[u8]| {
         if line.len() > cap {
             Pre::TooLong(line.len() as u64)
         } else {
-            pre_line(classify::trim_end(line), format, start, used)
+            pre_line(classify::trim_end(line), format, used, arena)
         }
     };
     for &p in ends {
-        out.push(one(start, &data[start..p]));
+        out.push(one(&data[start..p]));
         start = p + 1;
     }
     if start < data.len() {
-        out.push(one(start, &data[start..]));
+        out.push(one(&data[start..]));
     }
 }
 
@@ -734,8 +700,14 @@ fn next_block<R: Read>(
                     None
                 }
                 Body::Lines { buf, len } => {
-                    let Bufs { ends, out, used } = &mut bufs;
-                    pre_block(&buf[..len], ends, format, cap, out, used);
+                    let Bufs {
+                        ends,
+                        out,
+                        used,
+                        arena,
+                    } = &mut bufs;
+                    arena.clear();
+                    pre_block(&buf[..len], ends, format, cap, out, used, arena);
                     Some(buf)
                 }
             };
@@ -808,7 +780,6 @@ fn parallel<R: Read + Send>(
             loop {
                 while let Some(res) = pending.remove(&next) {
                     let (buf, mut bufs) = res.map_err(|e| ParseError::io(display, e))?;
-                    let base = buf.as_deref().unwrap_or_default();
                     let mut used = bufs.used.drain(..);
                     for p in bufs.out.drain(..) {
                         let u = if matches!(p, Pre::Used(_)) {
@@ -816,7 +787,7 @@ fn parallel<R: Read + Send>(
                         } else {
                             None
                         };
-                        eng.apply(p, u, base, sink)?;
+                        eng.apply(p, u, &bufs.arena, sink)?;
                     }
                     drop(used);
                     next += 1;

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::arena::{Arena, Span, Spans};
 use crate::decision::{FilterExtras, FilterMsg, ValueFlags};
 use crate::vllm::VllmStats;
 
@@ -54,17 +55,22 @@ pub struct FilterLine {
 }
 
 /// One event, the typed content of one used line.
+///
+/// `S` is the type of its strings and `L` of its lists of strings: owned
+/// (`String`, `Vec<String>`: the defaults, what the API takes and gives), or,
+/// inside the parser, [`Span`]s of a block's [`Arena`] (see
+/// [`crate::arena`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum Event {
+pub enum Event<S = String, L = Vec<String>> {
     /// A `PrefixCacheAffinityFilter: ` outcome line (boxed: it is large and
     /// rare next to scorer lines).
     Filter(Box<FilterLine>),
     /// `PrefixCacheAffinityFilter: calculated endpoint TTFT` (P2251): one per endpoint.
     EndpointTtft {
         /// `endpoint`, normalised.
-        endpoint: String,
+        endpoint: S,
         /// `throughput`, tokens/s.
         throughput: Option<f64>,
         /// `inFlightTokens`.
@@ -75,7 +81,7 @@ pub enum Event {
         /// `peakPrefillThroughput`, tokens/s.
         peak_prefill_throughput: Option<f64>,
         /// `source`: `userConfigured`, `calibrated`, `default` or `notUsed`.
-        source: Option<String>,
+        source: Option<S>,
     },
     /// `PrefixCacheAffinityFilter: calibration skipped, keeping
     /// peakPrefillThroughput default` (V5 startup).
@@ -83,36 +89,36 @@ pub enum Event {
         /// `peakPrefillThroughput`, tokens/s.
         peak_prefill_throughput: Option<f64>,
         /// `reason`.
-        reason: Option<String>,
+        reason: Option<S>,
     },
     /// `EPP received request`: starts a new request under its id.
     ReceivedRequest,
     /// `Running scheduler profile`.
     SchedulerProfile {
         /// `profile`.
-        profile: String,
+        profile: S,
     },
     /// `Before running filter plugins`: the candidates of a profile run.
     BeforeFilters {
         /// The endpoint ids found in the `endpoints` dump, normalised.
-        endpoints: Vec<String>,
+        endpoints: L,
     },
     /// `Running filter plugin`.
     RunningFilter {
         /// `plugin`, `name/type`.
-        plugin: String,
+        plugin: S,
     },
     /// `Completed running filter plugin successfully`.
     FilterCompleted {
         /// `plugin`, `name/type`.
-        plugin: String,
+        plugin: S,
         /// The survivors (`endpoints`), normalised; `None` when not logged.
-        survivors: Option<Vec<String>>,
+        survivors: Option<L>,
     },
     /// `Filter eliminated all endpoints`.
     FilterEliminatedAll {
         /// `plugin`, `name/type`.
-        plugin: String,
+        plugin: S,
     },
     /// `Completed running filter plugins` (with or without `successfully`).
     FiltersCompleted {
@@ -122,16 +128,16 @@ pub enum Event {
     /// `Calculated score`.
     Score {
         /// `plugin`, `name/type`.
-        plugin: String,
+        plugin: S,
         /// `endpoint`, normalised.
-        endpoint: String,
+        endpoint: S,
         /// `score` (raw, unweighted).
         score: f64,
     },
     /// `TokenLoadScorer scoring`.
     TokenLoad {
         /// `endpoint`, normalised.
-        endpoint: String,
+        endpoint: S,
         /// `tokenLoad`.
         token_load: f64,
         /// `score`.
@@ -147,13 +153,98 @@ pub enum Event {
     /// `Completed running picker plugin successfully`.
     PickerCompleted {
         /// The endpoints of `result.TargetEndpoints`, normalised.
-        targets: Vec<String>,
+        targets: L,
     },
     /// `Request handled`.
     RequestHandled {
         /// `endpoint` as logged (`ip:port[,...]`).
-        endpoint: Option<String>,
+        endpoint: Option<S>,
     },
     /// A vLLM periodic stats line.
     VllmStats(Box<VllmStats>),
+}
+
+/// An event whose strings are in an [`Arena`].
+pub(crate) type ArenaEvent = Event<Span, Spans>;
+
+impl ArenaEvent {
+    /// The event with its strings owned, read from `a`.
+    pub(crate) fn resolve(self, a: &Arena) -> Event {
+        let s = |x: Span| a.string(x);
+        let l = |x: Spans| a.strings(x);
+        match self {
+            Event::Filter(f) => Event::Filter(f),
+            Event::EndpointTtft {
+                endpoint,
+                throughput,
+                in_flight_tokens,
+            } => Event::EndpointTtft {
+                endpoint: s(endpoint),
+                throughput,
+                in_flight_tokens,
+            },
+            Event::PeakPrefillResolved {
+                peak_prefill_throughput,
+                source,
+            } => Event::PeakPrefillResolved {
+                peak_prefill_throughput,
+                source: source.map(s),
+            },
+            Event::CalibrationSkipped {
+                peak_prefill_throughput,
+                reason,
+            } => Event::CalibrationSkipped {
+                peak_prefill_throughput,
+                reason: reason.map(s),
+            },
+            Event::ReceivedRequest => Event::ReceivedRequest,
+            Event::SchedulerProfile { profile } => Event::SchedulerProfile {
+                profile: s(profile),
+            },
+            Event::BeforeFilters { endpoints } => Event::BeforeFilters {
+                endpoints: l(endpoints),
+            },
+            Event::RunningFilter { plugin } => Event::RunningFilter { plugin: s(plugin) },
+            Event::FilterCompleted { plugin, survivors } => Event::FilterCompleted {
+                plugin: s(plugin),
+                survivors: survivors.map(l),
+            },
+            Event::FilterEliminatedAll { plugin } => {
+                Event::FilterEliminatedAll { plugin: s(plugin) }
+            }
+            Event::FiltersCompleted { remaining } => Event::FiltersCompleted { remaining },
+            Event::Score {
+                plugin,
+                endpoint,
+                score,
+            } => Event::Score {
+                plugin: s(plugin),
+                endpoint: s(endpoint),
+                score,
+            },
+            Event::TokenLoad {
+                endpoint,
+                token_load,
+                score,
+            } => Event::TokenLoad {
+                endpoint: s(endpoint),
+                token_load,
+                score,
+            },
+            Event::HitPercentage {
+                prompt_tokens,
+                hit_prefix_tokens,
+            } => Event::HitPercentage {
+                prompt_tokens,
+                hit_prefix_tokens,
+            },
+            Event::PickerCompleted { targets } => Event::PickerCompleted {
+                targets: l(targets),
+            },
+            Event::RequestHandled { endpoint } => Event::RequestHandled {
+                endpoint: endpoint.map(s),
+            },
+            Event::VllmStats(v) => Event::VllmStats(v),
+        }
+    }
 }

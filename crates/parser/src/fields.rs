@@ -1,5 +1,6 @@
 //! The keys the parser reads, number and endpoint conventions.
 
+use crate::arena::{Arena, Span, Spans};
 use crate::decision::ValueFlags;
 use crate::json::{Val, arr_elems, obj_members, unescape};
 
@@ -186,6 +187,11 @@ impl<'a> Fields<'a> {
         self.get(k)?.as_str().map(|c| c.into_owned())
     }
 
+    /// A string value, into the arena.
+    pub(crate) fn span(&self, k: Key, a: &mut Arena) -> Option<Span> {
+        str_span(self.get(k)?, a)
+    }
+
     /// A number, counting flags.
     pub(crate) fn num(&self, k: Key, flags: &mut ValueFlags) -> Option<f64> {
         number(self.get(k)?, flags)
@@ -341,14 +347,24 @@ fn nearest_quotient(m: u64, k: usize) -> Option<f64> {
     Some(f64::from_bits(best))
 }
 
+/// A string value, unescaped, into the arena (as written when it has no
+/// escape: converted lossily, if it is not UTF-8, when read from there).
+pub(crate) fn str_span(v: Val<'_>, a: &mut Arena) -> Option<Span> {
+    match v {
+        Val::Str(raw, false) => Some(a.push(raw)),
+        Val::Str(raw, true) => Some(a.push(unescape(raw, true).as_bytes())),
+        _ => None,
+    }
+}
+
 /// Normalises an endpoint id given as a string: `ns/name`, `name`, `ip:port`
 /// are kept as they are (trimmed).
-fn endpoint_str(s: &str) -> Option<String> {
-    let t = s.trim();
+fn endpoint_str(s: &str, a: &mut Arena) -> Option<Span> {
+    let t = trim(s);
     if t.is_empty() {
         None
     } else {
-        Some(t.to_string())
+        Some(a.push(t.as_bytes()))
     }
 }
 
@@ -364,20 +380,14 @@ fn trim(s: &str) -> &str {
 }
 
 /// Joins a namespace and a name into `namespace/name` (or `name`).
-fn join_id(ns: Option<&str>, name: Option<&str>) -> Option<String> {
+fn join_id(ns: Option<&str>, name: Option<&str>, a: &mut Arena) -> Option<Span> {
     let name = trim(name?);
     if name.is_empty() {
         return None;
     }
     match ns.map(trim) {
-        Some(n) if !n.is_empty() => {
-            let mut id = String::with_capacity(n.len() + 1 + name.len());
-            id.push_str(n);
-            id.push('/');
-            id.push_str(name);
-            Some(id)
-        }
-        _ => Some(name.to_string()),
+        Some(n) if !n.is_empty() => Some(a.push_join(n, name)),
+        _ => Some(a.push(name.as_bytes())),
     }
 }
 
@@ -385,10 +395,10 @@ fn join_id(ns: Option<&str>, name: Option<&str>) -> Option<String> {
 /// `{"Name","Namespace"}`, `"ns/name"`, `"name"`, `"ip:port"`; inside a
 /// reflected dump, the `ID` (or `NamespacedName`, ...) member, searched
 /// before the dump's own `Name` (which is the pod's).
-pub(crate) fn endpoint(v: Val<'_>) -> Option<String> {
+pub(crate) fn endpoint(v: Val<'_>, a: &mut Arena) -> Option<Span> {
     match v {
-        Val::Str(..) => endpoint_str(&v.as_str()?),
-        Val::Obj(raw) => endpoint_deep(raw, 0),
+        Val::Str(..) => endpoint_str(&v.as_str()?, a),
+        Val::Obj(raw) => endpoint_deep(raw, 0, a),
         _ => None,
     }
 }
@@ -410,7 +420,7 @@ const ID_KEYS: [&str; 8] = [
 /// scanner: the id as [`endpoint_deep`] makes it (`Some(None)` where that is
 /// none) and the offset after the closing brace. `None` for any other
 /// object or text: the caller walks it.
-fn id_pair(b: &[u8]) -> Option<(Option<String>, usize)> {
+fn id_pair(b: &[u8], a: &mut Arena) -> Option<(Option<Span>, usize)> {
     if b.first() != Some(&b'{') {
         return None;
     }
@@ -437,20 +447,22 @@ fn id_pair(b: &[u8]) -> Option<(Option<String>, usize)> {
         }
         i = ve + 2;
     }
-    Some((join_id(ns, name), i))
+    Some((join_id(ns, name, a), i))
 }
 
-fn endpoint_deep(raw: &[u8], depth: u32) -> Option<String> {
-    if let Some((id, end)) = id_pair(raw)
+fn endpoint_deep(raw: &[u8], depth: u32, a: &mut Arena) -> Option<Span> {
+    // An id read by `id_pair` from an object with more after it stays in
+    // the arena unused (the arena is the block's, emptied with it).
+    if let Some((id, end)) = id_pair(raw, a)
         && end == raw.len()
     {
         return id;
     }
-    endpoint_walk(raw, depth)
+    endpoint_walk(raw, depth, a)
 }
 
 /// [`endpoint_deep`] by the scanner: any object shape.
-fn endpoint_walk(raw: &[u8], depth: u32) -> Option<String> {
+fn endpoint_walk(raw: &[u8], depth: u32, a: &mut Arena) -> Option<Span> {
     let mut found: [Option<&[u8]>; ID_KEYS.len()] = [None; ID_KEYS.len()];
     let mut name = None;
     let mut ns = None;
@@ -478,40 +490,46 @@ fn endpoint_walk(raw: &[u8], depth: u32) -> Option<String> {
     }
     if depth < 4 {
         for o in found.into_iter().flatten() {
-            if let Some(e) = endpoint_deep(o, depth + 1) {
+            if let Some(e) = endpoint_deep(o, depth + 1, a) {
                 return Some(e);
             }
         }
     }
-    join_id(ns.as_deref(), name.as_deref())
+    join_id(ns.as_deref(), name.as_deref(), a)
 }
 
 /// The endpoint ids of an array of endpoints (any element shape), or of a
-/// single endpoint value.
-pub(crate) fn endpoint_list(v: Val<'_>) -> Option<Vec<String>> {
+/// single endpoint value, as a list in the arena.
+pub(crate) fn endpoint_list(v: Val<'_>, a: &mut Arena) -> Option<Spans> {
+    let start = a.list_start();
     match v {
         Val::Arr(raw) => {
-            let mut out = Vec::new();
             let ok = arr_elems(raw, |e| {
-                if let Some(id) = endpoint(e) {
-                    out.push(id);
+                if let Some(id) = endpoint(e, a) {
+                    a.push_item(id);
                 }
             });
-            if ok { Some(out) } else { None }
+            if !ok {
+                return None;
+            }
         }
-        Val::Null => Some(Vec::new()),
+        Val::Null => {}
         Val::Str(..) => {
             // `"ip:port,ip:port"` or a single id.
             let s = v.as_str()?;
-            Some(
-                s.split(',')
-                    .filter_map(endpoint_str)
-                    .collect::<Vec<String>>(),
-            )
+            for part in s.split(',') {
+                if let Some(id) = endpoint_str(part, a) {
+                    a.push_item(id);
+                }
+            }
         }
-        Val::Obj(_) => endpoint(v).map(|e| vec![e]),
-        _ => None,
+        Val::Obj(_) => {
+            let id = endpoint(v, a)?;
+            a.push_item(id);
+        }
+        _ => return None,
     }
+    Some(a.list_from(start))
 }
 
 /// The offset of the next `"ID":{` at or after `from`. A capital `I` is
@@ -531,16 +549,18 @@ fn find_id_key(raw: &[u8], from: usize) -> Option<usize> {
 }
 
 /// The endpoint ids of a reflected endpoint dump, found by a literal search
-/// for `"ID":{` objects with a `Name` (the dump's per-endpoint id), in order.
-/// `None` when there is none (another shape: the caller walks the value).
-pub(crate) fn dump_ids(raw: &[u8]) -> Option<Vec<String>> {
-    // Pools hold a handful of endpoints: one allocation for most dumps.
-    let mut out = Vec::with_capacity(8);
+/// for `"ID":{` objects with a `Name` (the dump's per-endpoint id), in order,
+/// as a list in the arena. `None` when there is none (another shape: the
+/// caller walks the value).
+pub(crate) fn dump_ids(raw: &[u8], a: &mut Arena) -> Option<Spans> {
+    let first = a.list_start();
     let mut at = 0;
     while let Some(p) = find_id_key(raw, at) {
         let start = p + 5;
-        if let Some((id, end)) = id_pair(&raw[start..]) {
-            out.extend(id);
+        if let Some((id, end)) = id_pair(&raw[start..], a) {
+            if let Some(id) = id {
+                a.push_item(id);
+            }
             at = start + end;
             continue;
         }
@@ -556,24 +576,30 @@ pub(crate) fn dump_ids(raw: &[u8]) -> Option<Vec<String>> {
         if read.is_ok() {
             let name = name.and_then(|v| v.as_str());
             let ns = ns.and_then(|v| v.as_str());
-            if let Some(id) = join_id(ns.as_deref(), name.as_deref()) {
-                out.push(id);
+            if let Some(id) = join_id(ns.as_deref(), name.as_deref(), a) {
+                a.push_item(id);
             }
             at = start + sc.pos();
         } else {
             at = start;
         }
     }
-    if out.is_empty() { None } else { Some(out) }
+    let ids = a.list_from(first);
+    if Arena::is_empty_list(ids) {
+        None
+    } else {
+        Some(ids)
+    }
 }
 
-/// `result.TargetEndpoints` of a picker result object.
-pub(crate) fn picker_targets(v: Val<'_>) -> Option<Vec<String>> {
+/// `result.TargetEndpoints` of a picker result object, as a list in the
+/// arena.
+pub(crate) fn picker_targets(v: Val<'_>, a: &mut Arena) -> Option<Spans> {
     let Val::Obj(raw) = v else { return None };
     let mut out = None;
     obj_members(raw, |k, e, v| {
         if (!e && k == b"TargetEndpoints") || (e && unescape(k, e) == "TargetEndpoints") {
-            out = endpoint_list(v);
+            out = endpoint_list(v, a);
         }
     });
     out
@@ -628,6 +654,32 @@ pub(crate) fn ts(v: Val<'_>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The id readers, with their strings read back from an arena.
+    fn endpoint(v: Val<'_>) -> Option<String> {
+        let mut a = Arena::default();
+        super::endpoint(v, &mut a).map(|s| a.string(s))
+    }
+
+    fn endpoint_list(v: Val<'_>) -> Option<Vec<String>> {
+        let mut a = Arena::default();
+        super::endpoint_list(v, &mut a).map(|l| a.strings(l))
+    }
+
+    fn id_pair(b: &[u8]) -> Option<(Option<String>, usize)> {
+        let mut a = Arena::default();
+        super::id_pair(b, &mut a).map(|(id, end)| (id.map(|s| a.string(s)), end))
+    }
+
+    fn endpoint_walk(raw: &[u8], depth: u32) -> Option<String> {
+        let mut a = Arena::default();
+        super::endpoint_walk(raw, depth, &mut a).map(|s| a.string(s))
+    }
+
+    fn endpoint_deep(raw: &[u8], depth: u32) -> Option<String> {
+        let mut a = Arena::default();
+        super::endpoint_deep(raw, depth, &mut a).map(|s| a.string(s))
+    }
     use crate::json::Scanner;
 
     #[test]

@@ -186,6 +186,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod arena;
 mod assemble;
 mod classify;
 mod decision;
