@@ -55,11 +55,17 @@ impl Arena {
     /// Appends `ns/name`.
     #[inline]
     pub(crate) fn push_join(&mut self, ns: &str, name: &str) -> Span {
+        self.push_join_bytes(ns.as_bytes(), name.as_bytes())
+    }
+
+    /// Appends `ns/name`, bytes as written.
+    #[inline]
+    pub(crate) fn push_join_bytes(&mut self, ns: &[u8], name: &[u8]) -> Span {
         let start = self.text.len();
         self.text.reserve(ns.len() + 1 + name.len());
-        self.text.extend_from_slice(ns.as_bytes());
+        self.text.extend_from_slice(ns);
         self.text.push(b'/');
-        self.text.extend_from_slice(name.as_bytes());
+        self.text.extend_from_slice(name);
         Span {
             start,
             end: self.text.len(),

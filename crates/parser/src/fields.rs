@@ -421,6 +421,9 @@ const ID_KEYS: [&str; 8] = [
 /// none) and the offset after the closing brace. `None` for any other
 /// object or text: the caller walks it.
 fn id_pair(b: &[u8], a: &mut Arena) -> Option<(Option<Span>, usize)> {
+    if let Some((ns, name, end)) = id_literal(b) {
+        return Some((Some(a.push_join_bytes(ns, name)), end));
+    }
     if b.first() != Some(&b'{') {
         return None;
     }
@@ -448,6 +451,54 @@ fn id_pair(b: &[u8], a: &mut Arena) -> Option<(Option<Span>, usize)> {
         i = ve + 2;
     }
     Some((join_id(ns, name, a), i))
+}
+
+/// The two id objects zap writes (the reflected `{"Namespace":"S","Name":"N"}`
+/// of endpoint dumps, the scorers' `{"name":"N","namespace":"S"}`), matched
+/// literally: the namespace, the name and the offset after the closing
+/// brace. Only for values that need no trimming (first and last bytes ASCII
+/// letters or digits) and no unescaping; their bytes go to the arena as
+/// written (a string read from there is converted lossily, which keeps `/`
+/// as it is, so joining before or after the conversion is the same).
+/// `None` for anything else: [`id_pair`] reads it the general way.
+#[inline]
+fn id_literal(b: &[u8]) -> Option<(&[u8], &[u8], usize)> {
+    const NS_FIRST: &[u8] = b"{\"Namespace\":\"";
+    const NAME_FIRST: &[u8] = b"{\"name\":\"";
+    let (ns_first, second_key): (bool, &[u8]) = if b.starts_with(NS_FIRST) {
+        (true, b"\",\"Name\":\"")
+    } else if b.starts_with(NAME_FIRST) {
+        (false, b"\",\"namespace\":\"")
+    } else {
+        return None;
+    };
+    let v1 = if ns_first {
+        NS_FIRST.len()
+    } else {
+        NAME_FIRST.len()
+    };
+    let q1 = crate::json::quote_or_backslash(b, v1)?;
+    if !b[q1..].starts_with(second_key) {
+        return None;
+    }
+    let v2 = q1 + second_key.len();
+    let q2 = crate::json::quote_or_backslash(b, v2)?;
+    if b.get(q2..q2 + 2) != Some(b"\"}") {
+        return None;
+    }
+    let (x, y) = (&b[v1..q1], &b[v2..q2]);
+    let plain = |v: &[u8]| match (v.first(), v.last()) {
+        (Some(f), Some(l)) => f.is_ascii_alphanumeric() && l.is_ascii_alphanumeric(),
+        _ => false,
+    };
+    if !plain(x) || !plain(y) {
+        return None;
+    }
+    Some(if ns_first {
+        (x, y, q2 + 2)
+    } else {
+        (y, x, q2 + 2)
+    })
 }
 
 fn endpoint_deep(raw: &[u8], depth: u32, a: &mut Arena) -> Option<Span> {
@@ -707,6 +758,46 @@ mod tests {
             }
             assert_eq!(got, want, "{}", String::from_utf8_lossy(t));
         }
+    }
+
+    /// The literal shapes give what the scanner's walk gives, bytes that
+    /// are not UTF-8 included; anything near them is left to the general
+    /// reader.
+    #[test]
+    fn literal_ids_match_the_walk() {
+        let literal: [&[u8]; 5] = [
+            br#"{"Namespace":"llm-d","Name":"p-0-rank-0"}"#,
+            br#"{"name":"p-0-rank-0","namespace":"llm-d"}"#,
+            b"{\"Namespace\":\"ns\",\"Name\":\"a\xffb\"}",
+            br#"{"Namespace":"n","Name":"p"},"Name":"pod"}"#,
+            br#"{"name":"1","namespace":"2"}"#,
+        ];
+        for o in literal {
+            let (ns, name, end) = id_literal(o).expect("the literal shape");
+            assert!(!ns.is_empty() && !name.is_empty());
+            let (id, end2) = id_pair(o).unwrap();
+            assert_eq!(end, end2);
+            assert_eq!(
+                id,
+                endpoint_walk(&o[..end], 0),
+                "{}",
+                String::from_utf8_lossy(o)
+            );
+        }
+        let general: [&[u8]; 7] = [
+            br#"{"Namespace":" ns","Name":"p"}"#,
+            br#"{"Namespace":"ns","Name":"p "}"#,
+            br#"{"Namespace":"","Name":"p"}"#,
+            br#"{"Namespace":"n\"s","Name":"p"}"#,
+            br#"{"Name":"p","Namespace":"ns"}"#,
+            br#"{"namespace":"ns","name":"p"}"#,
+            br#"{"Namespace":"ns","Name":"p","X":1}"#,
+        ];
+        for o in general {
+            assert!(id_literal(o).is_none(), "{}", String::from_utf8_lossy(o));
+        }
+        assert_eq!(id_pair(general[4]).unwrap().0.as_deref(), Some("ns/p"));
+        assert_eq!(id_pair(general[0]).unwrap().0.as_deref(), Some("ns/p"));
     }
 
     #[test]
