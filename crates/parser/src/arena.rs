@@ -7,9 +7,10 @@
 //! no allocation per string, and the applying thread reads them from one
 //! buffer, in order, instead of from the block's lines (written by the other
 //! core) and from allocations that it would then free across threads. The
-//! applying thread turns them into owned strings where the assembler keeps
-//! them ([`Event::resolve`](crate::event::Event)). The arena is recycled with
-//! its block: the steady state allocates nothing.
+//! applying thread copies an event's strings to the arena of its request
+//! (which buffers its events until it closes), and makes owned strings only
+//! of those a decision keeps. A block's arena is recycled with the block: the
+//! steady state allocates nothing.
 
 use std::borrow::Cow;
 
@@ -35,6 +36,14 @@ pub(crate) struct Arena {
 }
 
 impl Arena {
+    /// An arena with room for `bytes` of text and `items` list items.
+    pub(crate) fn with_capacity(bytes: usize, items: usize) -> Arena {
+        Arena {
+            text: Vec::with_capacity(bytes),
+            spans: Vec::with_capacity(items),
+        }
+    }
+
     /// Empties the arena, keeping its memory.
     pub(crate) fn clear(&mut self) {
         self.text.clear();

@@ -5,8 +5,9 @@
 
 use std::collections::VecDeque;
 
+use crate::arena::{Arena, Spans};
 use crate::decision::{CandidateObs, Completion, Decision, FilterMsg, SourceLoc};
-use crate::event::{Event, FilterLine, LineMeta};
+use crate::event::{ArenaEvent, Event, FilterLine, LineMeta};
 use crate::input::pod_owner;
 
 /// Request ids are hashed with FxHash (fast; the keys are not adversarial).
@@ -107,7 +108,8 @@ struct Req {
     profile: Option<String>,
     run: u32,
     run_active: bool,
-    run_candidates: Option<Vec<String>>,
+    /// In [`Req::text`].
+    run_candidates: Option<Spans>,
     last_survivors: Option<Vec<String>>,
     /// The last survivors are those of `run_decisions[k]` (kept there, not
     /// copied); exclusive with `last_survivors`.
@@ -129,6 +131,9 @@ struct Req {
     /// completion line, with no filter activity since.
     last_na: bool,
     events: Vec<Buffered>,
+    /// The strings of the buffered events (and of `run_candidates`): one
+    /// buffer per request instead of an allocation per string.
+    text: Arena,
 }
 
 /// The context of one line as the assembler reads it, borrowed.
@@ -149,11 +154,12 @@ fn owned(b: &[u8]) -> String {
     crate::json::lossy(b).into_owned()
 }
 
-/// An event waiting in its request's buffer.
+/// An event waiting in its request's buffer, its strings in the request's
+/// [`Req::text`].
 struct Buffered {
     ts: Option<f64>,
     line: u64,
-    event: Event,
+    event: ArenaEvent,
 }
 
 struct QEntry {
@@ -207,6 +213,8 @@ pub struct Assembler {
     next_serial: u64,
     max_ts: f64,
     scratch: Vec<u8>,
+    /// The strings of an event given to [`Assembler::feed`].
+    scratch_text: Arena,
     requests_evicted: u64,
 }
 
@@ -257,9 +265,10 @@ fn nonneg_int(x: f64) -> Option<u32> {
 }
 
 impl Req {
-    /// Buffers one event of this request, touched at `touch`; whether the
-    /// buffer is now full (`cap` events).
-    fn push(&mut self, ev: Buffered, touch: f64, ctx: &Ctx<'_>, cap: usize) -> bool {
+    /// Buffers one event of this request (its strings in `from`, copied to
+    /// the request's), touched at `touch`; whether the buffer is now full
+    /// (`cap` events).
+    fn push(&mut self, ev: Buffered, from: &Arena, touch: f64, ctx: &Ctx<'_>, cap: usize) -> bool {
         if touch > self.last_ts || self.last_ts.is_nan() {
             self.last_ts = touch;
         }
@@ -268,7 +277,8 @@ impl Req {
         {
             self.model = Some(owned(m));
         }
-        self.events.push(ev);
+        let event = ev.event.transfer(from, &mut self.text);
+        self.events.push(Buffered { event, ..ev });
         self.events.len() >= cap
     }
 
@@ -300,18 +310,27 @@ impl Req {
             last_na: false,
             // A request at -v=4 logs about 15 used lines: no regrowth for most.
             events: Vec::with_capacity(16),
+            text: Arena::with_capacity(1024, 16),
         }
     }
 
-    fn new_decision(&self, file: &str, line: u64, ts: Option<f64>) -> Box<Decision> {
-        let cands = self
+    /// A decision of the current run, its candidates the last survivors,
+    /// else the run's candidates (in `text`).
+    fn new_decision(&self, text: &Arena, file: &str, line: u64, ts: Option<f64>) -> Box<Decision> {
+        let survivors = self
             .last_survivors_in
             .and_then(|k| self.run_decisions.get(k))
             .and_then(|d| d.survivors.as_ref())
-            .or(self.last_survivors.as_ref())
-            .or(self.run_candidates.as_ref())
-            .map(|v| v.iter().map(CandidateObs::new).collect())
-            .unwrap_or_default();
+            .or(self.last_survivors.as_ref());
+        let cands = match (survivors, self.run_candidates) {
+            (Some(v), _) => v.iter().map(CandidateObs::new).collect(),
+            (None, Some(c)) => text
+                .list(c)
+                .iter()
+                .map(|&e| CandidateObs::new(text.string(e)))
+                .collect(),
+            (None, None) => Vec::new(),
+        };
         Box::new(Decision {
             ts,
             profile: self.profile.clone(),
@@ -371,8 +390,10 @@ impl Req {
             .map(|d| &mut **d)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn complete_filter(
         &mut self,
+        text: &Arena,
         plugin: &str,
         mut survivors: Option<Vec<String>>,
         file: &str,
@@ -388,7 +409,7 @@ impl Req {
         let d = match self.pending.take() {
             Some(d) => Some(d),
             None if infer && is_affinity_type(ty, name) => {
-                let mut d = self.new_decision(file, line, ts);
+                let mut d = self.new_decision(text, file, line, ts);
                 d.message = FilterMsg::None;
                 d.outcome = FilterMsg::None.outcome();
                 self.last_na = true;
@@ -460,8 +481,8 @@ fn apply_filter_line(d: &mut Decision, l: FilterLine) {
 }
 
 impl Req {
-    /// Applies one event, in program order.
-    fn apply(&mut self, ev: Buffered, file: &str, infer: bool) {
+    /// Applies one event (its strings in `text`), in program order.
+    fn apply(&mut self, ev: Buffered, text: &Arena, file: &str, infer: bool) {
         let Buffered { ts, line, event } = ev;
         let r = self;
         match event {
@@ -470,7 +491,7 @@ impl Req {
                 if r.run_active {
                     r.new_run();
                 }
-                r.profile = Some(profile);
+                r.profile = Some(text.string(profile));
                 r.saw_profile_line = true;
             }
             Event::BeforeFilters { endpoints } => {
@@ -496,6 +517,7 @@ impl Req {
                 }
             }
             Event::RunningFilter { plugin } => {
+                let plugin = text.string(plugin);
                 let (name, _) = split_plugin(&plugin);
                 if r.instances.iter().any(|i| i == name) {
                     r.new_run();
@@ -522,7 +544,7 @@ impl Req {
                 }
                 let mut d = match r.pending.take() {
                     Some(d) => d,
-                    None => r.new_decision(file, line, ts),
+                    None => r.new_decision(text, file, line, ts),
                 };
                 d.ts = ts;
                 d.source.line = line;
@@ -541,10 +563,10 @@ impl Req {
                     r.finalize_pending();
                 }
                 if r.pending.is_none() {
-                    r.pending = Some(r.new_decision(file, line, ts));
+                    r.pending = Some(r.new_decision(text, file, line, ts));
                 }
                 if let Some(d) = r.pending.as_mut() {
-                    let c = candidate_mut(d, &endpoint);
+                    let c = candidate_mut(d, &text.str(endpoint));
                     c.throughput = throughput;
                     c.in_flight_tokens = in_flight_tokens
                         .filter(|x| x.is_finite() && x.abs() < 9.0e18)
@@ -557,11 +579,13 @@ impl Req {
                 r.run_active = true;
             }
             Event::FilterCompleted { plugin, survivors } => {
-                r.complete_filter(&plugin, survivors, file, line, ts, infer);
+                let survivors = survivors.map(|l| text.strings(l));
+                r.complete_filter(text, &text.str(plugin), survivors, file, line, ts, infer);
             }
             Event::FilterEliminatedAll { plugin } => {
                 // Logged after the instance's completion line (which then
                 // listed no survivors); alone, it completes the call.
+                let plugin = text.str(plugin);
                 let (name, _) = split_plugin(&plugin);
                 if r.pending.is_none() && r.instances.last().is_some_and(|i| i == name) {
                     if let Some(d) = r
@@ -577,7 +601,7 @@ impl Req {
                     r.last_survivors = Some(Vec::new());
                     r.last_survivors_in = None;
                 } else {
-                    r.complete_filter(&plugin, Some(Vec::new()), file, line, ts, infer);
+                    r.complete_filter(text, &plugin, Some(Vec::new()), file, line, ts, infer);
                 }
             }
             Event::FiltersCompleted { .. } => {
@@ -590,7 +614,8 @@ impl Req {
             } => {
                 // Cloned for all but the last scored decision (usually
                 // there is one), which takes the plugin name.
-                let mut plugin = Some(plugin);
+                let endpoint = text.str(endpoint);
+                let mut plugin = Some(text.string(plugin));
                 {
                     let mut scored = r.scored().peekable();
                     while let Some(d) = scored.next() {
@@ -611,21 +636,29 @@ impl Req {
                 token_load,
                 ..
             } => {
+                let endpoint = text.str(endpoint);
                 for d in r.scored() {
                     candidate_mut(d, &endpoint).token_load = Some(token_load);
                 }
                 r.run_active = true;
             }
             Event::PickerCompleted { targets } => {
+                let targets = text.list(targets);
                 if !targets.is_empty() {
-                    let chosen = targets.join(",");
+                    let mut chosen = String::new();
+                    for (i, &t) in targets.iter().enumerate() {
+                        if i > 0 {
+                            chosen.push(',');
+                        }
+                        chosen.push_str(&text.str(t));
+                    }
                     for d in r.scored() {
                         d.chosen = Some(chosen.clone());
                     }
                 }
             }
             Event::RequestHandled { endpoint } => {
-                r.handled_endpoint = endpoint;
+                r.handled_endpoint = endpoint.map(|e| text.string(e));
             }
             Event::VllmStats(_)
             | Event::PeakPrefillResolved { .. }
@@ -650,6 +683,7 @@ impl Assembler {
             next_serial: 0,
             max_ts: f64::NEG_INFINITY,
             scratch: Vec::new(),
+            scratch_text: Arena::default(),
             requests_evicted: 0,
         }
     }
@@ -694,16 +728,22 @@ impl Assembler {
             pod: meta.pod.as_deref().map(str::as_bytes),
             model: meta.model.as_deref().map(str::as_bytes),
         };
-        self.feed_ctx(line, &ctx, event, emit);
+        let mut text = std::mem::take(&mut self.scratch_text);
+        text.clear();
+        let event = event.intern(&mut text);
+        self.feed_ctx(line, &ctx, event, &text, emit);
+        self.scratch_text = text;
     }
 
-    /// [`Assembler::feed`] with the line's context borrowed (the engine's
-    /// path: no copy of the request id, pod or model per line).
+    /// [`Assembler::feed`] with the line's context borrowed and the event's
+    /// strings in `text` (the engine's path: no copy of the request id, pod or
+    /// model per line, no allocation per string).
     pub(crate) fn feed_ctx(
         &mut self,
         line: u64,
         ctx: &Ctx<'_>,
-        event: Event,
+        event: ArenaEvent,
+        text: &Arena,
         emit: &mut dyn FnMut(Decision),
     ) {
         if matches!(
@@ -734,7 +774,7 @@ impl Assembler {
         let ev = Buffered { ts, line, event };
         // One lookup for an open request; a new one is made and inserted.
         let full = if let Some(r) = self.reqs.get_mut(self.scratch.as_slice()) {
-            r.push(ev, touch, ctx, cap)
+            r.push(ev, text, touch, ctx, cap)
         } else {
             if handled {
                 // Nothing open: a request that started before the log.
@@ -755,7 +795,7 @@ impl Assembler {
             let Some(r) = self.reqs.get_mut(self.scratch.as_slice()) else {
                 return;
             };
-            r.push(ev, touch, ctx, cap)
+            r.push(ev, text, touch, ctx, cap)
         };
         if handled && let Some(r) = self.reqs.remove(self.scratch.as_slice()) {
             self.close(r, Completion::Handled, emit);
@@ -834,6 +874,7 @@ impl Assembler {
         // `ts` only grows; sort by it (stable, so equal or missing times keep
         // file order) to undo interleaving artefacts in the file.
         let events = std::mem::take(&mut r.events);
+        let text = std::mem::take(&mut r.text);
         // The sort key of each event: its time, or the last time before it.
         let keys = || {
             let mut key = f64::NEG_INFINITY;
@@ -853,7 +894,7 @@ impl Assembler {
         let infer = self.limits.infer_not_applicable;
         if sorted {
             for e in events {
-                r.apply(e, &self.file, infer);
+                r.apply(e, &text, &self.file, infer);
             }
         } else {
             let mut order: Vec<(f64, u32)> =
@@ -862,11 +903,12 @@ impl Assembler {
             let mut slots: Vec<Option<Buffered>> = events.into_iter().map(Some).collect();
             for (_, i) in order {
                 if let Some(e) = slots[i as usize].take() {
-                    r.apply(e, &self.file, infer);
+                    r.apply(e, &text, &self.file, infer);
                 }
             }
         }
         r.end_run();
+        drop(text);
         let infer_profiles = !r.saw_profile_line && r.decider_run.is_some();
         let n = r.done.len();
         for (i, mut d) in std::mem::take(&mut r.done).into_iter().enumerate() {

@@ -200,8 +200,7 @@ impl<'o> Engine<'o> {
                 };
                 let counts = &mut self.counts;
                 let mut emit = |d: Decision| Self::emit_decision(counts, sink, d);
-                self.asm
-                    .feed_ctx(self.line, &ctx, event.resolve(arena), &mut emit);
+                self.asm.feed_ctx(self.line, &ctx, event, arena, &mut emit);
                 Ok(())
             }
         }

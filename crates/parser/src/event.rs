@@ -167,11 +167,15 @@ pub enum Event<S = String, L = Vec<String>> {
 /// An event whose strings are in an [`Arena`].
 pub(crate) type ArenaEvent = Event<Span, Spans>;
 
-impl ArenaEvent {
-    /// The event with its strings owned, read from `a`.
-    pub(crate) fn resolve(self, a: &Arena) -> Event {
-        let s = |x: Span| a.string(x);
-        let l = |x: Spans| a.strings(x);
+/// Converts the strings and lists of an event ([`Event::map`]).
+pub(crate) trait MapStrings<S, L, S2, L2> {
+    fn s(&mut self, s: S) -> S2;
+    fn l(&mut self, l: L) -> L2;
+}
+
+impl<S, L> Event<S, L> {
+    /// The same event with its strings and lists converted by `m`.
+    pub(crate) fn map<S2, L2>(self, m: &mut impl MapStrings<S, L, S2, L2>) -> Event<S2, L2> {
         match self {
             Event::Filter(f) => Event::Filter(f),
             Event::EndpointTtft {
@@ -179,7 +183,7 @@ impl ArenaEvent {
                 throughput,
                 in_flight_tokens,
             } => Event::EndpointTtft {
-                endpoint: s(endpoint),
+                endpoint: m.s(endpoint),
                 throughput,
                 in_flight_tokens,
             },
@@ -188,38 +192,40 @@ impl ArenaEvent {
                 source,
             } => Event::PeakPrefillResolved {
                 peak_prefill_throughput,
-                source: source.map(s),
+                source: source.map(|x| m.s(x)),
             },
             Event::CalibrationSkipped {
                 peak_prefill_throughput,
                 reason,
             } => Event::CalibrationSkipped {
                 peak_prefill_throughput,
-                reason: reason.map(s),
+                reason: reason.map(|x| m.s(x)),
             },
             Event::ReceivedRequest => Event::ReceivedRequest,
             Event::SchedulerProfile { profile } => Event::SchedulerProfile {
-                profile: s(profile),
+                profile: m.s(profile),
             },
             Event::BeforeFilters { endpoints } => Event::BeforeFilters {
-                endpoints: l(endpoints),
+                endpoints: m.l(endpoints),
             },
-            Event::RunningFilter { plugin } => Event::RunningFilter { plugin: s(plugin) },
+            Event::RunningFilter { plugin } => Event::RunningFilter {
+                plugin: m.s(plugin),
+            },
             Event::FilterCompleted { plugin, survivors } => Event::FilterCompleted {
-                plugin: s(plugin),
-                survivors: survivors.map(l),
+                plugin: m.s(plugin),
+                survivors: survivors.map(|x| m.l(x)),
             },
-            Event::FilterEliminatedAll { plugin } => {
-                Event::FilterEliminatedAll { plugin: s(plugin) }
-            }
+            Event::FilterEliminatedAll { plugin } => Event::FilterEliminatedAll {
+                plugin: m.s(plugin),
+            },
             Event::FiltersCompleted { remaining } => Event::FiltersCompleted { remaining },
             Event::Score {
                 plugin,
                 endpoint,
                 score,
             } => Event::Score {
-                plugin: s(plugin),
-                endpoint: s(endpoint),
+                plugin: m.s(plugin),
+                endpoint: m.s(endpoint),
                 score,
             },
             Event::TokenLoad {
@@ -227,7 +233,7 @@ impl ArenaEvent {
                 token_load,
                 score,
             } => Event::TokenLoad {
-                endpoint: s(endpoint),
+                endpoint: m.s(endpoint),
                 token_load,
                 score,
             },
@@ -239,12 +245,63 @@ impl ArenaEvent {
                 hit_prefix_tokens,
             },
             Event::PickerCompleted { targets } => Event::PickerCompleted {
-                targets: l(targets),
+                targets: m.l(targets),
             },
             Event::RequestHandled { endpoint } => Event::RequestHandled {
-                endpoint: endpoint.map(s),
+                endpoint: endpoint.map(|x| m.s(x)),
             },
             Event::VllmStats(v) => Event::VllmStats(v),
         }
+    }
+}
+
+/// Strings copied from one arena to another.
+struct Transfer<'a> {
+    from: &'a Arena,
+    to: &'a mut Arena,
+}
+
+impl MapStrings<Span, Spans, Span, Spans> for Transfer<'_> {
+    fn s(&mut self, s: Span) -> Span {
+        self.to.push(self.from.bytes(s))
+    }
+    fn l(&mut self, l: Spans) -> Spans {
+        let start = self.to.list_start();
+        for &s in self.from.list(l) {
+            let t = self.to.push(self.from.bytes(s));
+            self.to.push_item(t);
+        }
+        self.to.list_from(start)
+    }
+}
+
+/// Owned strings into an arena.
+struct Intern<'a>(&'a mut Arena);
+
+impl MapStrings<String, Vec<String>, Span, Spans> for Intern<'_> {
+    fn s(&mut self, s: String) -> Span {
+        self.0.push(s.as_bytes())
+    }
+    fn l(&mut self, l: Vec<String>) -> Spans {
+        let start = self.0.list_start();
+        for s in l {
+            let t = self.0.push(s.as_bytes());
+            self.0.push_item(t);
+        }
+        self.0.list_from(start)
+    }
+}
+
+impl ArenaEvent {
+    /// The event with its strings copied from `from` to `to`.
+    pub(crate) fn transfer(self, from: &Arena, to: &mut Arena) -> ArenaEvent {
+        self.map(&mut Transfer { from, to })
+    }
+}
+
+impl Event {
+    /// The event with its strings in `a`.
+    pub(crate) fn intern(self, a: &mut Arena) -> ArenaEvent {
+        self.map(&mut Intern(a))
     }
 }
