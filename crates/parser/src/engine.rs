@@ -33,6 +33,9 @@ pub(crate) struct Engine<'o> {
     used: Vec<UsedLine>,
     /// Its strings.
     arena: Arena,
+    /// The last ignored or malformed line applied, which [`Pre::Again`]
+    /// repeats.
+    last: Option<(LineShape, Option<MalformedReason>)>,
 }
 
 impl<'o> Engine<'o> {
@@ -60,6 +63,7 @@ impl<'o> Engine<'o> {
             last_abs_ts: None,
             used: Vec::with_capacity(1),
             arena: Arena::default(),
+            last: None,
         }
     }
 
@@ -123,17 +127,39 @@ impl<'o> Engine<'o> {
         arena: &Arena,
         sink: &mut dyn FnMut(Item),
     ) -> Result<(), ParseError> {
+        if let Pre::Again(n) = pre {
+            for _ in 0..n {
+                self.line += 1;
+                self.counts.lines_total += 1;
+                match self.last.clone() {
+                    Some((shape, None)) => {
+                        self.counts.shapes.add(shape);
+                        self.counts.lines_ignored += 1;
+                    }
+                    Some((shape, Some(reason))) => {
+                        self.counts.shapes.add(shape);
+                        self.malformed(reason)?;
+                    }
+                    // Not reached: a run follows the line it repeats.
+                    None => self.counts.lines_ignored += 1,
+                }
+            }
+            return Ok(());
+        }
         self.line += 1;
         self.counts.lines_total += 1;
         match pre {
+            Pre::Again(_) => Ok(()),
             Pre::TooLong(bytes) => self.malformed(MalformedReason::TooLong { bytes }),
             Pre::Ignored(shape) => {
                 self.counts.shapes.add(shape);
                 self.counts.lines_ignored += 1;
+                self.last = Some((shape, None));
                 Ok(())
             }
             Pre::Malformed(shape, reason) => {
                 self.counts.shapes.add(shape);
+                self.last = Some((shape, Some(reason.clone())));
                 self.malformed(reason)
             }
             Pre::Record(r) => {
@@ -314,6 +340,19 @@ pub(crate) enum Pre {
     /// itself goes to a separate vector (this enum stays small: it is
     /// moved for every line of a block, the used line only once).
     Used(bool),
+    /// `n` more lines read as the ignored or malformed line before: a run
+    /// of alike lines takes one entry, so that a block of short lines (blank
+    /// lines, say) holds few results however many lines it has.
+    Again(u32),
+}
+
+/// Whether `b` can be written as [`Pre::Again`] after `a`.
+fn alike(a: &Pre, b: &Pre) -> bool {
+    match (a, b) {
+        (Pre::Ignored(x), Pre::Ignored(y)) => x == y,
+        (Pre::Malformed(x, r), Pre::Malformed(y, q)) => x == y && r == q,
+        _ => false,
+    }
 }
 
 /// Reads one line (trailing blanks already trimmed) in a known format; a
@@ -407,7 +446,7 @@ pub(crate) fn run_parallel<R: Read + Send>(
         sequential(&mut lines, &mut eng, sink, false, display)?;
         lines.bytes
     } else {
-        parallel(lines, &mut eng, sink, opts.threads, display)?
+        parallel_stream(lines, &mut eng, sink, opts.threads, display)?
     };
     let compressed = raw_count.load(std::sync::atomic::Ordering::Relaxed);
     Ok(eng.finish(sink, bytes, if gzip { compressed } else { bytes }, gzip))
@@ -587,19 +626,32 @@ fn pre_block(
     arena: &mut Arena,
 ) {
     let mut start = 0;
-    let mut one = |line: &[u8]| {
-        if line.len() > cap {
+    // The last entry that was not `Again` (what a run repeats).
+    let mut base: Option<usize> = None;
+    let mut push = |out: &mut Vec<Pre>, line: &[u8]| {
+        let p = if line.len() > cap {
             Pre::TooLong(line.len() as u64)
         } else {
             pre_line(classify::trim_end(line), format, used, arena)
+        };
+        if let Some(b) = base
+            && alike(&out[b], &p)
+        {
+            match out.last_mut() {
+                Some(Pre::Again(n)) if *n < u32::MAX => *n += 1,
+                _ => out.push(Pre::Again(1)),
+            }
+            return;
         }
+        base = Some(out.len());
+        out.push(p);
     };
     for &p in ends {
-        out.push(one(&data[start..p]));
+        push(out, &data[start..p]);
         start = p + 1;
     }
     if start < data.len() {
-        out.push(one(&data[start..]));
+        push(out, &data[start..]);
     }
 }
 
@@ -650,6 +702,23 @@ impl Pool {
     }
 }
 
+/// Where the parallel pipeline's blocks come from: a stream cut where its
+/// lines end ([`Stream`]), or a file read at offsets ([`AtBlocks`]).
+trait Blocks: Sync {
+    /// Reads the next block into `spare` and classifies its lines: its index
+    /// and results; `None` once there is no block left (or a read failed).
+    fn next(&self, spare: Spare, format: InputFormat, cap: usize) -> Option<OutMsg>;
+    /// Whether every block there will be is among the first `applied`.
+    fn all_applied(&self, applied: u64) -> bool;
+    /// Hands out no more blocks.
+    fn stop(&self);
+    /// The bytes read.
+    fn bytes(&self) -> u64;
+}
+
+/// A stream, cut into blocks in input order under a lock.
+struct Stream<R>(std::sync::Mutex<Shared<R>>);
+
 /// The stream and the index of its next block, shared by the threads.
 struct Shared<R> {
     chunker: Chunker<R>,
@@ -657,9 +726,29 @@ struct Shared<R> {
     done: bool,
 }
 
-/// Reads the next block into `spare` (in input order, under the lock) and
-/// classifies its lines; `None` once the input has ended (or a read
-/// failed earlier).
+impl<R: Read + Send> Blocks for Stream<R> {
+    /// Reads the next block into `spare` (in input order, under the lock)
+    /// and classifies its lines.
+    fn next(&self, spare: Spare, format: InputFormat, cap: usize) -> Option<OutMsg> {
+        next_block(&self.0, spare, format, cap)
+    }
+
+    fn all_applied(&self, applied: u64) -> bool {
+        self.0.lock().map_or(true, |g| g.done && applied >= g.idx)
+    }
+
+    fn stop(&self) {
+        if let Ok(mut g) = self.0.lock() {
+            g.done = true;
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        self.0.lock().map_or(0, |g| g.chunker.bytes)
+    }
+}
+
+/// [`Stream`]'s next block.
 fn next_block<R: Read>(
     shared: &std::sync::Mutex<Shared<R>>,
     spare: Spare,
@@ -716,6 +805,281 @@ fn next_block<R: Read>(
     })
 }
 
+/// Bytes that can be read at any offset: a regular file, or bytes in memory.
+pub(crate) trait ReadAt: Sync {
+    /// Reads into `buf` from `off`, as [`std::os::unix::fs::FileExt::read_at`]:
+    /// the bytes read, 0 at the end.
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<usize>;
+}
+
+#[cfg(unix)]
+impl ReadAt for std::fs::File {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self, buf, off)
+    }
+}
+
+impl ReadAt for [u8] {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+        let rest = usize::try_from(off)
+            .ok()
+            .and_then(|o| self.get(o..))
+            .unwrap_or_default();
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        Ok(n)
+    }
+}
+
+/// Reads up to `want` bytes at `off` to the end of `buf`; the bytes read
+/// (fewer only at the end of the source).
+fn append_at<S: ReadAt + ?Sized>(
+    src: &S,
+    buf: &mut Vec<u8>,
+    off: u64,
+    want: usize,
+) -> std::io::Result<usize> {
+    let from = buf.len();
+    buf.resize(from + want, 0);
+    let mut got = 0;
+    while got < want {
+        match src.read_at(&mut buf[from + got..], off + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                buf.truncate(from);
+                return Err(e);
+            }
+        }
+    }
+    buf.truncate(from + got);
+    Ok(got)
+}
+
+/// A file read in blocks of `block` bytes at fixed offsets from `base` to
+/// `size` (its size when the parallel read started), each block by
+/// whichever thread takes it, with no lock around the reads: the threads
+/// read and copy in parallel. A line belongs to the block it starts in: a
+/// block's lines start after the first newline at or after the byte before
+/// it (block 0 starts on a line), and its last line is read on past the
+/// block's end to its newline (or, over the line cap, skipped to it and
+/// reported by length). Every byte is read by the block it belongs to and
+/// at most looked at by the one before, so the lines, their order and their
+/// numbers are the stream's.
+struct AtBlocks<'s, S: ?Sized> {
+    src: &'s S,
+    base: u64,
+    size: u64,
+    block: u64,
+    /// Blocks in all.
+    count: u64,
+    next: std::sync::atomic::AtomicU64,
+    stopped: std::sync::atomic::AtomicBool,
+    /// Bytes of the blocks read (from their first byte to where the next
+    /// block starts, or to the end).
+    bytes: std::sync::atomic::AtomicU64,
+}
+
+impl<'s, S: ReadAt + ?Sized> AtBlocks<'s, S> {
+    fn new(src: &'s S, base: u64, size: u64, block: usize) -> Self {
+        let block = block.clamp(64, 1 << 26) as u64;
+        AtBlocks {
+            src,
+            base,
+            size,
+            block,
+            count: size.saturating_sub(base).div_ceil(block),
+            next: std::sync::atomic::AtomicU64::new(0),
+            stopped: std::sync::atomic::AtomicBool::new(false),
+            bytes: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Reads block `k` into `buf`: the lines that start in it are
+    /// `buf[first..end]` (all ending with a newline but perhaps the last one
+    /// of the input), followed by an over-cap line of the given length.
+    fn read(
+        &self,
+        k: u64,
+        buf: &mut Vec<u8>,
+        cap: usize,
+    ) -> std::io::Result<(usize, usize, Option<u64>)> {
+        let start = self.base + k * self.block;
+        let end = (start + self.block).min(self.size);
+        // Block k > 0 also reads the byte before it: a newline there means a
+        // line starts right at `start`.
+        let back = u64::from(k > 0);
+        let at = start - back;
+        buf.clear();
+        let n = append_at(self.src, buf, at, (end - at) as usize)?;
+        let first = if k == 0 {
+            0
+        } else {
+            memchr::memchr(b'\n', buf).map_or(n, |i| i + 1)
+        };
+        if first >= n {
+            // No line starts here (inside a line longer than a block).
+            return Ok((n, n, None));
+        }
+        let mut len = n;
+        if buf[n - 1] != b'\n' && n as u64 == end - at {
+            // The last line goes on past the block: read it to its newline.
+            let last = memchr::memrchr(b'\n', &buf[first..n]).map_or(first, |i| first + i + 1);
+            loop {
+                if len - last > cap {
+                    let (line, bytes) = self.skip_line(buf, last, at)?;
+                    self.count_bytes((last - first) as u64 + bytes);
+                    return Ok((first, last, Some(line)));
+                }
+                let got = append_at(self.src, buf, at + len as u64, 64 * 1024)?;
+                if got == 0 {
+                    break;
+                }
+                if let Some(i) = memchr::memchr(b'\n', &buf[len..len + got]) {
+                    len += i + 1;
+                    buf.truncate(len);
+                    break;
+                }
+                len += got;
+            }
+        }
+        self.count_bytes((len - first) as u64);
+        Ok((first, len, None))
+    }
+
+    /// Skips the over-cap line at `buf[from..]` (the block starts at `at` in
+    /// the file) to its newline, reading through `buf` without keeping its
+    /// bytes: its length without the newline, and its bytes with it.
+    fn skip_line(&self, buf: &mut Vec<u8>, from: usize, at: u64) -> std::io::Result<(u64, u64)> {
+        let mut len = (buf.len() - from) as u64;
+        let mut off = at + buf.len() as u64;
+        loop {
+            buf.truncate(from);
+            let got = append_at(self.src, buf, off, 64 * 1024)?;
+            if got == 0 {
+                buf.truncate(from);
+                return Ok((len, len));
+            }
+            if let Some(i) = memchr::memchr(b'\n', &buf[from..from + got]) {
+                buf.truncate(from);
+                return Ok((len + i as u64, len + i as u64 + 1));
+            }
+            len += got as u64;
+            off += got as u64;
+        }
+    }
+
+    fn count_bytes(&self, n: u64) {
+        self.bytes
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl<S: ReadAt + ?Sized> Blocks for AtBlocks<'_, S> {
+    fn next(&self, spare: Spare, format: InputFormat, cap: usize) -> Option<OutMsg> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.stopped.load(Relaxed) {
+            return None;
+        }
+        let k = self.next.fetch_add(1, Relaxed);
+        if k >= self.count {
+            return None;
+        }
+        let (mut buf, mut bufs) = spare;
+        let read = self.read(k, &mut buf, cap);
+        Some(match read {
+            Ok((first, end, over)) => {
+                let Bufs {
+                    ends,
+                    out,
+                    used,
+                    arena,
+                } = &mut bufs;
+                let data = &buf[first..end];
+                ends.clear();
+                ends.extend(memchr::memchr_iter(b'\n', data));
+                arena.clear();
+                pre_block(data, ends, format, cap, out, used, arena);
+                if let Some(n) = over {
+                    out.push(Pre::TooLong(n));
+                }
+                (k, Ok((Some(buf), bufs)))
+            }
+            Err(e) => {
+                self.stopped.store(true, Relaxed);
+                (k, Err(e))
+            }
+        })
+    }
+
+    fn all_applied(&self, applied: u64) -> bool {
+        applied >= self.count
+    }
+
+    fn stop(&self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// [`run_parallel`] for a source that can be read at offsets (a regular
+/// file): plain text is read in parallel by [`AtBlocks`], from the end of
+/// the lines read while the format was not known to the source's `size`
+/// (its length now; what is appended later is not read). A gzip source,
+/// one thread, or an input of decision records take [`run_parallel`]'s
+/// way.
+pub(crate) fn run_at<S: ReadAt + ?Sized>(
+    src: &S,
+    size: u64,
+    display: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    sink: &mut dyn FnMut(Item),
+) -> Result<InputLedger, ParseError> {
+    let reader = AtReader { src, off: 0 };
+    let mut magic = [0u8; 2];
+    let n = src
+        .read_at(&mut magic, 0)
+        .map_err(|e| ParseError::io(display, e))?;
+    if opts.threads <= 1 || (n == 2 && magic == [0x1f, 0x8b]) {
+        return run_parallel(reader, display, naming, opts, sink);
+    }
+    let mut lines = LineReader::new(reader, opts.max_line_bytes);
+    let mut eng = Engine::new(display, naming, opts);
+    let ended = sequential(&mut lines, &mut eng, sink, true, display)?;
+    let bytes = if ended || eng.format != InputFormat::Logs {
+        sequential(&mut lines, &mut eng, sink, false, display)?;
+        lines.bytes
+    } else {
+        let (carry, _, _, read) = lines.into_rest();
+        // Where the lines not yet read start.
+        let base = read - carry.len() as u64;
+        let blocks = AtBlocks::new(src, base, size.max(base), eng.opts.block_bytes);
+        parallel(&blocks, &mut eng, sink, opts.threads, display)?;
+        base + blocks.bytes()
+    };
+    Ok(eng.finish(sink, bytes, bytes, false))
+}
+
+/// A [`ReadAt`] source read in order, as a stream.
+struct AtReader<'s, S: ?Sized> {
+    src: &'s S,
+    off: u64,
+}
+
+impl<S: ReadAt + ?Sized> Read for AtReader<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.src.read_at(buf, self.off)?;
+        self.off += n as u64;
+        Ok(n)
+    }
+}
+
 /// The parallel pipeline on `threads` threads: this one and `threads - 1`
 /// workers. A worker takes the next block of whole lines from the stream
 /// ([`Chunker`], under a lock, into one of the recycled buffers) and runs
@@ -727,43 +1091,53 @@ fn next_block<R: Read>(
 /// applied from its own cache). At most `4 * threads` blocks are in flight
 /// (there are that many buffers), so memory stays bounded. Returns the bytes
 /// read.
-fn parallel<R: Read + Send>(
+fn parallel_stream<R: Read + Send>(
     lines: LineReader<R>,
     eng: &mut Engine<'_>,
     sink: &mut dyn FnMut(Item),
     threads: usize,
     display: &str,
 ) -> Result<u64, ParseError> {
-    use std::collections::BTreeMap;
-    use std::sync::Mutex;
-    use std::sync::mpsc;
-
-    let format = eng.format;
-    let block_bytes = eng.opts.block_bytes.max(1);
-    let cap = eng.opts.max_line_bytes.max(1);
-    let inflight = threads.saturating_mul(4).max(2);
     let (carry, r, eof, bytes_before) = lines.into_rest();
-    let shared = Mutex::new(Shared {
+    let stream = Stream(std::sync::Mutex::new(Shared {
         chunker: Chunker {
             r,
             carry,
             eof,
-            cap,
-            block: block_bytes,
+            cap: eng.opts.max_line_bytes.max(1),
+            block: eng.opts.block_bytes.max(1),
             bytes: 0,
         },
         idx: 0,
         done: false,
-    });
+    }));
+    parallel(&stream, eng, sink, threads, display).map(|()| bytes_before + stream.bytes())
+}
+
+/// The parallel pipeline on `threads` threads over the blocks of `blocks`
+/// (see [`parallel_stream`]).
+fn parallel<B: Blocks>(
+    blocks: &B,
+    eng: &mut Engine<'_>,
+    sink: &mut dyn FnMut(Item),
+    threads: usize,
+    display: &str,
+) -> Result<(), ParseError> {
+    use std::collections::BTreeMap;
+    use std::sync::mpsc;
+
+    let format = eng.format;
+    let cap = eng.opts.max_line_bytes.max(1);
+    let inflight = threads.saturating_mul(4).max(2);
     let pool = Pool::new(inflight);
-    let result = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let (out_tx, out_rx) = mpsc::sync_channel::<OutMsg>(inflight);
         for _ in 1..threads.max(2) {
             let tx = out_tx.clone();
-            let (shared, pool) = (&shared, &pool);
+            let pool = &pool;
             s.spawn(move || {
                 while let Some(spare) = pool.take() {
-                    let Some(msg) = next_block(shared, spare, format, cap) else {
+                    let Some(msg) = blocks.next(spare, format, cap) else {
                         break;
                     };
                     if tx.send(msg).is_err() {
@@ -799,14 +1173,13 @@ fn parallel<R: Read + Send>(
                 }
                 // Nothing to apply: classify the next block here.
                 if let Some(spare) = pool.try_take()
-                    && let Some((idx, res)) = next_block(&shared, spare, format, cap)
+                    && let Some((idx, res)) = blocks.next(spare, format, cap)
                 {
                     pending.insert(idx, res);
                     continue;
                 }
                 // The input has ended and every block read was applied.
-                let (read, done) = shared.lock().map_or((next, true), |g| (g.idx, g.done));
-                if done && next >= read {
+                if blocks.all_applied(next) {
                     return Ok(());
                 }
                 // Wait for a worker's block.
@@ -821,15 +1194,11 @@ fn parallel<R: Read + Send>(
         let result = apply();
         // Unblock and stop the workers before they are joined: no more
         // spare buffers, no more blocks.
-        if let Ok(mut g) = shared.lock() {
-            g.done = true;
-        }
+        blocks.stop();
         pool.close();
         drop(out_rx);
         result
-    });
-    let bytes = shared.lock().map_or(0, |g| g.chunker.bytes);
-    result.map(|()| bytes_before + bytes)
+    })
 }
 
 #[cfg(test)]
@@ -934,5 +1303,186 @@ mod tests {
                 Some(w) => assert!(*w == got, "{threads} threads, {block_bytes} B"),
             }
         }
+    }
+
+    /// A log with real decisions and every kind of line a block boundary
+    /// can fall into: lines longer than a block, lines over the cap, CRLF
+    /// endings, runs of blank and malformed lines, and no newline at the end.
+    fn mixed_log() -> Vec<u8> {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/");
+        let mut log = Vec::new();
+        for f in [
+            "edge/all_filter_versions.log",
+            "edge/crlf.log",
+            "edge/klog_panic_noise.log",
+            "edge/kubectl_prefix_timestamps.log",
+            "edge/non_utf8.log",
+            "balanced/epp.log",
+            "edge/interleaved_unordered_ts.log",
+        ] {
+            log.extend(std::fs::read(format!("{root}{f}")).unwrap());
+            log.extend_from_slice(&[b'y'; 5000]);
+            log.push(b'\n');
+            log.extend_from_slice(&[b'z'; 9000]);
+            log.extend_from_slice(b"\r\n");
+            for i in 0..60 {
+                log.extend_from_slice(if i % 20 < 10 { b"\n" } else { b"{\n" });
+            }
+            for i in 0..40 {
+                log.extend_from_slice(if i % 2 == 0 { b"{\n" } else { b"x\n" });
+            }
+        }
+        log.extend_from_slice(&[b'w'; 9000]);
+        log.push(b'\n');
+        log.extend_from_slice(b"{\"msg\":\"Request handled\",\"x-request-id\":\"last\"}");
+        log
+    }
+
+    /// Reading at offsets, in blocks of any size on any number of threads,
+    /// gives what one thread reading the stream gives (decisions, their line
+    /// numbers, the ledger), and so does the parallel stream.
+    #[test]
+    fn blocks_at_offsets_read_like_a_stream() {
+        let log = mixed_log();
+        let run_with = |threads: usize, block_bytes: usize, at: bool| {
+            let opts = ParseOptions {
+                threads,
+                block_bytes,
+                max_line_bytes: 8192,
+                ..ParseOptions::default()
+            };
+            let mut items = Vec::new();
+            let naming = DeploymentNaming::fallback("t");
+            let ledger = if at {
+                run_at(
+                    &log[..],
+                    log.len() as u64,
+                    "t.log",
+                    naming,
+                    &opts,
+                    &mut |i| items.push(i),
+                )
+            } else {
+                run_parallel(&log[..], "t.log", naming, &opts, &mut |i| items.push(i))
+            }
+            .unwrap();
+            (items, ledger)
+        };
+        let (items, ledger) = run_with(1, 1 << 20, false);
+        assert!(items.len() > 20, "{}", items.len());
+        assert!(ledger.counts.lines_malformed > 100);
+        let want = format!("{items:?} {ledger:?}");
+        for threads in [2, 3] {
+            for block in [64, 97, 1000, 4096, 5001, 65536, 1 << 20] {
+                for at in [true, false] {
+                    let (items, ledger) = run_with(threads, block, at);
+                    let got = format!("{items:?} {ledger:?}");
+                    assert!(
+                        got == want,
+                        "{threads} threads, {block} B blocks, at offsets: {at}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Bytes that fail to read past an offset.
+    struct FailAt {
+        data: Vec<u8>,
+        ok: usize,
+    }
+
+    impl ReadAt for FailAt {
+        fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+            let off = off as usize;
+            if off + buf.len() > self.ok {
+                return Err(std::io::Error::other("disk on fire"));
+            }
+            buf.copy_from_slice(&self.data[off..off + buf.len()]);
+            Ok(buf.len())
+        }
+    }
+
+    /// A read error in the middle of a file read at offsets stops the parse
+    /// with that error, naming the input.
+    #[test]
+    fn read_error_at_an_offset_is_reported() {
+        let data = mixed_log();
+        for threads in [2, 3, 4] {
+            let opts = ParseOptions {
+                threads,
+                block_bytes: 4096,
+                ..ParseOptions::default()
+            };
+            let src = FailAt {
+                ok: data.len() / 2,
+                data: data.clone(),
+            };
+            let naming = DeploymentNaming::fallback("x");
+            let err = run_at(&src, data.len() as u64, "x.log", naming, &opts, &mut |_| {})
+                .expect_err("the read error is reported");
+            assert!(err.to_string().contains("x.log"), "{err}");
+            assert!(err.to_string().contains("disk on fire"), "{err}");
+        }
+    }
+
+    /// Runs of alike ignored or malformed lines take one entry of a block's
+    /// results, and are counted and numbered as lines one by one.
+    #[test]
+    fn runs_of_alike_lines_take_one_entry() {
+        let mut data = Vec::new();
+        data.extend_from_slice(&b"\n".repeat(1000));
+        data.extend_from_slice(&b"{\n".repeat(1000));
+        data.extend_from_slice(b"x\n");
+        let ends: Vec<usize> = memchr::memchr_iter(b'\n', &data).collect();
+        let (mut out, mut used, mut arena) = (Vec::new(), Vec::new(), Arena::default());
+        pre_block(
+            &data,
+            &ends,
+            InputFormat::Logs,
+            100,
+            &mut out,
+            &mut used,
+            &mut arena,
+        );
+        assert_eq!(out.len(), 5, "blank, again, malformed, again, other");
+        assert!(matches!(out[1], Pre::Again(999)));
+        assert!(matches!(out[3], Pre::Again(999)));
+        let opts = ParseOptions {
+            threads: 2,
+            block_bytes: 1 << 20,
+            keep_malformed: 3,
+            ..ParseOptions::default()
+        };
+        let p = crate::parse_slice("r.log", &data, &opts).unwrap();
+        let c = &p.ledger.counts;
+        assert_eq!(
+            (c.lines_total, c.lines_ignored, c.lines_malformed),
+            (2001, 1001, 1000)
+        );
+        let lines: Vec<u64> = c.first_malformed.iter().map(|m| m.at.line).collect();
+        assert_eq!(lines, [1001, 1002, 1003]);
+    }
+
+    /// A block whose last line is over the cap reports its length without
+    /// buffering it, and the next block starts after it.
+    #[test]
+    fn over_cap_line_at_a_block_end_is_skipped_unbuffered() {
+        let mut data = b"a\n".repeat(50);
+        data.extend(std::iter::repeat_n(b'q', 1_000_000));
+        data.extend_from_slice(b"\nb\n");
+        let blocks = AtBlocks::new(&data[..], 0, data.len() as u64, 4096);
+        let mut buf = Vec::new();
+        let (first, end, over) = blocks.read(0, &mut buf, 8192).unwrap();
+        assert_eq!((first, end, over), (0, 100, Some(1_000_000)));
+        assert!(buf.capacity() < 200_000, "{}", buf.capacity());
+        // The blocks inside the long line hold no line; the one holding its
+        // newline starts after it.
+        let (first, end, _) = blocks.read(1, &mut buf, 8192).unwrap();
+        assert_eq!(first, end);
+        let last = (data.len() as u64 - 1) / 4096;
+        let (first, end, over) = blocks.read(last, &mut buf, 8192).unwrap();
+        assert_eq!((&buf[first..end], over), (&b"b\n"[..], None));
+        assert_eq!(blocks.bytes(), data.len() as u64);
     }
 }

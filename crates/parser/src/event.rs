@@ -58,8 +58,8 @@ pub struct FilterLine {
 ///
 /// `S` is the type of its strings and `L` of its lists of strings: owned
 /// (`String`, `Vec<String>`: the defaults, what the API takes and gives), or,
-/// inside the parser, [`Span`]s of a block's [`Arena`] (see
-/// [`crate::arena`]).
+/// inside the parser, spans of the buffer that holds the strings of a block
+/// of lines (or of a request's buffered events).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 #[non_exhaustive]

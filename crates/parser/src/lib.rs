@@ -159,9 +159,15 @@
 //!
 //! With [`ParseOptions::threads`] above 1, [`parse_inputs`] and
 //! [`parse_slice`] classify lines on that many threads (the calling thread
-//! and `threads - 1` workers; blocks of whole lines, at most `4 × threads`
-//! in flight) and assemble them in input order on the calling thread: the
-//! output is the same as with one thread.
+//! and `threads - 1` workers, at most `4 × threads` blocks in flight) and
+//! assemble them in input order on the calling thread: the output is the
+//! same as with one thread. A regular file that is not gzip (and bytes in
+//! memory) is read at offsets: each thread reads the block it takes (about
+//! 1 MiB at a fixed offset) by itself, with no lock around the read; a line
+//! belongs to the block it starts in, and the block reads its last line on
+//! to its newline. The file is read up to its size when the parallel read
+//! starts. Other inputs (stdin, pipes, gzip) are cut into blocks of whole
+//! lines in order, under a lock.
 //!
 //! # Lower-level use
 //!
@@ -255,8 +261,8 @@ pub struct ParseOptions {
     pub infer_not_applicable: bool,
     /// Threads that read lines ([`parse_inputs`], [`parse_slice`]). 1 reads
     /// on the calling thread. With N > 1, N - 1 workers and the calling
-    /// thread take turns reading the next block of whole lines (about
-    /// 1 MiB) of a log input and classify it; the calling thread also
+    /// thread take turns reading the next block (about 1 MiB; see "Parallel
+    /// reading" in the crate docs) of a log input and classify it; the calling thread also
     /// assembles the results in input order (it classifies a block only
     /// when no result is ready to apply), so the output is the same as
     /// with 1; at most 4N blocks are in flight. Decision-record inputs are
@@ -341,12 +347,30 @@ pub fn parse_inputs(
             None => engine::run_parallel(std::io::stdin(), &f.display, naming, opts, &mut sink)?,
             Some(p) => {
                 let file = std::fs::File::open(p).map_err(|e| ParseError::io(p, e))?;
-                engine::run_parallel(file, &f.display, naming, opts, &mut sink)?
+                run_file(file, &f.display, naming, opts, &mut sink)?
             }
         };
         ledger.push(il, opts.keep_malformed);
     }
     Ok(ledger)
+}
+
+/// A regular file is read at offsets, in parallel (see
+/// [`ParseOptions::threads`]); anything else (a pipe, a device) as a stream.
+fn run_file(
+    file: std::fs::File,
+    display: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    sink: &mut dyn FnMut(Item),
+) -> Result<InputLedger, ParseError> {
+    #[cfg(unix)]
+    if let Ok(m) = file.metadata()
+        && m.is_file()
+    {
+        return engine::run_at(&file, m.len(), display, naming, opts, sink);
+    }
+    engine::run_parallel(file, display, naming, opts, sink)
 }
 
 /// Parses one stream (plain or gzip, detected by content) on the calling
@@ -372,8 +396,9 @@ pub fn parse_slice(name: &str, bytes: &[u8], opts: &ParseOptions) -> Result<Pars
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "default".to_string());
     let mut items = Vec::new();
-    let ledger = engine::run_parallel(
+    let ledger = engine::run_at(
         bytes,
+        bytes.len() as u64,
         name,
         DeploymentNaming::fallback(fallback),
         opts,
