@@ -438,18 +438,33 @@ pub(crate) fn run_parallel<R: Read + Send>(
     }
     let path = || std::path::PathBuf::from(display);
     let (r, gzip, raw_count) = input::decode(reader).map_err(|e| ParseError::io(path(), e))?;
-    let mut lines = LineReader::new(r, opts.max_line_bytes);
-    let mut eng = Engine::new(display, naming, opts);
-    // On this thread until the format is known (the first non-blank line).
+    let lines = LineReader::new(r, opts.max_line_bytes);
+    let eng = Engine::new(display, naming, opts);
+    let (eng, bytes) = format_then(lines, eng, sink, display, |lines, eng, sink| {
+        parallel_stream(lines, eng, sink, opts.threads, display)
+    })?;
+    let compressed = raw_count.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(eng.finish(sink, bytes, if gzip { compressed } else { bytes }, gzip))
+}
+
+/// Reads `lines` on this thread until the input's format is known (the first
+/// non-blank line), then the rest: logs with `rest` (in parallel), other
+/// formats on this thread. Returns the engine and the bytes read.
+fn format_then<'o, R: Read>(
+    mut lines: LineReader<R>,
+    mut eng: Engine<'o>,
+    sink: &mut dyn FnMut(Item),
+    display: &str,
+    rest: impl FnOnce(LineReader<R>, &mut Engine<'o>, &mut dyn FnMut(Item)) -> Result<u64, ParseError>,
+) -> Result<(Engine<'o>, u64), ParseError> {
     let ended = sequential(&mut lines, &mut eng, sink, true, display)?;
     let bytes = if ended || eng.format != InputFormat::Logs {
         sequential(&mut lines, &mut eng, sink, false, display)?;
         lines.bytes
     } else {
-        parallel_stream(lines, &mut eng, sink, opts.threads, display)?
+        rest(lines, &mut eng, sink)?
     };
-    let compressed = raw_count.load(std::sync::atomic::Ordering::Relaxed);
-    Ok(eng.finish(sink, bytes, if gzip { compressed } else { bytes }, gzip))
+    Ok((eng, bytes))
 }
 
 /// Feeds lines to the engine on this thread, to the end (or, with
@@ -496,6 +511,21 @@ struct Bufs {
     out: Vec<Pre>,
     used: Vec<UsedLine>,
     arena: Arena,
+}
+
+impl Bufs {
+    /// Classifies the lines of `data` (its newlines at `ends`) into the
+    /// results, emptied first but for `ends`.
+    fn classify(&mut self, data: &[u8], format: InputFormat, cap: usize) {
+        let Bufs {
+            ends,
+            out,
+            used,
+            arena,
+        } = self;
+        arena.clear();
+        pre_block(data, ends, format, cap, out, used, arena);
+    }
 }
 
 /// Buffers going back from the applying thread to the readers: a block's
@@ -788,14 +818,7 @@ fn next_block<R: Read>(
                     None
                 }
                 Body::Lines { buf, len } => {
-                    let Bufs {
-                        ends,
-                        out,
-                        used,
-                        arena,
-                    } = &mut bufs;
-                    arena.clear();
-                    pre_block(&buf[..len], ends, format, cap, out, used, arena);
+                    bufs.classify(&buf[..len], format, cap);
                     Some(buf)
                 }
             };
@@ -990,19 +1013,12 @@ impl<S: ReadAt + ?Sized> Blocks for AtBlocks<'_, S> {
         let read = self.read(k, &mut buf, cap);
         Some(match read {
             Ok((first, end, over)) => {
-                let Bufs {
-                    ends,
-                    out,
-                    used,
-                    arena,
-                } = &mut bufs;
                 let data = &buf[first..end];
-                ends.clear();
-                ends.extend(memchr::memchr_iter(b'\n', data));
-                arena.clear();
-                pre_block(data, ends, format, cap, out, used, arena);
+                bufs.ends.clear();
+                bufs.ends.extend(memchr::memchr_iter(b'\n', data));
+                bufs.classify(data, format, cap);
                 if let Some(n) = over {
-                    out.push(Pre::TooLong(n));
+                    bufs.out.push(Pre::TooLong(n));
                 }
                 (k, Ok((Some(buf), bufs)))
             }
@@ -1049,20 +1065,16 @@ pub(crate) fn run_at<S: ReadAt + ?Sized>(
     if opts.threads <= 1 || (n == 2 && magic == [0x1f, 0x8b]) {
         return run_parallel(reader, display, naming, opts, sink);
     }
-    let mut lines = LineReader::new(reader, opts.max_line_bytes);
-    let mut eng = Engine::new(display, naming, opts);
-    let ended = sequential(&mut lines, &mut eng, sink, true, display)?;
-    let bytes = if ended || eng.format != InputFormat::Logs {
-        sequential(&mut lines, &mut eng, sink, false, display)?;
-        lines.bytes
-    } else {
+    let lines = LineReader::new(reader, opts.max_line_bytes);
+    let eng = Engine::new(display, naming, opts);
+    let (eng, bytes) = format_then(lines, eng, sink, display, |lines, eng, sink| {
         let (carry, _, _, read) = lines.into_rest();
         // Where the lines not yet read start.
         let base = read - carry.len() as u64;
-        let blocks = AtBlocks::new(src, base, size.max(base), eng.opts.block_bytes);
-        parallel(&blocks, &mut eng, sink, opts.threads, display)?;
-        base + blocks.bytes()
-    };
+        let blocks = AtBlocks::new(src, base, size.max(base), opts.block_bytes);
+        parallel(&blocks, eng, sink, opts.threads, display)?;
+        Ok(base + blocks.bytes())
+    })?;
     Ok(eng.finish(sink, bytes, bytes, false))
 }
 
@@ -1224,41 +1236,41 @@ mod tests {
         }
     }
 
-    /// A read error in the middle of a stream stops the parse with that
+    /// A read error in the middle of an input stops the parse with that
     /// error, naming the input, on one thread and on several (where the
-    /// failing block may be read by any thread), after the lines before it
-    /// were applied.
+    /// failing block may be read by any thread), read as a stream or at
+    /// offsets.
     #[test]
-    fn read_error_mid_stream_is_reported_on_every_thread_count() {
-        let mut data = Vec::new();
-        for i in 0..2000 {
-            data.extend_from_slice(
-                format!("{{\"level\":\"debug\",\"ts\":1.{i},\"msg\":\"Request handled\",\"x-request-id\":\"r{i}\"}}\n")
-                    .as_bytes(),
-            );
-        }
+    fn read_error_mid_input_is_reported_on_every_thread_count() {
+        let data = mixed_log();
+        let ok = data.len() / 2;
         for threads in [1, 2, 3, 4] {
             let opts = ParseOptions {
                 threads,
                 block_bytes: 4096,
                 ..ParseOptions::default()
             };
-            let r = FailAfter {
-                ok: data.len() / 2,
-                data: data.clone(),
-                at: 0,
-            };
-            let err = run_parallel(
-                r,
-                "x.log",
-                DeploymentNaming::fallback("x"),
-                &opts,
-                &mut |_| {},
-            )
-            .expect_err("the read error is reported");
-            assert!(err.to_string().contains("x.log"), "{err}");
-            assert!(err.to_string().contains("disk on fire"), "{err}");
-            assert_eq!(err.path(), Some(std::path::Path::new("x.log")));
+            for at in [false, true] {
+                let naming = DeploymentNaming::fallback("x");
+                let err = if at {
+                    let src = FailAt {
+                        ok,
+                        data: data.clone(),
+                    };
+                    run_at(&src, data.len() as u64, "x.log", naming, &opts, &mut |_| {})
+                } else {
+                    let r = FailAfter {
+                        ok,
+                        data: data.clone(),
+                        at: 0,
+                    };
+                    run_parallel(r, "x.log", naming, &opts, &mut |_| {})
+                }
+                .expect_err("the read error is reported");
+                assert!(err.to_string().contains("x.log"), "{err}");
+                assert!(err.to_string().contains("disk on fire"), "{err}");
+                assert_eq!(err.path(), Some(std::path::Path::new("x.log")));
+            }
         }
     }
 
@@ -1400,29 +1412,6 @@ mod tests {
             }
             buf.copy_from_slice(&self.data[off..off + buf.len()]);
             Ok(buf.len())
-        }
-    }
-
-    /// A read error in the middle of a file read at offsets stops the parse
-    /// with that error, naming the input.
-    #[test]
-    fn read_error_at_an_offset_is_reported() {
-        let data = mixed_log();
-        for threads in [2, 3, 4] {
-            let opts = ParseOptions {
-                threads,
-                block_bytes: 4096,
-                ..ParseOptions::default()
-            };
-            let src = FailAt {
-                ok: data.len() / 2,
-                data: data.clone(),
-            };
-            let naming = DeploymentNaming::fallback("x");
-            let err = run_at(&src, data.len() as u64, "x.log", naming, &opts, &mut |_| {})
-                .expect_err("the read error is reported");
-            assert!(err.to_string().contains("x.log"), "{err}");
-            assert!(err.to_string().contains("disk on fire"), "{err}");
         }
     }
 
