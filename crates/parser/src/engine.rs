@@ -33,9 +33,6 @@ pub(crate) struct Engine<'o> {
     used: Vec<UsedLine>,
     /// Its strings.
     arena: Arena,
-    /// The last ignored or malformed line applied, which [`Pre::Again`]
-    /// repeats.
-    last: Option<(LineShape, Option<MalformedReason>)>,
 }
 
 impl<'o> Engine<'o> {
@@ -63,7 +60,6 @@ impl<'o> Engine<'o> {
             last_abs_ts: None,
             used: Vec::with_capacity(1),
             arena: Arena::default(),
-            last: None,
         }
     }
 
@@ -127,39 +123,24 @@ impl<'o> Engine<'o> {
         arena: &Arena,
         sink: &mut dyn FnMut(Item),
     ) -> Result<(), ParseError> {
-        if let Pre::Again(n) = pre {
-            for _ in 0..n {
-                self.line += 1;
-                self.counts.lines_total += 1;
-                match self.last.clone() {
-                    Some((shape, None)) => {
-                        self.counts.shapes.add(shape);
-                        self.counts.lines_ignored += 1;
-                    }
-                    Some((shape, Some(reason))) => {
-                        self.counts.shapes.add(shape);
-                        self.malformed(reason)?;
-                    }
-                    // Not reached: a run follows the line it repeats.
-                    None => self.counts.lines_ignored += 1,
-                }
-            }
+        if let Pre::Skip(n) = pre {
+            // Counted with their block ([`Engine::absorb`]).
+            self.line += u64::from(n);
+            self.counts.lines_total += u64::from(n);
             return Ok(());
         }
         self.line += 1;
         self.counts.lines_total += 1;
         match pre {
-            Pre::Again(_) => Ok(()),
+            Pre::Skip(_) => Ok(()),
             Pre::TooLong(bytes) => self.malformed(MalformedReason::TooLong { bytes }),
             Pre::Ignored(shape) => {
                 self.counts.shapes.add(shape);
                 self.counts.lines_ignored += 1;
-                self.last = Some((shape, None));
                 Ok(())
             }
             Pre::Malformed(shape, reason) => {
                 self.counts.shapes.add(shape);
-                self.last = Some((shape, Some(reason.clone())));
                 self.malformed(reason)
             }
             Pre::Record(r) => {
@@ -230,6 +211,13 @@ impl<'o> Engine<'o> {
                 Ok(())
             }
         }
+    }
+
+    /// Counts the lines of a block that have no entry of their own.
+    fn absorb(&mut self, a: &Tally) {
+        self.counts.shapes.merge(&a.shapes);
+        self.counts.lines_ignored += a.ignored;
+        self.counts.lines_malformed += a.malformed;
     }
 
     fn finish_stats(
@@ -340,19 +328,38 @@ pub(crate) enum Pre {
     /// itself goes to a separate vector (this enum stays small: it is
     /// moved for every line of a block, the used line only once).
     Used(bool),
-    /// `n` more lines read as the ignored or malformed line before: a run
-    /// of alike lines takes one entry, so that a block of short lines (blank
-    /// lines, say) holds few results however many lines it has.
-    Again(u32),
+    /// `n` lines of a block, ignored or malformed, that take no entry of
+    /// their own: their line numbers pass, and their counts are in the
+    /// block's [`Tally`].
+    Skip(u32),
 }
 
-/// Whether `b` can be written as [`Pre::Again`] after `a`.
-fn alike(a: &Pre, b: &Pre) -> bool {
-    match (a, b) {
-        (Pre::Ignored(x), Pre::Ignored(y)) => x == y,
-        (Pre::Malformed(x, r), Pre::Malformed(y, q)) => x == y && r == q,
-        _ => false,
-    }
+/// The counts of a block's lines that take no result entry: all its
+/// ignored lines, and its malformed lines after the first `keep` (which
+/// keep their entries: they may be among the input's first malformed lines
+/// that the ledger lists). A block's results are then its used lines and
+/// at most `keep` other lines (and as many [`Pre::Skip`]s), however short
+/// its lines are.
+#[derive(Default)]
+struct Tally {
+    shapes: crate::ledger::ShapeCounts,
+    ignored: u64,
+    malformed: u64,
+    /// Ignored or malformed lines since the last entry.
+    run: u32,
+    /// Malformed lines given an entry.
+    kept: usize,
+}
+
+/// How the lines of a block are classified.
+#[derive(Clone, Copy)]
+struct How {
+    format: InputFormat,
+    /// [`ParseOptions::max_line_bytes`].
+    cap: usize,
+    /// Malformed lines kept as entries per block (at least the ledger's
+    /// [`ParseOptions::keep_malformed`], and 1 for `strict`).
+    keep: usize,
 }
 
 /// Reads one line (trailing blanks already trimmed) in a known format; a
@@ -504,27 +511,58 @@ enum Body {
 }
 
 /// The recycled vectors of a block: newline offsets, results, used lines
-/// and their strings.
+/// and their strings, and the tally of the lines without an entry.
 #[derive(Default)]
 struct Bufs {
     ends: Vec<usize>,
     out: Vec<Pre>,
     used: Vec<UsedLine>,
     arena: Arena,
+    tally: Tally,
 }
 
 impl Bufs {
-    /// Classifies the lines of `data` (its newlines at `ends`) into the
-    /// results, emptied first but for `ends`.
-    fn classify(&mut self, data: &[u8], format: InputFormat, cap: usize) {
-        let Bufs {
-            ends,
-            out,
-            used,
-            arena,
-        } = self;
-        arena.clear();
-        pre_block(data, ends, format, cap, out, used, arena);
+    /// Empties the results (not `ends`) for a new block.
+    fn reset(&mut self) {
+        self.out.clear();
+        self.used.clear();
+        self.arena.clear();
+        self.tally = Tally::default();
+    }
+
+    /// Adds a line's result: an entry, or to the tally.
+    fn add(&mut self, p: Pre, keep: usize) {
+        let t = &mut self.tally;
+        let malformed = matches!(p, Pre::Malformed(..) | Pre::TooLong(_));
+        match p {
+            Pre::Ignored(shape) => {
+                t.shapes.add(shape);
+                t.ignored += 1;
+            }
+            Pre::Malformed(shape, _) if t.kept >= keep => {
+                t.shapes.add(shape);
+                t.malformed += 1;
+            }
+            Pre::TooLong(_) if t.kept >= keep => t.malformed += 1,
+            p => {
+                t.kept += usize::from(malformed);
+                self.end_run();
+                self.out.push(p);
+                return;
+            }
+        }
+        t.run += 1;
+        if t.run == u32::MAX {
+            self.end_run();
+        }
+    }
+
+    /// Ends a run of lines without entries.
+    fn end_run(&mut self) {
+        if self.tally.run > 0 {
+            self.out.push(Pre::Skip(self.tally.run));
+            self.tally.run = 0;
+        }
     }
 }
 
@@ -644,45 +682,31 @@ impl<R: Read> Chunker<R> {
     }
 }
 
-/// The lines of a block (`ends`: the offsets of its newlines), read by a
-/// worker, into `out`, `used` and `arena` (all empty).
-fn pre_block(
-    data: &[u8],
-    ends: &[usize],
-    format: InputFormat,
-    cap: usize,
-    out: &mut Vec<Pre>,
-    used: &mut Vec<UsedLine>,
-    arena: &mut Arena,
-) {
+/// The lines of a block (`ends`: the offsets of its newlines, in order),
+/// read by a worker, into the results (empty).
+fn pre_block(data: &[u8], ends: impl IntoIterator<Item = usize>, how: How, r: &mut Bufs) {
     let mut start = 0;
-    // The last entry that was not `Again` (what a run repeats).
-    let mut base: Option<usize> = None;
-    let mut push = |out: &mut Vec<Pre>, line: &[u8]| {
-        let p = if line.len() > cap {
+    let one = |r: &mut Bufs, line: &[u8]| {
+        let p = if line.len() > how.cap {
             Pre::TooLong(line.len() as u64)
         } else {
-            pre_line(classify::trim_end(line), format, used, arena)
+            pre_line(
+                classify::trim_end(line),
+                how.format,
+                &mut r.used,
+                &mut r.arena,
+            )
         };
-        if let Some(b) = base
-            && alike(&out[b], &p)
-        {
-            match out.last_mut() {
-                Some(Pre::Again(n)) if *n < u32::MAX => *n += 1,
-                _ => out.push(Pre::Again(1)),
-            }
-            return;
-        }
-        base = Some(out.len());
-        out.push(p);
+        r.add(p, how.keep);
     };
-    for &p in ends {
-        push(out, &data[start..p]);
+    for p in ends {
+        one(r, &data[start..p]);
         start = p + 1;
     }
     if start < data.len() {
-        push(out, &data[start..]);
+        one(r, &data[start..]);
     }
+    r.end_run();
 }
 
 /// The spare block buffers, shared by the threads: the workers wait for
@@ -737,7 +761,7 @@ impl Pool {
 trait Blocks: Sync {
     /// Reads the next block into `spare` and classifies its lines: its index
     /// and results; `None` once there is no block left (or a read failed).
-    fn next(&self, spare: Spare, format: InputFormat, cap: usize) -> Option<OutMsg>;
+    fn next(&self, spare: Spare, how: How) -> Option<OutMsg>;
     /// Whether every block there will be is among the first `applied`.
     fn all_applied(&self, applied: u64) -> bool;
     /// Hands out no more blocks.
@@ -759,8 +783,8 @@ struct Shared<R> {
 impl<R: Read + Send> Blocks for Stream<R> {
     /// Reads the next block into `spare` (in input order, under the lock)
     /// and classifies its lines.
-    fn next(&self, spare: Spare, format: InputFormat, cap: usize) -> Option<OutMsg> {
-        next_block(&self.0, spare, format, cap)
+    fn next(&self, spare: Spare, how: How) -> Option<OutMsg> {
+        next_block(&self.0, spare, how)
     }
 
     fn all_applied(&self, applied: u64) -> bool {
@@ -782,8 +806,7 @@ impl<R: Read + Send> Blocks for Stream<R> {
 fn next_block<R: Read>(
     shared: &std::sync::Mutex<Shared<R>>,
     spare: Spare,
-    format: InputFormat,
-    cap: usize,
+    how: How,
 ) -> Option<OutMsg> {
     let (buf, mut bufs) = spare;
     let read = {
@@ -812,13 +835,16 @@ fn next_block<R: Read>(
     };
     Some(match read {
         Ok((idx, body)) => {
+            bufs.reset();
             let buf = match body {
                 Body::TooLong(n) => {
-                    bufs.out.push(Pre::TooLong(n));
+                    bufs.add(Pre::TooLong(n), how.keep);
                     None
                 }
                 Body::Lines { buf, len } => {
-                    bufs.classify(&buf[..len], format, cap);
+                    let ends = std::mem::take(&mut bufs.ends);
+                    pre_block(&buf[..len], ends.iter().copied(), how, &mut bufs);
+                    bufs.ends = ends;
                     Some(buf)
                 }
             };
@@ -1000,7 +1026,7 @@ impl<'s, S: ReadAt + ?Sized> AtBlocks<'s, S> {
 }
 
 impl<S: ReadAt + ?Sized> Blocks for AtBlocks<'_, S> {
-    fn next(&self, spare: Spare, format: InputFormat, cap: usize) -> Option<OutMsg> {
+    fn next(&self, spare: Spare, how: How) -> Option<OutMsg> {
         use std::sync::atomic::Ordering::Relaxed;
         if self.stopped.load(Relaxed) {
             return None;
@@ -1010,15 +1036,15 @@ impl<S: ReadAt + ?Sized> Blocks for AtBlocks<'_, S> {
             return None;
         }
         let (mut buf, mut bufs) = spare;
-        let read = self.read(k, &mut buf, cap);
+        let read = self.read(k, &mut buf, how.cap);
         Some(match read {
             Ok((first, end, over)) => {
                 let data = &buf[first..end];
-                bufs.ends.clear();
-                bufs.ends.extend(memchr::memchr_iter(b'\n', data));
-                bufs.classify(data, format, cap);
+                bufs.reset();
+                pre_block(data, memchr::memchr_iter(b'\n', data), how, &mut bufs);
                 if let Some(n) = over {
-                    bufs.out.push(Pre::TooLong(n));
+                    bufs.add(Pre::TooLong(n), how.keep);
+                    bufs.end_run();
                 }
                 (k, Ok((Some(buf), bufs)))
             }
@@ -1138,8 +1164,11 @@ fn parallel<B: Blocks>(
     use std::collections::BTreeMap;
     use std::sync::mpsc;
 
-    let format = eng.format;
-    let cap = eng.opts.max_line_bytes.max(1);
+    let how = How {
+        format: eng.format,
+        cap: eng.opts.max_line_bytes.max(1),
+        keep: eng.opts.keep_malformed.max(1),
+    };
     let inflight = threads.saturating_mul(4).max(2);
     let pool = Pool::new(inflight);
     std::thread::scope(|s| {
@@ -1149,7 +1178,7 @@ fn parallel<B: Blocks>(
             let pool = &pool;
             s.spawn(move || {
                 while let Some(spare) = pool.take() {
-                    let Some(msg) = blocks.next(spare, format, cap) else {
+                    let Some(msg) = blocks.next(spare, how) else {
                         break;
                     };
                     if tx.send(msg).is_err() {
@@ -1174,6 +1203,7 @@ fn parallel<B: Blocks>(
                         };
                         eng.apply(p, u, &bufs.arena, sink)?;
                     }
+                    eng.absorb(&bufs.tally);
                     drop(used);
                     next += 1;
                     pool.put((buf.unwrap_or_default(), bufs));
@@ -1185,7 +1215,7 @@ fn parallel<B: Blocks>(
                 }
                 // Nothing to apply: classify the next block here.
                 if let Some(spare) = pool.try_take()
-                    && let Some((idx, res)) = blocks.next(spare, format, cap)
+                    && let Some((idx, res)) = blocks.next(spare, how)
                 {
                     pending.insert(idx, res);
                     continue;
@@ -1415,42 +1445,62 @@ mod tests {
         }
     }
 
-    /// Runs of alike ignored or malformed lines take one entry of a block's
-    /// results, and are counted and numbered as lines one by one.
+    /// A block's ignored lines, and its malformed ones after the first
+    /// few, take no entry of their own, and are counted and numbered as
+    /// lines one by one.
     #[test]
-    fn runs_of_alike_lines_take_one_entry() {
+    fn lines_without_entries_are_counted_and_numbered() {
         let mut data = Vec::new();
         data.extend_from_slice(&b"\n".repeat(1000));
         data.extend_from_slice(&b"{\n".repeat(1000));
-        data.extend_from_slice(b"x\n");
-        let ends: Vec<usize> = memchr::memchr_iter(b'\n', &data).collect();
-        let (mut out, mut used, mut arena) = (Vec::new(), Vec::new(), Arena::default());
-        pre_block(
-            &data,
-            &ends,
-            InputFormat::Logs,
-            100,
-            &mut out,
-            &mut used,
-            &mut arena,
-        );
-        assert_eq!(out.len(), 5, "blank, again, malformed, again, other");
-        assert!(matches!(out[1], Pre::Again(999)));
-        assert!(matches!(out[3], Pre::Again(999)));
-        let opts = ParseOptions {
+        data.extend_from_slice(b"x\n{\"msg\":\"Request handled\",\"x-request-id\":\"r\"}\n\n");
+        let how = How {
+            format: InputFormat::Logs,
+            cap: 100,
+            keep: 3,
+        };
+        let mut r = Bufs::default();
+        pre_block(&data, memchr::memchr_iter(b'\n', &data), how, &mut r);
+        assert_eq!(r.out.len(), 7, "skip, 3 malformed, skip, used, skip");
+        assert!(matches!(r.out[0], Pre::Skip(1000)));
+        assert!(matches!(r.out[4], Pre::Skip(998)));
+        assert!(matches!(r.out[5], Pre::Used(false)));
+        assert!(matches!(r.out[6], Pre::Skip(1)));
+        assert_eq!((r.tally.ignored, r.tally.malformed), (1002, 997));
+        for (threads, keep) in [(1, 3), (2, 3), (2, 0), (3, 1500)] {
+            let opts = ParseOptions {
+                threads,
+                block_bytes: 1 << 20,
+                keep_malformed: keep,
+                ..ParseOptions::default()
+            };
+            let p = crate::parse_slice("r.log", &data, &opts).unwrap();
+            let c = &p.ledger.counts;
+            assert_eq!(
+                (
+                    c.lines_total,
+                    c.lines_ignored,
+                    c.lines_malformed,
+                    c.lines_used
+                ),
+                (2003, 1002, 1000, 1)
+            );
+            assert_eq!(
+                (c.shapes.blank, c.shapes.zap_json, c.shapes.other),
+                (1001, 1001, 1)
+            );
+            let lines: Vec<u64> = c.first_malformed.iter().map(|m| m.at.line).collect();
+            let want: Vec<u64> = (1001..1001 + keep.min(1000) as u64).collect();
+            assert_eq!(lines, want, "{threads} threads, keep {keep}");
+        }
+        let strict = ParseOptions {
             threads: 2,
-            block_bytes: 1 << 20,
-            keep_malformed: 3,
+            strict: true,
+            keep_malformed: 0,
             ..ParseOptions::default()
         };
-        let p = crate::parse_slice("r.log", &data, &opts).unwrap();
-        let c = &p.ledger.counts;
-        assert_eq!(
-            (c.lines_total, c.lines_ignored, c.lines_malformed),
-            (2001, 1001, 1000)
-        );
-        let lines: Vec<u64> = c.first_malformed.iter().map(|m| m.at.line).collect();
-        assert_eq!(lines, [1001, 1002, 1003]);
+        let err = crate::parse_slice("r.log", &data, &strict).expect_err("strict");
+        assert!(err.to_string().contains("r.log:1001"), "{err}");
     }
 
     /// A block whose last line is over the cap reports its length without

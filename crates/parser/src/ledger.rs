@@ -131,7 +131,7 @@ impl ShapeCounts {
         *c += 1;
     }
 
-    fn merge(&mut self, o: &ShapeCounts) {
+    pub(crate) fn merge(&mut self, o: &ShapeCounts) {
         self.zap_json += o.zap_json;
         self.console += o.console;
         self.klog += o.klog;
