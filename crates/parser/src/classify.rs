@@ -149,6 +149,12 @@ fn msg_finder() -> &'static Finder<'static> {
     F.get_or_init(|| Finder::new(b"\"msg\":\""))
 }
 
+/// The key after the picker's targets (a searcher built once, not per line).
+fn scored_finder() -> &'static Finder<'static> {
+    static F: OnceLock<Finder<'static>> = OnceLock::new();
+    F.get_or_init(|| Finder::new(b"\"ScoredCandidates\""))
+}
+
 fn avg_finder() -> &'static Finder<'static> {
     static F: OnceLock<Finder<'static>> = OnceLock::new();
     F.get_or_init(|| Finder::new(b"Avg prompt throughput: "))
@@ -361,7 +367,7 @@ fn dump_fast<'a>(
         if !tail.ends_with(b"}}") || !tail.starts_with(b"{\"TargetEndpoints\":[{\"ID\":{") {
             return None;
         }
-        let end = memchr::memmem::find(tail, b"\"ScoredCandidates\"").unwrap_or(tail.len());
+        let end = scored_finder().find(tail).unwrap_or(tail.len());
         fields::dump_ids(&tail[..end], a)?
     } else if tail == b"null}" {
         a.list_from(a.list_start())

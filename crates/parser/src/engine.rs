@@ -880,29 +880,28 @@ impl ReadAt for [u8] {
     }
 }
 
-/// Reads up to `want` bytes at `off` to the end of `buf`; the bytes read
-/// (fewer only at the end of the source).
-fn append_at<S: ReadAt + ?Sized>(
+/// Reads up to `want` bytes at `off` into `buf[from..]`, growing `buf` if
+/// it is shorter (a recycled buffer is zeroed only where it grows, once);
+/// the bytes read (fewer only at the end of the source).
+fn read_at_into<S: ReadAt + ?Sized>(
     src: &S,
     buf: &mut Vec<u8>,
+    from: usize,
     off: u64,
     want: usize,
 ) -> std::io::Result<usize> {
-    let from = buf.len();
-    buf.resize(from + want, 0);
+    if buf.len() < from + want {
+        buf.resize(from + want, 0);
+    }
     let mut got = 0;
     while got < want {
-        match src.read_at(&mut buf[from + got..], off + got as u64) {
+        match src.read_at(&mut buf[from + got..from + want], off + got as u64) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                buf.truncate(from);
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
     }
-    buf.truncate(from + got);
     Ok(got)
 }
 
@@ -960,12 +959,11 @@ impl<'s, S: ReadAt + ?Sized> AtBlocks<'s, S> {
         // line starts right at `start`.
         let back = u64::from(k > 0);
         let at = start - back;
-        buf.clear();
-        let n = append_at(self.src, buf, at, (end - at) as usize)?;
+        let n = read_at_into(self.src, buf, 0, at, (end - at) as usize)?;
         let first = if k == 0 {
             0
         } else {
-            memchr::memchr(b'\n', buf).map_or(n, |i| i + 1)
+            memchr::memchr(b'\n', &buf[..n]).map_or(n, |i| i + 1)
         };
         if first >= n {
             // No line starts here (inside a line longer than a block).
@@ -977,17 +975,16 @@ impl<'s, S: ReadAt + ?Sized> AtBlocks<'s, S> {
             let last = memchr::memrchr(b'\n', &buf[first..n]).map_or(first, |i| first + i + 1);
             loop {
                 if len - last > cap {
-                    let (line, bytes) = self.skip_line(buf, last, at)?;
+                    let (line, bytes) = self.skip_line(buf, last, at + len as u64, len - last)?;
                     self.count_bytes((last - first) as u64 + bytes);
                     return Ok((first, last, Some(line)));
                 }
-                let got = append_at(self.src, buf, at + len as u64, 64 * 1024)?;
+                let got = read_at_into(self.src, buf, len, at + len as u64, 64 * 1024)?;
                 if got == 0 {
                     break;
                 }
                 if let Some(i) = memchr::memchr(b'\n', &buf[len..len + got]) {
                     len += i + 1;
-                    buf.truncate(len);
                     break;
                 }
                 len += got;
@@ -997,21 +994,24 @@ impl<'s, S: ReadAt + ?Sized> AtBlocks<'s, S> {
         Ok((first, len, None))
     }
 
-    /// Skips the over-cap line at `buf[from..]` (the block starts at `at` in
-    /// the file) to its newline, reading through `buf` without keeping its
-    /// bytes: its length without the newline, and its bytes with it.
-    fn skip_line(&self, buf: &mut Vec<u8>, from: usize, at: u64) -> std::io::Result<(u64, u64)> {
-        let mut len = (buf.len() - from) as u64;
-        let mut off = at + buf.len() as u64;
+    /// Skips the rest of an over-cap line (`read` bytes of it read so far,
+    /// the rest from `off` in the file) to its newline, reading through
+    /// `buf[from..]` without keeping its bytes: its length without the
+    /// newline, and its bytes with it.
+    fn skip_line(
+        &self,
+        buf: &mut Vec<u8>,
+        from: usize,
+        mut off: u64,
+        read: usize,
+    ) -> std::io::Result<(u64, u64)> {
+        let mut len = read as u64;
         loop {
-            buf.truncate(from);
-            let got = append_at(self.src, buf, off, 64 * 1024)?;
+            let got = read_at_into(self.src, buf, from, off, 64 * 1024)?;
             if got == 0 {
-                buf.truncate(from);
                 return Ok((len, len));
             }
             if let Some(i) = memchr::memchr(b'\n', &buf[from..from + got]) {
-                buf.truncate(from);
                 return Ok((len + i as u64, len + i as u64 + 1));
             }
             len += got as u64;
