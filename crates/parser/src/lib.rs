@@ -356,7 +356,9 @@ pub fn parse_inputs(
 }
 
 /// A regular file is read at offsets, in parallel (see
-/// [`ParseOptions::threads`]); anything else (a pipe, a device) as a stream.
+/// [`ParseOptions::threads`]), up to its size now; anything else (a pipe, a
+/// device, a file that reports no size, as `/proc` files do) as a stream,
+/// to its end.
 fn run_file(
     file: std::fs::File,
     display: &str,
@@ -367,6 +369,7 @@ fn run_file(
     #[cfg(unix)]
     if let Ok(m) = file.metadata()
         && m.is_file()
+        && m.len() > 0
     {
         return engine::run_at(&file, m.len(), display, naming, opts, sink);
     }
