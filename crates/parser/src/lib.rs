@@ -268,9 +268,9 @@ pub struct ParseOptions {
     /// with 1; at most 4N blocks are in flight. Decision-record inputs are
     /// read on the calling thread.
     pub threads: usize,
-    /// Bytes of whole lines per block handed to a worker when
-    /// [`ParseOptions::threads`] is more than 1 (default
-    /// [`DEFAULT_BLOCK_BYTES`], 1 MiB).
+    /// Bytes per block a thread reads when [`ParseOptions::threads`] is
+    /// more than 1 (default [`DEFAULT_BLOCK_BYTES`], 1 MiB): whole lines of
+    /// a stream, or a file's bytes at a fixed offset (at least 64).
     pub block_bytes: usize,
 }
 
