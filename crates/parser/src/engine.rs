@@ -784,7 +784,50 @@ impl<R: Read + Send> Blocks for Stream<R> {
     /// Reads the next block into `spare` (in input order, under the lock)
     /// and classifies its lines.
     fn next(&self, spare: Spare, how: How) -> Option<OutMsg> {
-        next_block(&self.0, spare, how)
+        let (buf, mut bufs) = spare;
+        let read = {
+            let mut g = self.0.lock().ok()?;
+            if g.done {
+                return None;
+            }
+            let idx = g.idx;
+            match g.chunker.next(buf, &mut bufs.ends) {
+                Ok(Ok(body)) => {
+                    g.idx += 1;
+                    Ok((idx, body))
+                }
+                Ok(Err(_)) => {
+                    g.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    // The failed block still takes an index, so the applying
+                    // thread reaches its error in input order.
+                    g.idx += 1;
+                    g.done = true;
+                    Err((idx, e))
+                }
+            }
+        };
+        Some(match read {
+            Ok((idx, body)) => {
+                bufs.reset();
+                let buf = match body {
+                    Body::TooLong(n) => {
+                        bufs.add(Pre::TooLong(n), how.keep);
+                        None
+                    }
+                    Body::Lines { buf, len } => {
+                        let ends = std::mem::take(&mut bufs.ends);
+                        pre_block(&buf[..len], ends.iter().copied(), how, &mut bufs);
+                        bufs.ends = ends;
+                        Some(buf)
+                    }
+                };
+                (idx, Ok((buf, bufs)))
+            }
+            Err((idx, e)) => (idx, Err(e)),
+        })
     }
 
     fn all_applied(&self, applied: u64) -> bool {
@@ -800,58 +843,6 @@ impl<R: Read + Send> Blocks for Stream<R> {
     fn bytes(&self) -> u64 {
         self.0.lock().map_or(0, |g| g.chunker.bytes)
     }
-}
-
-/// [`Stream`]'s next block.
-fn next_block<R: Read>(
-    shared: &std::sync::Mutex<Shared<R>>,
-    spare: Spare,
-    how: How,
-) -> Option<OutMsg> {
-    let (buf, mut bufs) = spare;
-    let read = {
-        let mut g = shared.lock().ok()?;
-        if g.done {
-            return None;
-        }
-        let idx = g.idx;
-        match g.chunker.next(buf, &mut bufs.ends) {
-            Ok(Ok(body)) => {
-                g.idx += 1;
-                Ok((idx, body))
-            }
-            Ok(Err(_)) => {
-                g.done = true;
-                return None;
-            }
-            Err(e) => {
-                // The failed block still takes an index, so the applying
-                // thread reaches its error in input order.
-                g.idx += 1;
-                g.done = true;
-                Err((idx, e))
-            }
-        }
-    };
-    Some(match read {
-        Ok((idx, body)) => {
-            bufs.reset();
-            let buf = match body {
-                Body::TooLong(n) => {
-                    bufs.add(Pre::TooLong(n), how.keep);
-                    None
-                }
-                Body::Lines { buf, len } => {
-                    let ends = std::mem::take(&mut bufs.ends);
-                    pre_block(&buf[..len], ends.iter().copied(), how, &mut bufs);
-                    bufs.ends = ends;
-                    Some(buf)
-                }
-            };
-            (idx, Ok((buf, bufs)))
-        }
-        Err((idx, e)) => (idx, Err(e)),
-    })
 }
 
 /// Bytes that can be read at any offset: a regular file, or bytes in memory.
