@@ -1515,4 +1515,43 @@ mod tests {
         assert_eq!((&buf[first..end], over), (&b"b\n"[..], None));
         assert_eq!(blocks.bytes(), data.len() as u64);
     }
+
+    /// A file that is shorter than its size said when read (truncated
+    /// while read) gives the lines it still has, as one thread reading
+    /// those bytes would, and counts only the bytes read.
+    #[test]
+    fn a_file_cut_while_read_gives_the_lines_it_has() {
+        let log = mixed_log();
+        let cut = &log[..log.len() * 2 / 3];
+        let opts = |threads| ParseOptions {
+            threads,
+            block_bytes: 4096,
+            ..ParseOptions::default()
+        };
+        let mut want = Vec::new();
+        let one = run(
+            cut,
+            "t.log",
+            DeploymentNaming::fallback("t"),
+            &opts(1),
+            &mut |i| want.push(i),
+        )
+        .unwrap();
+        for threads in [2, 3] {
+            let mut got = Vec::new();
+            let naming = DeploymentNaming::fallback("t");
+            let l = run_at(
+                cut,
+                log.len() as u64,
+                "t.log",
+                naming,
+                &opts(threads),
+                &mut |i| got.push(i),
+            )
+            .unwrap();
+            assert_eq!(format!("{got:?}"), format!("{want:?}"));
+            assert_eq!(l, one, "{threads} threads");
+            assert_eq!(l.counts.bytes, cut.len() as u64);
+        }
+    }
 }
