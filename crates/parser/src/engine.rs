@@ -5,10 +5,11 @@ use std::path::Path;
 
 use crate::arena::{Arena, Span};
 use crate::assemble::{Assembler, AssemblerLimits, Ctx, DeploymentNaming};
-use crate::classify::{self, Class, RawStr, Used};
+use crate::classify::{self, Class, Used};
 use crate::decision::{Decision, SourceLoc, ValueFlags};
 use crate::error::ParseError;
 use crate::event::{ArenaEvent, Event};
+use crate::fields;
 use crate::frame;
 use crate::input::{self, pod_owner};
 use crate::ledger::{Counts, InputFormat, InputLedger, LineShape, MalformedLine, MalformedReason};
@@ -287,17 +288,6 @@ impl<'o> Engine<'o> {
     }
 }
 
-/// A string of a used line (the raw bytes of a JSON string without
-/// escapes, else its unescaped value) into the arena.
-fn text(a: &mut Arena, r: Option<RawStr<'_>>) -> Option<Span> {
-    let r = r?;
-    Some(if r.esc {
-        a.push(crate::json::unescape(r.bytes, true).as_bytes())
-    } else {
-        a.push(r.bytes)
-    })
-}
-
 /// A used line, ready to apply: the event, and its context, their strings
 /// in the arena of the line (or of its block).
 pub(crate) struct UsedLine {
@@ -357,8 +347,9 @@ struct How {
     format: InputFormat,
     /// [`ParseOptions::max_line_bytes`].
     cap: usize,
-    /// Malformed lines kept as entries per block (at least the ledger's
-    /// [`ParseOptions::keep_malformed`], and 1 for `strict`).
+    /// Malformed lines kept as entries per block: the ledger's
+    /// [`ParseOptions::keep_malformed`], at least 1 (`strict` fails on the
+    /// first).
     keep: usize,
 }
 
@@ -403,8 +394,8 @@ pub(crate) fn pre_line(
                 kubelet_ts: meta.kubelet_ts,
                 event,
                 flags,
-                request_id: text(arena, request_id),
-                model: text(arena, model),
+                request_id: request_id.map(|r| fields::push_json_str(arena, r.bytes, r.esc)),
+                model: model.map(|r| fields::push_json_str(arena, r.bytes, r.esc)),
                 pod: f.pod.map(|p| arena.push(p)),
             });
             Pre::Used(f.body.first() != Some(&b'{'))
@@ -915,8 +906,8 @@ struct AtBlocks<'s, S: ?Sized> {
     count: u64,
     next: std::sync::atomic::AtomicU64,
     stopped: std::sync::atomic::AtomicBool,
-    /// Bytes of the blocks read (from their first byte to where the next
-    /// block starts, or to the end).
+    /// Bytes of the lines read, each line counted by the block it starts in
+    /// (with its newline).
     bytes: std::sync::atomic::AtomicU64,
 }
 

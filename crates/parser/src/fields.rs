@@ -669,12 +669,21 @@ fn nearest_quotient(m: u64, k: usize) -> Option<f64> {
     Some(f64::from_bits(best))
 }
 
-/// A string value, unescaped, into the arena (as written when it has no
-/// escape: converted lossily, if it is not UTF-8, when read from there).
+/// A JSON string's body (`esc`: it holds a backslash escape) into the
+/// arena, unescaped: as written when it has no escape (converted lossily,
+/// if it is not UTF-8, when read from there).
+pub(crate) fn push_json_str(a: &mut Arena, raw: &[u8], esc: bool) -> Span {
+    if esc {
+        a.push(unescape(raw, true).as_bytes())
+    } else {
+        a.push(raw)
+    }
+}
+
+/// A string value into the arena ([`push_json_str`]).
 pub(crate) fn str_span(v: Val<'_>, a: &mut Arena) -> Option<Span> {
     match v {
-        Val::Str(raw, false) => Some(a.push(raw)),
-        Val::Str(raw, true) => Some(a.push(unescape(raw, true).as_bytes())),
+        Val::Str(raw, esc) => Some(push_json_str(a, raw, esc)),
         _ => None,
     }
 }
