@@ -1287,8 +1287,9 @@ mod tests {
     }
 
     /// Recycled block buffers hold stale bytes of earlier blocks; lines over
-    /// the cap, lines longer than a block and a last line without newline
-    /// must read the same as on one thread.
+    /// the cap, lines longer than a block, more short lines than a stream's
+    /// block holds and a last line without newline must read the same as on
+    /// one thread, read as a stream or at offsets.
     #[test]
     fn recycled_blocks_read_like_one_thread() {
         let mut log = Vec::new();
@@ -1319,12 +1320,31 @@ mod tests {
                 max_line_bytes: 400,
                 ..ParseOptions::default()
             };
-            let p = crate::parse_slice("t.log", &log, &opts).unwrap();
-            assert!(p.ledger.counts.lines_malformed > 8);
-            let got = format!("{:?} {:?}", p.items, p.ledger);
-            match &want {
-                None => want = Some(got),
-                Some(w) => assert!(*w == got, "{threads} threads, {block_bytes} B"),
+            for at in [true, false] {
+                let mut items = Vec::new();
+                let naming = DeploymentNaming::fallback("t");
+                let ledger = if at {
+                    run_at(
+                        &log[..],
+                        log.len() as u64,
+                        "t.log",
+                        naming,
+                        &opts,
+                        &mut |i| items.push(i),
+                    )
+                } else {
+                    run_parallel(&log[..], "t.log", naming, &opts, &mut |i| items.push(i))
+                }
+                .unwrap();
+                assert!(ledger.counts.lines_malformed > 8);
+                let got = format!("{items:?} {ledger:?}");
+                match &want {
+                    None => want = Some(got),
+                    Some(w) => assert!(
+                        *w == got,
+                        "{threads} threads, {block_bytes} B, at offsets: {at}"
+                    ),
+                }
             }
         }
     }
