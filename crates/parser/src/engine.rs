@@ -1286,6 +1286,21 @@ mod tests {
         }
     }
 
+    /// `log` read at offsets (`at`) or as a stream: its items and ledger.
+    fn read_log(log: &[u8], opts: &ParseOptions, at: bool) -> (Vec<Item>, InputLedger) {
+        let mut items = Vec::new();
+        let naming = DeploymentNaming::fallback("t");
+        let ledger = if at {
+            run_at(log, log.len() as u64, "t.log", naming, opts, &mut |i| {
+                items.push(i)
+            })
+        } else {
+            run_parallel(log, "t.log", naming, opts, &mut |i| items.push(i))
+        }
+        .unwrap();
+        (items, ledger)
+    }
+
     /// Recycled block buffers hold stale bytes of earlier blocks; lines over
     /// the cap, lines longer than a block, more short lines than a stream's
     /// block holds and a last line without newline must read the same as on
@@ -1321,21 +1336,7 @@ mod tests {
                 ..ParseOptions::default()
             };
             for at in [true, false] {
-                let mut items = Vec::new();
-                let naming = DeploymentNaming::fallback("t");
-                let ledger = if at {
-                    run_at(
-                        &log[..],
-                        log.len() as u64,
-                        "t.log",
-                        naming,
-                        &opts,
-                        &mut |i| items.push(i),
-                    )
-                } else {
-                    run_parallel(&log[..], "t.log", naming, &opts, &mut |i| items.push(i))
-                }
-                .unwrap();
+                let (items, ledger) = read_log(&log, &opts, at);
                 assert!(ledger.counts.lines_malformed > 8);
                 let got = format!("{items:?} {ledger:?}");
                 match &want {
@@ -1395,22 +1396,7 @@ mod tests {
                 max_line_bytes: 8192,
                 ..ParseOptions::default()
             };
-            let mut items = Vec::new();
-            let naming = DeploymentNaming::fallback("t");
-            let ledger = if at {
-                run_at(
-                    &log[..],
-                    log.len() as u64,
-                    "t.log",
-                    naming,
-                    &opts,
-                    &mut |i| items.push(i),
-                )
-            } else {
-                run_parallel(&log[..], "t.log", naming, &opts, &mut |i| items.push(i))
-            }
-            .unwrap();
-            (items, ledger)
+            read_log(&log, &opts, at)
         };
         let (items, ledger) = run_with(1, 1 << 20, false);
         assert!(items.len() > 20, "{}", items.len());
