@@ -40,7 +40,8 @@ struct GenArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// EPP log path; truth goes to `<stem>.truth.jsonl`, the summary to
+    /// EPP log path (its folder is created if missing); truth goes to
+    /// `<stem>.truth.jsonl`, the summary to
     /// `<stem>.summary.json`, vLLM logs to `<stem>.vllm/<pod>.log`.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -166,6 +167,9 @@ fn generate(a: &GenArgs) -> Result<()> {
     let vllm = !a.no_vllm && a.target_bytes.is_none();
     match &a.out {
         Some(out) => {
+            if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+                fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            }
             let mut log = create(out)?;
             let truth_path = sibling(out, ".truth.jsonl");
             let mut truth = create(&truth_path)?;

@@ -1,0 +1,19 @@
+//! The epp-sim binary as a user runs it.
+
+use std::process::Command;
+
+#[test]
+fn out_creates_missing_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs/today/x.log");
+    let o = Command::new(env!("CARGO_BIN_EXE_epp-sim"))
+        .args(["--scenario", "glm-like", "--requests", "30", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run epp-sim");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::metadata(&out).unwrap().len() > 0);
+    for sib in ["x.truth.jsonl", "x.summary.json", "x.vllm"] {
+        assert!(out.with_file_name(sib).exists(), "{sib}");
+    }
+}
