@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 on success and when the reader closed the pipe
 //! (`gate-dist … | head`), 1 when `--strict` found malformed lines, 2 on
-//! usage or I/O errors (the message names the path).
+//! usage or I/O errors (the message names the path), 101 on an internal
+//! error (a panic: [`crate::internal_error`]).
 
 use std::fmt;
 use std::fs::File;

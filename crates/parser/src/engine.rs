@@ -738,12 +738,15 @@ impl Pool {
         }
     }
 
-    /// Wakes and stops the waiting workers.
+    /// Wakes and stops the waiting workers (also after a panic poisoned
+    /// the lock: a closed pool is what ends their wait).
     fn close(&self) {
-        if let Ok(mut g) = self.spares.lock() {
-            g.1 = true;
-            self.ready.notify_all();
-        }
+        let mut g = self
+            .spares
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.1 = true;
+        self.ready.notify_all();
     }
 }
 
@@ -1155,10 +1158,16 @@ fn parallel<B: Blocks>(
     let pool = Pool::new(inflight);
     std::thread::scope(|s| {
         let (out_tx, out_rx) = mpsc::sync_channel::<OutMsg>(inflight);
+        let mut workers = Vec::with_capacity(threads.max(2) - 1);
         for _ in 1..threads.max(2) {
             let tx = out_tx.clone();
             let pool = &pool;
-            s.spawn(move || {
+            workers.push(s.spawn(move || {
+                // A panic here closes the pool and stops the blocks: the
+                // other workers end, the applying thread's wait for this
+                // worker's block ends when they have, and the panic is
+                // resumed below.
+                let _stop = StopOnUnwind(blocks, pool);
                 while let Some(spare) = pool.take() {
                     let Some(msg) = blocks.next(spare, how) else {
                         break;
@@ -1167,9 +1176,14 @@ fn parallel<B: Blocks>(
                         break;
                     }
                 }
-            });
+            }));
         }
         drop(out_tx);
+        // Whether this thread returns or unwinds (a panic in the sink or
+        // the assembly), the workers are woken and stopped: no more spare
+        // buffers, no more blocks (and once `out_rx` is dropped, no more
+        // sends).
+        let stop = Stop(blocks, &pool);
         let mut apply = || -> Result<(), ParseError> {
             let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
             let mut next = 0u64;
@@ -1206,7 +1220,8 @@ fn parallel<B: Blocks>(
                 if blocks.all_applied(next) {
                     return Ok(());
                 }
-                // Wait for a worker's block.
+                // Wait for a worker's block; every worker gone (one
+                // panicked, see below) ends the wait.
                 match out_rx.recv() {
                     Ok((idx, res)) => {
                         pending.insert(idx, res);
@@ -1216,13 +1231,41 @@ fn parallel<B: Blocks>(
             }
         };
         let result = apply();
-        // Unblock and stop the workers before they are joined: no more
-        // spare buffers, no more blocks.
-        blocks.stop();
-        pool.close();
+        drop(stop);
         drop(out_rx);
+        // A worker's panic is this call's panic, with its own message (not
+        // the scope's generic one), before any result of an input it cut
+        // short.
+        for w in workers {
+            if let Err(panic) = w.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
         result
     })
+}
+
+/// Stops the parallel pipeline when dropped: the blocks hand out no more,
+/// the pool hands out no more spares and wakes the workers waiting for one.
+struct Stop<'a, B: Blocks>(&'a B, &'a Pool);
+
+impl<B: Blocks> Drop for Stop<'_, B> {
+    fn drop(&mut self) {
+        self.0.stop();
+        self.1.close();
+    }
+}
+
+/// [`Stop`], only when the thread unwinds (a worker's panic).
+struct StopOnUnwind<'a, B: Blocks>(&'a B, &'a Pool);
+
+impl<B: Blocks> Drop for StopOnUnwind<'_, B> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop();
+            self.1.close();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1282,6 +1325,152 @@ mod tests {
                 assert!(err.to_string().contains("x.log"), "{err}");
                 assert!(err.to_string().contains("disk on fire"), "{err}");
                 assert_eq!(err.path(), Some(std::path::Path::new("x.log")));
+            }
+        }
+    }
+
+    /// Runs `f` on its own thread and returns its panic message, or `None`
+    /// if it returned; fails if it has done neither after a minute (a hang:
+    /// the runs take milliseconds).
+    fn panic_of(f: impl FnOnce() + Send + 'static) -> Option<String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = tx.send(r.err().map(|p| {
+                p.downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default()
+            }));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the parse neither returned nor panicked within 60 s: it hangs")
+    }
+
+    /// How a test feeds a log to the pipeline.
+    #[derive(Clone, Copy, Debug)]
+    enum Path {
+        /// Read at offsets.
+        At,
+        /// As a stream.
+        Stream,
+        /// Gzipped (a stream, whichever way it is given).
+        Gzip,
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// A panic in the sink (the applying thread) ends the parse with that
+    /// panic on every path and thread count, however many blocks the
+    /// workers hold or wait for, instead of leaving them waiting for
+    /// buffers that are never handed back.
+    #[test]
+    fn a_panic_in_the_sink_ends_the_parse() {
+        let log = std::sync::Arc::new(mixed_log().repeat(4));
+        let gz = std::sync::Arc::new(gzip(&log));
+        for threads in [2, 4] {
+            for path in [Path::At, Path::Stream, Path::Gzip] {
+                for after in [0, 5, 60] {
+                    let (log, gz) = (log.clone(), gz.clone());
+                    let msg = panic_of(move || {
+                        let opts = ParseOptions {
+                            threads,
+                            block_bytes: 4096,
+                            ..ParseOptions::default()
+                        };
+                        let mut n = 0;
+                        let mut sink = |_| {
+                            n += 1;
+                            if n > after {
+                                panic!("injected sink panic");
+                            }
+                        };
+                        let naming = DeploymentNaming::fallback("t");
+                        let _ = match path {
+                            Path::At => {
+                                run_at(&log[..], log.len() as u64, "t", naming, &opts, &mut sink)
+                            }
+                            Path::Stream => run_parallel(&log[..], "t", naming, &opts, &mut sink),
+                            Path::Gzip => {
+                                run_at(&gz[..], gz.len() as u64, "t", naming, &opts, &mut sink)
+                            }
+                        };
+                    });
+                    assert_eq!(
+                        msg.as_deref(),
+                        Some("injected sink panic"),
+                        "{threads} threads, {path:?}, panic after {after} items"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Bytes whose first read that covers an offset panics (on one
+    /// thread: the others go on reading).
+    struct PanicAt(Vec<u8>, usize, std::sync::atomic::AtomicBool);
+
+    impl ReadAt for PanicAt {
+        fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+            let off = (off as usize).min(self.0.len());
+            let n = buf.len().min(self.0.len() - off);
+            if (off..off + n).contains(&self.1)
+                && !self.2.swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                panic!("injected read panic");
+            }
+            buf[..n].copy_from_slice(&self.0[off..off + n]);
+            Ok(n)
+        }
+    }
+
+    /// A panic while a block is read and classified, on a worker or on the
+    /// applying thread, ends the parse with that panic (not a hang, not a
+    /// result cut short) on every path and thread count.
+    #[test]
+    fn a_panic_while_reading_ends_the_parse() {
+        let log = mixed_log().repeat(4);
+        for threads in [2, 4] {
+            for path in [Path::At, Path::Stream, Path::Gzip] {
+                for cut in [log.len() / 7, log.len() / 2] {
+                    let data = match path {
+                        Path::Gzip => gzip(&log),
+                        _ => log.clone(),
+                    };
+                    let cut = match path {
+                        Path::Gzip => cut * data.len() / log.len(),
+                        _ => cut,
+                    };
+                    let msg = panic_of(move || {
+                        let opts = ParseOptions {
+                            threads,
+                            block_bytes: 4096,
+                            ..ParseOptions::default()
+                        };
+                        let src = PanicAt(data, cut, Default::default());
+                        let naming = DeploymentNaming::fallback("t");
+                        let size = src.0.len() as u64;
+                        let _ = match path {
+                            Path::At | Path::Gzip => {
+                                run_at(&src, size, "t", naming, &opts, &mut |_| {})
+                            }
+                            Path::Stream => {
+                                let r = AtReader { src: &src, off: 0 };
+                                run_parallel(r, "t", naming, &opts, &mut |_| {})
+                            }
+                        };
+                    });
+                    assert_eq!(
+                        msg.as_deref(),
+                        Some("injected read panic"),
+                        "{threads} threads, {path:?}, cut at {cut}"
+                    );
+                }
             }
         }
     }

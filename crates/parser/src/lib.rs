@@ -179,7 +179,11 @@
 //! # Errors and panics
 //!
 //! No input bytes make the parser panic (a property test feeds arbitrary and
-//! mutated lines). Malformed lines are counted, and the first
+//! mutated lines). Should a panic happen anyway (or the sink panic), on any
+//! thread of a parallel read, the call ends with that panic: the other
+//! threads stop taking blocks and stop waiting for buffers. (A worker
+//! blocked reading a stream that has not ended, such as stdin, is joined
+//! when its read returns.) Malformed lines are counted, and the first
 //! [`ParseOptions::keep_malformed`] kept with `file:line` and the reason;
 //! with [`ParseOptions::strict`] the first one is a [`ParseError::Malformed`].
 //!

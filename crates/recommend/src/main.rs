@@ -11,6 +11,7 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    gatecal_cli::internal_error::install("recommend");
     match gatecal_cli::pipeline::parse_args::<args::Args>() {
         Ok(args) => gatecal_cli::output::exit("recommend", run::run(args)),
         Err(code) => code,
