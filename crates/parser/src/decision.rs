@@ -320,6 +320,10 @@ pub struct Decision {
     pub candidates: Vec<CandidateObs>,
     /// How the decision was closed.
     pub completion: Completion,
+    /// A version-2 decisions record's gate and config, taken as given by
+    /// the analysis (no reconstruction); `None` for decisions from logs.
+    #[serde(skip)]
+    pub recorded: Option<Box<crate::record::Recorded>>,
 }
 
 impl Decision {

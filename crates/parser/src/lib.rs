@@ -50,8 +50,8 @@
 //! is read like any other.
 //!
 //! The format of each input is detected from its first non-blank line: a
-//! JSON object with `"v":1` and `candidates` is the decisions JSON-lines
-//! format ([`DecisionRecord`]); anything else is logs.
+//! JSON object with `"v":1` or `"v":2` and `candidates` is the decisions
+//! JSON-lines format ([`DecisionRecord`]); anything else is logs.
 //! [`ParseOptions::format`] forces either.
 //!
 //! # Deployment naming
@@ -228,7 +228,8 @@ pub use ledger::{
     ShapeCounts,
 };
 pub use record::{
-    CandidateRecord, DecisionRecord, DecisionWriter, RECORD_VERSION, looks_like_record,
+    CandidateRecord, ConfigRecord, DecisionRecord, DecisionWriter, GateRecord, RECORD_VERSION,
+    RECORD_VERSION_MIN, Recorded, ReplayRecord, looks_like_record,
 };
 pub use vllm::{VllmStats, VllmStatsVersion};
 

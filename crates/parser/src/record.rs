@@ -1,15 +1,105 @@
-//! The decisions JSON-lines interchange format, version 1
-//! (`docs/decisions-jsonl.md`): one decision of one filter instance per line.
+//! The decisions JSON-lines interchange format (`docs/decisions-jsonl.md`):
+//! one decision of one filter instance per line. Version 2 is written;
+//! versions 1 and 2 are read.
 
 use std::io::{self, Write};
 
-use gatecal_filter::Outcome;
+use gatecal_filter::{Config, MissingSignal, Outcome};
 use serde::{Deserialize, Serialize};
 
 use crate::decision::{CandidateObs, Completion, Decision, FilterMsg, SourceLoc};
 
-/// The format version written and read.
-pub const RECORD_VERSION: u32 = 1;
+/// The format version written.
+pub const RECORD_VERSION: u32 = 2;
+
+/// The oldest format version read.
+pub const RECORD_VERSION_MIN: u32 = 1;
+
+/// How the decision can be replayed under another config (version 2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplayRecord {
+    /// The gate ran but its input is unknown: no replay.
+    Unknown,
+    /// The outcome does not depend on the gate's parameters.
+    Fixed(Outcome),
+    /// Candidates to pass to the filter core (the reconstructed best sticky
+    /// and best non-sticky endpoints, in tokens, or every candidate when
+    /// each one's load and match are known).
+    Candidates(Vec<CandidateRecord>),
+}
+
+/// The gate as the analysis saw it (version 2): what the report needs,
+/// taken as given when read back (never reconstructed again).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateRecord {
+    /// The outcome counted: the logged one, or the replayed one when none
+    /// was logged; `null` when unknown.
+    #[serde(default)]
+    pub outcome: Option<Outcome>,
+    /// How the gate input is known (`logged`, `observed`, `reconstructed`,
+    /// `unknown`, or any later label); `null` when the gate was not
+    /// evaluated.
+    #[serde(default)]
+    pub evidence: Option<String>,
+    /// The gate input in ms under the record's config; `null` when unknown.
+    /// A gate input without bound (`math.MaxFloat64`, a non-finite value)
+    /// is written as `1.7976931348623157e308`.
+    #[serde(default)]
+    pub input_ms: Option<f64>,
+    /// How to replay the decision under another config.
+    pub replay: ReplayRecord,
+    /// Matched tokens of the best sticky endpoint, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched_tokens: Option<i64>,
+    /// The bar the EPP logged (`maxPenalty`), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logged_bar_ms: Option<f64>,
+}
+
+/// The filter config in force for the decision, and where it came from
+/// (version 2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigRecord {
+    /// Where the config came from when the record was written (`default`,
+    /// `flags`, `file:PATH`, ...).
+    pub source: String,
+    /// The filter's parameters, EPP names.
+    pub parameters: serde_json::Value,
+    /// The v0.9.0/v0.10.0 missing-signal semantics were replayed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legacy_missing_signal: bool,
+}
+
+impl ConfigRecord {
+    /// The record of a config.
+    pub fn of(source: &str, config: &Config) -> ConfigRecord {
+        ConfigRecord {
+            source: source.to_string(),
+            parameters: config.to_parameters(),
+            legacy_missing_signal: config.missing_signal == MissingSignal::AsZero,
+        }
+    }
+
+    /// The config, validated as the EPP validates it.
+    pub fn config(&self) -> Result<Config, String> {
+        let mut c = Config::from_value(&self.parameters).map_err(|e| format!("config: {e}"))?;
+        if self.legacy_missing_signal {
+            c.missing_signal = MissingSignal::AsZero;
+        }
+        Ok(c)
+    }
+}
+
+/// What a version-2 record adds to a decision: the gate as analysed and the
+/// config it was analysed with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recorded {
+    /// The gate.
+    pub gate: GateRecord,
+    /// The config in force and its source.
+    pub config: Option<(String, Config)>,
+}
 
 /// One candidate of a [`DecisionRecord`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -40,12 +130,16 @@ pub struct CandidateRecord {
 /// on reading.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRecord {
-    /// Format version, `1`.
+    /// Format version, `2` (`1` is read too).
     pub v: u32,
-    /// Decision time, epoch seconds.
-    pub ts: f64,
+    /// Decision time, epoch seconds (required in version 1; `null` when
+    /// unknown in version 2).
+    pub ts: Option<f64>,
     /// The deployment (pool).
     pub deployment: String,
+    /// The EPP pod that logged the decision (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epp_pod: Option<String>,
     /// `x-request-id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
@@ -63,16 +157,53 @@ pub struct DecisionRecord {
     pub logged_penalty_ms: Option<f64>,
     /// The endpoints the filter saw, in order.
     pub candidates: Vec<CandidateRecord>,
+    /// The gate as analysed (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateRecord>,
+    /// The config in force (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<ConfigRecord>,
+}
+
+impl CandidateRecord {
+    /// The record of a filter-core candidate.
+    pub fn of(c: &gatecal_filter::Candidate) -> CandidateRecord {
+        CandidateRecord {
+            endpoint: c.id.clone(),
+            match_blocks: c.match_blocks,
+            total_blocks: c.total_blocks,
+            block_size_tokens: c.block_size_tokens,
+            in_flight_tokens: c.in_flight_tokens,
+            in_flight_requests: c.in_flight_requests,
+            predicted_ttft_ms: c.predicted_ttft_ms.filter(|p| p.is_finite()),
+        }
+    }
+
+    /// The filter-core candidate of this record.
+    pub fn to_candidate(&self) -> gatecal_filter::Candidate {
+        gatecal_filter::Candidate {
+            id: self.endpoint.clone(),
+            match_blocks: self.match_blocks,
+            total_blocks: self.total_blocks,
+            block_size_tokens: self.block_size_tokens,
+            in_flight_tokens: self.in_flight_tokens,
+            in_flight_requests: self.in_flight_requests,
+            predicted_ttft_ms: self.predicted_ttft_ms,
+        }
+    }
 }
 
 impl From<&Decision> for DecisionRecord {
-    /// Converts a decision. A decision without a time is written with `ts`
-    /// 0; non-finite penalties are left out (JSON has no NaN or infinity).
+    /// Converts a decision, with the gate and config it was read with (a
+    /// version-2 record's), if any: the analysis sets them with what it
+    /// found ([`DecisionRecord::gate`], [`DecisionRecord::config`]).
+    /// Non-finite values are left out (JSON has no NaN or infinity).
     fn from(d: &Decision) -> DecisionRecord {
         DecisionRecord {
             v: RECORD_VERSION,
-            ts: d.ts.filter(|t| t.is_finite()).unwrap_or(0.0),
+            ts: d.ts.filter(|t| t.is_finite()),
             deployment: d.deployment.clone(),
+            epp_pod: d.epp_pod.clone(),
             request_id: d.request_id.clone(),
             profile: d.profile.clone(),
             filter: d.filter.clone(),
@@ -91,14 +222,27 @@ impl From<&Decision> for DecisionRecord {
                     predicted_ttft_ms: c.predicted_ttft_ms.filter(|p| p.is_finite()),
                 })
                 .collect(),
+            gate: d.recorded.as_ref().map(|r| r.gate.clone()),
+            config: d
+                .recorded
+                .as_ref()
+                .and_then(|r| r.config.as_ref())
+                .map(|(s, c)| ConfigRecord::of(s, c)),
         }
     }
 }
 
 impl DecisionRecord {
     /// The decision this record stands for, located at `source`.
-    /// The logged penalty becomes a `TTFT load gate broken` message.
+    /// The logged penalty becomes a `TTFT load gate broken` message; a
+    /// version-2 record's gate and config become [`Decision::recorded`]
+    /// (the config is validated by [`DecisionRecord::parse_line`]).
     pub fn into_decision(self, source: SourceLoc) -> Decision {
+        let config = self
+            .config
+            .as_ref()
+            .and_then(|c| Some((c.source.clone(), c.config().ok()?)));
+        let recorded = self.gate.map(|gate| Box::new(Recorded { gate, config }));
         let message = match (self.logged_penalty_ms, self.outcome) {
             (Some(_), _) => FilterMsg::TtftGateBroken,
             (None, Some(Outcome::Sticky)) => FilterMsg::NarrowedToSticky,
@@ -111,7 +255,9 @@ impl DecisionRecord {
         };
         Decision {
             deployment: self.deployment,
-            ts: Some(self.ts),
+            epp_pod: self.epp_pod,
+            recorded,
+            ts: self.ts,
             request_id: self.request_id,
             profile: self.profile,
             filter: self.filter,
@@ -140,21 +286,31 @@ impl DecisionRecord {
 
     /// Parses one line. `Err` explains why the record is invalid: not JSON,
     /// a required field missing, a wrong type, an unknown outcome, a version
-    /// other than 1, or a non-finite number.
+    /// other than 1 or 2, a non-finite number, or (version 2) a config the
+    /// EPP would reject.
     pub fn parse_line(line: &[u8]) -> Result<DecisionRecord, String> {
         let r: DecisionRecord = serde_json::from_slice(line).map_err(|e| e.to_string())?;
-        if r.v != RECORD_VERSION {
+        if !(RECORD_VERSION_MIN..=RECORD_VERSION).contains(&r.v) {
             return Err(format!("unsupported version {}", r.v));
         }
-        if !r.ts.is_finite() {
-            return Err("ts is not finite".to_string());
+        match r.ts {
+            Some(t) if !t.is_finite() => return Err("ts is not finite".to_string()),
+            None if r.v == 1 => return Err("missing field `ts`".to_string()),
+            _ => {}
+        }
+        if r.v == 1 && (r.gate.is_some() || r.config.is_some()) {
+            // Version 1 had neither: a writer that mixes versions.
+            return Err("`gate` and `config` need version 2".to_string());
+        }
+        if let Some(c) = &r.config {
+            c.config()?;
         }
         Ok(r)
     }
 }
 
 /// Whether a line looks like a decisions record: a JSON object with
-/// `"v":1` and `candidates` (used to detect the input format).
+/// `"v":1` or `"v":2` and `candidates` (used to detect the input format).
 pub fn looks_like_record(line: &[u8]) -> bool {
     let line = crate::classify::trim_end(line);
     if line.first() != Some(&b'{') {
@@ -163,7 +319,9 @@ pub fn looks_like_record(line: &[u8]) -> bool {
     let mut v = false;
     let mut cands = false;
     let ok = crate::json::members(line, |k, _, val| match k {
-        b"v" => v = val == crate::json::Val::Num(b"1"),
+        b"v" => {
+            v = val == crate::json::Val::Num(b"1") || val == crate::json::Val::Num(b"2");
+        }
         b"candidates" => cands = true,
         _ => {}
     });
@@ -220,7 +378,11 @@ mod tests {
         assert_eq!(r.candidates[0].match_blocks, Some(22));
         let d = r.clone().into_decision(SourceLoc::default());
         assert_eq!(d.message, FilterMsg::NarrowedToSticky);
-        assert_eq!(DecisionRecord::from(&d), r);
+        // Written back as version 2, with the same content.
+        assert_eq!(
+            DecisionRecord::from(&d),
+            DecisionRecord { v: 2, ..r.clone() }
+        );
         let mut w = DecisionWriter::new(Vec::new());
         w.write_record(&r).unwrap();
         let out = w.into_inner().unwrap();
@@ -234,7 +396,14 @@ mod tests {
         for bad in [
             r#"{"v":1,"deployment":"d","candidates":[]}"#,
             r#"{"v":1,"ts":"x","deployment":"d","candidates":[]}"#,
-            r#"{"v":2,"ts":1,"deployment":"d","candidates":[]}"#,
+            r#"{"v":3,"ts":1,"deployment":"d","candidates":[]}"#,
+            r#"{"v":0,"ts":1,"deployment":"d","candidates":[]}"#,
+            // Version 1 needs a time, and has no gate or config.
+            r#"{"v":1,"ts":null,"deployment":"d","candidates":[]}"#,
+            r#"{"v":1,"ts":1,"deployment":"d","candidates":[],"gate":{"replay":"unknown"}}"#,
+            // A config the EPP would reject, an unknown replay.
+            r#"{"v":2,"ts":1,"deployment":"d","candidates":[],"config":{"source":"x","parameters":{"maxTTFTPenaltyMs":-1}}}"#,
+            r#"{"v":2,"ts":1,"deployment":"d","candidates":[],"gate":{"replay":"maybe"}}"#,
             r#"{"v":1,"ts":1,"deployment":"d","outcome":"bogus","candidates":[]}"#,
             r#"{"v":1,"ts":1,"deployment":"d","candidates":[{"endpoint":"a","match_blocks":1.5}]}"#,
             r#"{"v":1,"ts":NaN,"deployment":"d","candidates":[]}"#,
@@ -244,5 +413,37 @@ mod tests {
         }
         let ok = r#"{"v":1,"ts":1,"deployment":"d","outcome":null,"extra":{"x":1},"candidates":[{"endpoint":"a","zzz":1}]}"#;
         assert!(DecisionRecord::parse_line(ok.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn version_2_carries_the_gate_and_config() {
+        let line = r#"{"v":2,"ts":null,"deployment":"d","epp_pod":"d-epp-6f7c9d8b5-xk2lp","outcome":"sticky","candidates":[{"endpoint":"ns/a"}],"gate":{"outcome":"sticky","evidence":"traced","input_ms":1.7976931348623157e308,"replay":{"candidates":[{"endpoint":"","match_blocks":1,"total_blocks":1,"in_flight_tokens":41000},{"endpoint":"","match_blocks":0,"total_blocks":1,"in_flight_tokens":2000}]},"matched_tokens":1408},"config":{"source":"file:epp.yaml","parameters":{"maxTTFTPenaltyMs":5000},"legacy_missing_signal":true}}"#;
+        assert!(looks_like_record(line.as_bytes()));
+        let r = DecisionRecord::parse_line(line.as_bytes()).unwrap();
+        let d = r.clone().into_decision(SourceLoc::default());
+        assert_eq!(d.ts, None);
+        assert_eq!(d.epp_pod.as_deref(), Some("d-epp-6f7c9d8b5-xk2lp"));
+        let rec = d.recorded.as_ref().expect("the gate as given");
+        // A label this build does not know is kept as written.
+        assert_eq!(rec.gate.evidence.as_deref(), Some("traced"));
+        assert_eq!(rec.gate.input_ms, Some(f64::MAX));
+        let (source, config) = rec.config.as_ref().unwrap();
+        assert_eq!(source, "file:epp.yaml");
+        assert_eq!(config.max_ttft_penalty_ms, 5000.0);
+        assert_eq!(config.missing_signal, MissingSignal::AsZero);
+        match &rec.gate.replay {
+            ReplayRecord::Candidates(c) => assert_eq!(c[0].in_flight_tokens, Some(41000)),
+            other => panic!("{other:?}"),
+        }
+        // Written back, the record is the same (the config's parameters in
+        // full).
+        let back = DecisionRecord::from(&d);
+        assert_eq!(back.gate, r.gate);
+        assert_eq!(back.config.as_ref().unwrap().source, "file:epp.yaml");
+        assert_eq!(
+            back.config.as_ref().unwrap().parameters["maxTTFTPenaltyMs"],
+            5000.0
+        );
+        assert_eq!(back.ts, None);
     }
 }
