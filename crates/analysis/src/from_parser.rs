@@ -72,14 +72,16 @@ impl From<Decision> for DecisionInput {
             _ => None,
         };
         // Exact when every candidate carries its match info and its load
-        // (decision records, or builds that log both).
+        // (decision records, or builds that log both). A record without
+        // match info cannot be replayed: its gate input is unknown.
         let exact_ok = !d.candidates.is_empty()
-            && (d.completion == Completion::Record
-                || d.candidates.iter().all(|c| {
-                    c.total_blocks.is_some()
-                        && c.match_blocks.is_some()
-                        && (c.in_flight_tokens.is_some() || c.predicted_ttft_ms.is_some())
-                }));
+            && d.candidates.iter().all(|c| {
+                c.total_blocks.is_some()
+                    && c.match_blocks.is_some()
+                    && (d.completion == Completion::Record
+                        || c.in_flight_tokens.is_some()
+                        || c.predicted_ttft_ms.is_some())
+            });
         let exact = if exact_ok {
             Some(d.candidates.iter().map(|c| c.to_candidate()).collect())
         } else {
@@ -99,6 +101,7 @@ impl From<Decision> for DecisionInput {
             candidates,
             chosen,
             hit_prefix_tokens,
+            recorded,
             ..
         } = d;
         let scored: Vec<ScoredEndpoint> = candidates
@@ -146,6 +149,8 @@ impl From<Decision> for DecisionInput {
             chosen,
             prompt_tokens: prompt,
             hit_prefix_tokens: hit,
+            recorded,
+            record: None,
         }
     }
 }

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::hist::Recorded;
 use crate::input::DecisionInput;
 use crate::reconstruct::{ReconstructOptions, Reconstructor};
+use crate::records::RecordSink;
 use crate::reorder::Reorder;
 use crate::stats::{Stats, StatsAcc};
 use crate::whatif::WhatIfSpec;
@@ -60,6 +61,23 @@ impl Default for ConfigSet {
 }
 
 impl ConfigSet {
+    /// The config of a decision: [`ConfigSet::lookup`], unless that is the
+    /// filter's defaults (no `--config` or flag names the deployment) and the
+    /// decision is a version-2 record carrying its config: then the
+    /// record's, with the source it was written with.
+    pub fn for_decision(&self, d: &DecisionInput) -> std::borrow::Cow<'_, SourcedConfig> {
+        let looked = self.lookup(&d.deployment, d.filter.as_deref());
+        match d.recorded.as_ref().and_then(|r| r.config.as_ref()) {
+            Some((source, parameters)) if looked.source == "default" => {
+                std::borrow::Cow::Owned(SourcedConfig {
+                    source: source.clone(),
+                    parameters: parameters.clone(),
+                })
+            }
+            _ => std::borrow::Cow::Borrowed(looked),
+        }
+    }
+
     /// The config of a deployment's filter instance: the instance of that
     /// name if the file has one, else the first (the filter's defaults when
     /// the set is empty).
@@ -229,9 +247,17 @@ pub struct GateDist {
     recon: Reconstructor,
     reorder: Reorder,
     deps: BTreeMap<String, DepAcc>,
+    sink: Option<RecordSink>,
 }
 
 impl GateDist {
+    /// Hands every decision that carries a record ([`DecisionInput::record`])
+    /// to `sink`, completed with its gate and config ([`crate::records`]).
+    pub fn with_records(mut self, sink: RecordSink) -> GateDist {
+        self.sink = Some(sink);
+        self
+    }
+
     /// A new audit.
     pub fn new(opts: GateDistOptions, configs: ConfigSet) -> GateDist {
         GateDist {
@@ -240,6 +266,7 @@ impl GateDist {
             opts,
             configs,
             deps: BTreeMap::new(),
+            sink: None,
         }
     }
 
@@ -254,12 +281,15 @@ impl GateDist {
     }
 
     fn process(&mut self, mut d: DecisionInput) {
-        let sc = self.configs.lookup(&d.deployment, d.filter.as_deref());
+        let sc = self.configs.for_decision(&d);
         // The sample takes the request id over (the reconstruction does not
         // read it): no copy of it per decision.
         let request_id = d.request_id.take();
         let mut sample = self.recon.sample(&d, &sc.parameters);
         sample.request_id = request_id;
+        if let (Some(sink), Some(r)) = (self.sink.as_mut(), d.record.take()) {
+            sink(crate::records::complete(*r, &sample, &sc));
+        }
         let n = self.opts.what_if.len();
         let pmin = self.opts.pinned_worse_min_ms;
         let dep = match self.deps.get_mut(&d.deployment) {
@@ -268,7 +298,7 @@ impl GateDist {
                 .deps
                 .entry(d.deployment.clone())
                 .or_insert_with(|| DepAcc {
-                    config: sc.clone(),
+                    config: sc.clone().into_owned(),
                     acc: StatsAcc::new(pmin, n),
                     windows: BTreeMap::new(),
                     first_ts: None,

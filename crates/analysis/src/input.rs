@@ -1,6 +1,7 @@
 //! What the analysis needs of one filter decision, whatever its source.
 
 use gatecal_filter::{Candidate, Outcome};
+use gatecal_parser::{DecisionRecord, Recorded};
 
 /// The values of a `PrefixCacheAffinityFilter: TTFT load gate broken` line.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -64,4 +65,10 @@ pub struct DecisionInput {
     pub prompt_tokens: Option<i64>,
     /// Cached prefix tokens of the request, when logged (PD decider).
     pub hit_prefix_tokens: Option<i64>,
+    /// A version-2 decisions record's gate and config: the gate input, its
+    /// evidence and replay are taken as given, never reconstructed again.
+    pub recorded: Option<Box<Recorded>>,
+    /// The decision as a record, to be completed with the analysis' gate and
+    /// config and written out (`--emit-decisions`); `None` when not asked.
+    pub record: Option<Box<DecisionRecord>>,
 }

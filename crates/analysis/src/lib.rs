@@ -43,6 +43,7 @@ pub mod input;
 mod queue;
 pub mod recommend;
 pub mod reconstruct;
+pub mod records;
 pub mod reorder;
 pub mod stats;
 pub mod throughput;

@@ -332,6 +332,7 @@ pub struct Recommend {
     /// Endpoint pod name (namespace and `-rank-N` removed) -> deployment,
     /// from the endpoints the EPP decisions name.
     pods: HashMap<String, String>,
+    sink: Option<crate::records::RecordSink>,
 }
 
 /// The pod behind an endpoint id: `namespace/pod[-rank-N]` -> `pod`.
@@ -365,7 +366,15 @@ impl Recommend {
             deps: BTreeMap::new(),
             vllm: Vec::new(),
             pods: HashMap::new(),
+            sink: None,
         }
+    }
+
+    /// Hands every decision that carries a record ([`DecisionInput::record`])
+    /// to `sink`, completed with its gate and config ([`crate::records`]).
+    pub fn with_records(mut self, sink: crate::records::RecordSink) -> Recommend {
+        self.sink = Some(sink);
+        self
     }
 
     /// Adds one decision (in roughly log order, see [`crate::reorder`]).
@@ -391,11 +400,11 @@ impl Recommend {
                 self.pods.insert(pod.to_string(), d.deployment.clone());
             }
         }
-        let sc = self
-            .configs
-            .lookup(&d.deployment, d.filter.as_deref())
-            .clone();
+        let sc = self.configs.for_decision(d).into_owned();
         let s = self.recon.sample(d, &sc.parameters);
+        if let (Some(sink), Some(r)) = (self.sink.as_mut(), d.record.as_ref()) {
+            sink(crate::records::complete((**r).clone(), &s, &sc));
+        }
         let dep = self
             .deps
             .entry(d.deployment.clone())

@@ -63,6 +63,13 @@
 //! * **Exact candidates** (decisions JSON lines with in-flight tokens, or a
 //!   build that logs them): the filter core replays them, `observed` evidence
 //!   (or `logged` when the gate line is there too: its penalty is used).
+//! * **Version-2 decision records** carry the gate as it was analysed: its
+//!   evidence label, gate input, replay candidates and counted outcome are
+//!   taken as given ([`Reconstructor::sample`] does not reconstruct them
+//!   again, and they do not feed the carried-forward loads). When the config
+//!   in force differs from the record's, the gate input and an unlogged
+//!   outcome are replayed from the record's candidates under it (a logged
+//!   gate input stays as logged).
 //!
 //! # Error
 //!
@@ -93,6 +100,29 @@ pub enum Evidence {
     Reconstructed,
     /// Not enough evidence.
     Unknown,
+}
+
+impl Evidence {
+    /// The label, as written in reports and decision records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Evidence::Logged => "logged",
+            Evidence::Observed => "observed",
+            Evidence::Reconstructed => "reconstructed",
+            Evidence::Unknown => "unknown",
+        }
+    }
+
+    /// The evidence of a label; a label this build does not know (a later
+    /// source's) counts as [`Evidence::Unknown`].
+    pub fn from_label(label: &str) -> Evidence {
+        match label {
+            "logged" => Evidence::Logged,
+            "observed" => Evidence::Observed,
+            "reconstructed" => Evidence::Reconstructed,
+            _ => Evidence::Unknown,
+        }
+    }
 }
 
 /// How a decision can be replayed under another config.
@@ -246,6 +276,10 @@ impl Reconstructor {
             matched_tokens: None,
             logged_bar_ms: d.logged_gate.and_then(|g| g.max_penalty_ms),
         };
+        if let Some(r) = &d.recorded {
+            given(d, r, config, &mut s);
+            return s;
+        }
         if let Some(exact) = &d.exact {
             self.exact(d, exact, config, &mut s);
             return s;
@@ -430,6 +464,37 @@ impl Reconstructor {
             if let Some(tokens) = c.in_flight_tokens {
                 update(t, staleness, ts, None, &c.id, tokens as f64);
             }
+        }
+    }
+}
+
+/// A version-2 record's gate, as given; replayed under `config` only when
+/// the record's config differs.
+fn given(d: &DecisionInput, r: &gatecal_parser::Recorded, config: &Config, s: &mut GateSample) {
+    use gatecal_parser::ReplayRecord;
+    let g = &r.gate;
+    s.outcome = g.outcome.or(d.outcome);
+    s.evidence = g.evidence.as_deref().map(Evidence::from_label);
+    s.gate_input_ms = g.input_ms;
+    s.matched_tokens = g.matched_tokens;
+    s.logged_bar_ms = g.logged_bar_ms.or(s.logged_bar_ms);
+    s.replay = match &g.replay {
+        ReplayRecord::Unknown => Replay::Unknown,
+        ReplayRecord::Fixed(o) => Replay::Fixed(*o),
+        ReplayRecord::Candidates(c) => {
+            Replay::Candidates(c.iter().map(|c| c.to_candidate()).collect())
+        }
+    };
+    let same = r.config.as_ref().is_some_and(|(_, c)| c == config);
+    if let (false, Replay::Candidates(c)) = (same, &s.replay) {
+        let v = decide_verdict(config, c, 1.0);
+        if s.evidence.is_some_and(|e| e != Evidence::Logged)
+            && let Some(gate) = v.gate
+        {
+            s.gate_input_ms = Some(gate.gate_input_ms);
+        }
+        if !s.outcome_logged {
+            s.outcome = Some(v.outcome);
         }
     }
 }

@@ -1,16 +1,20 @@
 //! Reading the inputs: logs or decision records in, decisions and vLLM stats
 //! out, with the ledger, `--emit-decisions`, `--strict` and progress.
 
+use std::cell::RefCell;
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use gatecal_analysis::gate_dist::InputSummary;
+use gatecal_analysis::input::DecisionInput;
+use gatecal_analysis::records::RecordSink;
 use gatecal_parser::{
-    Decision, DecisionWriter, InputFormat, InputSpec, Item, Ledger, ParseError, ParseOptions,
-    VllmStats, parse_inputs,
+    Decision, DecisionRecord, DecisionWriter, InputFormat, InputSpec, Item, Ledger, ParseError,
+    ParseOptions, VllmStats, parse_inputs,
 };
 
 use crate::output::StrictFailure;
@@ -30,7 +34,8 @@ pub struct InputArgs {
     /// Fail (exit 1) on the first malformed line instead of counting it.
     #[arg(long)]
     pub strict: bool,
-    /// Also write every decision as JSON lines (the decisions format) to FILE.
+    /// Also write every decision as JSON lines (the decisions format,
+    /// version 2: with its gate as analysed and the config in force) to FILE.
     #[arg(long, value_name = "FILE")]
     pub emit_decisions: Option<PathBuf>,
     /// Year of vLLM log records (their prefix has none); default: from the
@@ -103,6 +108,77 @@ pub fn parse_args<A: clap::Parser>() -> Result<A, std::process::ExitCode> {
     })
 }
 
+/// `--emit-decisions`: the file the analysis writes its decision records
+/// to, opened before any input is read.
+pub struct Emitter {
+    path: PathBuf,
+    state: Rc<RefCell<EmitState>>,
+}
+
+struct EmitState {
+    w: DecisionWriter<BufWriter<File>>,
+    err: Option<io::Error>,
+}
+
+impl Emitter {
+    /// Creates the `--emit-decisions` file, if asked.
+    pub fn open(args: &InputArgs) -> anyhow::Result<Option<Emitter>> {
+        let Some(p) = &args.emit_decisions else {
+            return Ok(None);
+        };
+        let f = File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
+        Ok(Some(Emitter {
+            path: p.clone(),
+            state: Rc::new(RefCell::new(EmitState {
+                w: DecisionWriter::new(BufWriter::new(f)),
+                err: None,
+            })),
+        }))
+    }
+
+    /// The sink to give the analysis: writes each record, keeping the
+    /// first error for [`Emitter::finish`].
+    pub fn sink(&self) -> RecordSink {
+        let state = self.state.clone();
+        Box::new(move |r: DecisionRecord| {
+            let mut st = state.borrow_mut();
+            if st.err.is_none()
+                && let Err(e) = st.w.write_record(&r)
+            {
+                st.err = Some(e);
+            }
+        })
+    }
+
+    /// Flushes the file; the first write error, if any, names it.
+    /// Call after the analysis finished (it holds the sink until then).
+    pub fn finish(self) -> anyhow::Result<u64> {
+        let path = self.path;
+        let state = Rc::try_unwrap(self.state)
+            .map_err(|_| anyhow::anyhow!("{}: records still being written", path.display()))?
+            .into_inner();
+        if let Some(e) = state.err {
+            return Err(anyhow::Error::from(e).context(format!("cannot write {}", path.display())));
+        }
+        let n = state.w.written();
+        state
+            .w
+            .into_inner()
+            .and_then(|mut b| b.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(n)
+    }
+}
+
+/// The analysis' input of a decision, with its record when records are
+/// written (`emit`).
+pub fn decision_input(d: Decision, emit: bool) -> DecisionInput {
+    let record = emit.then(|| Box::new(DecisionRecord::from(&d)));
+    let mut input = DecisionInput::from(d);
+    input.record = record;
+    input
+}
+
 /// Reads every input, calling `on_decision` (with each decision, by
 /// value) and `on_vllm` in log order.
 pub fn read_inputs(
@@ -112,32 +188,14 @@ pub fn read_inputs(
 ) -> anyhow::Result<Ledger> {
     let specs: Vec<InputSpec> = args.inputs.iter().map(|a| InputSpec::parse(a)).collect();
     let opts = args.parse_options();
-    let mut writer = match &args.emit_decisions {
-        Some(p) => Some((
-            DecisionWriter::new(BufWriter::new(
-                File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
-            )),
-            p.clone(),
-        )),
-        None => None,
-    };
     let progress = !args.quiet && std::io::stderr().is_terminal();
     let start = Instant::now();
     let mut last = start;
     let (mut decisions, mut stats) = (0u64, 0u64);
-    let mut write_err: Option<anyhow::Error> = None;
     let result = parse_inputs(&specs, &opts, |item| {
         match item {
             Item::Decision(d) => {
                 decisions += 1;
-                if let Some((w, p)) = writer.as_mut()
-                    && write_err.is_none()
-                    && let Err(e) = w.write(&d)
-                {
-                    write_err = Some(
-                        anyhow::Error::from(e).context(format!("cannot write {}", p.display())),
-                    );
-                }
                 on_decision(*d);
             }
             Item::VllmStats(s) => {
@@ -166,13 +224,5 @@ pub fn read_inputs(
         }
         Err(e) => return Err(anyhow::Error::from(e)),
     };
-    if let Some(e) = write_err {
-        return Err(e);
-    }
-    if let Some((w, p)) = writer {
-        w.into_inner()
-            .and_then(|mut b| b.flush())
-            .with_context(|| format!("cannot write {}", p.display()))?;
-    }
     Ok(ledger)
 }

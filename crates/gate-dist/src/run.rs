@@ -4,10 +4,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use gatecal_analysis::gate_dist::{GateDist, GateDistReport};
-use gatecal_analysis::input::DecisionInput;
 use gatecal_analysis::stats::Stats;
 use gatecal_cli::output::{resolve_format, stdout_is_terminal, write_output};
-use gatecal_cli::pipeline::{note_empty, read_inputs, summary};
+use gatecal_cli::pipeline::{Emitter, decision_input, note_empty, read_inputs, summary};
 use gatecal_render::renderer;
 use gatecal_render::svg::{SvgHistogram, histogram_svg};
 
@@ -23,9 +22,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.format.as_deref(),
         stdout_is_terminal(args.output.as_deref()),
     )?;
+    let emitter = Emitter::open(&args.input)?;
     let mut audit = GateDist::new(opts, configs);
-    let ledger = read_inputs(&args.input, |d| audit.push(DecisionInput::from(d)), |_| {})?;
+    if let Some(e) = &emitter {
+        audit = audit.with_records(e.sink());
+    }
+    let emit = emitter.is_some();
+    let ledger = read_inputs(&args.input, |d| audit.push(decision_input(d, emit)), |_| {})?;
     let report = audit.finish(summary(&ledger));
+    if let Some(e) = emitter {
+        e.finish()?;
+    }
     if let Some(svg) = &args.svg {
         write_svgs(&report, svg)?;
     }

@@ -4,12 +4,11 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use anyhow::{Context, bail};
-use gatecal_analysis::input::DecisionInput;
 use gatecal_analysis::recommend::{Recommend, RecommendOptions};
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::throughput::from_calibration_text;
 use gatecal_cli::output::{resolve_format, stdout_is_terminal, write_output};
-use gatecal_cli::pipeline::{note_empty, read_inputs, summary};
+use gatecal_cli::pipeline::{Emitter, decision_input, note_empty, read_inputs, summary};
 use gatecal_render::renderer;
 
 use crate::args::Args;
@@ -55,13 +54,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         user_peak: args.peak_prefill_throughput,
         calibration,
     };
-    let rec = RefCell::new(Recommend::new(opts, configs));
+    let emitter = Emitter::open(&args.input)?;
+    let mut recommend = Recommend::new(opts, configs);
+    if let Some(e) = &emitter {
+        recommend = recommend.with_records(e.sink());
+    }
+    let emit = emitter.is_some();
+    let rec = RefCell::new(recommend);
     let ledger = read_inputs(
         &args.input,
-        |d| rec.borrow_mut().push_decision(DecisionInput::from(d)),
+        |d| rec.borrow_mut().push_decision(decision_input(d, emit)),
         |s| rec.borrow_mut().push_vllm(s),
     )?;
     let report = rec.into_inner().finish(summary(&ledger));
+    if let Some(e) = emitter {
+        e.finish()?;
+    }
     write_output(args.output.as_deref(), |w| {
         renderer(format).recommend(&report, w)
     })?;

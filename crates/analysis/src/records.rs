@@ -1,0 +1,49 @@
+//! Writing decision records (version 2) that carry what the report needs.
+//!
+//! A decision is written after the analysis has turned it into a
+//! [`GateSample`]: the record keeps the decision's own data (time, ids,
+//! outcome logged, candidates) and adds the gate as analysed (counted
+//! outcome, evidence label, gate input, replay candidates in tokens,
+//! matched tokens, logged bar) and the config in force with its source.
+//! Read back, such a record gives the same sample
+//! ([`crate::reconstruct::Reconstructor::sample`] takes it as given), so a
+//! report made from the records is the report made from the logs.
+
+use gatecal_parser::{CandidateRecord, ConfigRecord, DecisionRecord, GateRecord, ReplayRecord};
+
+use crate::gate_dist::SourcedConfig;
+use crate::reconstruct::{GateSample, Replay};
+
+/// Receives each completed record, in the order the analysis processed the
+/// decisions (log-time order within the reorder window).
+pub type RecordSink = Box<dyn FnMut(DecisionRecord)>;
+
+/// The gate of a sample, as written. A gate input without bound
+/// (`math.MaxFloat64`, or not finite) is written as `f64::MAX` (JSON has no
+/// infinity); both count as unbounded.
+pub fn gate_record(s: &GateSample) -> GateRecord {
+    GateRecord {
+        outcome: s.outcome,
+        evidence: s.evidence.map(|e| e.as_str().to_string()),
+        input_ms: s
+            .gate_input_ms
+            .map(|g| if g.is_finite() { g } else { f64::MAX }),
+        replay: match &s.replay {
+            Replay::Unknown => ReplayRecord::Unknown,
+            Replay::Fixed(o) => ReplayRecord::Fixed(*o),
+            Replay::Candidates(c) => {
+                ReplayRecord::Candidates(c.iter().map(CandidateRecord::of).collect())
+            }
+        },
+        matched_tokens: s.matched_tokens,
+        logged_bar_ms: s.logged_bar_ms.filter(|b| b.is_finite()),
+    }
+}
+
+/// Completes a decision's record with its sample and the config in force.
+pub fn complete(mut r: DecisionRecord, s: &GateSample, config: &SourcedConfig) -> DecisionRecord {
+    r.v = gatecal_parser::RECORD_VERSION;
+    r.gate = Some(gate_record(s));
+    r.config = Some(ConfigRecord::of(&config.source, &config.parameters));
+    r
+}
