@@ -105,3 +105,33 @@ fn calibration_and_formats() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("empty.txt"));
 }
+
+#[test]
+fn decision_records_give_the_same_recommendation() {
+    // Records (version 2: the gate as analysed) read back to the report the
+    // EPP log gives.
+    let dir = tempfile::tempdir().unwrap();
+    let log = fixture("eight-deployments/epp.log");
+    let strip = |out: Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_object_mut().unwrap().remove("input");
+        v
+    };
+    let records = dir.path().join("g.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args([&log, "--format", "json", "--emit-decisions"])
+        .arg(&records)
+        .output()
+        .unwrap();
+    let from_log = strip(out);
+    assert!(from_log["deployments"].as_array().unwrap().len() > 1);
+    let back = strip(run(&[records.to_str().unwrap(), "--format", "json"]));
+    assert_eq!(from_log, back);
+    let first = std::fs::read_to_string(&records).unwrap();
+    assert!(first.starts_with(r#"{"v":2,"#), "{}", &first[..40]);
+}
