@@ -102,6 +102,17 @@ impl FilterArgs {
         })
     }
 
+    /// The files `--config` reads.
+    pub fn config_paths(&self) -> Vec<std::path::PathBuf> {
+        self.config
+            .iter()
+            .map(|spec| match spec.split_once('=') {
+                Some((d, p)) if !d.is_empty() && !p.is_empty() => p.into(),
+                _ => spec.into(),
+            })
+            .collect()
+    }
+
     /// The config of every deployment.
     pub fn config_set(&self) -> anyhow::Result<ConfigSet> {
         let mut default = vec![(String::new(), self.finish(&Config::default(), "default")?)];

@@ -1,5 +1,12 @@
 //! Where output goes, which format by default, and how errors become exit codes.
 //!
+//! Every output file is opened by [`Outputs::open`] before any input is
+//! read: a missing folder or a file that cannot be created fails at once,
+//! and an output that is an input (the same device and inode: the same
+//! path, a symlink or a hard link to it) is an error naming both, so the
+//! input is never truncated. A file in an input folder that this run
+//! writes is not read (see [`gatecal_parser::InputFiles::exclude_output`]).
+//!
 //! Exit codes: 0 on success and when the reader closed the pipe
 //! (`gate-dist … | head`), 1 when `--strict` found malformed lines, 2 on
 //! usage or I/O errors (the message names the path), 101 on an internal
@@ -8,10 +15,11 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
+use gatecal_parser::{FileId, InputFiles};
 use gatecal_render::Format;
 
 /// `--strict` found malformed lines: exit 1.
@@ -86,6 +94,212 @@ pub fn write_output(
         }
     }
     Ok(())
+}
+
+/// One output file, opened (created if missing, not yet truncated) before
+/// any input is read.
+#[derive(Debug)]
+pub struct OutputFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl OutputFile {
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Truncates the file and returns a buffered writer over it.
+    pub fn into_writer(self) -> anyhow::Result<BufWriter<File>> {
+        self.file
+            .set_len(0)
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        Ok(BufWriter::new(self.file))
+    }
+
+    /// Writes the file with `f` (truncated first), buffered, flushed.
+    pub fn write(self, f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow::Result<()> {
+        let path = self.path.clone();
+        let mut w = self.into_writer()?;
+        f(&mut w).with_context(|| format!("cannot write {}", path.display()))?;
+        w.flush()
+            .with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+/// Where a report goes: stdout or an opened file.
+#[derive(Debug)]
+pub enum Destination {
+    /// Standard output.
+    Stdout,
+    /// A file.
+    File(OutputFile),
+}
+
+impl Destination {
+    /// A buffered writer (a file is truncated first).
+    pub fn into_writer(self) -> anyhow::Result<Box<dyn Write>> {
+        Ok(match self {
+            Destination::File(o) => Box::new(o.into_writer()?),
+            Destination::Stdout => Box::new(BufWriter::new(io::stdout())),
+        })
+    }
+
+    /// Writes with `f`, buffered, flushed.
+    pub fn write(self, f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow::Result<()> {
+        match self {
+            Destination::File(o) => o.write(f),
+            Destination::Stdout => {
+                let stdout = io::stdout();
+                let mut w = BufWriter::new(stdout.lock());
+                f(&mut w).context("cannot write to stdout")?;
+                w.flush().context("cannot write to stdout")
+            }
+        }
+    }
+}
+
+/// The outputs of a run, checked against its inputs.
+#[derive(Debug, Default)]
+pub struct Outputs {
+    /// The name and identity of every input named by path, and of the
+    /// other files read.
+    inputs: Vec<(String, FileId)>,
+    /// Outputs opened so far: flag, path, identity.
+    opened: Vec<(String, PathBuf, FileId)>,
+    /// The flag whose output goes to stdout, if any.
+    stdout: Option<String>,
+}
+
+impl Outputs {
+    /// Outputs checked against `inputs` (the log and record files) and
+    /// `others` (other files the run reads, e.g. `--config`, with the flag
+    /// that names them).
+    pub fn new(inputs: &InputFiles, others: &[(&str, &Path)]) -> Outputs {
+        // Files found in a folder or by a glob are skipped when written
+        // (`InputFiles::exclude_output`), not errors.
+        let mut all: Vec<(String, FileId)> = inputs
+            .files()
+            .filter(|(_, _, _, named)| *named)
+            .filter_map(|(name, _, id, _)| Some((name.to_string(), id?.clone())))
+            .collect();
+        for (flag, p) in others {
+            if let Ok(id) = FileId::of(p) {
+                all.push((format!("{flag} {}", p.display()), id));
+            }
+        }
+        Outputs {
+            inputs: all,
+            opened: Vec::new(),
+            stdout: None,
+        }
+    }
+
+    /// Opens the output `path` of `flag` (stdout for none or `-`): its
+    /// folder must exist, it must not be a folder, nor an input or another
+    /// output of the run; it is created if missing, and truncated only
+    /// when written. A file found in an input folder is taken out of
+    /// `inputs`.
+    pub fn open(
+        &mut self,
+        flag: &str,
+        path: Option<&Path>,
+        inputs: &mut InputFiles,
+    ) -> anyhow::Result<Destination> {
+        let Some(path) = path.filter(|p| p.as_os_str() != "-") else {
+            if let Some(other) = &self.stdout {
+                bail!("{other} and {flag} both write to stdout: give one of them a file");
+            }
+            self.check_stdout(flag)?;
+            self.stdout = Some(flag.to_string());
+            return Ok(Destination::Stdout);
+        };
+        let p = path.display();
+        if path.is_dir() {
+            bail!("{flag} {p}: is a folder, not a file");
+        }
+        if let Ok(id) = FileId::of(path) {
+            self.check(flag, path, &id)?;
+            if let Err(input) = inputs.exclude_output(&id, flag) {
+                bail!("{flag} {p} is the input {input} (the same file): it would be overwritten");
+            }
+        }
+        let parent = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !parent.is_dir() {
+            bail!("{flag} {p}: folder {} does not exist", parent.display());
+        }
+        let file = File::options()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("{flag}: cannot create {p}"))?;
+        let id =
+            FileId::of_file(&file, path).with_context(|| format!("{flag}: cannot create {p}"))?;
+        self.check(flag, path, &id)?;
+        if let Err(input) = inputs.exclude_output(&id, flag) {
+            bail!("{flag} {p} is the input {input} (the same file): it would be overwritten");
+        }
+        self.opened
+            .push((flag.to_string(), path.to_path_buf(), id.clone()));
+        Ok(Destination::File(OutputFile {
+            path: path.to_path_buf(),
+            file,
+        }))
+    }
+
+    /// Checks a file written after the inputs were read (e.g. one SVG per
+    /// deployment beside `--svg`): not an input and not another output.
+    pub fn check_late(&self, flag: &str, path: &Path) -> anyhow::Result<()> {
+        match FileId::of(path) {
+            Ok(id) => self.check(flag, path, &id),
+            Err(_) => Ok(()),
+        }
+    }
+
+    fn check(&self, flag: &str, path: &Path, id: &FileId) -> anyhow::Result<()> {
+        let p = path.display();
+        if let Some((input, _)) = self.inputs.iter().find(|(_, i)| i == id) {
+            bail!("{flag} {p} is the input {input} (the same file): it would be overwritten");
+        }
+        if let Some((other, q, _)) = self.opened.iter().find(|(_, q, i)| i == id && q != path) {
+            bail!("{flag} {p} and {other} {} are the same file", q.display());
+        }
+        if let Some((other, _, _)) = self
+            .opened
+            .iter()
+            .find(|(f, q, i)| i == id && q == path && f != flag)
+        {
+            bail!("{flag} and {other} both write {p}");
+        }
+        Ok(())
+    }
+
+    /// Standard output redirected to an input (`gate-dist x.log >> x.log`)
+    /// would read its own output.
+    fn check_stdout(&self, flag: &str) -> anyhow::Result<()> {
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsFd;
+            let Ok(fd) = io::stdout().as_fd().try_clone_to_owned() else {
+                return Ok(());
+            };
+            let f = File::from(fd);
+            if f.metadata().is_ok_and(|m| m.is_file())
+                && let Ok(id) = FileId::of_file(&f, Path::new("-"))
+                && let Some((input, _)) = self.inputs.iter().find(|(_, i)| *i == id)
+            {
+                let what = if flag == "-o" { "stdout" } else { flag };
+                bail!("{what} is the input {input} (the same file): it would be overwritten");
+            }
+        }
+        let _ = flag;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,7 @@
 //! out, with the ledger, `--emit-decisions`, `--strict` and progress.
 
 use std::cell::RefCell;
-use std::fs::File;
-use std::io::{self, BufWriter, IsTerminal, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -13,11 +12,11 @@ use gatecal_analysis::gate_dist::InputSummary;
 use gatecal_analysis::input::DecisionInput;
 use gatecal_analysis::records::RecordSink;
 use gatecal_parser::{
-    Decision, DecisionRecord, DecisionWriter, InputFormat, InputSpec, Item, Ledger, ParseError,
-    ParseOptions, VllmStats, parse_inputs,
+    Decision, DecisionRecord, DecisionWriter, InputFiles, InputFormat, InputSpec, Item, Ledger,
+    ParseError, ParseOptions, VllmStats, parse_files,
 };
 
-use crate::output::StrictFailure;
+use crate::output::{Destination, StrictFailure};
 
 /// The input flags both binaries take.
 #[derive(clap::Args, Debug, Clone)]
@@ -109,28 +108,28 @@ pub fn parse_args<A: clap::Parser>() -> Result<A, std::process::ExitCode> {
 }
 
 /// `--emit-decisions`: the file the analysis writes its decision records
-/// to, opened before any input is read.
+/// to, opened before any input is read ([`crate::output::Outputs::open`]).
 pub struct Emitter {
     path: PathBuf,
     state: Rc<RefCell<EmitState>>,
 }
 
 struct EmitState {
-    w: DecisionWriter<BufWriter<File>>,
+    w: DecisionWriter<Box<dyn Write>>,
     err: Option<io::Error>,
 }
 
 impl Emitter {
-    /// Creates the `--emit-decisions` file, if asked.
-    pub fn open(args: &InputArgs) -> anyhow::Result<Option<Emitter>> {
-        let Some(p) = &args.emit_decisions else {
+    /// The emitter of `--emit-decisions` (`dest`, opened as that flag's
+    /// output), if asked.
+    pub fn open(args: &InputArgs, dest: Option<Destination>) -> anyhow::Result<Option<Emitter>> {
+        let (Some(p), Some(dest)) = (&args.emit_decisions, dest) else {
             return Ok(None);
         };
-        let f = File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
         Ok(Some(Emitter {
             path: p.clone(),
             state: Rc::new(RefCell::new(EmitState {
-                w: DecisionWriter::new(BufWriter::new(f)),
+                w: DecisionWriter::new(dest.into_writer()?),
                 err: None,
             })),
         }))
@@ -179,20 +178,34 @@ pub fn decision_input(d: Decision, emit: bool) -> DecisionInput {
     input
 }
 
-/// Reads every input, calling `on_decision` (with each decision, by
-/// value) and `on_vllm` in log order.
+/// The input files the flags name, folders and globs expanded (no file is
+/// read yet): open the outputs against them
+/// ([`crate::output::Outputs`]), then [`read_inputs`].
+pub fn input_files(args: &InputArgs) -> anyhow::Result<InputFiles> {
+    let specs: Vec<InputSpec> = args.inputs.iter().map(|a| InputSpec::parse(a)).collect();
+    Ok(InputFiles::expand(&specs)?)
+}
+
+/// Most skipped files listed one by one on stderr (the rest are counted).
+const SKIPPED_LISTED: usize = 20;
+
+/// Reads every input file, calling `on_decision` (with each decision, by
+/// value) and `on_vllm` in log order. Files not read (see
+/// [`gatecal_parser::Ledger::skipped`]) are listed on stderr, prefixed
+/// with `bin`.
 pub fn read_inputs(
     args: &InputArgs,
+    files: InputFiles,
+    bin: &str,
     mut on_decision: impl FnMut(Decision),
     mut on_vllm: impl FnMut(&VllmStats),
 ) -> anyhow::Result<Ledger> {
-    let specs: Vec<InputSpec> = args.inputs.iter().map(|a| InputSpec::parse(a)).collect();
     let opts = args.parse_options();
     let progress = !args.quiet && std::io::stderr().is_terminal();
     let start = Instant::now();
     let mut last = start;
     let (mut decisions, mut stats) = (0u64, 0u64);
-    let result = parse_inputs(&specs, &opts, |item| {
+    let result = parse_files(files, &opts, |item| {
         match item {
             Item::Decision(d) => {
                 decisions += 1;
@@ -224,5 +237,22 @@ pub fn read_inputs(
         }
         Err(e) => return Err(anyhow::Error::from(e)),
     };
+    report_skipped(bin, &ledger);
     Ok(ledger)
+}
+
+/// Lists the files not read on stderr: the first [`SKIPPED_LISTED`], then
+/// how many more.
+fn report_skipped(bin: &str, ledger: &Ledger) {
+    let n = ledger.skipped.len();
+    if n == 0 {
+        return;
+    }
+    eprintln!("{bin}: warning: {n} file(s) not read:");
+    for s in ledger.skipped.iter().take(SKIPPED_LISTED) {
+        eprintln!("  {s}");
+    }
+    if n > SKIPPED_LISTED {
+        eprintln!("  … and {} more", n - SKIPPED_LISTED);
+    }
 }

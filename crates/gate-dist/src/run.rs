@@ -5,8 +5,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use gatecal_analysis::gate_dist::{GateDist, GateDistReport};
 use gatecal_analysis::stats::Stats;
-use gatecal_cli::output::{resolve_format, stdout_is_terminal, write_output};
-use gatecal_cli::pipeline::{Emitter, decision_input, note_empty, read_inputs, summary};
+use gatecal_cli::output::{Destination, OutputFile, Outputs, resolve_format, stdout_is_terminal};
+use gatecal_cli::pipeline::{
+    Emitter, decision_input, input_files, note_empty, read_inputs, summary,
+};
 use gatecal_render::renderer;
 use gatecal_render::svg::{SvgHistogram, histogram_svg};
 
@@ -22,23 +24,48 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.format.as_deref(),
         stdout_is_terminal(args.output.as_deref()),
     )?;
-    let emitter = Emitter::open(&args.input)?;
+    // Every output is opened, and checked against the inputs, before any
+    // input is read.
+    let mut files = input_files(&args.input)?;
+    let config_paths = args.filter.config_paths();
+    let others: Vec<(&str, &Path)> = config_paths
+        .iter()
+        .map(|p| ("--config", p.as_path()))
+        .collect();
+    let mut outputs = Outputs::new(&files, &others);
+    let emit = match &args.input.emit_decisions {
+        Some(p) => Some(outputs.open("--emit-decisions", Some(p), &mut files)?),
+        None => None,
+    };
+    let svg = match &args.svg {
+        Some(p) => match outputs.open("--svg", Some(p), &mut files)? {
+            Destination::File(f) => Some(f),
+            Destination::Stdout => anyhow::bail!("--svg -: give a file (stdout holds the report)"),
+        },
+        None => None,
+    };
+    let out = outputs.open("-o", args.output.as_deref(), &mut files)?;
+    let emitter = Emitter::open(&args.input, emit)?;
     let mut audit = GateDist::new(opts, configs);
     if let Some(e) = &emitter {
         audit = audit.with_records(e.sink());
     }
     let emit = emitter.is_some();
-    let ledger = read_inputs(&args.input, |d| audit.push(decision_input(d, emit)), |_| {})?;
+    let ledger = read_inputs(
+        &args.input,
+        files,
+        "gate-dist",
+        |d| audit.push(decision_input(d, emit)),
+        |_| {},
+    )?;
     let report = audit.finish(summary(&ledger));
     if let Some(e) = emitter {
         e.finish()?;
     }
-    if let Some(svg) = &args.svg {
-        write_svgs(&report, svg)?;
+    if let Some(svg) = svg {
+        write_svgs(&report, svg, &outputs)?;
     }
-    write_output(args.output.as_deref(), |w| {
-        renderer(format).gate_dist(&report, w)
-    })?;
+    out.write(|w| renderer(format).gate_dist(&report, w))?;
     if report.deployments.is_empty() {
         note_empty(
             &args.input,
@@ -49,23 +76,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_svgs(report: &GateDistReport, path: &Path) -> anyhow::Result<()> {
+/// The SVG of `--svg` (opened before reading), and with several
+/// deployments one per deployment beside it (checked against the inputs
+/// when written).
+fn write_svgs(report: &GateDistReport, file: OutputFile, outputs: &Outputs) -> anyhow::Result<()> {
     let pmin = Some(report.options.pinned_worse_min_ms);
-    let write = |p: &Path, title: &str, bins, stats: &Stats| {
-        let svg = histogram_svg(&SvgHistogram {
+    let svg = |title: &str, bins, stats: &Stats| {
+        histogram_svg(&SvgHistogram {
             title,
             bins,
             bar_ms: stats.bar_ms,
             pinned_min_ms: pmin,
             n: stats.gate_input_ms.count,
-        });
-        std::fs::write(p, svg).with_context(|| format!("cannot write {}", p.display()))
+        })
     };
+    let path = file.path().to_path_buf();
     if let [d] = report.deployments.as_slice() {
-        return write(path, &d.name, &d.histogram, &d.stats);
+        let s = svg(&d.name, &d.histogram, &d.stats);
+        return file.write(|w| w.write_all(s.as_bytes()));
     }
     let o = &report.overall;
-    write(path, "all deployments", &o.histogram, &o.stats)?;
+    let s = svg("all deployments", &o.histogram, &o.stats);
+    file.write(|w| w.write_all(s.as_bytes()))?;
+    let path = path.as_path();
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -83,7 +116,9 @@ fn write_svgs(report: &GateDistReport, path: &Path) -> anyhow::Result<()> {
             })
             .collect();
         let p: PathBuf = path.with_file_name(format!("{stem}-{safe}.svg"));
-        write(&p, &d.name, &d.histogram, &d.stats)?;
+        outputs.check_late("--svg", &p)?;
+        std::fs::write(&p, svg(&d.name, &d.histogram, &d.stats))
+            .with_context(|| format!("cannot write {}", p.display()))?;
     }
     Ok(())
 }

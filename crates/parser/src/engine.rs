@@ -1323,7 +1323,10 @@ mod tests {
                 }
                 .expect_err("the read error is reported");
                 assert!(err.to_string().contains("x.log"), "{err}");
-                assert!(err.to_string().contains("disk on fire"), "{err}");
+                // The cause is the source, not repeated in the message.
+                let cause = std::error::Error::source(&err).map(|c| c.to_string());
+                assert!(cause.is_some_and(|c| c.contains("disk on fire")), "{err:?}");
+                assert!(!err.to_string().contains("disk on fire"), "{err}");
                 assert_eq!(err.path(), Some(std::path::Path::new("x.log")));
             }
         }

@@ -56,9 +56,9 @@ impl ParseError {
 impl std::fmt::Display for ParseError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ParseError::Io { path, source } => {
-                write!(f, "cannot read {}: {source}", path.display())
-            }
+            // The cause is the error's source: printed once, by whoever
+            // prints the chain (`{:#}` of anyhow), not here as well.
+            ParseError::Io { path, .. } => write!(f, "cannot read {}", path.display()),
             ParseError::BadGlob { pattern, message } => {
                 write!(f, "invalid glob pattern {pattern:?}: {message}")
             }

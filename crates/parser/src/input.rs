@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use serde::Serialize;
+
 use crate::error::ParseError;
 
 /// One input argument: a path (file, folder or glob) or stdin, optionally
@@ -74,6 +76,126 @@ impl InputSpec {
     }
 }
 
+/// The identity of a file: device and inode (through symlinks and hard
+/// links, every name of a file has the same), or on other systems its
+/// canonical path.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FileId {
+    #[cfg(unix)]
+    dev: u64,
+    #[cfg(unix)]
+    ino: u64,
+    #[cfg(not(unix))]
+    path: PathBuf,
+}
+
+impl FileId {
+    /// The identity of the file at `path`, following symlinks.
+    pub fn of(path: &Path) -> io::Result<FileId> {
+        let m = fs::metadata(path)?;
+        Ok(FileId::from_meta(path, &m))
+    }
+
+    /// The identity of an open file (`path` is its name, used on systems
+    /// without inodes).
+    pub fn of_file(file: &fs::File, path: &Path) -> io::Result<FileId> {
+        let m = file.metadata()?;
+        Ok(FileId::from_meta(path, &m))
+    }
+
+    #[cfg(unix)]
+    fn from_meta(_path: &Path, m: &fs::Metadata) -> FileId {
+        use std::os::unix::fs::MetadataExt;
+        FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn from_meta(path: &Path, _m: &fs::Metadata) -> FileId {
+        FileId {
+            path: path.canonicalize().unwrap_or_else(|_| path.to_path_buf()),
+        }
+    }
+}
+
+/// Why a file is not read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "reason")]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// Found in a folder or by a glob, and not a regular file (a FIFO, a
+    /// socket, a device): reading it could block forever.
+    NotRegular {
+        /// What it is.
+        what: &'static str,
+    },
+    /// A symlink in a folder that cannot be followed (a loop, or its target
+    /// is missing).
+    BadSymlink {
+        /// The system's error.
+        error: String,
+    },
+    /// A folder already walked: a symlink loop, or a second link to it.
+    FolderSeen {
+        /// The folder's first path.
+        first: String,
+    },
+    /// The same file (device and inode) as an input listed before it.
+    Duplicate {
+        /// The first name it was read under.
+        first: String,
+    },
+    /// A file this run writes (an output named by `flag`).
+    Output {
+        /// The flag that names it, e.g. `--emit-decisions`.
+        flag: String,
+    },
+    /// Found in a folder or by a glob, and its first lines are none of
+    /// the inputs read (EPP or vLLM logs, decision records).
+    NotAnInput,
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SkipReason::NotRegular { what } => write!(f, "not a regular file ({what})"),
+            SkipReason::BadSymlink { error } => write!(f, "symlink not followed ({error})"),
+            SkipReason::FolderSeen { first } => {
+                write!(
+                    f,
+                    "the same folder as {first} (symlink loop or second link)"
+                )
+            }
+            SkipReason::Duplicate { first } => {
+                write!(f, "the same file as {first}, read once")
+            }
+            SkipReason::Output { flag } => write!(f, "written by this run ({flag})"),
+            SkipReason::NotAnInput => f.write_str(&format!(
+                "not {} (by its first lines)",
+                crate::sniff::kinds_list()
+            )),
+        }
+    }
+}
+
+/// A file not read, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SkippedFile {
+    /// Its path as found.
+    pub path: String,
+    /// Why it was not read.
+    #[serde(flatten)]
+    pub reason: SkipReason,
+}
+
+impl std::fmt::Display for SkippedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.reason)
+    }
+}
+
 /// One file to read after expanding folders and globs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Expanded {
@@ -89,13 +211,196 @@ pub(crate) struct Expanded {
     /// The file's parent folder name (or the file stem for a file in the
     /// current folder), the last resort.
     pub fallback: String,
+    /// Its identity (`None` for stdin).
+    pub id: Option<FileId>,
+    /// Found in a folder or by a glob (not named by path): read only when
+    /// its first lines are an input ([`crate::sniff`]).
+    pub found: bool,
+}
+
+/// The files a parse reads: the inputs with folders and globs expanded,
+/// each file once, and the files skipped on the way.
+///
+/// A file given by path is read whatever it is (a FIFO, process
+/// substitution, any content). Under a folder (walked recursively, in
+/// sorted order, hidden entries skipped) or matched by a glob, only regular
+/// files are read, and only those whose first lines are EPP or vLLM log
+/// lines or decision records (see [`InputFiles::skipped`]); a symlink that
+/// cannot be followed (a loop, a missing target) and a folder met twice are
+/// skipped. A file met twice (by device and inode: through a symlink, a
+/// hard link, a glob and a folder) is read once.
+#[derive(Clone, Debug, Default)]
+pub struct InputFiles {
+    pub(crate) files: Vec<Expanded>,
+    pub(crate) skipped: Vec<SkippedFile>,
+}
+
+impl InputFiles {
+    /// Expands the inputs (without reading any file).
+    pub fn expand(specs: &[InputSpec]) -> Result<InputFiles, ParseError> {
+        let mut out = InputFiles::default();
+        let mut seen_dirs = std::collections::HashMap::new();
+        for spec in specs {
+            expand_one(spec, &mut out, &mut seen_dirs)?;
+        }
+        // Each file once.
+        let mut first: std::collections::HashMap<FileId, String> = Default::default();
+        let files = std::mem::take(&mut out.files);
+        for f in files {
+            if let Some(id) = &f.id {
+                if let Some(d) = first.get(id) {
+                    out.skipped.push(SkippedFile {
+                        path: f.display.clone(),
+                        reason: SkipReason::Duplicate { first: d.clone() },
+                    });
+                    continue;
+                }
+                first.insert(id.clone(), f.display.clone());
+            }
+            out.files.push(f);
+        }
+        Ok(out)
+    }
+
+    /// The files to read: display name, path (`None` for stdin), identity,
+    /// and whether it was named by path (`false`: found in a folder or by
+    /// a glob).
+    pub fn files(&self) -> impl Iterator<Item = (&str, Option<&Path>, Option<&FileId>, bool)> {
+        self.files.iter().map(|f| {
+            (
+                f.display.as_str(),
+                f.path.as_deref(),
+                f.id.as_ref(),
+                !f.found,
+            )
+        })
+    }
+
+    /// Takes the file `id` out of the files to read, as written by this run
+    /// (`flag` names the output). `Err` with its name when it was named by
+    /// path (an error for the caller: the output would overwrite an input).
+    pub fn exclude_output(&mut self, id: &FileId, flag: &str) -> Result<(), String> {
+        if let Some(f) = self
+            .files
+            .iter()
+            .find(|f| !f.found && f.id.as_ref() == Some(id))
+        {
+            return Err(f.display.clone());
+        }
+        let skipped = &mut self.skipped;
+        self.files.retain(|f| {
+            if f.id.as_ref() == Some(id) {
+                skipped.push(SkippedFile {
+                    path: f.display.clone(),
+                    reason: SkipReason::Output {
+                        flag: flag.to_string(),
+                    },
+                });
+                false
+            } else {
+                true
+            }
+        });
+        Ok(())
+    }
+
+    /// The files skipped so far (the parse adds those whose content is not
+    /// an input).
+    pub fn skipped(&self) -> &[SkippedFile] {
+        &self.skipped
+    }
+
+    /// How many files are to be read.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether there is no file to read.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
 }
 
 fn is_glob(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ParseError> {
+/// What a non-regular, non-folder file is.
+fn kind_of(m: &fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = m.file_type();
+        if t.is_fifo() {
+            return "FIFO";
+        }
+        if t.is_socket() {
+            return "socket";
+        }
+        if t.is_block_device() || t.is_char_device() {
+            return "device";
+        }
+    }
+    let _ = m;
+    "special file"
+}
+
+/// A folder's entries (as [`walk`] would list them) or a glob's match:
+/// regular files are pushed, folders walked, the rest skipped.
+fn visit(
+    p: PathBuf,
+    files: &mut Vec<PathBuf>,
+    skipped: &mut Vec<SkippedFile>,
+    seen_dirs: &mut std::collections::HashMap<FileId, String>,
+) -> Result<(), ParseError> {
+    let m = match fs::metadata(&p) {
+        Ok(m) => m,
+        Err(e) => {
+            // A symlink that cannot be followed: a loop or a missing target.
+            if fs::symlink_metadata(&p).is_ok_and(|l| l.file_type().is_symlink()) {
+                skipped.push(SkippedFile {
+                    path: p.display().to_string(),
+                    reason: SkipReason::BadSymlink {
+                        error: e.to_string(),
+                    },
+                });
+                return Ok(());
+            }
+            return Err(ParseError::io(p, e));
+        }
+    };
+    if m.is_dir() {
+        walk(&p, &m, files, skipped, seen_dirs)
+    } else if m.is_file() {
+        files.push(p);
+        Ok(())
+    } else {
+        skipped.push(SkippedFile {
+            path: p.display().to_string(),
+            reason: SkipReason::NotRegular { what: kind_of(&m) },
+        });
+        Ok(())
+    }
+}
+
+fn walk(
+    dir: &Path,
+    meta: &fs::Metadata,
+    out: &mut Vec<PathBuf>,
+    skipped: &mut Vec<SkippedFile>,
+    seen_dirs: &mut std::collections::HashMap<FileId, String>,
+) -> Result<(), ParseError> {
+    let id = FileId::from_meta(dir, meta);
+    if let Some(first) = seen_dirs.get(&id) {
+        skipped.push(SkippedFile {
+            path: dir.display().to_string(),
+            reason: SkipReason::FolderSeen {
+                first: first.clone(),
+            },
+        });
+        return Ok(());
+    }
+    seen_dirs.insert(id, dir.display().to_string());
     let rd = fs::read_dir(dir).map_err(|e| ParseError::io(dir, e))?;
     let mut entries: Vec<PathBuf> = Vec::new();
     for e in rd {
@@ -108,12 +413,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ParseError> {
         if name.as_deref().is_some_and(|n| n.starts_with('.')) {
             continue;
         }
-        // Follows symlinks; a dangling link is reported when opened.
-        if p.is_dir() {
-            walk(&p, out)?;
-        } else {
-            out.push(p);
-        }
+        visit(p, out, skipped, seen_dirs)?;
     }
     Ok(())
 }
@@ -141,86 +441,96 @@ fn folder_below(root: &Path, file: &Path) -> Option<String> {
     Some(first.as_os_str().to_string_lossy().into_owned())
 }
 
-/// Expands specs into files: folders recursively in sorted order (hidden
-/// entries skipped), globs in sorted order.
-pub(crate) fn expand(specs: &[InputSpec]) -> Result<Vec<Expanded>, ParseError> {
-    let mut out = Vec::new();
-    for spec in specs {
-        match &spec.source {
-            InputSource::Stdin => out.push(Expanded {
-                path: None,
-                display: "-".to_string(),
-                explicit: spec.name.clone(),
-                folder: None,
-                fallback: "stdin".to_string(),
-            }),
-            InputSource::Path(p) => {
-                let s = p.to_string_lossy();
-                if !p.exists() && is_glob(&s) {
-                    let paths = glob::glob(&s).map_err(|e| ParseError::BadGlob {
-                        pattern: s.to_string(),
-                        message: e.msg.to_string(),
+/// Expands one spec into files: folders recursively in sorted order
+/// (hidden entries skipped), globs in sorted order.
+fn expand_one(
+    spec: &InputSpec,
+    out: &mut InputFiles,
+    seen_dirs: &mut std::collections::HashMap<FileId, String>,
+) -> Result<(), ParseError> {
+    let id_of = |f: &Path| FileId::of(f).map_err(|e| ParseError::io(f, e));
+    match &spec.source {
+        InputSource::Stdin => out.files.push(Expanded {
+            path: None,
+            display: "-".to_string(),
+            explicit: spec.name.clone(),
+            folder: None,
+            fallback: "stdin".to_string(),
+            id: None,
+            found: false,
+        }),
+        InputSource::Path(p) => {
+            let s = p.to_string_lossy();
+            if !p.exists() && is_glob(&s) {
+                let paths = glob::glob(&s).map_err(|e| ParseError::BadGlob {
+                    pattern: s.to_string(),
+                    message: e.msg.to_string(),
+                })?;
+                let mut files = Vec::new();
+                let mut any = false;
+                for entry in paths {
+                    let f = entry.map_err(|e| {
+                        let path = e.path().to_path_buf();
+                        ParseError::io(path, e.into())
                     })?;
-                    let mut files = Vec::new();
-                    for entry in paths {
-                        let f = entry.map_err(|e| {
-                            let path = e.path().to_path_buf();
-                            ParseError::io(path, e.into())
-                        })?;
-                        if f.is_dir() {
-                            walk(&f, &mut files)?;
-                        } else {
-                            files.push(f);
-                        }
-                    }
-                    if files.is_empty() {
-                        return Err(ParseError::NotFound { path: p.clone() });
-                    }
-                    files.sort();
-                    files.dedup();
-                    for f in files {
-                        out.push(Expanded {
-                            display: f.display().to_string(),
-                            explicit: spec.name.clone(),
-                            folder: None,
-                            fallback: fallback_name(&f),
-                            path: Some(f),
-                        });
-                    }
-                } else if p.is_dir() {
-                    let mut files = Vec::new();
-                    walk(p, &mut files)?;
-                    if files.is_empty() {
-                        return Err(ParseError::NotFound { path: p.clone() });
-                    }
-                    let own = p
-                        .canonicalize()
-                        .ok()
-                        .and_then(|c| c.file_name().map(|n| n.to_string_lossy().into_owned()));
-                    for f in files {
-                        out.push(Expanded {
-                            display: f.display().to_string(),
-                            explicit: spec.name.clone(),
-                            folder: folder_below(p, &f).or_else(|| own.clone()),
-                            fallback: fallback_name(&f),
-                            path: Some(f),
-                        });
-                    }
-                } else if p.exists() {
-                    out.push(Expanded {
-                        display: p.display().to_string(),
-                        explicit: spec.name.clone(),
-                        folder: None,
-                        fallback: fallback_name(p),
-                        path: Some(p.clone()),
-                    });
-                } else {
+                    any = true;
+                    visit(f, &mut files, &mut out.skipped, seen_dirs)?;
+                }
+                if !any {
                     return Err(ParseError::NotFound { path: p.clone() });
                 }
+                files.sort();
+                files.dedup();
+                for f in files {
+                    out.files.push(Expanded {
+                        display: f.display().to_string(),
+                        explicit: spec.name.clone(),
+                        folder: None,
+                        fallback: fallback_name(&f),
+                        id: Some(id_of(&f)?),
+                        found: true,
+                        path: Some(f),
+                    });
+                }
+            } else if p.is_dir() {
+                let mut files = Vec::new();
+                let before = out.skipped.len();
+                let m = fs::metadata(p).map_err(|e| ParseError::io(p, e))?;
+                walk(p, &m, &mut files, &mut out.skipped, seen_dirs)?;
+                if files.is_empty() && out.skipped.len() == before {
+                    return Err(ParseError::NotFound { path: p.clone() });
+                }
+                let own = p
+                    .canonicalize()
+                    .ok()
+                    .and_then(|c| c.file_name().map(|n| n.to_string_lossy().into_owned()));
+                for f in files {
+                    out.files.push(Expanded {
+                        display: f.display().to_string(),
+                        explicit: spec.name.clone(),
+                        folder: folder_below(p, &f).or_else(|| own.clone()),
+                        fallback: fallback_name(&f),
+                        id: Some(id_of(&f)?),
+                        found: true,
+                        path: Some(f),
+                    });
+                }
+            } else if p.exists() {
+                out.files.push(Expanded {
+                    display: p.display().to_string(),
+                    explicit: spec.name.clone(),
+                    folder: None,
+                    fallback: fallback_name(p),
+                    id: Some(id_of(p)?),
+                    found: false,
+                    path: Some(p.clone()),
+                });
+            } else {
+                return Err(ParseError::NotFound { path: p.clone() });
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Counts the bytes that pass through.

@@ -272,6 +272,11 @@ pub struct Ledger {
     pub inputs: Vec<InputLedger>,
     /// The sum over inputs.
     pub total: Counts,
+    /// Files not read: found in a folder or by a glob and not an input
+    /// (not a regular file, a symlink that cannot be followed, content
+    /// that is no log or record), an output of the run, or a second name
+    /// of a file already read.
+    pub skipped: Vec<crate::input::SkippedFile>,
 }
 
 impl Ledger {

@@ -210,6 +210,7 @@ mod json;
 mod ledger;
 mod lines;
 mod record;
+mod sniff;
 mod time;
 mod vllm;
 
@@ -222,7 +223,7 @@ pub use decision::{
 };
 pub use error::ParseError;
 pub use event::{Event, FilterLine, LineMeta};
-pub use input::{InputSource, InputSpec, pod_owner};
+pub use input::{FileId, InputFiles, InputSource, InputSpec, SkipReason, SkippedFile, pod_owner};
 pub use ledger::{
     Counts, InputFormat, InputLedger, Ledger, LineShape, MalformedLine, MalformedReason,
     ShapeCounts,
@@ -335,14 +336,30 @@ impl Parsed {
 /// Parses every input in order, passing decisions and vLLM stats to `sink`
 /// in log order, and returns the ledger. Each input file is assembled on
 /// its own (a request cut across two files gives incomplete decisions).
+/// Folders and globs are expanded as [`InputFiles::expand`] says.
 pub fn parse_inputs(
     inputs: &[InputSpec],
     opts: &ParseOptions,
+    sink: impl FnMut(Item),
+) -> Result<Ledger, ParseError> {
+    parse_files(InputFiles::expand(inputs)?, opts, sink)
+}
+
+/// [`parse_inputs`] over inputs already expanded (so that a caller can
+/// check them first, e.g. against its outputs). A file found in a folder or
+/// by a glob is read only when its first lines are an input (EPP or vLLM
+/// log lines, decision records); the others go to [`Ledger::skipped`],
+/// after the files [`InputFiles`] skipped.
+pub fn parse_files(
+    files: InputFiles,
+    opts: &ParseOptions,
     mut sink: impl FnMut(Item),
 ) -> Result<Ledger, ParseError> {
-    let files = input::expand(inputs)?;
-    let mut ledger = Ledger::default();
-    for f in files {
+    let mut ledger = Ledger {
+        skipped: files.skipped,
+        ..Ledger::default()
+    };
+    for f in files.files {
         let naming = DeploymentNaming {
             explicit: f.explicit.clone(),
             folder: f.folder.clone(),
@@ -351,13 +368,33 @@ pub fn parse_inputs(
         let il = match &f.path {
             None => engine::run_parallel(std::io::stdin(), &f.display, naming, opts, &mut sink)?,
             Some(p) => {
-                let file = std::fs::File::open(p).map_err(|e| ParseError::io(p, e))?;
+                let mut file = std::fs::File::open(p).map_err(|e| ParseError::io(p, e))?;
+                if f.found && !sniff_file(&mut file).map_err(|e| ParseError::io(p, e))? {
+                    ledger.skipped.push(SkippedFile {
+                        path: f.display.clone(),
+                        reason: SkipReason::NotAnInput,
+                    });
+                    continue;
+                }
                 run_file(file, &f.display, naming, opts, &mut sink)?
             }
         };
         ledger.push(il, opts.keep_malformed);
     }
     Ok(ledger)
+}
+
+/// Whether a file's first bytes (decompressed) are an input; leaves the
+/// file at its start.
+fn sniff_file(file: &mut std::fs::File) -> std::io::Result<bool> {
+    use std::io::{Seek, SeekFrom};
+    let (r, _, _) = input::decode(&*file)?;
+    let mut head = Vec::with_capacity(4096);
+    // A cut or corrupt gzip stream is read as far as it goes; the parse
+    // reports the error.
+    let _ = r.take(sniff::SNIFF_BYTES as u64).read_to_end(&mut head);
+    file.seek(SeekFrom::Start(0))?;
+    Ok(sniff::sniff(&head).is_some())
 }
 
 /// A regular file is read at offsets, in parallel (see

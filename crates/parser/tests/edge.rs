@@ -804,13 +804,24 @@ fn unreadable_inputs_are_typed_errors_naming_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let link = dir.path().join("dangling.log");
     std::os::unix::fs::symlink(dir.path().join("gone"), &link).unwrap();
-    let err = parse_inputs(
+    // In a folder, a link that cannot be followed is skipped and listed;
+    // named by path, it is a file that does not exist.
+    let ledger = parse_inputs(
         &[InputSpec::path(dir.path())],
         &ParseOptions::default(),
         |_| {},
     )
-    .unwrap_err();
-    assert!(matches!(err, ParseError::Io { .. }), "{err:?}");
+    .unwrap();
+    assert!(ledger.inputs.is_empty());
+    assert_eq!(ledger.skipped.len(), 1, "{:?}", ledger.skipped);
+    assert!(ledger.skipped[0].path.ends_with("dangling.log"));
+    assert!(matches!(
+        ledger.skipped[0].reason,
+        gatecal_parser::SkipReason::BadSymlink { .. }
+    ));
+    let err =
+        parse_inputs(&[InputSpec::path(&link)], &ParseOptions::default(), |_| {}).unwrap_err();
+    assert!(matches!(err, ParseError::NotFound { .. }), "{err:?}");
     assert!(err.to_string().contains("dangling.log"));
     let err = parse_inputs(
         &[InputSpec::path(dir.path().join("*.nothing"))],

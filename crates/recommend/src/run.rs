@@ -2,13 +2,16 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use anyhow::{Context, bail};
 use gatecal_analysis::recommend::{Recommend, RecommendOptions};
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::throughput::from_calibration_text;
-use gatecal_cli::output::{resolve_format, stdout_is_terminal, write_output};
-use gatecal_cli::pipeline::{Emitter, decision_input, note_empty, read_inputs, summary};
+use gatecal_cli::output::{Outputs, resolve_format, stdout_is_terminal};
+use gatecal_cli::pipeline::{
+    Emitter, decision_input, input_files, note_empty, read_inputs, summary,
+};
 use gatecal_render::renderer;
 
 use crate::args::Args;
@@ -54,7 +57,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         user_peak: args.peak_prefill_throughput,
         calibration,
     };
-    let emitter = Emitter::open(&args.input)?;
+    // Every output is opened, and checked against the inputs, before any
+    // input is read.
+    let mut files = input_files(&args.input)?;
+    let config_paths = args.filter.config_paths();
+    let calibration_paths: Vec<&str> = args
+        .calibration
+        .iter()
+        .map(|s| match s.split_once('=') {
+            Some((_, p)) => p,
+            None => s.as_str(),
+        })
+        .collect();
+    let others: Vec<(&str, &Path)> = config_paths
+        .iter()
+        .map(|p| ("--config", p.as_path()))
+        .chain(
+            calibration_paths
+                .iter()
+                .map(|p| ("--calibration", Path::new(*p))),
+        )
+        .collect();
+    let mut outputs = Outputs::new(&files, &others);
+    let emit = match &args.input.emit_decisions {
+        Some(p) => Some(outputs.open("--emit-decisions", Some(p), &mut files)?),
+        None => None,
+    };
+    let out = outputs.open("-o", args.output.as_deref(), &mut files)?;
+    let emitter = Emitter::open(&args.input, emit)?;
     let mut recommend = Recommend::new(opts, configs);
     if let Some(e) = &emitter {
         recommend = recommend.with_records(e.sink());
@@ -63,6 +93,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let rec = RefCell::new(recommend);
     let ledger = read_inputs(
         &args.input,
+        files,
+        "recommend",
         |d| rec.borrow_mut().push_decision(decision_input(d, emit)),
         |s| rec.borrow_mut().push_vllm(s),
     )?;
@@ -70,9 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(e) = emitter {
         e.finish()?;
     }
-    write_output(args.output.as_deref(), |w| {
-        renderer(format).recommend(&report, w)
-    })?;
+    out.write(|w| renderer(format).recommend(&report, w))?;
     if report.deployments.is_empty() {
         note_empty(
             &args.input,
