@@ -11,10 +11,13 @@ pub(crate) const SNIFF_BYTES: usize = 64 << 10;
 /// Lines of a file's start that are looked at.
 const SNIFF_LINES: usize = 64;
 
+/// Whether one line is of an input kind.
+type LineTest = fn(&[u8]) -> bool;
+
 /// The input kinds, each with its test of one line (capture prefixes off,
 /// trailing whitespace trimmed). A file is read when one of its first
 /// lines passes one test. A new input kind is one more row.
-const KINDS: &[(&str, fn(&[u8]) -> bool)] = &[
+const KINDS: &[(&str, LineTest)] = &[
     ("EPP log lines", is_epp_line),
     ("vLLM log lines", is_vllm_line),
     ("decision records", crate::record::looks_like_record),
