@@ -136,6 +136,9 @@ pub struct InputSummary {
     pub lines_ignored: u64,
     /// Lines that could not be read as any known shape.
     pub lines_malformed: u64,
+    /// Of the malformed lines, those with a number or time outside its
+    /// domain (a negative or non-finite `tokenLoad`, a `ts` in year 9999).
+    pub lines_out_of_range: u64,
     /// Bytes read (decompressed).
     pub bytes: u64,
     /// Decisions assembled.

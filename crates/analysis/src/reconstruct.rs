@@ -330,7 +330,7 @@ impl Reconstructor {
                     let Some(load) = e.token_load else { continue };
                     let uncached = match (d.prompt_tokens, e.prefix_score, d.hit_prefix_tokens) {
                         (Some(p), Some(sc), _) => (1.0 - sc).max(0.0) * p as f64,
-                        (Some(p), None, Some(h)) => (p - h).max(0) as f64,
+                        (Some(p), None, Some(h)) => p.saturating_sub(h).max(0) as f64,
                         _ => typical.unwrap_or(0.0).min(load),
                     };
                     let est = (load - uncached).max(0.0);
@@ -356,7 +356,7 @@ impl Reconstructor {
                         (Some(bs), Some(bn)) => {
                             let (st, nt) = (bs.round() as i64, bn.round() as i64);
                             s.evidence = Some(Evidence::Reconstructed);
-                            s.gate_input_ms = Some((st - nt) as f64 / peak * 1000.0);
+                            s.gate_input_ms = Some(st.saturating_sub(nt) as f64 / peak * 1000.0);
                             s.replay = Replay::Candidates(two_sided(st, nt, matched));
                         }
                         _ => {
@@ -369,7 +369,8 @@ impl Reconstructor {
             }
             Outcome::LoadOverride => {
                 let g = d.logged_gate;
-                let penalty = g.map(|g| g.penalty_ms);
+                // A NaN penalty (zap's `"NaN"`) says nothing: unknown.
+                let penalty = g.map(|g| g.penalty_ms).filter(|p| !p.is_nan());
                 let non_tokens = g
                     .and_then(|g| g.best_non_sticky_ttft_ms)
                     .map(|ms| ms_to_tokens(ms, peak));
@@ -392,7 +393,9 @@ impl Reconstructor {
                                 .and_then(|g| g.best_sticky_ttft_ms)
                                 .filter(|v| v.abs() < UNBOUNDED_MS)
                                 .map(|ms| ms_to_tokens(ms, peak))
-                                .unwrap_or_else(|| ms_to_tokens(p, peak) + non_tokens.unwrap_or(0));
+                                .unwrap_or_else(|| {
+                                    ms_to_tokens(p, peak).saturating_add(non_tokens.unwrap_or(0))
+                                });
                             let nt = non_tokens.unwrap_or(0);
                             s.replay = Replay::Candidates(two_sided(sticky_tokens, nt, matched));
                         } else {
@@ -551,7 +554,7 @@ fn uncached_keep_all(
     best_non_tokens: Option<i64>,
 ) -> f64 {
     if let (Some(p), Some(h)) = (d.prompt_tokens, d.hit_prefix_tokens) {
-        return (p - h).max(0) as f64;
+        return p.saturating_sub(h).max(0) as f64;
     }
     let min_load = d
         .scored
@@ -581,7 +584,9 @@ fn uncached_keep_all(
         })
         .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
     match best_diff {
-        Some(u) => u.clamp(0.0, min_load),
+        // Not `clamp`: it panics on `min_load < 0` (a negative `tokenLoad`
+        // from a decision record).
+        Some(u) => u.min(min_load).max(0.0),
         None => min_load,
     }
 }

@@ -79,6 +79,7 @@ pub fn summary(ledger: &Ledger) -> InputSummary {
         lines_used: t.lines_used,
         lines_ignored: t.lines_ignored,
         lines_malformed: t.lines_malformed,
+        lines_out_of_range: t.lines_out_of_range,
         bytes: t.bytes,
         decisions_assembled: t.decisions,
         decisions_incomplete: t.decisions_incomplete,

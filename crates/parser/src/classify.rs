@@ -316,8 +316,11 @@ fn full<'a>(
     let Some(kind) = kind else {
         return Class::Ignored(LineShape::ZapJson);
     };
+    let Ok(ts) = line_ts(&f) else {
+        return out_of_range(LineShape::ZapJson, "ts");
+    };
     let mut meta = LineMeta {
-        ts: f.get(Key::Ts).and_then(fields::ts),
+        ts,
         v: match f.get(Key::Level) {
             Some(Val::Str(raw, _)) => fields::level(raw),
             _ => None,
@@ -377,8 +380,11 @@ fn dump_fast<'a>(
         }
         fields::dump_ids(tail, a)?
     };
+    let Ok(ts) = line_ts(&f) else {
+        return Some(out_of_range(LineShape::ZapJson, "ts"));
+    };
     let meta = LineMeta {
-        ts: f.get(Key::Ts).and_then(fields::ts),
+        ts,
         v: match f.get(Key::Level) {
             Some(Val::Str(raw, _)) => fields::level(raw),
             _ => None,
@@ -445,6 +451,33 @@ fn missing(shape: LineShape, k: &'static str) -> Class<'static> {
     Class::Malformed(shape, MalformedReason::MissingKey(k))
 }
 
+/// The line's `ts`; `Err` for a number that is no plausible epoch time
+/// (`1e400`, `-5e12`).
+fn line_ts(f: &Fields<'_>) -> Result<Option<f64>, ()> {
+    match f.get(Key::Ts) {
+        Some(v @ Val::Num(_)) => fields::ts(v).map(Some).ok_or(()),
+        Some(v) => Ok(fields::ts(v)),
+        None => Ok(None),
+    }
+}
+
+fn out_of_range(shape: LineShape, k: &'static str) -> Class<'static> {
+    Class::Malformed(shape, MalformedReason::OutOfRange(k))
+}
+
+/// A count (tokens, requests, endpoints, tokens/s): finite and not
+/// negative.
+fn is_count(x: f64) -> bool {
+    x.is_finite() && x >= 0.0
+}
+
+/// The first key of `vals` whose value is set and fails `ok`.
+fn first_bad(vals: &[(&'static str, Option<f64>)], ok: fn(f64) -> bool) -> Option<&'static str> {
+    vals.iter()
+        .find(|(_, v)| v.is_some_and(|x| !ok(x)))
+        .map(|(k, _)| *k)
+}
+
 /// Builds the event of a known message from its fields.
 fn build<'a>(
     kind: Kind,
@@ -503,6 +536,33 @@ fn build<'a>(
             x.non_sticky_cost = f.num(Key::NonStickyCost, &mut flags);
             x.remaining_turns = f.num(Key::RemainingTurns, &mut flags);
             x.penalty_source = f.string(Key::PenaltySource);
+            let counts = [
+                ("total", l.total),
+                ("sticky", l.sticky),
+                ("prefillThroughput", x.prefill_throughput),
+                ("bestStickyTokens", x.best_sticky_tokens),
+                ("bestNonStickyTokens", x.best_non_sticky_tokens),
+                ("stickyRequests", x.sticky_requests),
+                ("nonStickyRequests", x.non_sticky_requests),
+                ("maxDelta", x.max_delta),
+                ("added", x.added),
+                ("minCachedTokens", x.min_cached_tokens),
+                ("remainingTurns", x.remaining_turns),
+            ];
+            // TTFTs and penalties may be NaN or infinite (zap's strings,
+            // flagged) or `math.MaxFloat64` (a side without a prediction,
+            // flagged); thresholds and costs are finite.
+            let reals = [
+                ("affinityThreshold", l.affinity_threshold),
+                ("minCachedTokensFraction", x.min_cached_tokens_fraction),
+                ("stickyCost", x.sticky_cost),
+                ("nonStickyCost", x.non_sticky_cost),
+            ];
+            if let Some(k) =
+                first_bad(&counts, is_count).or_else(|| first_bad(&reals, f64::is_finite))
+            {
+                return out_of_range(shape, k);
+            }
             l.flags = flags;
             Event::Filter(Box::new(l))
         }
@@ -510,20 +570,38 @@ fn build<'a>(
             let Some(endpoint) = f.get(Key::Endpoint).and_then(|v| fields::endpoint(v, a)) else {
                 return missing(shape, "endpoint");
             };
+            let throughput = f.num(Key::Throughput, &mut flags);
+            let in_flight_tokens = f.num(Key::InFlightTokens, &mut flags);
+            let vals = [
+                ("throughput", throughput),
+                ("inFlightTokens", in_flight_tokens),
+            ];
+            if let Some(k) = first_bad(&vals, is_count) {
+                return out_of_range(shape, k);
+            }
             Event::EndpointTtft {
                 endpoint,
-                throughput: f.num(Key::Throughput, &mut flags),
-                in_flight_tokens: f.num(Key::InFlightTokens, &mut flags),
+                throughput,
+                in_flight_tokens,
             }
         }
-        Kind::PeakResolved => Event::PeakPrefillResolved {
-            peak_prefill_throughput: f.num(Key::PeakPrefillThroughput, &mut flags),
-            source: f.span(Key::Source, a),
-        },
-        Kind::CalibrationSkipped => Event::CalibrationSkipped {
-            peak_prefill_throughput: f.num(Key::PeakPrefillThroughput, &mut flags),
-            reason: f.span(Key::Reason, a),
-        },
+        Kind::PeakResolved | Kind::CalibrationSkipped => {
+            let peak = f.num(Key::PeakPrefillThroughput, &mut flags);
+            if first_bad(&[("peakPrefillThroughput", peak)], is_count).is_some() {
+                return out_of_range(shape, "peakPrefillThroughput");
+            }
+            if kind == Kind::PeakResolved {
+                Event::PeakPrefillResolved {
+                    peak_prefill_throughput: peak,
+                    source: f.span(Key::Source, a),
+                }
+            } else {
+                Event::CalibrationSkipped {
+                    peak_prefill_throughput: peak,
+                    reason: f.span(Key::Reason, a),
+                }
+            }
+        }
         Kind::Received => Event::ReceivedRequest,
         Kind::Profile => match f.span(Key::Profile, a) {
             Some(profile) => Event::SchedulerProfile { profile },
@@ -552,9 +630,13 @@ fn build<'a>(
             Some(plugin) => Event::FilterEliminatedAll { plugin },
             None => return missing(shape, "plugin"),
         },
-        Kind::FiltersCompleted => Event::FiltersCompleted {
-            remaining: f.num(Key::RemainingEndpoints, &mut flags),
-        },
+        Kind::FiltersCompleted => {
+            let remaining = f.num(Key::RemainingEndpoints, &mut flags);
+            if first_bad(&[("remainingEndpoints", remaining)], is_count).is_some() {
+                return out_of_range(shape, "remainingEndpoints");
+            }
+            Event::FiltersCompleted { remaining }
+        }
         Kind::Score => {
             let Some(plugin) = f.span(Key::Plugin, a) else {
                 return missing(shape, "plugin");
@@ -565,6 +647,9 @@ fn build<'a>(
             let Some(score) = f.num(Key::Score, &mut flags) else {
                 return missing(shape, "score");
             };
+            if !score.is_finite() {
+                return out_of_range(shape, "score");
+            }
             Event::Score {
                 plugin,
                 endpoint,
@@ -578,16 +663,34 @@ fn build<'a>(
             let Some(token_load) = f.num(Key::TokenLoad, &mut flags) else {
                 return missing(shape, "tokenLoad");
             };
+            if !is_count(token_load) {
+                return out_of_range(shape, "tokenLoad");
+            }
+            let score = f.num(Key::Score, &mut flags);
+            if first_bad(&[("score", score)], f64::is_finite).is_some() {
+                return out_of_range(shape, "score");
+            }
             Event::TokenLoad {
                 endpoint,
                 token_load,
-                score: f.num(Key::Score, &mut flags),
+                score,
             }
         }
-        Kind::HitPercentage => Event::HitPercentage {
-            prompt_tokens: f.num(Key::PromptLength, &mut flags),
-            hit_prefix_tokens: f.num(Key::HitPrefixTokens, &mut flags),
-        },
+        Kind::HitPercentage => {
+            let prompt_tokens = f.num(Key::PromptLength, &mut flags);
+            let hit_prefix_tokens = f.num(Key::HitPrefixTokens, &mut flags);
+            let vals = [
+                ("prompt length (token)", prompt_tokens),
+                ("absolute hit prefix len (tokens)", hit_prefix_tokens),
+            ];
+            if let Some(k) = first_bad(&vals, is_count) {
+                return out_of_range(shape, k);
+            }
+            Event::HitPercentage {
+                prompt_tokens,
+                hit_prefix_tokens,
+            }
+        }
         Kind::PickerCompleted => Event::PickerCompleted {
             targets: f
                 .get(Key::Result)

@@ -66,6 +66,9 @@ impl<'o> Engine<'o> {
 
     fn malformed(&mut self, reason: MalformedReason) -> Result<(), ParseError> {
         self.counts.lines_malformed += 1;
+        if matches!(reason, MalformedReason::OutOfRange(_)) {
+            self.counts.lines_out_of_range += 1;
+        }
         let m = MalformedLine {
             at: SourceLoc {
                 file: self.display.clone(),
@@ -219,6 +222,7 @@ impl<'o> Engine<'o> {
         self.counts.shapes.merge(&a.shapes);
         self.counts.lines_ignored += a.ignored;
         self.counts.lines_malformed += a.malformed;
+        self.counts.lines_out_of_range += a.out_of_range;
     }
 
     fn finish_stats(
@@ -335,6 +339,8 @@ struct Tally {
     shapes: crate::ledger::ShapeCounts,
     ignored: u64,
     malformed: u64,
+    /// Of `malformed`, [`MalformedReason::OutOfRange`] lines.
+    out_of_range: u64,
     /// Ignored or malformed lines since the last entry.
     run: u32,
     /// Malformed lines given an entry.
@@ -353,8 +359,16 @@ struct How {
     keep: usize,
 }
 
+/// Times a line may carry, epoch seconds: from 1970-01-01 to before
+/// 2100-01-01 UTC. A later `ts` (year 9999, say) would move the assembler's
+/// clock and evict every open request, and the reorder buffer's, and
+/// release every decision unordered; an earlier one is no time the EPP
+/// writes. Such a line is [`MalformedReason::OutOfRange`].
+pub(crate) const TS_RANGE: std::ops::Range<f64> = 0.0..4_102_444_800.0;
+
 /// Reads one line (trailing blanks already trimmed) in a known format; a
-/// used line is pushed to `used`, its strings to `arena`.
+/// used line is pushed to `used`, its strings to `arena`. A line whose time
+/// is outside [`TS_RANGE`] is out of range.
 pub(crate) fn pre_line(
     raw: &[u8],
     format: InputFormat,
@@ -388,6 +402,15 @@ pub(crate) fn pre_line(
             }
             if meta.ts.is_none() {
                 meta.ts = meta.kubelet_ts;
+            }
+            if let Some(t) = meta.ts
+                && !TS_RANGE.contains(&t)
+            {
+                let shape = match f.body.first() {
+                    Some(b'{') => LineShape::ZapJson,
+                    _ => LineShape::Console,
+                };
+                return Pre::Malformed(shape, MalformedReason::OutOfRange("ts"));
             }
             used.push(UsedLine {
                 ts: meta.ts,
@@ -530,9 +553,10 @@ impl Bufs {
                 t.shapes.add(shape);
                 t.ignored += 1;
             }
-            Pre::Malformed(shape, _) if t.kept >= keep => {
+            Pre::Malformed(shape, reason) if t.kept >= keep => {
                 t.shapes.add(shape);
                 t.malformed += 1;
+                t.out_of_range += u64::from(matches!(reason, MalformedReason::OutOfRange(_)));
             }
             Pre::TooLong(_) if t.kept >= keep => t.malformed += 1,
             p => {

@@ -33,6 +33,13 @@ pub enum MalformedReason {
     /// A decisions JSON-lines record that is not valid (not JSON, a required
     /// field missing, a wrong type, an unknown outcome).
     BadRecord(String),
+    /// A number outside its domain: a count of tokens, requests or
+    /// endpoints (`tokenLoad`, `total`, `inFlightTokens`, …) that is
+    /// negative, NaN, infinite or overflows `f64` (`1e400`); a score or
+    /// threshold that is not finite; a `ts` (or
+    /// kubelet timestamp) before 1970 or from 2100 on (year 9999). The line is not used: no estimate is
+    /// made from it, and no open request is evicted by its time.
+    OutOfRange(&'static str),
 }
 
 impl std::fmt::Display for MalformedReason {
@@ -47,6 +54,7 @@ impl std::fmt::Display for MalformedReason {
             MalformedReason::BadFraming => f.write_str("malformed kubectl prefix or timestamp"),
             MalformedReason::BadVllmStats => f.write_str("unparsable vLLM stats line"),
             MalformedReason::BadRecord(why) => write!(f, "invalid decision record: {why}"),
+            MalformedReason::OutOfRange(k) => write!(f, "value of `{k}` out of range"),
         }
     }
 }
@@ -159,6 +167,9 @@ pub struct Counts {
     /// Lines that could not be read as any known shape (see
     /// [`MalformedReason`]).
     pub lines_malformed: u64,
+    /// Of the malformed lines, those with a number or time outside its
+    /// domain ([`MalformedReason::OutOfRange`]).
+    pub lines_out_of_range: u64,
     /// Bytes read, after decompression.
     pub bytes: u64,
     /// Bytes read before decompression (equal to `bytes` for plain input).
@@ -202,6 +213,7 @@ impl Counts {
         self.lines_used += o.lines_used;
         self.lines_ignored += o.lines_ignored;
         self.lines_malformed += o.lines_malformed;
+        self.lines_out_of_range += o.lines_out_of_range;
         self.bytes += o.bytes;
         self.bytes_compressed += o.bytes_compressed;
         self.shapes.merge(&o.shapes);
