@@ -64,6 +64,25 @@ impl std::error::Error for EppConfigError {}
 /// assert_eq!(f[0].1.max_ttft_penalty_ms, 5000.0);
 /// ```
 pub fn filters_from_yaml(text: &str) -> Result<Vec<(String, Config)>, EppConfigError> {
+    Ok(filter_entries_from_yaml(text)?
+        .into_iter()
+        .map(|e| (e.name, e.config))
+        .collect())
+}
+
+/// One `prefix-cache-affinity-filter` entry of an `EndpointPickerConfig`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FilterEntry {
+    /// The instance name.
+    pub name: String,
+    /// Its parameters, the filter's defaults where the entry omits them.
+    pub config: Config,
+    /// The parameter names the entry sets itself (the rest are defaults).
+    pub keys: Vec<String>,
+}
+
+/// [`filters_from_yaml`], with the parameter names each entry sets.
+pub fn filter_entries_from_yaml(text: &str) -> Result<Vec<FilterEntry>, EppConfigError> {
     let doc: Value =
         serde_norway::from_str(text).map_err(|e| EppConfigError::Yaml(e.to_string()))?;
     let mut out = Vec::new();
@@ -74,7 +93,7 @@ pub fn filters_from_yaml(text: &str) -> Result<Vec<(String, Config)>, EppConfigE
     Ok(out)
 }
 
-fn collect(doc: &Value, out: &mut Vec<(String, Config)>) -> Result<(), EppConfigError> {
+fn collect(doc: &Value, out: &mut Vec<FilterEntry>) -> Result<(), EppConfigError> {
     if let Some(plugins) = doc.get("plugins").and_then(Value::as_array) {
         for p in plugins {
             if p.get("type").and_then(Value::as_str) != Some(PLUGIN_TYPE) {
@@ -90,7 +109,11 @@ fn collect(doc: &Value, out: &mut Vec<(String, Config)>) -> Result<(), EppConfig
                 plugin: name.clone(),
                 error,
             })?;
-            out.push((name, config));
+            let keys = params
+                .as_object()
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default();
+            out.push(FilterEntry { name, config, keys });
         }
     }
     // A ConfigMap: the config is a YAML string under `data`.

@@ -88,6 +88,14 @@ impl From<Decision> for DecisionInput {
             per_endpoint_loads(&d)
         };
         let prompt = d.prompt_tokens.map(|p| p.round() as i64);
+        // The config in force, where the line shows it (finite, in range).
+        let affinity_threshold = d
+            .affinity_threshold
+            .filter(|t| t.is_finite() && (0.0..=1.0).contains(t));
+        let prefill_throughput = d
+            .extras
+            .prefill_throughput
+            .filter(|p| p.is_finite() && *p > 0.0);
         let Decision {
             deployment,
             ts,
@@ -151,6 +159,8 @@ impl From<Decision> for DecisionInput {
             hit_prefix_tokens: hit,
             recorded,
             record: None,
+            affinity_threshold,
+            prefill_throughput,
         }
     }
 }

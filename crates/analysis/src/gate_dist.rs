@@ -19,22 +19,81 @@ use crate::whatif::WhatIfSpec;
 /// The schema id of the JSON report.
 pub const SCHEMA: &str = "gatecal.gate-dist/v1";
 
+/// Where one parameter of the config in force came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamSource {
+    /// The EPP's own lines: `maxPenalty` of `TTFT load gate broken`,
+    /// `affinityThreshold` of the filter lines, `prefillThroughput` (P2251).
+    Log,
+    /// An `EndpointPickerConfig` given with `--config`.
+    File,
+    /// A flag (`--max-ttft-penalty-ms`, ...).
+    Flag,
+    /// The filter's default.
+    Default,
+}
+
+/// A parameter whose value in the log differs from the one a file or flag
+/// gave.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConfigDisagreement {
+    /// EPP name (`maxTTFTPenaltyMs`, `peakPrefillThroughput`, `affinityThreshold`).
+    pub parameter: String,
+    /// The value the log shows.
+    pub log: f64,
+    /// The value the file or flag gave.
+    pub given: f64,
+    /// `file` or `flag`.
+    pub given_source: ParamSource,
+    /// The source whose value was used: `log` (over a file) or `flag` (a
+    /// flag is a what-if the user asked for).
+    pub used: ParamSource,
+}
+
 /// A filter config and where it came from.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SourcedConfig {
     /// `default`, `flags`, or `file:PATH` (with `#instance` when the file
-    /// has several filter instances).
+    /// has several filter instances), with `+log` when the log supplied
+    /// parameters.
     pub source: String,
     /// The parameters, EPP names.
     pub parameters: Config,
+    /// Per parameter (EPP names), where its value came from.
+    pub parameter_sources: BTreeMap<String, ParamSource>,
+    /// Parameters whose logged value differs from a file's or flag's.
+    pub log_disagreements: Vec<ConfigDisagreement>,
+}
+
+impl SourcedConfig {
+    /// A config whose every parameter comes from `param_source`.
+    pub fn new(source: impl Into<String>, parameters: Config, param_source: ParamSource) -> Self {
+        let parameter_sources = match parameters.to_parameters() {
+            serde_json::Value::Object(m) => m.keys().map(|k| (k.clone(), param_source)).collect(),
+            _ => BTreeMap::new(),
+        };
+        SourcedConfig {
+            source: source.into(),
+            parameters,
+            parameter_sources,
+            log_disagreements: Vec::new(),
+        }
+    }
+
+    /// Where a parameter came from (`default` when not recorded).
+    pub fn source_of(&self, parameter: &str) -> ParamSource {
+        self.parameter_sources
+            .get(parameter)
+            .copied()
+            .unwrap_or(ParamSource::Default)
+    }
 }
 
 /// The filter's defaults, for a deployment no config names.
-static DEFAULT_SOURCED: std::sync::LazyLock<SourcedConfig> =
-    std::sync::LazyLock::new(|| SourcedConfig {
-        source: "default".into(),
-        parameters: Config::default(),
-    });
+static DEFAULT_SOURCED: std::sync::LazyLock<SourcedConfig> = std::sync::LazyLock::new(|| {
+    SourcedConfig::new("default", Config::default(), ParamSource::Default)
+});
 
 /// Which config applies to which deployment and filter instance.
 #[derive(Clone, Debug)]
@@ -48,13 +107,7 @@ pub struct ConfigSet {
 impl Default for ConfigSet {
     fn default() -> Self {
         ConfigSet {
-            default: vec![(
-                String::new(),
-                SourcedConfig {
-                    source: "default".into(),
-                    parameters: Config::default(),
-                },
-            )],
+            default: vec![(String::new(), DEFAULT_SOURCED.clone())],
             per_deployment: HashMap::new(),
         }
     }
@@ -69,10 +122,11 @@ impl ConfigSet {
         let looked = self.lookup(&d.deployment, d.filter.as_deref());
         match d.recorded.as_ref().and_then(|r| r.config.as_ref()) {
             Some((source, parameters)) if looked.source == "default" => {
-                std::borrow::Cow::Owned(SourcedConfig {
-                    source: source.clone(),
-                    parameters: parameters.clone(),
-                })
+                std::borrow::Cow::Owned(SourcedConfig::new(
+                    source.clone(),
+                    parameters.clone(),
+                    ParamSource::Default,
+                ))
             }
             _ => std::borrow::Cow::Borrowed(looked),
         }
@@ -243,6 +297,117 @@ struct DepAcc {
     last_ts: Option<f64>,
 }
 
+/// Decisions of one deployment held back until the log shows the bar of
+/// each of its filter instances (at most this many; then the config known
+/// so far is used).
+pub const MAX_PENDING_PER_DEPLOYMENT: usize = 1 << 15;
+
+/// What the log shows of one filter instance's config: the first value of
+/// each parameter.
+#[derive(Clone, Copy, Debug, Default)]
+struct LogSeen {
+    bar: Option<f64>,
+    peak: Option<f64>,
+    threshold: Option<f64>,
+}
+
+/// One filter instance of one deployment: its config as given, what the log
+/// shows, and its config in force once settled.
+struct Instance {
+    filter: Option<String>,
+    base: SourcedConfig,
+    log: LogSeen,
+    effective: Option<SourcedConfig>,
+}
+
+impl Instance {
+    /// Learns what this decision's lines show of the config.
+    fn learn(&mut self, d: &DecisionInput) {
+        let bar = d
+            .logged_gate
+            .and_then(|g| g.max_penalty_ms)
+            .filter(|b| b.is_finite() && *b >= 0.0);
+        self.log.bar = self.log.bar.or(bar);
+        self.log.peak = self.log.peak.or(d.prefill_throughput);
+        self.log.threshold = self.log.threshold.or(d.affinity_threshold);
+    }
+
+    /// Whether the bar in force is known: from a flag, or from the log.
+    fn bar_known(&self) -> bool {
+        self.log.bar.is_some() || self.base.source_of("maxTTFTPenaltyMs") == ParamSource::Flag
+    }
+
+    fn settle(&mut self) -> &SourcedConfig {
+        let (base, log) = (&self.base, self.log);
+        self.effective
+            .get_or_insert_with(|| merge_log(base, log.bar, log.peak, log.threshold))
+    }
+}
+
+/// One deployment's filter instances, and its decisions waiting for their
+/// configs in force (the reconstruction is per deployment, so they wait and
+/// go on together, in order).
+#[derive(Default)]
+struct DepState {
+    instances: Vec<Instance>,
+    pending: Vec<DecisionInput>,
+    settled: bool,
+}
+
+/// The config in force: `base` with the values the log shows. A flag wins
+/// over the log (it is a what-if the user asked for); the log wins over a
+/// file and the defaults (it shows what was in force). Every difference
+/// between the log and a file or flag is kept with both values.
+pub fn merge_log(
+    base: &SourcedConfig,
+    bar: Option<f64>,
+    peak: Option<f64>,
+    threshold: Option<f64>,
+) -> SourcedConfig {
+    let mut out = base.clone();
+    let mut from_log = false;
+    let params = [
+        ("maxTTFTPenaltyMs", bar),
+        ("peakPrefillThroughput", peak),
+        ("affinityThreshold", threshold),
+    ];
+    for (name, log) in params {
+        let Some(v) = log else { continue };
+        let slot = match name {
+            "maxTTFTPenaltyMs" => &mut out.parameters.max_ttft_penalty_ms,
+            "peakPrefillThroughput" => &mut out.parameters.peak_prefill_throughput,
+            _ => &mut out.parameters.affinity_threshold,
+        };
+        let given = *slot;
+        let src = base.source_of(name);
+        let used = if src == ParamSource::Flag {
+            ParamSource::Flag
+        } else {
+            *slot = v;
+            from_log = true;
+            out.parameter_sources
+                .insert(name.to_string(), ParamSource::Log);
+            ParamSource::Log
+        };
+        if given != v && src != ParamSource::Default {
+            out.log_disagreements.push(ConfigDisagreement {
+                parameter: name.to_string(),
+                log: v,
+                given,
+                given_source: src,
+                used,
+            });
+        }
+    }
+    if from_log {
+        out.source = match out.source.as_str() {
+            "default" => "log".to_string(),
+            s => format!("{s}+log"),
+        };
+    }
+    out
+}
+
 /// The audit in progress: push decisions in input order, then finish.
 pub struct GateDist {
     opts: GateDistOptions,
@@ -251,6 +416,8 @@ pub struct GateDist {
     reorder: Reorder,
     deps: BTreeMap<String, DepAcc>,
     sink: Option<RecordSink>,
+    /// Per deployment, its filter instances and waiting decisions.
+    states: HashMap<String, DepState>,
 }
 
 impl GateDist {
@@ -270,6 +437,7 @@ impl GateDist {
             configs,
             deps: BTreeMap::new(),
             sink: None,
+            states: HashMap::new(),
         }
     }
 
@@ -283,42 +451,56 @@ impl GateDist {
         self.reorder = reorder;
     }
 
-    fn process(&mut self, mut d: DecisionInput) {
-        let sc = self.configs.for_decision(&d);
-        // The sample takes the request id over (the reconstruction does not
-        // read it): no copy of it per decision.
-        let request_id = d.request_id.take();
-        let mut sample = self.recon.sample(&d, &sc.parameters);
-        sample.request_id = request_id;
-        if let (Some(sink), Some(r)) = (self.sink.as_mut(), d.record.take()) {
-            sink(crate::records::complete(*r, &sample, &sc));
-        }
-        let n = self.opts.what_if.len();
-        let pmin = self.opts.pinned_worse_min_ms;
-        let dep = match self.deps.get_mut(&d.deployment) {
-            Some(dep) => dep,
-            None => self
-                .deps
-                .entry(d.deployment.clone())
-                .or_insert_with(|| DepAcc {
-                    config: sc.clone().into_owned(),
-                    acc: StatsAcc::new(pmin, n),
-                    windows: BTreeMap::new(),
-                    first_ts: None,
-                    last_ts: None,
-                }),
+    /// Until the bar in force of each of a deployment's filter instances is
+    /// known (a flag, or the `maxPenalty` of the log's first gate line), its
+    /// decisions wait, so that every one is reconstructed and replayed under
+    /// the config the EPP ran.
+    fn process(&mut self, d: DecisionInput) {
+        let st = match self.states.get_mut(&d.deployment) {
+            Some(l) => l,
+            None => self.states.entry(d.deployment.clone()).or_default(),
         };
-        dep.acc.add(&sample, &sc.parameters, &self.opts.what_if);
-        if let Some(ts) = d.ts.filter(|t| t.is_finite()) {
-            dep.first_ts = Some(dep.first_ts.map_or(ts, |f| f.min(ts)));
-            dep.last_ts = Some(dep.last_ts.map_or(ts, |l| l.max(ts)));
-            if let Some(w) = self.opts.window_s.filter(|w| *w > 0.0) {
-                let idx = (ts / w).floor() as i64;
-                dep.windows
-                    .entry(idx)
-                    .or_insert_with(|| StatsAcc::new(pmin, n))
-                    .add(&sample, &sc.parameters, &self.opts.what_if);
+        let i = match st.instances.iter().position(|x| x.filter == d.filter) {
+            Some(i) => i,
+            None => {
+                let base = self.configs.for_decision(&d).into_owned();
+                st.instances.push(Instance {
+                    filter: d.filter.clone(),
+                    base,
+                    log: LogSeen::default(),
+                    effective: None,
+                });
+                st.instances.len() - 1
             }
+        };
+        st.instances[i].learn(&d);
+        if !st.settled {
+            st.pending.push(d);
+            if st.instances.iter().all(Instance::bar_known)
+                || st.pending.len() >= MAX_PENDING_PER_DEPLOYMENT
+            {
+                let dep = st.pending[0].deployment.clone();
+                self.settle(&dep);
+            }
+            return;
+        }
+        let sc = st.instances[i].settle();
+        handle(&mut self.recon, &mut self.deps, &mut self.sink, &self.opts, sc, d);
+    }
+
+    /// Fixes a deployment's configs in force from what is known now, and
+    /// processes its waiting decisions in order.
+    fn settle(&mut self, deployment: &str) {
+        let Some(st) = self.states.get_mut(deployment) else {
+            return;
+        };
+        st.settled = true;
+        for d in std::mem::take(&mut st.pending) {
+            let Some(inst) = st.instances.iter_mut().find(|x| x.filter == d.filter) else {
+                continue;
+            };
+            let sc = inst.settle();
+            handle(&mut self.recon, &mut self.deps, &mut self.sink, &self.opts, sc, d);
         }
     }
 
@@ -328,6 +510,17 @@ impl GateDist {
         self.reorder.finish(&mut |x| due.push(x));
         for x in due {
             self.process(x);
+        }
+        // Deployments whose log never showed the bar: the configs as given.
+        let mut waiting: Vec<String> = self
+            .states
+            .iter()
+            .filter(|(_, st)| !st.settled)
+            .map(|(d, _)| d.clone())
+            .collect();
+        waiting.sort();
+        for d in waiting {
+            self.settle(&d);
         }
         let bins = self.opts.histogram_bins;
         let mut overall = StatsAcc::new(self.opts.pinned_worse_min_ms, self.opts.what_if.len());
@@ -376,6 +569,49 @@ impl GateDist {
                 stats,
                 histogram,
             },
+        }
+    }
+}
+
+/// Adds one decision under its config in force `sc`.
+fn handle(
+    recon: &mut Reconstructor,
+    deps: &mut BTreeMap<String, DepAcc>,
+    sink: &mut Option<RecordSink>,
+    opts: &GateDistOptions,
+    sc: &SourcedConfig,
+    mut d: DecisionInput,
+) {
+    // The sample takes the request id over (the reconstruction does not
+    // read it): no copy of it per decision.
+    let request_id = d.request_id.take();
+    let mut sample = recon.sample(&d, &sc.parameters);
+    sample.request_id = request_id;
+    if let (Some(sink), Some(r)) = (sink.as_mut(), d.record.take()) {
+        sink(crate::records::complete(*r, &sample, sc));
+    }
+    let n = opts.what_if.len();
+    let pmin = opts.pinned_worse_min_ms;
+    let dep = match deps.get_mut(&d.deployment) {
+        Some(dep) => dep,
+        None => deps.entry(d.deployment.clone()).or_insert_with(|| DepAcc {
+            config: sc.clone(),
+            acc: StatsAcc::new(pmin, n),
+            windows: BTreeMap::new(),
+            first_ts: None,
+            last_ts: None,
+        }),
+    };
+    dep.acc.add(&sample, &sc.parameters, &opts.what_if);
+    if let Some(ts) = d.ts.filter(|t| t.is_finite()) {
+        dep.first_ts = Some(dep.first_ts.map_or(ts, |f| f.min(ts)));
+        dep.last_ts = Some(dep.last_ts.map_or(ts, |l| l.max(ts)));
+        if let Some(w) = opts.window_s.filter(|w| *w > 0.0) {
+            let idx = (ts / w).floor() as i64;
+            dep.windows
+                .entry(idx)
+                .or_insert_with(|| StatsAcc::new(pmin, n))
+                .add(&sample, &sc.parameters, &opts.what_if);
         }
     }
 }
@@ -503,6 +739,164 @@ mod tests {
         assert_eq!(s.self_check.agreed, 1);
         assert_eq!(s.self_check.bar_mismatches, 0);
         assert!((s.gate_input_ms.max.unwrap() - 18709.191361125064).abs() < 1e-9);
+    }
+
+    fn scored(ep: &str, load: f64) -> ScoredEndpoint {
+        ScoredEndpoint {
+            endpoint: ep.into(),
+            token_load: Some(load),
+            prefix_score: None,
+            in_flight_tokens: None,
+        }
+    }
+
+    /// A decision that kept both endpoints (no sticky one): it measures both.
+    fn keep_all(ts: f64, a: f64, b: f64) -> DecisionInput {
+        DecisionInput {
+            deployment: "d".into(),
+            ts: Some(ts),
+            request_id: Some(format!("k{ts}")),
+            outcome: Some(Outcome::NoMatch),
+            total: Some(2),
+            scored: vec![scored("ns/a", a), scored("ns/b", b)],
+            affinity_threshold: Some(0.8),
+            ..DecisionInput::default()
+        }
+    }
+
+    /// A decision narrowed to `ns/a`, whose `tokenLoad` is `a`.
+    fn narrowed(ts: f64, id: &str, a: f64) -> DecisionInput {
+        DecisionInput {
+            deployment: "d".into(),
+            ts: Some(ts),
+            request_id: Some(id.into()),
+            outcome: Some(Outcome::Sticky),
+            sticky_count: Some(1),
+            total: Some(2),
+            survivors: Some(vec!["ns/a".into()]),
+            scored: vec![scored("ns/a", a)],
+            affinity_threshold: Some(0.8),
+            ..DecisionInput::default()
+        }
+    }
+
+    fn release(ts: f64, penalty: f64, max_penalty: f64) -> DecisionInput {
+        DecisionInput {
+            deployment: "d".into(),
+            ts: Some(ts),
+            request_id: Some("brk".into()),
+            outcome: Some(Outcome::LoadOverride),
+            total: Some(2),
+            logged_gate: Some(LoggedGate {
+                best_sticky_ttft_ms: Some(penalty + 100.0),
+                best_non_sticky_ttft_ms: Some(100.0),
+                penalty_ms: penalty,
+                max_penalty_ms: Some(max_penalty),
+            }),
+            affinity_threshold: Some(0.8),
+            ..DecisionInput::default()
+        }
+    }
+
+    #[test]
+    fn a_logged_hold_censors_the_estimate_to_the_bar() {
+        let mut g = GateDist::new(GateDistOptions::default(), ConfigSet::default());
+        g.push(keep_all(1.0, 1_000.0, 1_000.0));
+        // 400,000 tokens over 1,000 at 15,928 tok/s: about 25 s, above the
+        // 18 s bar, yet the EPP held.
+        g.push(narrowed(2.0, "held", 401_000.0));
+        let r = g.finish(InputSummary::default());
+        let s = &r.deployments[0].stats;
+        assert_eq!(s.evidence.reconstructed, 1);
+        assert_eq!(s.censoring.moved, 1);
+        let max = s.gate_input_ms.max.unwrap();
+        assert!(max <= 18_000.0 && max > 17_999.0, "{max}");
+        let moved = s.censoring.move_max_ms.unwrap();
+        assert!((moved - 7_040.0).abs() < 200.0, "{moved}");
+        assert_eq!((s.replay.agreed, s.replay.decisions), (1, 1));
+        assert_eq!(s.replay.replayed_released, 0);
+        assert_eq!(s.replay.cause, None);
+        let at_bar = s
+            .what_if
+            .iter()
+            .find(|w| w.max_ttft_penalty_ms == Some(18_000.0))
+            .unwrap();
+        assert_eq!(at_bar.released, 0, "the config in force holds it");
+    }
+
+    #[test]
+    fn the_log_bar_applies_to_decisions_before_its_first_gate_line() {
+        let mut g = GateDist::new(GateDistOptions::default(), ConfigSet::default());
+        g.push(keep_all(1.0, 1_000.0, 1_000.0));
+        // About 10 s: held under the default 18 s bar, but the log's bar is
+        // 5 s (shown only by the break below).
+        g.push(narrowed(2.0, "held", 160_000.0));
+        g.push(release(3.0, 6_000.0, 5_000.0));
+        let r = g.finish(InputSummary::default());
+        let d = &r.deployments[0];
+        assert_eq!(d.config.parameters.max_ttft_penalty_ms, 5_000.0);
+        assert_eq!(d.config.source_of("maxTTFTPenaltyMs"), ParamSource::Log);
+        assert_eq!(d.config.source_of("affinityThreshold"), ParamSource::Log);
+        assert_eq!(
+            d.config.source_of("peakPrefillThroughput"),
+            ParamSource::Default
+        );
+        assert_eq!(d.config.source, "log");
+        let s = &d.stats;
+        assert_eq!(s.censoring.moved, 1);
+        assert!(s.gate_input_ms.min.unwrap() <= 5_000.0);
+        assert_eq!((s.replay.agreed, s.replay.decisions), (2, 2));
+        assert_eq!(
+            (s.replay.logged_released, s.replay.replayed_released),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn a_flag_that_disagrees_with_the_log_is_used_and_explained() {
+        let mut base = SourcedConfig::new(
+            "flags",
+            Config {
+                max_ttft_penalty_ms: 7_000.0,
+                ..Config::default()
+            },
+            ParamSource::Default,
+        );
+        base.parameter_sources
+            .insert("maxTTFTPenaltyMs".into(), ParamSource::Flag);
+        let set = ConfigSet {
+            default: vec![(String::new(), base)],
+            per_deployment: HashMap::new(),
+        };
+        let mut g = GateDist::new(GateDistOptions::default(), set);
+        g.push(release(3.0, 6_000.0, 5_000.0));
+        let r = g.finish(InputSummary::default());
+        let d = &r.deployments[0];
+        assert_eq!(d.config.parameters.max_ttft_penalty_ms, 7_000.0);
+        let w = &d.config.log_disagreements[0];
+        assert_eq!(w.parameter, "maxTTFTPenaltyMs");
+        assert_eq!((w.log, w.given), (5_000.0, 7_000.0));
+        assert_eq!(
+            (w.given_source, w.used),
+            (ParamSource::Flag, ParamSource::Flag)
+        );
+        let s = &d.stats.replay;
+        assert_eq!((s.agreed, s.decisions), (0, 1));
+        assert_eq!(s.log_bar_ms, Some(5_000.0));
+        let cause = s.cause.as_deref().unwrap();
+        assert!(cause.contains("--max-ttft-penalty-ms 5000"), "{cause}");
+    }
+
+    #[test]
+    fn a_file_that_disagrees_with_the_log_loses_with_a_warning() {
+        let mut base = SourcedConfig::new("file:epp.yaml", Config::default(), ParamSource::File);
+        base.parameters.max_ttft_penalty_ms = 9_000.0;
+        let sc = merge_log(&base, Some(5_000.0), None, Some(0.8));
+        assert_eq!(sc.parameters.max_ttft_penalty_ms, 5_000.0);
+        assert_eq!(sc.source, "file:epp.yaml+log");
+        assert_eq!(sc.log_disagreements.len(), 1, "0.8 agrees with the file");
+        assert_eq!(sc.log_disagreements[0].used, ParamSource::Log);
+        assert_eq!(sc.log_disagreements[0].given, 9_000.0);
     }
 
     #[test]

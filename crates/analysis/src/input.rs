@@ -71,4 +71,8 @@ pub struct DecisionInput {
     /// The decision as a record, to be completed with the analysis' gate and
     /// config and written out (`--emit-decisions`); `None` when not asked.
     pub record: Option<Box<DecisionRecord>>,
+    /// `affinityThreshold` of the filter line: the instance's config in force.
+    pub affinity_threshold: Option<f64>,
+    /// `prefillThroughput` of the filter line (P2251 builds): the peak in force.
+    pub prefill_throughput: Option<f64>,
 }

@@ -308,6 +308,8 @@ impl Kept {
             replay,
             matched_tokens: None,
             logged_bar_ms: None,
+            censored_ms: None,
+            logged_peak: None,
         }
     }
 }

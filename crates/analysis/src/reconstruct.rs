@@ -158,6 +158,13 @@ pub struct GateSample {
     pub matched_tokens: Option<i64>,
     /// The bar the EPP logged (`maxPenalty`), to check the config against.
     pub logged_bar_ms: Option<f64>,
+    /// How far the logged outcome moved the reconstructed gate input, in ms
+    /// (positive): set only when the carried-forward estimate contradicted
+    /// the outcome (a held decision estimated above the bar) and was
+    /// censored to the largest input the config holds.
+    pub censored_ms: Option<f64>,
+    /// The peak the EPP logged (`prefillThroughput`, P2251 builds).
+    pub logged_peak: Option<f64>,
 }
 
 /// Options of the reconstruction.
@@ -168,6 +175,9 @@ pub struct ReconstructOptions {
     /// Decisions are put back in time order within this many seconds of log
     /// time before reconstruction ([`crate::reorder`]). Default 30.
     pub reorder_window_s: f64,
+    /// Whether a censored hold also raises the queue model of the
+    /// non-sticky endpoints it bounds (see [`hold_floor`]). Default true.
+    pub censor_feedback: bool,
 }
 
 impl Default for ReconstructOptions {
@@ -175,6 +185,72 @@ impl Default for ReconstructOptions {
         ReconstructOptions {
             max_staleness_s: 30.0,
             reorder_window_s: crate::reorder::DEFAULT_REORDER_WINDOW_S,
+            censor_feedback: true,
+        }
+    }
+}
+
+/// Whether `config` releases the two-sided decision (sticky side `st`,
+/// non-sticky side `nt` in-flight tokens).
+fn releases(config: &Config, st: i64, nt: i64, matched: Option<i64>) -> bool {
+    decide_verdict(config, &two_sided(st, nt, matched), 1.0)
+        .outcome
+        .is_release()
+}
+
+/// The censoring of a held decision: the EPP logged a hold, so its gate
+/// input was at most the bar (the filter releases on a strict `>`). Returns
+/// the non-sticky load to use: `nt` when `config` holds it, else the least
+/// load above `nt` at which it holds (a binary search through the filter
+/// core itself, so every mode and rounding agrees with the replay). `None`
+/// when no load holds it (a config whose gate cannot hold).
+pub fn hold_floor(config: &Config, st: i64, nt: i64, matched: Option<i64>) -> Option<i64> {
+    if !releases(config, st, nt, matched) {
+        return Some(nt);
+    }
+    // Equal loads give a zero gate input, which no bar releases.
+    let (mut lo, mut hi) = (nt, st.max(nt));
+    if releases(config, st, hi, matched) {
+        return None;
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if releases(config, st, mid, matched) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(hi)
+}
+
+/// The sticky load of a logged break, raised by the few tokens that rounding
+/// to whole tokens can cost, so that `config` (whose bar the logged penalty
+/// exceeds) releases it as the EPP did.
+fn release_ceiling(config: &Config, st: i64, nt: i64, matched: Option<i64>) -> i64 {
+    let mut st = st;
+    for _ in 0..4 {
+        if releases(config, st, nt, matched) {
+            break;
+        }
+        st += 1;
+    }
+    st
+}
+
+/// Feeds a censored hold back into the queue model: every fresh non-sticky
+/// endpoint held at least `floor` in-flight tokens (the best one did, and it
+/// is the least loaded), so one modelled below it gets the difference as
+/// load this model missed.
+fn raise_non_sticky(t: &mut DepTracker, staleness: f64, ts: f64, sticky: &[usize], floor: f64) {
+    let rate = t.rate;
+    for (i, o) in t.eps.iter_mut().enumerate() {
+        if sticky.contains(&i) || !(ts.is_nan() || o.ts.is_nan() || ts - o.ts <= staleness) {
+            continue;
+        }
+        let now = o.at(ts, rate);
+        if now < floor {
+            o.add(ts, floor - now, rate);
         }
     }
 }
@@ -275,6 +351,8 @@ impl Reconstructor {
             replay: Replay::Unknown,
             matched_tokens: None,
             logged_bar_ms: d.logged_gate.and_then(|g| g.max_penalty_ms),
+            censored_ms: None,
+            logged_peak: d.prefill_throughput,
         };
         if let Some(r) = &d.recorded {
             given(d, r, config, &mut s);
@@ -294,6 +372,7 @@ impl Reconstructor {
             return s;
         };
         let staleness = self.opts.max_staleness_s;
+        let feedback = self.opts.censor_feedback;
         // The deployment's tracker and this decision's endpoints in it,
         // looked up once for the whole decision.
         let t = tracker(&mut self.index, &mut self.trackers, &d.deployment);
@@ -355,6 +434,18 @@ impl Reconstructor {
                     match (best_sticky, best_non) {
                         (Some(bs), Some(bn)) => {
                             let (st, nt) = (bs.round() as i64, bn.round() as i64);
+                            // The EPP held: the gate input was at most the bar.
+                            let held = hold_floor(config, st, nt, matched);
+                            let nt = match held {
+                                Some(h) if h > nt => {
+                                    s.censored_ms = Some((h - nt) as f64 / peak * 1000.0);
+                                    if feedback {
+                                        raise_non_sticky(t, staleness, ts, sticky, h as f64);
+                                    }
+                                    h
+                                }
+                                _ => nt,
+                            };
                             s.evidence = Some(Evidence::Reconstructed);
                             s.gate_input_ms = Some(st.saturating_sub(nt) as f64 / peak * 1000.0);
                             s.replay = Replay::Candidates(two_sided(st, nt, matched));
@@ -397,6 +488,13 @@ impl Reconstructor {
                                     ms_to_tokens(p, peak).saturating_add(non_tokens.unwrap_or(0))
                                 });
                             let nt = non_tokens.unwrap_or(0);
+                            // Rounding to tokens must not turn the logged
+                            // break into a hold under the bar it broke.
+                            let sticky_tokens = if p > config.max_ttft_penalty_ms {
+                                release_ceiling(config, sticky_tokens, nt, matched)
+                            } else {
+                                sticky_tokens
+                            };
                             s.replay = Replay::Candidates(two_sided(sticky_tokens, nt, matched));
                         } else {
                             // MaxFloat64 sentinel: the sticky side had no
@@ -700,4 +798,27 @@ fn best_fresh_excluding(t: &DepTracker, staleness: f64, ts: f64, sticky: &[usize
         })
         .map(|(_, o)| t.now(o, ts))
         .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.min(v))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gatecal_filter::PenaltyMode;
+
+    #[test]
+    fn hold_floor_is_the_least_load_the_config_holds() {
+        let c = Config::default();
+        // (400000 - 0) / 15928 s = 25.1 s > 18 s: released as is.
+        let h = hold_floor(&c, 400_000, 0, None).unwrap();
+        assert!(!releases(&c, 400_000, h, None));
+        assert!(releases(&c, 400_000, h - 1, None));
+        // Already held: unchanged.
+        assert_eq!(hold_floor(&c, 10_000, 0, None), Some(0));
+        // Matched tokens: released when the difference exceeds them.
+        let m = Config {
+            penalty_mode: PenaltyMode::MatchedTokens,
+            ..Config::default()
+        };
+        assert_eq!(hold_floor(&m, 50_000, 0, Some(4_096)), Some(50_000 - 4_096));
+    }
 }

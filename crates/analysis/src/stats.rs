@@ -12,6 +12,11 @@ use crate::whatif::{WhatIfSpec, pinned_worse_bar, replay};
 /// How many disagreeing request ids a self-check lists.
 pub const MAX_LISTED_DISAGREEMENTS: usize = 20;
 
+/// Quantiles over fewer values than this are flagged `small_sample`: with
+/// under 20 values a p90 is the largest or second-largest value and a p99 the
+/// maximum.
+pub const MIN_QUANTILE_SAMPLE: u64 = 20;
+
 /// Decisions by evidence label (only decisions where the gate was evaluated).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct EvidenceCounts {
@@ -46,6 +51,9 @@ pub struct Distribution {
     pub negative: u64,
     /// Values left out because not finite or at least 1e300 (MaxFloat64 sentinels).
     pub unbounded: u64,
+    /// Fewer than [`MIN_QUANTILE_SAMPLE`] (20) values: the quantiles are
+    /// order statistics of a handful of decisions, not a distribution.
+    pub small_sample: bool,
 }
 
 impl Distribution {
@@ -67,6 +75,7 @@ impl Distribution {
             min: h.min(),
             negative: h.count_negative(),
             unbounded: h.unbounded(),
+            small_sample: h.count() > 0 && h.count() < MIN_QUANTILE_SAMPLE,
         }
     }
 }
@@ -96,6 +105,50 @@ pub struct SelfCheck {
     pub disagreements: Vec<String>,
     /// Decisions whose logged `maxPenalty` differs from the config's bar.
     pub bar_mismatches: u64,
+}
+
+/// The log's held outcomes as constraints on the reconstruction: a decision
+/// logged as held had a gate input at most the bar, so a carried-forward
+/// estimate above it is censored to the largest input the config holds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Censoring {
+    /// Reconstructed gate inputs the logged hold had to move.
+    pub moved: u64,
+    /// Of the `reconstructed` decisions (the ones that could be moved).
+    pub reconstructed: u64,
+    /// Median move, ms (downwards).
+    pub move_p50_ms: Option<f64>,
+    /// 90th percentile of the moves, ms.
+    pub move_p90_ms: Option<f64>,
+    /// Largest move, ms.
+    pub move_max_ms: Option<f64>,
+}
+
+/// Every decision with a logged outcome and a known gate input, replayed
+/// under the config in force: does it reproduce what the EPP did?
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ReplayAgreement {
+    /// Decisions with a logged outcome and a `logged`, `observed` or
+    /// `reconstructed` gate input.
+    pub decisions: u64,
+    /// Of those, how many the config in force reproduces.
+    pub agreed: u64,
+    /// Releases the log shows (all decisions).
+    pub logged_released: u64,
+    /// Releases when every decision is replayed under the config in force
+    /// (decisions with an unknown gate input count as not released, as in
+    /// the what-ifs).
+    pub replayed_released: u64,
+    /// Request ids of the first disagreements.
+    pub disagreements: Vec<String>,
+    /// The `maxPenalty` the log's gate lines show, when it differs from the
+    /// replayed bar (`null` when they agree or the log shows none).
+    pub log_bar_ms: Option<f64>,
+    /// The `prefillThroughput` the log's filter lines show, when it differs
+    /// from the replayed peak.
+    pub log_peak_prefill_throughput: Option<f64>,
+    /// Why some disagree and what to do; `null` when all agree.
+    pub cause: Option<String>,
 }
 
 /// One what-if's figures.
@@ -145,6 +198,11 @@ pub struct Stats {
     pub pinned_worse: PinnedWorse,
     /// The self-check.
     pub self_check: SelfCheck,
+    /// Replay of every decision with a known gate input under the config in
+    /// force.
+    pub replay: ReplayAgreement,
+    /// How far the logged holds moved the reconstruction.
+    pub censoring: Censoring,
     /// What-ifs, in the order asked.
     pub what_if: Vec<WhatIfResult>,
 }
@@ -191,6 +249,13 @@ pub struct StatsAcc {
     pinned_worse: u64,
     pinned_min_ms: f64,
     self_check: SelfCheck,
+    replay: ReplayAgreement,
+    /// Logged `maxPenalty` values against the config's bar.
+    log_bar: Option<Option<f64>>,
+    config_bar: Option<Option<f64>>,
+    log_peak: Option<Option<f64>>,
+    config_peak: Option<Option<f64>>,
+    censored: SignedHistogram,
     what_if: Vec<WhatIfAcc>,
 }
 
@@ -208,6 +273,12 @@ impl StatsAcc {
             pinned_worse: 0,
             pinned_min_ms,
             self_check: SelfCheck::default(),
+            replay: ReplayAgreement::default(),
+            log_bar: None,
+            config_bar: None,
+            log_peak: None,
+            config_peak: None,
+            censored: SignedHistogram::new(),
             what_if: vec![WhatIfAcc::default(); n_what_if],
         }
     }
@@ -269,6 +340,47 @@ impl StatsAcc {
             self.self_check.bar_mismatches += 1;
         }
 
+        // Replay agreement: every decision whose gate input is known.
+        let in_force = replay(s, config);
+        if s.outcome_logged {
+            if s.outcome.is_some_and(Outcome::is_release) {
+                self.replay.logged_released += 1;
+            }
+            if let Some(logged) = s.outcome
+                && matches!(
+                    s.evidence,
+                    Some(Evidence::Logged | Evidence::Observed | Evidence::Reconstructed)
+                )
+            {
+                self.replay.decisions += 1;
+                if in_force.outcome == Some(logged) {
+                    self.replay.agreed += 1;
+                } else if self.replay.disagreements.len() < MAX_LISTED_DISAGREEMENTS {
+                    self.replay.disagreements.push(
+                        s.request_id
+                            .clone()
+                            .unwrap_or_else(|| "(no request id)".into()),
+                    );
+                }
+            }
+        }
+        if in_force.outcome.is_some_and(Outcome::is_release) {
+            self.replay.replayed_released += 1;
+        }
+        if let Some(b) = s.logged_bar_ms {
+            agree(&mut self.log_bar, b);
+        }
+        if let Some(p) = s.logged_peak {
+            agree(&mut self.log_peak, p);
+        }
+        agree(&mut self.config_bar, config.max_ttft_penalty_ms);
+        agree(&mut self.config_peak, config.peak_prefill_throughput);
+        if s.evidence == Some(Evidence::Reconstructed)
+            && let Some(m) = s.censored_ms
+        {
+            self.censored.record(m);
+        }
+
         for (acc, spec) in self.what_if.iter_mut().zip(specs) {
             let c = spec.apply(config);
             acc.mode = Some(c.penalty_mode);
@@ -319,6 +431,20 @@ impl StatsAcc {
                 self.self_check.disagreements.push(d.clone());
             }
         }
+        self.replay.decisions += o.replay.decisions;
+        self.replay.agreed += o.replay.agreed;
+        self.replay.logged_released += o.replay.logged_released;
+        self.replay.replayed_released += o.replay.replayed_released;
+        for d in &o.replay.disagreements {
+            if self.replay.disagreements.len() < MAX_LISTED_DISAGREEMENTS {
+                self.replay.disagreements.push(d.clone());
+            }
+        }
+        agree_merge(&mut self.log_bar, o.log_bar);
+        agree_merge(&mut self.config_bar, o.config_bar);
+        agree_merge(&mut self.log_peak, o.log_peak);
+        agree_merge(&mut self.config_peak, o.config_peak);
+        self.censored.merge(&o.censored);
         if self.what_if.len() < o.what_if.len() {
             self.what_if.resize(o.what_if.len(), WhatIfAcc::default());
         }
@@ -331,6 +457,48 @@ impl StatsAcc {
             a.unknown += b.unknown;
             a.no_match_info += b.no_match_info;
         }
+    }
+
+    /// The replay agreement, with its cause when some decisions disagree:
+    /// a bar or peak the log shows and the config replayed does not (and the
+    /// flag that fixes it), else a reconstruction defect.
+    fn replay_agreement(&self) -> ReplayAgreement {
+        let mut r = self.replay.clone();
+        let differs = |log: Option<Option<f64>>, cfg: Option<Option<f64>>| match (log, cfg) {
+            (Some(Some(l)), Some(Some(c))) if l != c => Some(l),
+            // Several values in the log, or configs that differ between
+            // the aggregated deployments: nothing one flag can fix.
+            _ => None,
+        };
+        r.log_bar_ms = differs(self.log_bar, self.config_bar);
+        r.log_peak_prefill_throughput = differs(self.log_peak, self.config_peak);
+        if r.agreed < r.decisions || r.logged_released != r.replayed_released {
+            let mut fixes = Vec::new();
+            if let Some(b) = r.log_bar_ms {
+                fixes.push(format!(
+                    "the log's gate lines show maxPenalty {b} ms but the config replayed has {} ms: pass --max-ttft-penalty-ms {b}",
+                    self.config_bar.flatten().unwrap_or(f64::NAN)
+                ));
+            }
+            if let Some(p) = r.log_peak_prefill_throughput {
+                fixes.push(format!(
+                    "the log's filter lines show prefillThroughput {p} tok/s but the config replayed has {}: pass --peak-prefill-throughput {p}",
+                    self.config_peak.flatten().unwrap_or(f64::NAN)
+                ));
+            }
+            if matches!(self.log_bar, Some(None)) {
+                fixes.push(
+                    "the log's gate lines show several maxPenalty values (the config changed during the log): audit each period separately"
+                        .to_string(),
+                );
+            }
+            r.cause = Some(if fixes.is_empty() {
+                "a reconstruction defect: the config in force does not reproduce these logged outcomes (please report it with the request ids listed)".to_string()
+            } else {
+                format!("config mismatch: {}", fixes.join("; "))
+            });
+        }
+        r
     }
 
     /// The figures.
@@ -369,6 +537,17 @@ impl StatsAcc {
                 share: share(self.pinned_worse),
             },
             self_check: self.self_check.clone(),
+            replay: self.replay_agreement(),
+            censoring: {
+                let r = self.censored.recorded();
+                Censoring {
+                    moved: self.censored.count(),
+                    reconstructed: self.evidence.reconstructed,
+                    move_p50_ms: r.quantile(0.5),
+                    move_p90_ms: r.quantile(0.9),
+                    move_max_ms: self.censored.max(),
+                }
+            },
             what_if: self
                 .what_if
                 .iter()

@@ -3,12 +3,15 @@
 //! Precedence, per deployment: flags over `--config DEPLOYMENT=FILE` over
 //! `--config FILE` over the filter's defaults. Every result goes through the
 //! filter core's validation, so a bad combination fails with the EPP's text.
+//! Each parameter keeps its source (`flag`, `file`, `default`); the audit
+//! then puts the values the log shows over files and defaults (never over a
+//! flag), see [`gatecal_analysis::gate_dist::merge_log`].
 
 use std::collections::HashMap;
 
 use anyhow::{Context, bail};
-use gatecal_analysis::epp_config::filters_from_yaml;
-use gatecal_analysis::gate_dist::{ConfigSet, SourcedConfig};
+use gatecal_analysis::epp_config::filter_entries_from_yaml;
+use gatecal_analysis::gate_dist::{ConfigSet, ParamSource, SourcedConfig};
 use gatecal_filter::{Config, MissingSignal};
 use serde_json::{Map, Value};
 
@@ -72,14 +75,19 @@ impl FilterArgs {
         m
     }
 
-    fn finish(&self, base: &Config, source: &str) -> anyhow::Result<SourcedConfig> {
+    fn finish(
+        &self,
+        base: &Config,
+        source: &str,
+        file_keys: &[String],
+    ) -> anyhow::Result<SourcedConfig> {
         let over = self.overrides();
         let mut params = match base.to_parameters() {
             Value::Object(m) => m,
             _ => Map::new(),
         };
         let flagged = !over.is_empty();
-        params.extend(over);
+        params.extend(over.clone());
         let mut config = Config::from_value(&Value::Object(params))
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| {
@@ -96,10 +104,19 @@ impl FilterArgs {
             (s, true) => format!("{s}+flags"),
             (s, false) => s.to_string(),
         };
-        Ok(SourcedConfig {
-            source,
-            parameters: config,
-        })
+        let mut sc = SourcedConfig::new(source, config, ParamSource::Default);
+        for (k, v) in sc.parameter_sources.iter_mut() {
+            if over.contains_key(k) {
+                *v = ParamSource::Flag;
+            } else if file_keys.contains(k) {
+                *v = ParamSource::File;
+            }
+        }
+        if self.legacy_missing_signal {
+            sc.parameter_sources
+                .insert("missingSignal".into(), ParamSource::Flag);
+        }
+        Ok(sc)
     }
 
     /// The files `--config` reads.
@@ -115,7 +132,10 @@ impl FilterArgs {
 
     /// The config of every deployment.
     pub fn config_set(&self) -> anyhow::Result<ConfigSet> {
-        let mut default = vec![(String::new(), self.finish(&Config::default(), "default")?)];
+        let mut default = vec![(
+            String::new(),
+            self.finish(&Config::default(), "default", &[])?,
+        )];
         let mut per: HashMap<String, Vec<(String, SourcedConfig)>> = HashMap::new();
         let mut seen_default_file = false;
         for spec in &self.config {
@@ -126,16 +146,18 @@ impl FilterArgs {
             };
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read --config {path}"))?;
-            let filters = filters_from_yaml(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+            let filters =
+                filter_entries_from_yaml(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
             let many = filters.len() > 1;
             let mut list = Vec::new();
-            for (name, config) in filters {
+            for e in filters {
+                let (name, config) = (e.name, e.config);
                 let src = if many {
                     format!("file:{path}#{name}")
                 } else {
                     format!("file:{path}")
                 };
-                list.push((name, self.finish(&config, &src)?));
+                list.push((name, self.finish(&config, &src, &e.keys)?));
             }
             match dep {
                 Some(d) => {

@@ -3,10 +3,15 @@
 //! reconstruction_error -- x.log x.truth.jsonl` (files from `epp-sim --out x.log`).
 //! Prints the error quantiles (estimate − truth) of the best sticky and best
 //! non-sticky in-flight tokens and of the gate input, and the drain rates.
-//! The figures in docs/methodology.md come from here.
+//! The figures in docs/methodology.md come from here. The config is the
+//! filter's defaults with the values the log shows (`maxPenalty`,
+//! `prefillThroughput`, `affinityThreshold`), as gate-dist reads them;
+//! `--no-censor-feedback` keeps the logged holds from feeding back into the
+//! queue model (the estimates are still censored).
 
 use std::collections::HashMap;
 
+use gatecal_analysis::gate_dist::{ParamSource, SourcedConfig, merge_log};
 use gatecal_analysis::input::DecisionInput;
 use gatecal_analysis::reconstruct::{ReconstructOptions, Reconstructor, Replay};
 use gatecal_analysis::reorder::Reorder;
@@ -31,9 +36,16 @@ fn quantiles(name: &str, v: &mut [f64]) {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let feedback = match args.iter().position(|a| a == "--no-censor-feedback") {
+        Some(i) => {
+            args.remove(i);
+            false
+        }
+        None => true,
+    };
     let [_, log, truth] = args.as_slice() else {
-        return Err("usage: reconstruction_error LOG TRUTH_JSONL".into());
+        return Err("usage: reconstruction_error [--no-censor-feedback] LOG TRUTH_JSONL".into());
     };
     let mut t: HashMap<(String, String), serde_json::Value> = HashMap::new();
     for l in std::fs::read_to_string(truth)?.lines() {
@@ -51,11 +63,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         reorder.push(DecisionInput::from(d), &mut |x| ordered.push(x));
     }
     reorder.finish(&mut |x| ordered.push(x));
-    let mut r = Reconstructor::new(ReconstructOptions::default());
-    let config = Config::default();
+    let mut r = Reconstructor::new(ReconstructOptions {
+        censor_feedback: feedback,
+        ..ReconstructOptions::default()
+    });
+    let first = |f: &dyn Fn(&DecisionInput) -> Option<f64>| ordered.iter().find_map(f);
+    let config = merge_log(
+        &SourcedConfig::new("default", Config::default(), ParamSource::Default),
+        first(&|d| d.logged_gate.and_then(|g| g.max_penalty_ms)),
+        first(&|d| d.prefill_throughput),
+        first(&|d| d.affinity_threshold),
+    )
+    .parameters;
+    let mut censored = Vec::new();
     let (mut es, mut en, mut eg) = (Vec::new(), Vec::new(), Vec::new());
     for d in &ordered {
         let s = r.sample(d, &config);
+        if let Some(m) = s.censored_ms {
+            censored.push(m);
+        }
         let key = (
             d.request_id.clone().unwrap_or_default(),
             d.profile.clone().unwrap_or_default(),
@@ -84,6 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     quantiles("best sticky in-flight error (tokens)", &mut es);
     quantiles("best non-sticky in-flight error (tokens)", &mut en);
     quantiles("gate input error (ms)", &mut eg);
+    quantiles("censored by a logged hold (ms moved)", &mut censored);
     for (dep, rate) in r.drain_rates() {
         println!(
             "drain rate {dep}: {:.0} tok/s ({} samples)",

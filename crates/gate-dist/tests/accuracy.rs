@@ -4,7 +4,7 @@
 //! the glm-like picture of the seed.
 
 use gatecal_analysis::gate_dist::{
-    ConfigSet, GateDist, GateDistOptions, GateDistReport, InputSummary, SourcedConfig,
+    ConfigSet, GateDist, GateDistOptions, GateDistReport, InputSummary, ParamSource, SourcedConfig,
 };
 use gatecal_analysis::input::DecisionInput;
 use gatecal_parser::{ParseOptions, parse_slice};
@@ -17,10 +17,7 @@ fn sim(name: &str) -> (SimOutput, ConfigSet) {
     let set = ConfigSet {
         default: vec![(
             String::new(),
-            SourcedConfig {
-                source: "test".into(),
-                parameters: config,
-            },
+            SourcedConfig::new("test", config, ParamSource::File),
         )],
         ..ConfigSet::default()
     };

@@ -190,7 +190,9 @@ fn config_file_and_flags() {
     ]);
     let d = &v["deployments"][0];
     assert_eq!(d["bar_ms"], 2000.0);
-    assert_eq!(d["config"]["source"], "flags");
+    assert_eq!(d["config"]["source"], "flags+log");
+    assert_eq!(d["config"]["parameter_sources"]["maxTTFTPenaltyMs"], "flag");
+    assert_eq!(d["config"]["parameter_sources"]["affinityThreshold"], "log");
     assert_eq!(d["what_if"][0]["max_ttft_penalty_ms"], 100.0);
     assert!(!d["windows"].as_array().unwrap().is_empty());
     // A bad parameter gets the EPP's own text and exit 2.

@@ -5,7 +5,11 @@
 //! evidence_logged,evidence_observed,evidence_reconstructed,evidence_unknown,
 //! self_check_replayed,self_check_agreed`, then per outcome `outcome_<name>`,
 //! then per what-if `whatif<i>_<mode>_<bar>_released_share` and
-//! `…_pinned_worse_share`. Empty cells are unknown values.
+//! `…_pinned_worse_share`, then `small_sample` (`true` when the quantiles are
+//! over fewer than 20 gate inputs), `replay_decisions`, `replay_agreed`,
+//! `replay_logged_released`, `replay_replayed_released`, `censored`,
+//! `censored_p50_ms`, `censored_p90_ms`, `censored_max_ms`. Empty cells are
+//! unknown values.
 
 use std::io::{self, Write};
 
@@ -63,6 +67,18 @@ fn row(name: &str, s: &Stats) -> Vec<String> {
         r.push(w.released_share.to_string());
         r.push(w.pinned_worse_share.to_string());
     }
+    let (p, c) = (&s.replay, &s.censoring);
+    r.extend([
+        g.small_sample.to_string(),
+        p.decisions.to_string(),
+        p.agreed.to_string(),
+        p.logged_released.to_string(),
+        p.replayed_released.to_string(),
+        c.moved.to_string(),
+        opt(c.move_p50_ms),
+        opt(c.move_p90_ms),
+        opt(c.move_max_ms),
+    ]);
     r
 }
 
@@ -104,6 +120,20 @@ impl Renderer for Csv {
             h.push(format!("{p}_released_share"));
             h.push(format!("{p}_pinned_worse_share"));
         }
+        h.extend(
+            [
+                "small_sample",
+                "replay_decisions",
+                "replay_agreed",
+                "replay_logged_released",
+                "replay_replayed_released",
+                "censored",
+                "censored_p50_ms",
+                "censored_p90_ms",
+                "censored_max_ms",
+            ]
+            .map(String::from),
+        );
         writeln!(w, "{}", h.join(","))?;
         for d in &report.deployments {
             writeln!(w, "{}", row(&d.name, &d.stats).join(","))?;

@@ -49,24 +49,135 @@ fn self_check(st: &Stats) -> String {
     }
 }
 
+/// A quantile, marked `*` when it is over fewer than 20 values.
+fn q(v: Option<f64>, small: bool) -> String {
+    let m = ms(v);
+    if small && v.is_some() {
+        format!("{m}{SMALL_MARK}")
+    } else {
+        m
+    }
+}
+
+/// The marker of quantiles over fewer than 20 values.
+pub const SMALL_MARK: &str = "*";
+
+/// The note that explains [`SMALL_MARK`].
+pub fn small_sample_note() -> String {
+    format!(
+        "{SMALL_MARK} fewer than {} gate inputs: the quantiles are a handful of order statistics, not a distribution.",
+        gatecal_analysis::stats::MIN_QUANTILE_SAMPLE
+    )
+}
+
+fn replay_cell(st: &Stats) -> String {
+    let r = &st.replay;
+    if r.decisions == 0 {
+        "–".into()
+    } else {
+        format!("{}/{}", count(r.agreed), count(r.decisions))
+    }
+}
+
 /// One row of the summary table.
 fn summary_row(name: &str, st: &Stats) -> Vec<String> {
     let g = &st.gate_input_ms;
+    let small = g.small_sample;
     vec![
         name.to_string(),
         count(st.decisions),
         count_pct(st.released, st.released_share),
         count_pct(st.pinned_worse.count, st.pinned_worse.share),
         count(g.count),
-        ms(g.p50),
-        ms(g.p90),
-        ms(g.p99),
-        ms(g.p999),
+        q(g.p50, small),
+        q(g.p90, small),
+        q(g.p99, small),
+        q(g.p999, small),
         ms(g.max),
         bar(st.bar_ms),
         evidence(st),
         self_check(st),
+        replay_cell(st),
     ]
+}
+
+/// The replay agreement sentence of one deployment (always shown), with the
+/// cause and the first disagreeing request ids when some disagree.
+pub fn replay_notes(name: &str, st: &Stats) -> Vec<String> {
+    let r = &st.replay;
+    let mut out = vec![format!(
+        "{name}: the config in force reproduces {} of {} logged outcomes with a known gate input; releases: {} logged, {} replayed",
+        count(r.agreed),
+        count(r.decisions),
+        count(r.logged_released),
+        count(r.replayed_released)
+    )];
+    if let Some(c) = &r.cause {
+        let ids = if r.disagreements.is_empty() {
+            String::new()
+        } else {
+            format!(" (first: {})", r.disagreements.join(", "))
+        };
+        out.push(format!("warning: {name}: {c}{ids}"));
+    }
+    out
+}
+
+/// The censoring footnote of one deployment, when the logged holds moved
+/// any reconstructed estimate.
+pub fn censoring_note(name: &str, st: &Stats) -> Option<String> {
+    let c = &st.censoring;
+    (c.moved > 0).then(|| {
+        format!(
+            "{name}: the logged holds censored {} of {} reconstructed gate inputs down to the bar (moved p50 {} / p90 {} / max {} ms)",
+            count(c.moved),
+            count(c.reconstructed),
+            ms(c.move_p50_ms),
+            ms(c.move_p90_ms),
+            ms(c.move_max_ms)
+        )
+    })
+}
+
+/// The config in force of one deployment with each logged-able parameter's
+/// source, and a warning per parameter whose logged value differs from a
+/// file's or flag's.
+pub fn config_notes(name: &str, c: &gatecal_analysis::gate_dist::SourcedConfig) -> Vec<String> {
+    use gatecal_analysis::gate_dist::ParamSource;
+    let src = |k: &str| match c.source_of(k) {
+        ParamSource::Log => "log",
+        ParamSource::File => "file",
+        ParamSource::Flag => "flag",
+        ParamSource::Default => "default",
+    };
+    let p = &c.parameters;
+    let mut out = vec![format!(
+        "{name}: config from {}: maxTTFTPenaltyMs {} [{}], peakPrefillThroughput {} [{}], affinityThreshold {} [{}], penaltyMode {} [{}]",
+        c.source,
+        crate::num::group(p.max_ttft_penalty_ms.round() as i64),
+        src("maxTTFTPenaltyMs"),
+        crate::num::group(p.peak_prefill_throughput.round() as i64),
+        src("peakPrefillThroughput"),
+        p.affinity_threshold,
+        src("affinityThreshold"),
+        p.penalty_mode.as_str(),
+        src("penaltyMode"),
+    )];
+    for d in &c.log_disagreements {
+        let given = match d.given_source {
+            ParamSource::Flag => "the flag",
+            _ => "the config file",
+        };
+        let used = match d.used {
+            ParamSource::Flag => "using the flag's (a what-if; drop it to replay what the EPP ran)",
+            _ => "using the log's",
+        };
+        out.push(format!(
+            "warning: {name}: {}: the log shows {}, {given} gives {}; {used}",
+            d.parameter, d.log, d.given
+        ));
+    }
+    out
 }
 
 /// The summary headers.
@@ -88,6 +199,7 @@ fn summary_headers(r: &GateDistReport) -> Vec<String> {
         s("bar"),
         s("evidence L/O/R/U"),
         s("self-check"),
+        s("replay"),
     ]
 }
 
@@ -273,26 +385,28 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
         }
         if c.bar_mismatches > 0 {
             notes.push(format!(
-                "{}: {} decision(s) logged a maxPenalty other than the config's {} — pass the deployment's config (--config)",
+                "{}: {} decision(s) logged a maxPenalty other than the config's {}",
                 d.name,
                 c.bar_mismatches,
                 bar(d.stats.bar_ms)
             ));
         }
+        notes.extend(replay_notes(&d.name, &d.stats));
+        notes.extend(censoring_note(&d.name, &d.stats));
         if d.stats.gate_input_ms.unbounded > 0 {
             notes.push(format!(
                 "{}: {} gate input(s) were MaxFloat64 sentinels (a side had no prediction); counted, not in the quantiles",
                 d.name, d.stats.gate_input_ms.unbounded
             ));
         }
-        notes.push(format!(
-            "{}: config from {} (peakPrefillThroughput {}, maxTTFTPenaltyMs {}, penaltyMode {})",
-            d.name,
-            d.config.source,
-            crate::num::group(d.config.parameters.peak_prefill_throughput.round() as i64),
-            crate::num::group(d.config.parameters.max_ttft_penalty_ms.round() as i64),
-            d.config.parameters.penalty_mode.as_str()
-        ));
+        notes.extend(config_notes(&d.name, &d.config));
+    }
+    let small = r.deployments.iter().any(|d| {
+        d.stats.gate_input_ms.small_sample
+            || d.windows.iter().any(|w| w.stats.gate_input_ms.small_sample)
+    }) || r.overall.stats.gate_input_ms.small_sample;
+    if small {
+        notes.push(small_sample_note());
     }
     out.push(Section {
         title: s("Gate input and releases"),
@@ -388,9 +502,9 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
                     count_pct(w.stats.released, w.stats.released_share),
                     count_pct(w.stats.pinned_worse.count, w.stats.pinned_worse.share),
                     count(g.count),
-                    ms(g.p50),
-                    ms(g.p90),
-                    ms(g.p99),
+                    q(g.p50, g.small_sample),
+                    q(g.p90, g.small_sample),
+                    q(g.p99, g.small_sample),
                 ]
             })
         })

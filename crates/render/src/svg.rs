@@ -46,9 +46,14 @@ pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
         s,
         r#"<text x="{ml}" y="22" font-size="15" font-weight="bold">{}</text>"#,
         esc(&format!(
-            "TTFT load gate input: {} (n = {})",
+            "TTFT load gate input: {} (n = {}{})",
             h.title,
-            count(h.n)
+            count(h.n),
+            if h.n > 0 && h.n < gatecal_analysis::stats::MIN_QUANTILE_SAMPLE {
+                ", fewer than 20: indicative only"
+            } else {
+                ""
+            }
         ))
     );
     let b = h.bins;
