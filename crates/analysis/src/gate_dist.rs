@@ -20,7 +20,7 @@ use crate::whatif::WhatIfSpec;
 pub const SCHEMA: &str = "gatecal.gate-dist/v1";
 
 /// Where one parameter of the config in force came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParamSource {
     /// The EPP's own lines: `maxPenalty` of `TTFT load gate broken`,
@@ -34,9 +34,31 @@ pub enum ParamSource {
     Default,
 }
 
+impl ParamSource {
+    /// Its name in reports and records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParamSource::Log => "log",
+            ParamSource::File => "file",
+            ParamSource::Flag => "flag",
+            ParamSource::Default => "default",
+        }
+    }
+
+    /// The source of that name (`default` for any other).
+    pub fn parse(s: &str) -> ParamSource {
+        match s {
+            "log" => ParamSource::Log,
+            "file" => ParamSource::File,
+            "flag" => ParamSource::Flag,
+            _ => ParamSource::Default,
+        }
+    }
+}
+
 /// A parameter whose value in the log differs from the one a file or flag
 /// gave.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct ConfigDisagreement {
     /// EPP name (`maxTTFTPenaltyMs`, `peakPrefillThroughput`, `affinityThreshold`).
     pub parameter: String,
@@ -122,11 +144,20 @@ impl ConfigSet {
         let looked = self.lookup(&d.deployment, d.filter.as_deref());
         match d.recorded.as_ref().and_then(|r| r.config.as_ref()) {
             Some((source, parameters)) if looked.source == "default" => {
-                std::borrow::Cow::Owned(SourcedConfig::new(
-                    source.clone(),
-                    parameters.clone(),
-                    ParamSource::Default,
-                ))
+                let mut sc =
+                    SourcedConfig::new(source.clone(), parameters.clone(), ParamSource::Default);
+                if let Some(c) = d.recorded.as_ref().and_then(|r| r.config_record.as_ref()) {
+                    for (k, v) in &c.parameter_sources {
+                        sc.parameter_sources
+                            .insert(k.clone(), ParamSource::parse(v));
+                    }
+                    sc.log_disagreements = c
+                        .log_disagreements
+                        .iter()
+                        .filter_map(|v| serde_json::from_value(v.clone()).ok())
+                        .collect();
+                }
+                std::borrow::Cow::Owned(sc)
             }
             _ => std::borrow::Cow::Borrowed(looked),
         }
@@ -318,6 +349,8 @@ struct Instance {
     base: SourcedConfig,
     log: LogSeen,
     effective: Option<SourcedConfig>,
+    /// The config came with a version-2 record: it is the one in force.
+    recorded: bool,
 }
 
 impl Instance {
@@ -334,7 +367,9 @@ impl Instance {
 
     /// Whether the bar in force is known: from a flag, or from the log.
     fn bar_known(&self) -> bool {
-        self.log.bar.is_some() || self.base.source_of("maxTTFTPenaltyMs") == ParamSource::Flag
+        self.recorded
+            || self.log.bar.is_some()
+            || self.base.source_of("maxTTFTPenaltyMs") == ParamSource::Flag
     }
 
     fn settle(&mut self) -> &SourcedConfig {
@@ -384,12 +419,12 @@ pub fn merge_log(
             ParamSource::Flag
         } else {
             *slot = v;
-            from_log = true;
+            from_log |= src != ParamSource::Log;
             out.parameter_sources
                 .insert(name.to_string(), ParamSource::Log);
             ParamSource::Log
         };
-        if given != v && src != ParamSource::Default {
+        if given != v && matches!(src, ParamSource::File | ParamSource::Flag) {
             out.log_disagreements.push(ConfigDisagreement {
                 parameter: name.to_string(),
                 log: v,
@@ -469,6 +504,7 @@ impl GateDist {
                     base,
                     log: LogSeen::default(),
                     effective: None,
+                    recorded: d.recorded.as_ref().is_some_and(|r| r.config.is_some()),
                 });
                 st.instances.len() - 1
             }
@@ -485,7 +521,14 @@ impl GateDist {
             return;
         }
         let sc = st.instances[i].settle();
-        handle(&mut self.recon, &mut self.deps, &mut self.sink, &self.opts, sc, d);
+        handle(
+            &mut self.recon,
+            &mut self.deps,
+            &mut self.sink,
+            &self.opts,
+            sc,
+            d,
+        );
     }
 
     /// Fixes a deployment's configs in force from what is known now, and
@@ -500,7 +543,14 @@ impl GateDist {
                 continue;
             };
             let sc = inst.settle();
-            handle(&mut self.recon, &mut self.deps, &mut self.sink, &self.opts, sc, d);
+            handle(
+                &mut self.recon,
+                &mut self.deps,
+                &mut self.sink,
+                &self.opts,
+                sc,
+                d,
+            );
         }
     }
 

@@ -176,7 +176,10 @@ pub struct ReconstructOptions {
     /// time before reconstruction ([`crate::reorder`]). Default 30.
     pub reorder_window_s: f64,
     /// Whether a censored hold also raises the queue model of the
-    /// non-sticky endpoints it bounds (see [`hold_floor`]). Default true.
+    /// non-sticky endpoints it bounds (see [`hold_floor`]). Default false:
+    /// measured against simulator truth, the feedback widened the error's
+    /// lower tail (`docs/methodology.md` §3), so only the estimate is
+    /// censored.
     pub censor_feedback: bool,
 }
 
@@ -185,7 +188,7 @@ impl Default for ReconstructOptions {
         ReconstructOptions {
             max_staleness_s: 30.0,
             reorder_window_s: crate::reorder::DEFAULT_REORDER_WINDOW_S,
-            censor_feedback: true,
+            censor_feedback: false,
         }
     }
 }
@@ -579,6 +582,8 @@ fn given(d: &DecisionInput, r: &gatecal_parser::Recorded, config: &Config, s: &m
     s.gate_input_ms = g.input_ms;
     s.matched_tokens = g.matched_tokens;
     s.logged_bar_ms = g.logged_bar_ms.or(s.logged_bar_ms);
+    s.censored_ms = g.censored_ms;
+    s.logged_peak = g.logged_peak.or(s.logged_peak);
     s.replay = match &g.replay {
         ReplayRecord::Unknown => Replay::Unknown,
         ReplayRecord::Fixed(o) => Replay::Fixed(*o),
@@ -587,6 +592,27 @@ fn given(d: &DecisionInput, r: &gatecal_parser::Recorded, config: &Config, s: &m
         }
     };
     let same = r.config.as_ref().is_some_and(|(_, c)| c == config);
+    // Under another config the logged hold censors again, from the estimate
+    // before the record's censoring.
+    if let (false, Some(Evidence::Reconstructed), Some(Outcome::Sticky), Replay::Candidates(c)) = (
+        same,
+        s.evidence,
+        s.outcome.filter(|_| s.outcome_logged),
+        &mut s.replay,
+    ) && let [st, nt] = c.as_mut_slice()
+        && let (Some(st_t), Some(nt_t)) = (st.in_flight_tokens, nt.in_flight_tokens)
+    {
+        let rec_peak = r.config.as_ref().map(|(_, c)| c.peak_prefill_throughput);
+        let nt0 = match (g.censored_ms, rec_peak) {
+            (Some(m), Some(p)) => nt_t - ms_to_tokens(m, p),
+            _ => nt_t,
+        };
+        if let Some(h) = hold_floor(config, st_t, nt0, s.matched_tokens) {
+            nt.in_flight_tokens = Some(h);
+            s.censored_ms =
+                (h > nt0).then(|| (h - nt0) as f64 / config.peak_prefill_throughput * 1000.0);
+        }
+    }
     if let (false, Replay::Candidates(c)) = (same, &s.replay) {
         let v = decide_verdict(config, c, 1.0);
         if s.evidence.is_some_and(|e| e != Evidence::Logged)

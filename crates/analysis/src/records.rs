@@ -37,6 +37,8 @@ pub fn gate_record(s: &GateSample) -> GateRecord {
         },
         matched_tokens: s.matched_tokens,
         logged_bar_ms: s.logged_bar_ms.filter(|b| b.is_finite()),
+        censored_ms: s.censored_ms,
+        logged_peak: s.logged_peak,
     }
 }
 
@@ -44,6 +46,17 @@ pub fn gate_record(s: &GateSample) -> GateRecord {
 pub fn complete(mut r: DecisionRecord, s: &GateSample, config: &SourcedConfig) -> DecisionRecord {
     r.v = gatecal_parser::RECORD_VERSION;
     r.gate = Some(gate_record(s));
-    r.config = Some(ConfigRecord::of(&config.source, &config.parameters));
+    let mut c = ConfigRecord::of(&config.source, &config.parameters);
+    c.parameter_sources = config
+        .parameter_sources
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().to_string()))
+        .collect();
+    c.log_disagreements = config
+        .log_disagreements
+        .iter()
+        .filter_map(|d| serde_json::to_value(d).ok())
+        .collect();
+    r.config = Some(c);
     r
 }

@@ -6,8 +6,9 @@
 //! The figures in docs/methodology.md come from here. The config is the
 //! filter's defaults with the values the log shows (`maxPenalty`,
 //! `prefillThroughput`, `affinityThreshold`), as gate-dist reads them;
-//! `--no-censor-feedback` keeps the logged holds from feeding back into the
-//! queue model (the estimates are still censored).
+//! `--censor-feedback` also feeds the logged holds back into the queue
+//! model (off by default, as in gate-dist; the estimates are censored
+//! either way).
 
 use std::collections::HashMap;
 
@@ -37,15 +38,15 @@ fn quantiles(name: &str, v: &mut [f64]) {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args: Vec<String> = std::env::args().collect();
-    let feedback = match args.iter().position(|a| a == "--no-censor-feedback") {
+    let feedback = match args.iter().position(|a| a == "--censor-feedback") {
         Some(i) => {
             args.remove(i);
-            false
+            true
         }
-        None => true,
+        None => false,
     };
     let [_, log, truth] = args.as_slice() else {
-        return Err("usage: reconstruction_error [--no-censor-feedback] LOG TRUTH_JSONL".into());
+        return Err("usage: reconstruction_error [--censor-feedback] LOG TRUTH_JSONL".into());
     };
     let mut t: HashMap<(String, String), serde_json::Value> = HashMap::new();
     for l in std::fs::read_to_string(truth)?.lines() {

@@ -142,7 +142,7 @@ fn a_config_file_and_flags_travel_with_the_records() {
         d["config"]["source"]
             .as_str()
             .unwrap()
-            .ends_with("epp.yaml+flags")
+            .ends_with("epp.yaml+flags+log")
     );
 }
 

@@ -55,6 +55,13 @@ pub struct GateRecord {
     /// The bar the EPP logged (`maxPenalty`), ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logged_bar_ms: Option<f64>,
+    /// How far the logged hold moved the reconstructed gate input (ms), when
+    /// it had to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub censored_ms: Option<f64>,
+    /// The peak the EPP logged (`prefillThroughput`), tokens/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logged_peak: Option<f64>,
 }
 
 /// The filter config in force for the decision, and where it came from
@@ -69,6 +76,14 @@ pub struct ConfigRecord {
     /// The v0.9.0/v0.10.0 missing-signal semantics were replayed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub legacy_missing_signal: bool,
+    /// Per parameter, where its value came from (`log`, `file`, `flag`,
+    /// `default`), as the report gives it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub parameter_sources: std::collections::BTreeMap<String, String>,
+    /// Parameters whose logged value differs from a file's or flag's, as
+    /// the report gives them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_disagreements: Vec<serde_json::Value>,
 }
 
 impl ConfigRecord {
@@ -78,6 +93,8 @@ impl ConfigRecord {
             source: source.to_string(),
             parameters: config.to_parameters(),
             legacy_missing_signal: config.missing_signal == MissingSignal::AsZero,
+            parameter_sources: std::collections::BTreeMap::new(),
+            log_disagreements: Vec::new(),
         }
     }
 
@@ -99,6 +116,9 @@ pub struct Recorded {
     pub gate: GateRecord,
     /// The config in force and its source.
     pub config: Option<(String, Config)>,
+    /// The config's record as written (per-parameter sources, disagreements
+    /// with the log).
+    pub config_record: Option<ConfigRecord>,
 }
 
 /// One candidate of a [`DecisionRecord`].
@@ -223,11 +243,11 @@ impl From<&Decision> for DecisionRecord {
                 })
                 .collect(),
             gate: d.recorded.as_ref().map(|r| r.gate.clone()),
-            config: d
-                .recorded
-                .as_ref()
-                .and_then(|r| r.config.as_ref())
-                .map(|(s, c)| ConfigRecord::of(s, c)),
+            config: d.recorded.as_ref().and_then(|r| {
+                r.config_record
+                    .clone()
+                    .or_else(|| r.config.as_ref().map(|(s, c)| ConfigRecord::of(s, c)))
+            }),
         }
     }
 }
@@ -242,7 +262,14 @@ impl DecisionRecord {
             .config
             .as_ref()
             .and_then(|c| Some((c.source.clone(), c.config().ok()?)));
-        let recorded = self.gate.map(|gate| Box::new(Recorded { gate, config }));
+        let config_record = self.config.clone();
+        let recorded = self.gate.map(|gate| {
+            Box::new(Recorded {
+                gate,
+                config,
+                config_record,
+            })
+        });
         let message = match (self.logged_penalty_ms, self.outcome) {
             (Some(_), _) => FilterMsg::TtftGateBroken,
             (None, Some(Outcome::Sticky)) => FilterMsg::NarrowedToSticky,
