@@ -209,6 +209,7 @@ mod input;
 mod json;
 mod ledger;
 mod lines;
+mod progress;
 mod record;
 mod sniff;
 mod time;
@@ -228,6 +229,7 @@ pub use ledger::{
     Counts, InputFormat, InputLedger, Ledger, LineShape, MalformedLine, MalformedReason,
     ShapeCounts,
 };
+pub use progress::Progress;
 pub use record::{
     CandidateRecord, ConfigRecord, DecisionRecord, DecisionWriter, GateRecord, RECORD_VERSION,
     RECORD_VERSION_MIN, Recorded, ReplayRecord, looks_like_record,
@@ -278,6 +280,9 @@ pub struct ParseOptions {
     /// more than 1 (default [`DEFAULT_BLOCK_BYTES`], 1 MiB): whole lines of
     /// a stream, or a file's bytes at a fixed offset (at least 64).
     pub block_bytes: usize,
+    /// Where [`parse_inputs`] counts the bytes it reads, and the inputs'
+    /// total, for a progress display on another thread.
+    pub progress: Option<Progress>,
 }
 
 impl Default for ParseOptions {
@@ -293,6 +298,7 @@ impl Default for ParseOptions {
             infer_not_applicable: true,
             threads: 1,
             block_bytes: DEFAULT_BLOCK_BYTES,
+            progress: None,
         }
     }
 }
@@ -355,6 +361,9 @@ pub fn parse_files(
     opts: &ParseOptions,
     mut sink: impl FnMut(Item),
 ) -> Result<Ledger, ParseError> {
+    if let Some(p) = &opts.progress {
+        p.set_total(&files.files);
+    }
     let mut ledger = Ledger {
         skipped: files.skipped,
         ..Ledger::default()
@@ -366,10 +375,19 @@ pub fn parse_files(
             fallback: f.fallback.clone(),
         };
         let il = match &f.path {
-            None => engine::run_parallel(std::io::stdin(), &f.display, naming, opts, &mut sink)?,
+            None => engine::run_parallel(
+                progress::Tally::new(std::io::stdin(), opts),
+                &f.display,
+                naming,
+                opts,
+                &mut sink,
+            )?,
             Some(p) => {
                 let mut file = std::fs::File::open(p).map_err(|e| ParseError::io(p, e))?;
                 if f.found && !sniff_file(&mut file).map_err(|e| ParseError::io(p, e))? {
+                    if let Some(pr) = &opts.progress {
+                        pr.skipped(&file);
+                    }
                     ledger.skipped.push(SkippedFile {
                         path: f.display.clone(),
                         reason: SkipReason::NotAnInput,
@@ -413,9 +431,16 @@ fn run_file(
         && m.is_file()
         && m.len() > 0
     {
-        return engine::run_at(&file, m.len(), display, naming, opts, sink);
+        let src = progress::Tally::new(file, opts);
+        return engine::run_at(&src, m.len(), display, naming, opts, sink);
     }
-    engine::run_parallel(file, display, naming, opts, sink)
+    engine::run_parallel(
+        progress::Tally::new(file, opts),
+        display,
+        naming,
+        opts,
+        sink,
+    )
 }
 
 /// Parses one stream (plain or gzip, detected by content) on the calling
