@@ -3,8 +3,10 @@
 //! What `gate-dist` and `recommend` share, so that each `main.rs` only wires
 //! flags to the library crates: filter parameters from the EPP's own config
 //! files and flags ([`filter_args`]), durations ([`duration`]), output
-//! destinations, default formats and exit codes ([`output`]), and what a
-//! panic does ([`internal_error`]).
+//! destinations, default formats and exit codes ([`output`]), what a
+//! panic does ([`internal_error`]), messages on the terminal and
+//! `--version` ([`term`]), `--generate` ([`generate`]), progress
+//! ([`progress`]).
 //!
 //! # Example
 //!
@@ -17,6 +19,9 @@
 
 pub mod duration;
 pub mod filter_args;
+pub mod generate;
 pub mod internal_error;
 pub mod output;
 pub mod pipeline;
+pub mod progress;
+pub mod term;

@@ -52,7 +52,7 @@ pub fn exit(bin: &str, result: anyhow::Result<()>) -> ExitCode {
             ExitCode::from(1)
         }
         Err(e) => {
-            eprintln!("{bin}: error: {e:#}");
+            crate::term::eprint(bin, crate::term::Level::Error, &format!("{e:#}"));
             ExitCode::from(2)
         }
     }

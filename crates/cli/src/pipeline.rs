@@ -5,15 +5,16 @@ use std::cell::RefCell;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
 use gatecal_analysis::gate_dist::InputSummary;
 use gatecal_analysis::input::DecisionInput;
 use gatecal_analysis::records::RecordSink;
 use gatecal_parser::{
-    Decision, DecisionRecord, DecisionWriter, InputFiles, InputFormat, InputSpec, Item, Ledger,
-    ParseError, ParseOptions, VllmStats, parse_files,
+    Decision, DecisionRecord, DecisionWriter, InputFiles, InputFormat, InputSource, InputSpec,
+    Item, Ledger, ParseError, ParseOptions, Progress, VllmStats, parse_files,
 };
 
 use crate::output::{Destination, StrictFailure};
@@ -24,7 +25,7 @@ pub struct InputArgs {
     /// Inputs: EPP logs, vLLM logs or decision records: files, folders
     /// (recursive), globs, `-` for stdin; `NAME=PATH` names the deployment.
     /// Gzip is detected by content.
-    #[arg(required = true, value_name = "INPUT")]
+    #[arg(required_unless_present = "generate", value_name = "INPUT")]
     pub inputs: Vec<String>,
     /// `logs`, `decisions` (JSON lines), or `auto` (from each input's first line).
     #[arg(long, value_name = "FORMAT", default_value = "auto",
@@ -47,6 +48,13 @@ pub struct InputArgs {
     /// No progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Print a shell completion script or the man page to stdout, and exit.
+    ///
+    /// Install them, e.g. `gate-dist --generate complete-bash >
+    /// ~/.local/share/bash-completion/completions/gate-dist`,
+    /// `gate-dist --generate man > ~/.local/share/man/man1/gate-dist.1`.
+    #[arg(long, value_name = "KIND", value_enum, hide_short_help = true)]
+    pub generate: Option<crate::generate::Generate>,
 }
 
 impl InputArgs {
@@ -88,12 +96,18 @@ pub fn summary(ledger: &Ledger) -> InputSummary {
     }
 }
 
-/// Tells the user on stderr (unless `--quiet`) that nothing usable was found.
+/// Tells the user on stderr (unless `--quiet`) that nothing usable was
+/// found: `what` is `BIN: WHAT`, printed as a warning.
 pub fn note_empty(args: &InputArgs, what: &str, input: &InputSummary) {
     if !args.quiet {
-        eprintln!(
-            "{what} in {} line(s) ({} ignored, {} malformed): are these EPP logs at -v=4?",
-            input.lines_total, input.lines_ignored, input.lines_malformed
+        let (bin, what) = what.split_once(": ").unwrap_or(("gatecal", what));
+        crate::term::eprint(
+            bin,
+            crate::term::Level::Warning,
+            &format!(
+                "{what} in {} line(s) ({} ignored, {} malformed): are these EPP logs at -v=4?",
+                input.lines_total, input.lines_ignored, input.lines_malformed
+            ),
         );
     }
 }
@@ -201,35 +215,38 @@ pub fn read_inputs(
     mut on_decision: impl FnMut(Decision),
     mut on_vllm: impl FnMut(&VllmStats),
 ) -> anyhow::Result<Ledger> {
-    let opts = args.parse_options();
-    let progress = !args.quiet && std::io::stderr().is_terminal();
-    let start = Instant::now();
-    let mut last = start;
-    let (mut decisions, mut stats) = (0u64, 0u64);
-    let result = parse_files(files, &opts, |item| {
-        match item {
-            Item::Decision(d) => {
-                decisions += 1;
-                on_decision(*d);
-            }
-            Item::VllmStats(s) => {
-                stats += 1;
-                on_vllm(&s);
-            }
-        }
-        if progress && (decisions + stats).is_multiple_of(4096) {
-            let now = Instant::now();
-            if now - last > Duration::from_millis(500) {
-                last = now;
-                eprint!(
-                    "\r{decisions} decisions, {stats} vLLM stats lines, {:.0} s",
-                    (now - start).as_secs_f64()
-                );
-            }
-        }
+    if !args.quiet
+        && std::io::stdin().is_terminal()
+        && args
+            .inputs
+            .iter()
+            .any(|a| InputSpec::parse(a).source == InputSource::Stdin)
+    {
+        crate::term::eprint(
+            bin,
+            crate::term::Level::Note,
+            &format!(
+                "reading logs from stdin, which is this terminal: pipe a log in \
+                 (kubectl logs ... | {bin} -) or end with Ctrl-D"
+            ),
+        );
+    }
+    let mut opts = args.parse_options();
+    let decisions = Arc::new(AtomicU64::new(0));
+    let display = (!args.quiet && std::io::stderr().is_terminal()).then(|| {
+        let p = Progress::new();
+        opts.progress = Some(p.clone());
+        crate::progress::Display::start(p, decisions.clone())
     });
-    if progress && last != start {
-        eprintln!();
+    let result = parse_files(files, &opts, |item| match item {
+        Item::Decision(d) => {
+            decisions.fetch_add(1, Ordering::Relaxed);
+            on_decision(*d);
+        }
+        Item::VllmStats(s) => on_vllm(&s),
+    });
+    if let Some(d) = display {
+        d.finish();
     }
     let ledger = match result {
         Ok(l) => l,
@@ -249,7 +266,11 @@ fn report_skipped(bin: &str, ledger: &Ledger) {
     if n == 0 {
         return;
     }
-    eprintln!("{bin}: warning: {n} file(s) not read:");
+    crate::term::eprint(
+        bin,
+        crate::term::Level::Warning,
+        &format!("{n} file(s) not read:"),
+    );
     for s in ledger.skipped.iter().take(SKIPPED_LISTED) {
         eprintln!("  {s}");
     }

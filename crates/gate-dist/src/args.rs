@@ -11,13 +11,48 @@ use gatecal_cli::filter_args::FilterArgs;
 use gatecal_cli::pipeline::InputArgs;
 use gatecal_filter::PenaltyMode;
 
+const EXAMPLES: &str = "\
+Examples:
+  Capture every EPP replica's whole log (llm-d-router-gateway chart, at -v=4):
+    kubectl logs -l llm-d-router-gateway=<release>-epp -c epp --tail=-1 \\
+        --prefix --timestamps --max-log-requests 10 > epp.log
+
+  Audit it (a table on a terminal, JSON in a pipe):
+    gate-dist epp.log
+
+  A Markdown report for a pull request, with the SVG histogram:
+    gate-dist epp.log --config epp-config.yaml --format markdown -o report.md --svg gate.svg
+
+  Hourly drift of a folder of logs, as CSV:
+    gate-dist logs/ --window 1h --format csv -o drift.csv
+
+  Two deployments, each named and with its own config:
+    gate-dist prod=epp-a.log.gz staging=epp-b.log.gz --config prod=prod.yaml
+
+  Keep the decisions, replay them later at another peak throughput:
+    gate-dist epp.log --emit-decisions d.jsonl
+    gate-dist d.jsonl --what-if-peak 3000,6000
+
+  Install shell completion and the man page:
+    gate-dist --generate complete-bash > ~/.local/share/bash-completion/completions/gate-dist
+    gate-dist --generate man > ~/.local/share/man/man1/gate-dist.1
+
+Exit codes: 0 success (also when the reader closes the pipe), 1 --strict found
+a malformed line, 2 usage or I/O error.";
+
 /// Audit the TTFT load gate of the llm-d router's prefix-cache-affinity-filter
 /// from EPP logs (at -v=4) or decision records: the gate input distribution,
 /// how often the gate released, how often requests stayed pinned behind a
 /// much less loaded endpoint, and what other thresholds or the matched-tokens
 /// rule would have done.
 #[derive(Parser, Debug)]
-#[command(name = "gate-dist", version, max_term_width = 100)]
+#[command(
+    name = "gate-dist",
+    version = gatecal_cli::term::VERSION,
+    max_term_width = 100,
+    after_help = "Examples and details: gate-dist --help",
+    after_long_help = EXAMPLES
+)]
 pub struct Args {
     #[command(flatten)]
     pub input: InputArgs,

@@ -16,7 +16,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     gatecal_cli::internal_error::install("gate-dist");
     match gatecal_cli::pipeline::parse_args::<args::Args>() {
-        Ok(args) => gatecal_cli::output::exit("gate-dist", run::run(args)),
+        Ok(args) => {
+            let result = match args.input.generate {
+                Some(kind) => gatecal_cli::generate::to_stdout::<args::Args>(kind),
+                None => run::run(args),
+            };
+            gatecal_cli::output::exit("gate-dist", result)
+        }
         Err(code) => code,
     }
 }

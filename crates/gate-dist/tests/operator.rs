@@ -78,3 +78,174 @@ fn the_documented_captures_keep_whole_logs() {
     selectors.dedup();
     assert_eq!(selectors, ["llm-d-router-gateway=<release>-epp"]);
 }
+
+/// Runs `cmd` (a shell command line) under a pseudo-terminal of `cols`
+/// columns with `script` (util-linux), typing `input` into it; returns what
+/// the terminal showed, or None when `script` is not installed.
+fn in_terminal(cmd: &str, cols: u16, input: &[u8]) -> Option<String> {
+    use std::io::Write;
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("no `script` (util-linux): terminal checks skipped");
+        return None;
+    }
+    let inner = format!("stty cols {cols} rows 50; {cmd}");
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &inner, "/dev/null"])
+        .env_remove("NO_COLOR")
+        .env_remove("COLUMNS")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run script");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n"))
+}
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_gate-dist")
+}
+
+#[test]
+fn stdin_on_a_terminal_says_it_is_waiting() {
+    // Ctrl-D ends the terminal's input at once.
+    let Some(screen) = in_terminal(&format!("{} - --format json", exe()), 100, b"\x04") else {
+        return;
+    };
+    assert!(
+        screen.contains("reading logs from stdin, which is this terminal"),
+        "{screen}"
+    );
+    assert!(screen.contains("Ctrl-D"));
+    // Coloured on a terminal.
+    assert!(screen.contains("\x1b[1;36mnote:\x1b[0m"), "{screen:?}");
+    // Not when stdin is piped, nor coloured when NO_COLOR is set.
+    let out = bin().arg("-").output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("reading logs from stdin"));
+    let Some(plain) = in_terminal(
+        &format!("NO_COLOR=1 {} - --format json", exe()),
+        100,
+        b"\x04",
+    ) else {
+        return;
+    };
+    assert!(plain.contains("gate-dist: note: reading logs"), "{plain:?}");
+}
+
+#[test]
+fn warnings_are_coloured_only_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.log");
+    std::fs::write(&empty, "no decisions here\n").unwrap();
+    let out = run(&[empty.to_str().unwrap(), "--format", "json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("gate-dist: warning: no filter decisions"),
+        "{err}"
+    );
+    assert!(!err.contains('\x1b'), "{err:?}");
+    let Some(screen) = in_terminal(
+        &format!("{} {} --format json", exe(), empty.display()),
+        100,
+        b"",
+    ) else {
+        return;
+    };
+    assert!(screen.contains("\x1b[1;33mwarning:\x1b[0m"), "{screen:?}");
+}
+
+#[test]
+fn generate_completions_and_man_page() {
+    for (kind, want) in [
+        ("complete-bash", "--what-if-bar"),
+        ("complete-zsh", "#compdef gate-dist"),
+        ("complete-fish", "complete -c gate-dist -l what-if-bar"),
+        ("man", ".TH gate-dist 1"),
+    ] {
+        let text = ok(&run(&["--generate", kind]));
+        assert!(text.contains(want), "{kind}: {text}");
+    }
+    let out = run(&["--generate", "complete-powershell"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn short_and_long_help_and_version() {
+    let short = ok(&run(&["-h"]));
+    let long = ok(&run(&["--help"]));
+    assert!(short.len() < long.len());
+    assert!(!short.contains("Examples:") && short.contains("gate-dist --help"));
+    assert!(long.contains("Examples:") && long.contains("--tail=-1"));
+    assert!(long.contains("--generate") && !short.contains("--generate"));
+    let v = ok(&run(&["--version"]));
+    assert!(
+        v.starts_with(&format!("gate-dist {}", env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
+    // Built from a git checkout: the commit is named.
+    if let Ok(o) = Command::new("git")
+        .args(["rev-parse", "--short=9", "HEAD"])
+        .current_dir(root())
+        .output()
+        && o.status.success()
+    {
+        let commit = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        assert!(v.contains(&format!("({commit})")), "{v} vs {commit}");
+    }
+}
+
+#[test]
+fn progress_on_a_terminal_for_long_inputs_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.log");
+    // 9.6 MB of lines that are not EPP lines: above the bar's threshold.
+    std::fs::write(&big, "not an EPP line\n".repeat(600_000)).unwrap();
+    let Some(screen) = in_terminal(
+        &format!("{} {} -j1 --format csv", exe(), big.display()),
+        100,
+        b"",
+    ) else {
+        return;
+    };
+    assert!(screen.contains("/9.16 MiB ("), "{screen:?}");
+    assert!(
+        screen.contains("%), ") && screen.contains("ETA"),
+        "{screen:?}"
+    );
+    // Cleared (erase line) before the report.
+    let bar_at = screen.find("MiB (").unwrap();
+    let report_at = screen.find("deployment,").unwrap();
+    assert!(screen[bar_at..report_at].contains("\x1b[2K"), "{screen:?}");
+    // A small input: no bar.
+    let small = dir.path().join("small.log");
+    std::fs::write(&small, "not an EPP line\n".repeat(1000)).unwrap();
+    let Some(screen) = in_terminal(
+        &format!("{} {} --format csv", exe(), small.display()),
+        100,
+        b"",
+    ) else {
+        return;
+    };
+    assert!(
+        !screen.contains("KiB") && !screen.contains("ETA"),
+        "{screen:?}"
+    );
+    // Not in a pipe, nor with --quiet.
+    let out = run(&[big.to_str().unwrap(), "--format", "csv"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("MiB"));
+    let Some(screen) = in_terminal(
+        &format!("{} {} -q -j1 --format csv", exe(), big.display()),
+        100,
+        b"",
+    ) else {
+        return;
+    };
+    assert!(!screen.contains("MiB"), "{screen:?}");
+}

@@ -7,12 +7,39 @@ use gatecal_cli::duration::parse_seconds;
 use gatecal_cli::filter_args::FilterArgs;
 use gatecal_cli::pipeline::InputArgs;
 
+const EXAMPLES: &str = "\
+Examples:
+  Calibrate from the EPP's log and the vLLM pods' logs:
+    recommend epp.log vllm-logs/
+
+  With the config in force and a calibration run's output:
+    recommend epp.log --config epp-config.yaml --calibration calib.txt
+
+  When the true peak prefill throughput is known (tokens/s):
+    recommend epp.log --peak-prefill-throughput 16000
+
+  A Markdown report for a pull request:
+    recommend epp.log vllm-logs/ --format markdown -o recommend.md
+
+  Install shell completion and the man page:
+    recommend --generate complete-bash > ~/.local/share/bash-completion/completions/recommend
+    recommend --generate man > ~/.local/share/man/man1/recommend.1
+
+Exit codes: 0 success (also when the reader closes the pipe), 1 --strict found
+a malformed line, 2 usage or I/O error.";
+
 /// Estimate each deployment's peak prefill throughput and break-even bar from
 /// EPP logs, vLLM logs and calibration output, and print the
 /// prefix-cache-affinity-filter config to apply (static and matchedTokens),
 /// with the release rate each would have produced on the same decisions.
 #[derive(Parser, Debug)]
-#[command(name = "recommend", version, max_term_width = 100)]
+#[command(
+    name = "recommend",
+    version = gatecal_cli::term::VERSION,
+    max_term_width = 100,
+    after_help = "Examples and details: recommend --help",
+    after_long_help = EXAMPLES
+)]
 pub struct Args {
     #[command(flatten)]
     pub input: InputArgs,

@@ -13,7 +13,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     gatecal_cli::internal_error::install("recommend");
     match gatecal_cli::pipeline::parse_args::<args::Args>() {
-        Ok(args) => gatecal_cli::output::exit("recommend", run::run(args)),
+        Ok(args) => {
+            let result = match args.input.generate {
+                Some(kind) => gatecal_cli::generate::to_stdout::<args::Args>(kind),
+                None => run::run(args),
+            };
+            gatecal_cli::output::exit("recommend", result)
+        }
         Err(code) => code,
     }
 }
