@@ -525,7 +525,14 @@ impl Recommend {
             method: "the filter config in force (no evidence)".into(),
         });
         estimates.sort_by_key(|e| e.source);
-        let best = estimates[0].clone();
+        // An estimate of 0 (vLLM showed no prompt throughput) or a
+        // non-finite one is no estimate: the EPP refuses a peak of 0 on the
+        // throughput path. It stays listed, and the next source is used.
+        let best = estimates
+            .iter()
+            .find(|e| e.value.is_finite() && e.value > 0.0)
+            .unwrap_or(&estimates[0])
+            .clone();
         PeakReport {
             value: best.value,
             source: best.source,
@@ -546,10 +553,30 @@ impl Recommend {
     ) -> DeploymentRec {
         let mut warnings = Vec::new();
         let p = peak.value;
+        // No estimate of the peak (every source was 0 or missing): no
+        // peakPrefillThroughput is recommended, and nothing is computed
+        // from it.
+        let has_peak = p.is_finite() && p > 0.0;
+        for e in &peak.estimates {
+            if !(e.value.is_finite() && e.value > 0.0) && e.source != PeakSource::Config {
+                warnings.push(format!(
+                    "no peak estimate from {}: {} tok/s ({})",
+                    e.source.as_str(),
+                    e.value,
+                    e.method
+                ));
+            }
+        }
+        if !has_peak {
+            warnings.push(format!(
+                "no estimate of peakPrefillThroughput (every source gives {p} tok/s): none is recommended; measure it (a saturated vLLM, a calibration file) or pass --peak-prefill-throughput"
+            ));
+        }
         // Break-even bars.
         let mut all = SignedHistogram::new();
         let mut windows: BTreeMap<i64, SignedHistogram> = BTreeMap::new();
-        for (ts, m) in dep.map(|d| d.matched.as_slice()).unwrap_or(&[]) {
+        let matched = dep.map(|d| d.matched.as_slice()).filter(|_| has_peak);
+        for (ts, m) in matched.unwrap_or(&[]) {
             let be = *m as f64 / p * 1000.0;
             all.record(be);
             if let (Some(w), Some(t)) = (self.opts.window_s, ts) {
@@ -676,13 +703,19 @@ impl Recommend {
             ));
         }
 
-        let yaml = format!(
-            "# {name}: static mode\n- type: prefix-cache-affinity-filter\n  parameters:\n    peakPrefillThroughput: {}\n    maxTTFTPenaltyMs: {}\n# {name}: matched-tokens mode\n- type: prefix-cache-affinity-filter\n  parameters:\n    penaltyMode: matchedTokens\n    peakPrefillThroughput: {}\n    maxTTFTPenaltyMs: {}\n",
-            static_rec.peak_prefill_throughput,
-            static_rec.max_ttft_penalty_ms,
-            matched_rec.peak_prefill_throughput,
-            matched_rec.max_ttft_penalty_ms,
-        );
+        let yaml = if has_peak {
+            format!(
+                "# {name}: static mode\n- type: prefix-cache-affinity-filter\n  parameters:\n    peakPrefillThroughput: {}\n    maxTTFTPenaltyMs: {}\n# {name}: matched-tokens mode\n- type: prefix-cache-affinity-filter\n  parameters:\n    penaltyMode: matchedTokens\n    peakPrefillThroughput: {}\n    maxTTFTPenaltyMs: {}\n",
+                static_rec.peak_prefill_throughput,
+                static_rec.max_ttft_penalty_ms,
+                matched_rec.peak_prefill_throughput,
+                matched_rec.max_ttft_penalty_ms,
+            )
+        } else {
+            format!(
+                "# {name}: no estimate of the peak prefill throughput, no config to paste (see the warnings)\n"
+            )
+        };
         DeploymentRec {
             name,
             peak_prefill_throughput: peak,
@@ -778,5 +811,110 @@ mod tests {
                 .iter()
                 .any(|w| w.contains("thin evidence: 5 decision"))
         );
+    }
+
+    /// A recommendation's YAML, as the EPP would read it: every entry must
+    /// pass the filter's validation.
+    fn pasted(yaml: &str) -> Vec<(String, gatecal_filter::Config)> {
+        crate::epp_config::filters_from_yaml(&format!("plugins:\n{yaml}")).unwrap()
+    }
+
+    fn zero_throughput_vllm(r: &mut Recommend) {
+        for i in 0..60u32 {
+            r.push_vllm(&VllmStats {
+                deployment: "d".into(),
+                ts: Some(1000.0 + 10.0 * f64::from(i)),
+                engine: Some("0".into()),
+                prompt_throughput: 0.0,
+                running: Some(2),
+                waiting: Some(3),
+                ..VllmStats::default()
+            });
+        }
+    }
+
+    fn one_decision(r: &mut Recommend) {
+        r.push_decision(DecisionInput {
+            deployment: "d".into(),
+            ts: Some(1.0),
+            exact: Some(vec![
+                Candidate::new("s")
+                    .with_match(90, 100, 16)
+                    .with_in_flight_tokens(3000),
+                Candidate::new("n")
+                    .with_match(0, 100, 16)
+                    .with_in_flight_tokens(1000),
+            ]),
+            ..DecisionInput::default()
+        });
+    }
+
+    /// vLLM stats that show no prompt throughput give no estimate: the
+    /// peak falls back to the next source, and 0 is never recommended.
+    #[test]
+    fn a_zero_vllm_estimate_is_no_estimate() {
+        let mut r = Recommend::new(RecommendOptions::default(), ConfigSet::default());
+        zero_throughput_vllm(&mut r);
+        one_decision(&mut r);
+        let rep = r.finish(InputSummary::default());
+        let d = &rep.deployments[0];
+        assert!(
+            d.peak_prefill_throughput
+                .estimates
+                .iter()
+                .any(|e| e.value == 0.0 && e.source != PeakSource::Config),
+            "{:?}",
+            d.peak_prefill_throughput.estimates
+        );
+        assert_eq!(d.peak_prefill_throughput.source, PeakSource::Config);
+        assert_eq!(d.peak_prefill_throughput.value, 15928.0);
+        assert!(!d.recommended.yaml.contains("peakPrefillThroughput: 0\n"));
+        assert_eq!(pasted(&d.recommended.yaml).len(), 2);
+        assert!(
+            d.warnings
+                .iter()
+                .any(|w| w.starts_with("no peak estimate from vllm_stats")),
+            "{:?}",
+            d.warnings
+        );
+    }
+
+    /// With no source giving a peak above 0 (a latency-predictor config
+    /// with peak 0, and vLLM showing none), no peakPrefillThroughput is
+    /// recommended: the report says so and gives nothing to paste.
+    #[test]
+    fn no_peak_at_all_recommends_none() {
+        let config = Config {
+            ttft_source: gatecal_filter::TtftSource::LatencyPredictor,
+            peak_prefill_throughput: 0.0,
+            ..Config::default()
+        };
+        config.validate().unwrap();
+        let set = ConfigSet {
+            default: vec![(
+                String::new(),
+                SourcedConfig {
+                    source: "test".into(),
+                    parameters: config,
+                },
+            )],
+            ..ConfigSet::default()
+        };
+        let mut r = Recommend::new(RecommendOptions::default(), set);
+        zero_throughput_vllm(&mut r);
+        one_decision(&mut r);
+        let rep = r.finish(InputSummary::default());
+        let d = &rep.deployments[0];
+        let yaml = &d.recommended.yaml;
+        assert!(!yaml.contains("peakPrefillThroughput:"), "{yaml}");
+        assert!(yaml.lines().all(|l| l.starts_with('#')), "{yaml}");
+        assert!(
+            d.warnings
+                .iter()
+                .any(|w| w.starts_with("no estimate of peakPrefillThroughput")),
+            "{:?}",
+            d.warnings
+        );
+        assert_eq!(d.break_even_ms.count, 0);
     }
 }

@@ -23,7 +23,7 @@ pub struct FilterArgs {
     #[arg(long = "config", value_name = "[DEPLOYMENT=]FILE")]
     pub config: Vec<String>,
     /// Override maxTTFTPenaltyMs (ms).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = finite)]
     pub max_ttft_penalty_ms: Option<f64>,
     /// Override of peakPrefillThroughput (tokens/s); each binary names its
     /// own flag for it (`gate-dist --peak-prefill-throughput`,
@@ -31,7 +31,7 @@ pub struct FilterArgs {
     #[arg(skip)]
     pub peak_prefill_throughput: Option<f64>,
     /// Override affinityThreshold.
-    #[arg(long, value_name = "FRACTION")]
+    #[arg(long, value_name = "FRACTION", value_parser = finite)]
     pub affinity_threshold: Option<f64>,
     /// Override penaltyMode (static or matchedTokens).
     #[arg(long, value_name = "MODE")]
@@ -48,8 +48,30 @@ pub struct FilterArgs {
     pub legacy_missing_signal: bool,
 }
 
+/// A flag's number: finite (`NaN`, `inf` and overflowing values such as
+/// `1e400` are refused; JSON, and so the EPP's config, cannot hold them).
+pub fn finite(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        Ok(_) => Err("not a finite number".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 impl FilterArgs {
-    fn overrides(&self) -> Map<String, Value> {
+    /// The overrides as the plugin's parameters; a non-finite number (set
+    /// by a caller that did not parse it with [`finite`]) is an error
+    /// naming the parameter, not a `null` that would mean the default.
+    fn overrides(&self) -> anyhow::Result<Map<String, Value>> {
+        for (k, v) in [
+            ("maxTTFTPenaltyMs", self.max_ttft_penalty_ms),
+            ("peakPrefillThroughput", self.peak_prefill_throughput),
+            ("affinityThreshold", self.affinity_threshold),
+        ] {
+            if let Some(x) = v.filter(|x| !x.is_finite()) {
+                bail!("{k} {x} from flags: not a finite number");
+            }
+        }
         let mut m = Map::new();
         let mut put = |k: &str, v: Value| {
             m.insert(k.to_string(), v);
@@ -72,7 +94,7 @@ impl FilterArgs {
         if let Some(v) = self.max_in_flight_requests_delta {
             put("maxInFlightRequestsDelta", v.into());
         }
-        m
+        Ok(m)
     }
 
     fn finish(
@@ -81,7 +103,7 @@ impl FilterArgs {
         source: &str,
         file_keys: &[String],
     ) -> anyhow::Result<SourcedConfig> {
-        let over = self.overrides();
+        let over = self.overrides()?;
         let mut params = match base.to_parameters() {
             Value::Object(m) => m,
             _ => Map::new(),
@@ -226,5 +248,43 @@ mod tests {
         };
         let e = format!("{:#}", args.config_set().unwrap_err());
         assert!(e.contains("/no/such/epp.yaml"), "{e}");
+    }
+
+    /// `NaN`, infinities and overflowing numbers are refused by the flags'
+    /// parser, and by the config built from flags set in code: before,
+    /// they became JSON `null`, that is the default, reported as "flags".
+    #[test]
+    fn non_finite_flags_are_errors_naming_the_parameter() {
+        for s in ["NaN", "nan", "inf", "-inf", "+Infinity", "1e400", "-1e400"] {
+            assert_eq!(finite(s), Err("not a finite number".into()), "{s}");
+        }
+        assert_eq!(finite("12.5"), Ok(12.5));
+        assert!(finite("x").is_err());
+        for (args, key) in [
+            (
+                FilterArgs {
+                    max_ttft_penalty_ms: Some(f64::NAN),
+                    ..FilterArgs::default()
+                },
+                "maxTTFTPenaltyMs NaN",
+            ),
+            (
+                FilterArgs {
+                    peak_prefill_throughput: Some(f64::INFINITY),
+                    ..FilterArgs::default()
+                },
+                "peakPrefillThroughput inf",
+            ),
+            (
+                FilterArgs {
+                    affinity_threshold: Some(f64::NAN),
+                    ..FilterArgs::default()
+                },
+                "affinityThreshold NaN",
+            ),
+        ] {
+            let e = format!("{:#}", args.config_set().unwrap_err());
+            assert!(e.contains(key) && e.contains("not a finite number"), "{e}");
+        }
     }
 }

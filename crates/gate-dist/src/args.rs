@@ -61,7 +61,7 @@ pub struct Args {
     pub filter: FilterArgs,
 
     /// Override peakPrefillThroughput of the config (tokens/s).
-    #[arg(long, value_name = "TOK_PER_S")]
+    #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::filter_args::finite)]
     pub peak_prefill_throughput: Option<f64>,
 
     /// Longest time a carried-forward endpoint load is trusted when
@@ -70,7 +70,7 @@ pub struct Args {
     pub max_staleness: f64,
 
     /// Lower edge of "pinned worse": held while the gate input was in [MS, bar).
-    #[arg(long, value_name = "MS", default_value_t = 5000.0)]
+    #[arg(long, value_name = "MS", default_value_t = 5000.0, value_parser = gatecal_cli::filter_args::finite)]
     pub pinned_worse_min: f64,
 
     /// Static bars to replay (ms, comma-separated).

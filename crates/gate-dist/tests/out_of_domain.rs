@@ -257,3 +257,65 @@ fn decisions_with_odd_values_do_not_panic_the_reconstruction() {
         assert!(!q.is_nan());
     }
 }
+
+/// Non-finite parameters from flags or a config file are errors naming the
+/// parameter (exit 2); they used to become the defaults
+/// while the report said "config from flags/file".
+#[test]
+fn non_finite_parameters_are_refused() {
+    let log = format!("{ROOT}balanced/epp.log");
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("epp.yaml");
+    let deep = dir.path().join("deep.yaml");
+    std::fs::write(
+        &yaml,
+        "plugins:\n- type: prefix-cache-affinity-filter\n  parameters:\n    maxTTFTPenaltyMs: .inf\n",
+    )
+    .unwrap();
+    std::fs::write(&deep, "[".repeat(100_000) + &"]".repeat(100_000)).unwrap();
+    let (yaml, deep) = (yaml.to_str().unwrap(), deep.to_str().unwrap());
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            "gate-dist",
+            vec!["--max-ttft-penalty-ms", "NaN"],
+            "--max-ttft-penalty-ms",
+        ),
+        (
+            "gate-dist",
+            vec!["--max-ttft-penalty-ms", "inf"],
+            "--max-ttft-penalty-ms",
+        ),
+        (
+            "gate-dist",
+            vec!["--peak-prefill-throughput", "NaN"],
+            "--peak-prefill-throughput",
+        ),
+        (
+            "gate-dist",
+            vec!["--affinity-threshold", "NaN"],
+            "--affinity-threshold",
+        ),
+        (
+            "gate-dist",
+            vec!["--config", yaml],
+            "maxTTFTPenaltyMs: not a finite number",
+        ),
+        (
+            "gate-dist",
+            vec!["--config", deep],
+            "nested deeper than 64 levels",
+        ),
+    ];
+    for (b, args, want) in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+            .arg(&log)
+            .args(&args)
+            .args(["--format", "json", "-q"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{b} {args:?}: {err}");
+        assert!(err.contains(want), "{b} {args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{b} {args:?}: no report");
+    }
+}

@@ -50,11 +50,11 @@ pub struct Args {
 
     /// The deployment's true peak prefill throughput, if you know it (tok/s):
     /// used before any estimate.
-    #[arg(long, value_name = "TOK_PER_S")]
+    #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::filter_args::finite)]
     pub peak_prefill_throughput: Option<f64>,
 
     /// Override peakPrefillThroughput of the config in force (tok/s).
-    #[arg(long, value_name = "TOK_PER_S")]
+    #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::filter_args::finite)]
     pub current_peak_prefill_throughput: Option<f64>,
 
     /// Calibration output: `PEAK_PREFILL_THROUGHPUT=` lines, or TTFT samples
@@ -72,7 +72,7 @@ pub struct Args {
     pub max_staleness: f64,
 
     /// Lower edge of "pinned worse" (ms).
-    #[arg(long, value_name = "MS", default_value_t = 5000.0)]
+    #[arg(long, value_name = "MS", default_value_t = 5000.0, value_parser = gatecal_cli::filter_args::finite)]
     pub pinned_worse_min: f64,
 
     /// Output format: table, markdown, json, csv [default: table on a terminal, json otherwise].
