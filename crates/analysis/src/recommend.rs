@@ -893,10 +893,7 @@ mod tests {
         let set = ConfigSet {
             default: vec![(
                 String::new(),
-                SourcedConfig {
-                    source: "test".into(),
-                    parameters: config,
-                },
+                SourcedConfig::new("test", config, crate::gate_dist::ParamSource::File),
             )],
             ..ConfigSet::default()
         };
