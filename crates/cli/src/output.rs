@@ -68,6 +68,92 @@ pub fn resolve_format(asked: Option<&str>, output_is_terminal: bool) -> anyhow::
     }
 }
 
+/// The format a report file's name implies: `.md`/`.markdown`, `.json`,
+/// `.csv`, `.txt` (a table).
+pub fn format_of_path(path: &Path) -> Option<Format> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    match ext.as_str() {
+        "md" | "markdown" => Some(Format::Markdown),
+        "json" => Some(Format::Json),
+        "csv" => Some(Format::Csv),
+        "txt" => Some(Format::Table),
+        _ => None,
+    }
+}
+
+fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::Table => "table",
+        Format::Markdown => "markdown",
+        Format::Json => "json",
+        Format::Csv => "csv",
+    }
+}
+
+/// The report's format from `--format` and `-o`: the format asked for;
+/// else the one the output file's extension implies (`.md`, `.json`,
+/// `.csv`, `.txt`); else a table on a terminal and JSON otherwise. A
+/// `--format` that contradicts the extension is an error, and so is
+/// `-o json` (a bare format name as the file), with a hint.
+pub fn report_format(asked: Option<&str>, output: Option<&Path>) -> anyhow::Result<Format> {
+    let output = output.filter(|p| p.as_os_str() != "-");
+    if let Some(p) = output
+        && let Some(name) = p.to_str()
+        && let Some(f) = Format::parse(name)
+    {
+        bail!(
+            "-o {name}: writes the report to a file named {name:?}; for the format, \
+             use --format {} (or -o report.{}; -o ./{name} for such a file)",
+            format_name(f),
+            match f {
+                Format::Markdown => "md",
+                Format::Table => "txt",
+                other => format_name(other),
+            }
+        );
+    }
+    let implied = output.and_then(format_of_path);
+    match (asked, implied) {
+        (Some(a), Some(i)) => {
+            let f = resolve_format(Some(a), false)?;
+            if f != i {
+                bail!(
+                    "--format {a} but -o {} names a {} file: drop --format, or give the file \
+                     a name that fits",
+                    output.map(|p| p.display().to_string()).unwrap_or_default(),
+                    format_name(i)
+                );
+            }
+            Ok(f)
+        }
+        (None, Some(i)) => Ok(i),
+        (a, None) => resolve_format(a, stdout_is_terminal(output)),
+    }
+}
+
+/// The width tables fit in: the terminal's when the report goes to one
+/// (`$COLUMNS` when set, else the real width), `$COLUMNS` when set for a
+/// pipe or file, and otherwise (and with `--wide`) none: full width.
+pub fn table_width(output: Option<&Path>, wide: bool) -> Option<u16> {
+    if wide {
+        return None;
+    }
+    let env = gatecal_render::table::columns_env();
+    if stdout_is_terminal(output.filter(|p| p.as_os_str() != "-")) {
+        return env
+            .or_else(|| terminal_size::terminal_size_of(io::stdout()).map(|(w, _)| w.0.max(40)));
+    }
+    env
+}
+
+/// The renderer of a report: tables fit `width` ([`table_width`]).
+pub fn report_renderer(format: Format, width: Option<u16>) -> Box<dyn gatecal_render::Renderer> {
+    match format {
+        Format::Table => Box::new(gatecal_render::table::Table { width }),
+        f => gatecal_render::renderer(f),
+    }
+}
+
 /// Whether the report goes to a terminal (no `-o`, stdout is a tty).
 pub fn stdout_is_terminal(output: Option<&Path>) -> bool {
     output.is_none() && io::stdout().is_terminal()
@@ -311,6 +397,32 @@ mod tests {
         let e = anyhow::Error::from(io::Error::from(io::ErrorKind::BrokenPipe)).context("writing");
         assert!(is_broken_pipe(&e));
         assert!(!is_broken_pipe(&anyhow::anyhow!("other")));
+    }
+
+    #[test]
+    fn formats_from_the_output_name() {
+        let p = |s: &str| Some(Path::new(s).to_path_buf());
+        let f = |a: Option<&str>, o: Option<PathBuf>| report_format(a, o.as_deref());
+        assert_eq!(f(None, p("r.md")).unwrap(), Format::Markdown);
+        assert_eq!(f(None, p("r.JSON")).unwrap(), Format::Json);
+        assert_eq!(f(None, p("out/r.csv")).unwrap(), Format::Csv);
+        assert_eq!(f(None, p("r.txt")).unwrap(), Format::Table);
+        assert_eq!(f(Some("md"), p("r.md")).unwrap(), Format::Markdown);
+        assert_eq!(f(Some("csv"), p("r.dat")).unwrap(), Format::Csv);
+        assert_eq!(f(None, p("r.dat")).unwrap(), Format::Json);
+        let e = f(Some("json"), p("r.md")).unwrap_err().to_string();
+        assert!(
+            e.contains("--format json") && e.contains("markdown file"),
+            "{e}"
+        );
+        let e = f(None, p("json")).unwrap_err().to_string();
+        assert!(e.contains("--format json"), "{e}");
+        assert!(f(None, p("./json")).is_ok());
+        let e = f(None, p("md")).unwrap_err().to_string();
+        assert!(
+            e.contains("--format markdown") && e.contains("report.md"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -8,7 +8,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::Context;
 use gatecal_analysis::gate_dist::InputSummary;
 use gatecal_analysis::input::DecisionInput;
 use gatecal_analysis::records::RecordSink;
@@ -171,16 +170,28 @@ impl Emitter {
         let state = Rc::try_unwrap(self.state)
             .map_err(|_| anyhow::anyhow!("{}: records still being written", path.display()))?
             .into_inner();
+        // A reader that closed the pipe (`--emit-decisions - | head`) wants
+        // no more records: not an error, and the report is still written.
+        let closed = |e: &io::Error| {
+            e.kind() == io::ErrorKind::BrokenPipe
+                || e.get_ref()
+                    .and_then(|inner| inner.downcast_ref::<serde_json::Error>())
+                    .and_then(|j| j.io_error_kind())
+                    == Some(io::ErrorKind::BrokenPipe)
+        };
         if let Some(e) = state.err {
+            if closed(&e) {
+                return Ok(state.w.written());
+            }
             return Err(anyhow::Error::from(e).context(format!("cannot write {}", path.display())));
         }
         let n = state.w.written();
-        state
-            .w
-            .into_inner()
-            .and_then(|mut b| b.flush())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(n)
+        match state.w.into_inner().and_then(|mut b| b.flush()) {
+            Err(e) if !closed(&e) => {
+                Err(anyhow::Error::from(e).context(format!("cannot write {}", path.display())))
+            }
+            _ => Ok(n),
+        }
     }
 }
 

@@ -21,10 +21,10 @@ Examples:
     gate-dist epp.log
 
   A Markdown report for a pull request, with the SVG histogram:
-    gate-dist epp.log --config epp-config.yaml --format markdown -o report.md --svg gate.svg
+    gate-dist epp.log --config epp-config.yaml -o report.md --svg gate.svg
 
   Hourly drift of a folder of logs, as CSV:
-    gate-dist logs/ --window 1h --format csv -o drift.csv
+    gate-dist logs/ --window 1h -o drift.csv
 
   Two deployments, each named and with its own config:
     gate-dist prod=epp-a.log.gz staging=epp-b.log.gz --config prod=prod.yaml
@@ -32,6 +32,9 @@ Examples:
   Keep the decisions, replay them later at another peak throughput:
     gate-dist epp.log --emit-decisions d.jsonl
     gate-dist d.jsonl --what-if-peak 3000,6000
+
+  The same in one pipe (the first report to a file):
+    gate-dist epp.log --emit-decisions - -o first.json | gate-dist - --what-if-peak 3000
 
   Install shell completion and the man page:
     gate-dist --generate complete-bash > ~/.local/share/bash-completion/completions/gate-dist
@@ -90,13 +93,19 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", value_parser = parse_seconds)]
     pub window: Option<f64>,
 
-    /// Output format: table, markdown, json, csv [default: table on a terminal, json otherwise].
+    /// Output format: table, markdown, json, csv [default: from -o's extension,
+    /// else table on a terminal, json otherwise].
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<String>,
 
-    /// Write the report to FILE instead of stdout.
+    /// Write the report to FILE instead of stdout. Without --format, the
+    /// extension picks the format: .md, .json, .csv, .txt (a table).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// Draw tables at their full width, even on a narrower terminal.
+    #[arg(long)]
+    pub wide: bool,
 
     /// Write an SVG histogram of the gate input with the bar marked (with
     /// several deployments: the overall one to FILE, and one per deployment

@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use gatecal_analysis::gate_dist::{GateDist, GateDistReport};
 use gatecal_analysis::stats::Stats;
-use gatecal_cli::output::{Destination, OutputFile, Outputs, resolve_format, stdout_is_terminal};
+use gatecal_cli::output::{
+    Destination, OutputFile, Outputs, report_format, report_renderer, table_width,
+};
 use gatecal_cli::pipeline::{
     Emitter, decision_input, input_files, note_empty, read_inputs, summary,
 };
-use gatecal_render::renderer;
 use gatecal_render::svg::{SvgHistogram, histogram_svg};
 
 use crate::args::Args;
@@ -20,10 +21,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut filter = args.filter.clone();
     filter.peak_prefill_throughput = args.peak_prefill_throughput;
     let configs = filter.config_set()?;
-    let format = resolve_format(
-        args.format.as_deref(),
-        stdout_is_terminal(args.output.as_deref()),
-    )?;
+    let format = report_format(args.format.as_deref(), args.output.as_deref())?;
+    let width = table_width(args.output.as_deref(), args.wide);
     // Every output is opened, and checked against the inputs, before any
     // input is read.
     let mut files = input_files(&args.input)?;
@@ -65,7 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(svg) = svg {
         write_svgs(&report, svg, &outputs)?;
     }
-    out.write(|w| renderer(format).gate_dist(&report, w))?;
+    out.write(|w| report_renderer(format, width).gate_dist(&report, w))?;
     if report.deployments.is_empty() {
         note_empty(
             &args.input,

@@ -249,3 +249,154 @@ fn progress_on_a_terminal_for_long_inputs_only() {
     };
     assert!(!screen.contains("MiB"), "{screen:?}");
 }
+
+fn width(line: &str) -> usize {
+    line.chars().count()
+}
+
+#[test]
+fn tables_fit_a_100_column_terminal() {
+    let demo = fixture("glm-like/epp.log");
+    let Some(screen) = in_terminal(&format!("{} {demo}", exe()), 100, b"") else {
+        return;
+    };
+    assert!(screen.contains("Gate input and releases"), "{screen}");
+    for line in screen.lines() {
+        assert!(
+            width(line) <= 100,
+            "{} columns: {line}\n{screen}",
+            width(line)
+        );
+    }
+    // Words whole: the deployment, the pinned header and a share.
+    for word in ["llm-d-glm", "≥5,000", "request_load_override", "self-check"] {
+        assert!(screen.contains(word), "{word}\n{screen}");
+    }
+    // --wide: the full table, wider than the terminal.
+    let Some(wide) = in_terminal(&format!("{} {demo} --wide", exe()), 100, b"") else {
+        return;
+    };
+    assert!(wide.lines().any(|l| width(l) > 100), "{wide}");
+    // A pipe gets the full width too.
+    let piped = ok(&run(&[&demo, "--format", "table"]));
+    let widest = piped.lines().map(width).max().unwrap();
+    assert!(widest > 100, "{widest}");
+    assert_eq!(
+        piped.lines().filter(|l| l.contains("llm-d-glm ")).count(),
+        wide.lines().filter(|l| l.contains("llm-d-glm ")).count()
+    );
+}
+
+#[test]
+fn the_output_name_picks_the_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = fixture("glm-like/epp.log");
+    let o = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    for (name, starts) in [
+        ("r.md", "## gatecal gate-dist report"),
+        ("r.csv", "deployment,"),
+        ("r.json", "{"),
+        ("r.txt", "Input\n┌"),
+    ] {
+        ok(&run(&[&demo, "-o", &o(name)]));
+        let text = std::fs::read_to_string(o(name)).unwrap();
+        assert!(text.starts_with(starts), "{name}: {}", &text[..80]);
+    }
+    // --format agrees with the name: fine; contradicts it: an error, no file.
+    ok(&run(&[&demo, "--format", "md", "-o", &o("a.md")]));
+    let out = run(&[&demo, "--format", "json", "-o", &o("b.md")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--format json") && err.contains("markdown file"),
+        "{err}"
+    );
+    assert!(!dir.path().join("b.md").exists());
+    // A bare format name as the file: a hint.
+    let out = bin()
+        .current_dir(dir.path())
+        .args([&demo, "-o", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("use --format json"), "{err}");
+    assert!(!dir.path().join("json").exists());
+}
+
+/// Runs gate-dist with stdout read up to its first line, then closed.
+fn closed_after_one_line(args: &[&str]) -> Output {
+    use std::io::{BufRead, BufReader};
+    let mut child = bin()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(!first.is_empty());
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn decisions_to_stdout_and_closed_pipes() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let r = report.to_str().unwrap();
+    // Several samples: their records are more than a pipe holds.
+    let logs: Vec<String> = [
+        "glm-like",
+        "glm-like-v1",
+        "balanced",
+        "eight-deployments",
+        "pd-disagg",
+        "latency-predictor",
+    ]
+    .iter()
+    .map(|s| fixture(&format!("{s}/epp.log")))
+    .collect();
+    let with = |extra: &[&str]| -> Vec<String> {
+        logs.iter()
+            .cloned()
+            .chain(extra.iter().map(|s| s.to_string()))
+            .collect()
+    };
+    // Decisions on stdout, the report to its file.
+    let args = with(&["--emit-decisions", "-", "-o", r]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let records = ok(&run(&args));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let decisions = v["overall"]["decisions"].as_u64().unwrap();
+    assert_eq!(records.lines().count() as u64, decisions);
+    assert!(records.len() > 128 * 1024, "{}", records.len());
+    assert!(records.lines().all(|l| l.starts_with('{')));
+    // Both to stdout: an error that says what to do.
+    let out = run(&[&logs[0], "--emit-decisions", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give one of them a file"));
+    // A reader that stops after one line: exit 0, nothing on stderr, on
+    // every output; the report file is still written in full.
+    std::fs::remove_file(&report).unwrap();
+    let emit = with(&["--emit-decisions", "-", "-o", r]);
+    let csv = with(&["--format", "csv", "--window", "5m"]);
+    let table = with(&["--format", "table"]);
+    let owned = [emit, csv, table];
+    let mut cases: Vec<Vec<&str>> = owned
+        .iter()
+        .map(|v| v.iter().map(String::as_str).collect())
+        .collect();
+    cases.push(vec!["--generate", "man"]);
+    cases.push(vec!["--help"]);
+    for args in cases {
+        let out = closed_after_one_line(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{args:?}");
+    }
+    let again: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(again["overall"], v["overall"]);
+}

@@ -19,7 +19,7 @@ Examples:
     recommend epp.log --peak-prefill-throughput 16000
 
   A Markdown report for a pull request:
-    recommend epp.log vllm-logs/ --format markdown -o recommend.md
+    recommend epp.log vllm-logs/ -o recommend.md
 
   Install shell completion and the man page:
     recommend --generate complete-bash > ~/.local/share/bash-completion/completions/recommend
@@ -75,11 +75,17 @@ pub struct Args {
     #[arg(long, value_name = "MS", default_value_t = 5000.0, value_parser = gatecal_cli::filter_args::finite)]
     pub pinned_worse_min: f64,
 
-    /// Output format: table, markdown, json, csv [default: table on a terminal, json otherwise].
+    /// Output format: table, markdown, json, csv [default: from -o's extension,
+    /// else table on a terminal, json otherwise].
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<String>,
 
-    /// Write the report to FILE instead of stdout.
+    /// Write the report to FILE instead of stdout. Without --format, the
+    /// extension picks the format: .md, .json, .csv, .txt (a table).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// Draw tables at their full width, even on a narrower terminal.
+    #[arg(long)]
+    pub wide: bool,
 }

@@ -8,11 +8,10 @@ use anyhow::{Context, bail};
 use gatecal_analysis::recommend::{Recommend, RecommendOptions};
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::throughput::from_calibration_text;
-use gatecal_cli::output::{Outputs, resolve_format, stdout_is_terminal};
+use gatecal_cli::output::{Outputs, report_format, report_renderer, table_width};
 use gatecal_cli::pipeline::{
     Emitter, decision_input, input_files, note_empty, read_inputs, summary,
 };
-use gatecal_render::renderer;
 
 use crate::args::Args;
 
@@ -43,10 +42,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         })?;
         calibration.insert(dep, est);
     }
-    let format = resolve_format(
-        args.format.as_deref(),
-        stdout_is_terminal(args.output.as_deref()),
-    )?;
+    let format = report_format(args.format.as_deref(), args.output.as_deref())?;
+    let width = table_width(args.output.as_deref(), args.wide);
     let opts = RecommendOptions {
         reconstruct: ReconstructOptions {
             max_staleness_s: args.max_staleness,
@@ -102,7 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(e) = emitter {
         e.finish()?;
     }
-    out.write(|w| renderer(format).recommend(&report, w))?;
+    out.write(|w| report_renderer(format, width).recommend(&report, w))?;
     if report.deployments.is_empty() {
         note_empty(
             &args.input,

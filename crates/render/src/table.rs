@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{CellAlignment, ContentArrangement};
+use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Width};
 use gatecal_analysis::gate_dist::GateDistReport;
 use gatecal_analysis::recommend::RecommendReport;
 
@@ -13,42 +13,168 @@ use crate::sections::{Section, gate_dist_sections, recommend_sections, text_hist
 /// Terminal tables. No colour: output is the same on a terminal and in a pipe.
 #[derive(Clone, Copy, Debug)]
 pub struct Table {
-    /// Maximum width in columns (tables wrap to fit).
-    pub width: u16,
+    /// Width to fit in, in columns; `None`: every table at its full width.
+    pub width: Option<u16>,
 }
 
 impl Default for Table {
-    /// `$COLUMNS` when set (between 60 and 400), else 160.
+    /// `$COLUMNS` when set (at least 40), else full width.
     fn default() -> Self {
-        let width = std::env::var("COLUMNS")
-            .ok()
-            .and_then(|c| c.trim().parse::<u16>().ok())
-            .map(|c| c.clamp(60, 400))
-            .unwrap_or(160);
-        Table { width }
+        Table {
+            width: columns_env(),
+        }
     }
 }
 
-/// Writes sections as tables, with titles and notes.
-pub fn write_sections(sections: &[Section], width: u16, w: &mut dyn Write) -> io::Result<()> {
-    for s in sections {
-        writeln!(w, "{}", s.title)?;
-        let mut t = comfy_table::Table::new();
-        t.load_style(UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(width)
-            .set_header(s.headers.clone());
-        for r in &s.rows {
-            t.add_row(r.clone());
-        }
-        for i in 1..s.headers.len() {
-            if let Some(c) = t.column_mut(i) {
-                c.set_cell_alignment(CellAlignment::Right);
+/// `$COLUMNS`, when set to a number (at least 40).
+pub fn columns_env() -> Option<u16> {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .map(|c| c.max(40))
+}
+
+fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// The widest line of each column, and its longest word.
+fn column_widths(s: &Section) -> (Vec<usize>, Vec<usize>) {
+    let n = s.headers.len();
+    let (mut full, mut word) = (vec![0; n], vec![0; n]);
+    for row in std::iter::once(&s.headers).chain(&s.rows) {
+        for (i, cell) in row.iter().enumerate().take(n) {
+            for line in cell.lines() {
+                full[i] = full[i].max(chars(line));
+            }
+            for w in cell.split_whitespace() {
+                word[i] = word[i].max(chars(w));
             }
         }
-        writeln!(w, "{t}")?;
+    }
+    (full, word)
+}
+
+/// Width of a table with these column widths: a space of padding on each
+/// side of a cell and a rule between and around the cells.
+fn table_width(widths: impl Iterator<Item = usize>) -> usize {
+    let (mut sum, mut n) = (0, 0);
+    for w in widths {
+        sum += w + 2;
+        n += 1;
+    }
+    sum + n + 1
+}
+
+/// The columns of each table a section is drawn as in `width` columns:
+/// all of them when their words fit (cells wrap between words), else
+/// groups that repeat the first (naming) column, so that no word is split.
+fn column_groups(word: &[usize], width: usize) -> Vec<Vec<usize>> {
+    let n = word.len();
+    if n == 0 || table_width(word.iter().copied()) <= width {
+        return vec![(0..n).collect()];
+    }
+    let mut groups = Vec::new();
+    let mut g = vec![0];
+    for i in 1..n {
+        let with = table_width(g.iter().chain(std::iter::once(&i)).map(|&c| word[c]));
+        if with > width && g.len() > 1 {
+            groups.push(std::mem::replace(&mut g, vec![0]));
+        }
+        g.push(i);
+    }
+    groups.push(g);
+    groups
+}
+
+fn draw(s: &Section, cols: &[usize], word: &[usize], width: Option<u16>) -> comfy_table::Table {
+    let pick = |row: &[String]| -> Vec<String> {
+        cols.iter()
+            .map(|&c| row.get(c).cloned().unwrap_or_default())
+            .collect()
+    };
+    let mut t = comfy_table::Table::new();
+    t.load_style(UTF8_FULL_CONDENSED)
+        .set_header(pick(&s.headers));
+    match width {
+        Some(w) => {
+            t.set_content_arrangement(ContentArrangement::Dynamic)
+                .set_width(w);
+        }
+        None => {
+            t.set_content_arrangement(ContentArrangement::Disabled);
+        }
+    }
+    for r in &s.rows {
+        t.add_row(pick(r));
+    }
+    for (i, &c) in cols.iter().enumerate() {
+        if let Some(col) = t.column_mut(i) {
+            if c > 0 {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+            // comfy-table counts the padding in the width.
+            let least = u16::try_from(word[c] + 2).unwrap_or(u16::MAX);
+            col.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(least)));
+        }
+    }
+    t
+}
+
+/// `text` in lines of at most `width` characters (after `indent`), broken
+/// between words; a word longer than a line stays whole.
+fn wrap(text: &str, indent: &str, width: Option<u16>) -> Vec<String> {
+    let Some(width) = width else {
+        return vec![format!("{indent}{text}")];
+    };
+    let room = (width as usize).saturating_sub(chars(indent)).max(20);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && chars(&line) + 1 + chars(word) > room {
+            lines.push(format!("{indent}{line}"));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(format!("{indent}{line}"));
+    }
+    lines
+}
+
+/// Writes sections as tables, with titles and notes. With a `width`, each
+/// table fits it: cells wrap between words, and a table whose words do not
+/// fit is split into several that repeat its first column. Without one,
+/// every table is drawn at its full width (for pipes and files).
+pub fn write_sections(
+    sections: &[Section],
+    width: Option<u16>,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    for s in sections {
+        writeln!(w, "{}", s.title)?;
+        let (full, word) = column_widths(s);
+        let fits = |cols: &[usize]| {
+            width.is_none_or(|wd| table_width(cols.iter().map(|&c| full[c])) <= wd as usize)
+        };
+        let all: Vec<usize> = (0..s.headers.len()).collect();
+        let groups = if fits(&all) {
+            vec![all]
+        } else {
+            column_groups(&word, width.map_or(usize::MAX, usize::from))
+        };
+        for cols in &groups {
+            let wd = if fits(cols) { None } else { width };
+            writeln!(w, "{}", draw(s, cols, &word, wd))?;
+        }
         for n in &s.notes {
-            writeln!(w, "  {n}")?;
+            for line in wrap(n, "  ", width) {
+                writeln!(w, "{line}")?;
+            }
         }
         writeln!(w)?;
     }
@@ -82,5 +208,66 @@ impl Renderer for Table {
             writeln!(w)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section() -> Section {
+        Section {
+            title: "T".into(),
+            headers: [
+                "deployment",
+                "decisions",
+                "released",
+                "pinned ≥5,000 ms",
+                "p50 ms",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: vec![
+                [
+                    "glm-5-2-very-long-name",
+                    "1,030",
+                    "2 (0.19%)",
+                    "111 (10.8%)",
+                    "121",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ],
+            notes: vec!["word ".repeat(40)],
+        }
+    }
+
+    fn render(width: Option<u16>) -> String {
+        let mut out = Vec::new();
+        write_sections(&[section()], width, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn fits_the_width_without_splitting_words() {
+        for width in [40u16, 50, 60, 80] {
+            let text = render(Some(width));
+            for line in text.lines() {
+                assert!(chars(line) <= width as usize, "{width}: {line:?}\n{text}");
+            }
+            assert!(text.contains("glm-5-2-very-long-name"), "{text}");
+            assert!(text.contains("≥5,000"), "{text}");
+        }
+        // Narrow: the first column is repeated in each part.
+        assert!(render(Some(40)).matches("glm-5-2-very-long-name").count() >= 2);
+    }
+
+    #[test]
+    fn full_width_keeps_one_table_and_one_line_per_row() {
+        let text = render(None);
+        assert_eq!(text.matches("glm-5-2-very-long-name").count(), 1);
+        let row = text.lines().find(|l| l.contains("glm-5-2")).unwrap();
+        assert!(row.contains("111 (10.8%)"), "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("  word")).count(), 1);
     }
 }
