@@ -109,7 +109,7 @@ fn every_format_and_files() {
     for (fmt, needle) in [
         ("table", "Gate input and releases"),
         ("markdown", "## gatecal gate-dist report"),
-        ("csv", "deployment,decisions,released"),
+        ("csv", "deployment,window_start,window_end,rule,"),
         ("json", "\"schema\""),
     ] {
         let out = run(&[&fixture("glm-like/epp.log"), "--format", fmt]);

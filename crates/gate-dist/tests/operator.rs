@@ -400,3 +400,67 @@ fn decisions_to_stdout_and_closed_pipes() {
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(again["overall"], v["overall"]);
 }
+
+fn csv_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    let rows: Vec<Vec<String>> = lines
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    for r in &rows {
+        assert_eq!(r.len(), header.len(), "{r:?}");
+    }
+    (header, rows)
+}
+
+#[test]
+fn csv_is_one_long_table_with_windows_and_what_ifs() {
+    let log = fixture("glm-like/epp.log");
+    let (h1, rows) = csv_rows(&ok(&run(&[&log, "--format", "csv", "--window", "30s"])));
+    // The columns do not depend on the what-if list or the windows.
+    let (h2, _) = csv_rows(&ok(&run(&[
+        &log,
+        "--format",
+        "csv",
+        "--what-if-bar",
+        "7000",
+        "--what-if-peak",
+        "3000,9000",
+    ])));
+    assert_eq!(h1, h2);
+    let col = |name: &str| h1.iter().position(|h| h == name).unwrap();
+    let (dep, ws, rule, bar, dec) = (
+        col("deployment"),
+        col("window_start"),
+        col("rule"),
+        col("rule_max_ttft_penalty_ms"),
+        col("decisions"),
+    );
+    // Whole-input rows, then window rows (RFC 3339 starts), then overall.
+    let whole: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| r[dep] == "llm-d-glm" && r[ws].is_empty() && r[rule] == "in_force")
+        .collect();
+    assert_eq!(whole.len(), 1);
+    let windows: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| r[dep] == "llm-d-glm" && !r[ws].is_empty() && r[rule] == "in_force")
+        .collect();
+    assert!(windows.len() >= 2, "{}", windows.len());
+    for w in &windows {
+        assert!(w[ws].len() == 20 && w[ws].ends_with('Z'), "{}", w[ws]);
+    }
+    // The windows' decisions add up to the whole.
+    let sum: u64 = windows.iter().map(|w| w[dec].parse::<u64>().unwrap()).sum();
+    assert_eq!(sum, whole[0][dec].parse::<u64>().unwrap());
+    // One row per what-if, for the whole input and each window.
+    let static_5s = rows
+        .iter()
+        .filter(|r| r[dep] == "llm-d-glm" && r[rule] == "static" && r[bar] == "5000")
+        .count();
+    assert_eq!(static_5s, 1 + windows.len());
+    assert!(
+        rows.iter()
+            .any(|r| r[dep] == "overall" && r[rule] == "matchedTokens")
+    );
+}

@@ -1,15 +1,21 @@
-//! CSV: one row per deployment (and `overall`), raw numbers, for spreadsheets.
+//! CSV: one long table, raw numbers, for spreadsheets and data frames.
 //!
-//! Columns: `deployment,decisions,released,released_share,pinned_worse,
-//! pinned_worse_share,gate_n,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,bar_ms,
-//! evidence_logged,evidence_observed,evidence_reconstructed,evidence_unknown,
-//! self_check_replayed,self_check_agreed`, then per outcome `outcome_<name>`,
-//! then per what-if `whatif<i>_<mode>_<bar>_released_share` and
-//! `…_pinned_worse_share`, then `small_sample` (`true` when the quantiles are
-//! over fewer than 20 gate inputs), `replay_decisions`, `replay_agreed`,
-//! `replay_logged_released`, `replay_replayed_released`, `censored`,
-//! `censored_p50_ms`, `censored_p90_ms`, `censored_max_ms`. Empty cells are
-//! unknown values.
+//! The gate-dist report has a row per deployment, per `--window` of each
+//! deployment, and `overall`, each as ran (`rule` = `in_force`) and under
+//! each what-if (`rule` = `static` or `matchedTokens`, with its bar or
+//! ceiling and its peak): the column names never change with the what-if
+//! list or the windows. Columns: `deployment,window_start,window_end,rule,
+//! rule_max_ttft_penalty_ms,rule_peak_prefill_throughput` (the key;
+//! windows in RFC 3339 UTC, `[start, end)`, empty for the whole input),
+//! `decisions,released,released_share,pinned_worse,pinned_worse_share,
+//! unknown` (every row), then, on `in_force` rows only, `gate_n,p50_ms,
+//! p90_ms,p99_ms,p999_ms,max_ms,bar_ms,evidence_logged,evidence_observed,
+//! evidence_reconstructed,evidence_unknown,self_check_replayed,
+//! self_check_agreed,small_sample` (`true` when the quantiles are over
+//! fewer than 20 gate inputs), `replay_decisions,replay_agreed,
+//! replay_logged_released,replay_replayed_released,censored,
+//! censored_p50_ms,censored_p90_ms,censored_max_ms`, and per outcome
+//! `outcome_<name>`. Empty cells are unknown or not applicable.
 
 use std::io::{self, Write};
 
@@ -37,15 +43,96 @@ fn opt(v: Option<f64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
-fn row(name: &str, s: &Stats) -> Vec<String> {
+/// RFC 3339 UTC, to the second.
+fn rfc3339(ts: f64) -> String {
+    let u = crate::num::utc(ts);
+    if ts.is_finite() {
+        format!("{}Z", u.replacen(' ', "T", 1))
+    } else {
+        String::new()
+    }
+}
+
+/// The columns that name a row: deployment, window, rule.
+const KEY: [&str; 6] = [
+    "deployment",
+    "window_start",
+    "window_end",
+    "rule",
+    "rule_max_ttft_penalty_ms",
+    "rule_peak_prefill_throughput",
+];
+
+/// The figures every row has (a what-if row fills these only).
+const SHARED: [&str; 6] = [
+    "decisions",
+    "released",
+    "released_share",
+    "pinned_worse",
+    "pinned_worse_share",
+    "unknown",
+];
+
+/// The figures of `in_force` rows only.
+const OBSERVED: [&str; 22] = [
+    "gate_n",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "p999_ms",
+    "max_ms",
+    "bar_ms",
+    "evidence_logged",
+    "evidence_observed",
+    "evidence_reconstructed",
+    "evidence_unknown",
+    "self_check_replayed",
+    "self_check_agreed",
+    "small_sample",
+    "replay_decisions",
+    "replay_agreed",
+    "replay_logged_released",
+    "replay_replayed_released",
+    "censored",
+    "censored_p50_ms",
+    "censored_p90_ms",
+    "censored_max_ms",
+];
+
+fn header() -> Vec<String> {
+    let mut h: Vec<String> = KEY
+        .iter()
+        .chain(&SHARED)
+        .chain(&OBSERVED)
+        .map(|s| s.to_string())
+        .collect();
+    for o in Outcome::ALL {
+        h.push(format!("outcome_{}", o.as_str()));
+    }
+    h
+}
+
+/// The rows of one set of decisions: `in_force` (the figures as the
+/// deployment ran), then one per what-if.
+fn rows(name: &str, window: Option<(f64, f64)>, peak: Option<f64>, s: &Stats) -> Vec<Vec<String>> {
+    let (ws, we) = window.map_or((String::new(), String::new()), |(a, b)| {
+        (rfc3339(a), rfc3339(b))
+    });
     let g = &s.gate_input_ms;
+    let unknown = s.evidence.unknown;
     let mut r = vec![
         field(name),
+        ws.clone(),
+        we.clone(),
+        "in_force".to_string(),
+        opt(s.bar_ms),
+        opt(peak),
         s.decisions.to_string(),
         s.released.to_string(),
         s.released_share.to_string(),
         s.pinned_worse.count.to_string(),
         s.pinned_worse.share.to_string(),
+        unknown.to_string(),
         g.count.to_string(),
         opt(g.p50),
         opt(g.p90),
@@ -60,13 +147,6 @@ fn row(name: &str, s: &Stats) -> Vec<String> {
         s.self_check.replayed.to_string(),
         s.self_check.agreed.to_string(),
     ];
-    for o in Outcome::ALL {
-        r.push(s.outcomes.get(o.as_str()).copied().unwrap_or(0).to_string());
-    }
-    for w in &s.what_if {
-        r.push(w.released_share.to_string());
-        r.push(w.pinned_worse_share.to_string());
-    }
     let (p, c) = (&s.replay, &s.censoring);
     r.extend([
         g.small_sample.to_string(),
@@ -79,66 +159,54 @@ fn row(name: &str, s: &Stats) -> Vec<String> {
         opt(c.move_p90_ms),
         opt(c.move_max_ms),
     ]);
-    r
+    for o in Outcome::ALL {
+        r.push(s.outcomes.get(o.as_str()).copied().unwrap_or(0).to_string());
+    }
+    let width = r.len();
+    let mut out = vec![r];
+    for wi in &s.what_if {
+        let mut r = vec![
+            field(name),
+            ws.clone(),
+            we.clone(),
+            wi.mode.as_str().to_string(),
+            opt(wi.max_ttft_penalty_ms),
+            opt(wi.peak_prefill_throughput),
+            s.decisions.to_string(),
+            wi.released.to_string(),
+            wi.released_share.to_string(),
+            wi.pinned_worse.to_string(),
+            wi.pinned_worse_share.to_string(),
+            wi.unknown.to_string(),
+        ];
+        r.resize(width, String::new());
+        out.push(r);
+    }
+    out
 }
 
 impl Renderer for Csv {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
-        let mut h: Vec<String> = [
-            "deployment",
-            "decisions",
-            "released",
-            "released_share",
-            "pinned_worse",
-            "pinned_worse_share",
-            "gate_n",
-            "p50_ms",
-            "p90_ms",
-            "p99_ms",
-            "p999_ms",
-            "max_ms",
-            "bar_ms",
-            "evidence_logged",
-            "evidence_observed",
-            "evidence_reconstructed",
-            "evidence_unknown",
-            "self_check_replayed",
-            "self_check_agreed",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        for o in Outcome::ALL {
-            h.push(format!("outcome_{}", o.as_str()));
-        }
-        for (i, wi) in report.overall.stats.what_if.iter().enumerate() {
-            let bar = wi
-                .max_ttft_penalty_ms
-                .map(|b| b.to_string())
-                .unwrap_or_else(|| "mixed".into());
-            let p = format!("whatif{i}_{}_{bar}", wi.mode.as_str());
-            h.push(format!("{p}_released_share"));
-            h.push(format!("{p}_pinned_worse_share"));
-        }
-        h.extend(
-            [
-                "small_sample",
-                "replay_decisions",
-                "replay_agreed",
-                "replay_logged_released",
-                "replay_replayed_released",
-                "censored",
-                "censored_p50_ms",
-                "censored_p90_ms",
-                "censored_max_ms",
-            ]
-            .map(String::from),
-        );
-        writeln!(w, "{}", h.join(","))?;
+        writeln!(w, "{}", header().join(","))?;
+        let mut put = |rs: Vec<Vec<String>>| -> io::Result<()> {
+            for r in rs {
+                writeln!(w, "{}", r.join(","))?;
+            }
+            Ok(())
+        };
         for d in &report.deployments {
-            writeln!(w, "{}", row(&d.name, &d.stats).join(","))?;
+            let peak = Some(d.config.parameters.peak_prefill_throughput);
+            put(rows(&d.name, None, peak, &d.stats))?;
+            for win in &d.windows {
+                put(rows(
+                    &d.name,
+                    Some((win.start_ts, win.end_ts)),
+                    peak,
+                    &win.stats,
+                ))?;
+            }
         }
-        writeln!(w, "{}", row("overall", &report.overall.stats).join(","))
+        put(rows("overall", None, None, &report.overall.stats))
     }
 
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
