@@ -1,6 +1,6 @@
 //! The gate audit: decisions in, [`GateDistReport`] out.
 //!
-//! The report structs are the JSON schema `gatecal.gate-dist/v1`
+//! The report structs are the JSON schema `gatecal.gate-dist/v2`
 //! (documented field by field here and in `docs/json-schema.md`).
 
 use std::collections::{BTreeMap, HashMap};
@@ -17,7 +17,7 @@ use crate::stats::{Stats, StatsAcc};
 use crate::whatif::WhatIfSpec;
 
 /// The schema id of the JSON report.
-pub const SCHEMA: &str = "gatecal.gate-dist/v1";
+pub const SCHEMA: &str = "gatecal.gate-dist/v2";
 
 /// Where one parameter of the config in force came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
@@ -305,10 +305,10 @@ pub struct ReportOptions {
     pub window_s: Option<f64>,
 }
 
-/// The whole gate-dist report: `gatecal.gate-dist/v1`.
+/// The whole gate-dist report: `gatecal.gate-dist/v2`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GateDistReport {
-    /// `gatecal.gate-dist/v1`.
+    /// `gatecal.gate-dist/v2`.
     pub schema: &'static str,
     /// The input ledger.
     pub input: InputSummary,
@@ -322,6 +322,8 @@ pub struct GateDistReport {
 
 struct DepAcc {
     config: SourcedConfig,
+    /// The filter instance whose config is reported.
+    config_filter: Option<String>,
     acc: StatsAcc,
     windows: BTreeMap<i64, StatsAcc>,
     first_ts: Option<f64>,
@@ -572,6 +574,37 @@ impl GateDist {
         for d in waiting {
             self.settle(&d);
         }
+        // Values the log showed only after a deployment's config was fixed
+        // (a flag fixed the bar at once, or the wait was cut short): a
+        // disagreement with the config used is still reported.
+        for (name, dep) in self.deps.iter_mut() {
+            let Some(inst) = self
+                .states
+                .get(name)
+                .and_then(|st| st.instances.iter().find(|x| x.filter == dep.config_filter))
+            else {
+                continue;
+            };
+            let (base, log) = (&inst.base, inst.log);
+            let late = merge_log(base, log.bar, log.peak, log.threshold);
+            for mut w in late.log_disagreements {
+                if dep
+                    .config
+                    .log_disagreements
+                    .iter()
+                    .any(|x| x.parameter == w.parameter)
+                {
+                    continue;
+                }
+                let used = dep.config.source_of(&w.parameter);
+                w.used = if used == ParamSource::Log {
+                    ParamSource::Log
+                } else {
+                    w.given_source
+                };
+                dep.config.log_disagreements.push(w);
+            }
+        }
         let bins = self.opts.histogram_bins;
         let mut overall = StatsAcc::new(self.opts.pinned_worse_min_ms, self.opts.what_if.len());
         let mut deployments = Vec::new();
@@ -646,6 +679,7 @@ fn handle(
         Some(dep) => dep,
         None => deps.entry(d.deployment.clone()).or_insert_with(|| DepAcc {
             config: sc.clone(),
+            config_filter: d.filter.clone(),
             acc: StatsAcc::new(pmin, n),
             windows: BTreeMap::new(),
             first_ts: None,

@@ -5,7 +5,7 @@
 //! input of every decision with an evidence label
 //! ([`reconstruct`]), replays decisions through the filter core under other
 //! configs ([`whatif`]), builds distributions on a signed HdrHistogram
-//! ([`hist`]), and assembles the `gatecal.gate-dist/v1` report
+//! ([`hist`]), and assembles the `gatecal.gate-dist/v2` report
 //! ([`gate_dist`]). Every estimator's method and error bound is written in the
 //! docs of the module that computes it.
 //!

@@ -9,8 +9,10 @@
 //!
 //! Exit codes: 0 on success and when the reader closed the pipe
 //! (`gate-dist … | head`), 1 when `--strict` found malformed lines, 2 on
-//! usage or I/O errors (the message names the path), 101 on an internal
-//! error (a panic: [`crate::internal_error`]).
+//! usage or I/O errors (the message names the path), 3 when the input held
+//! no filter decision (the message gives the likely cause:
+//! [`crate::pipeline::no_decisions`]), 101 on an internal error (a panic:
+//! [`crate::internal_error`]).
 
 use std::fmt;
 use std::fs::File;
@@ -21,6 +23,22 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use gatecal_parser::{FileId, InputFiles};
 use gatecal_render::Format;
+
+/// The input held no filter decision: exit 3, with the likely cause.
+#[derive(Debug)]
+pub struct NoDecisions(pub String);
+
+impl fmt::Display for NoDecisions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NoDecisions {}
+
+/// The exit code of an input without decisions (distinct from usage and I/O
+/// errors, 2, and from `--strict`, 1).
+pub const EXIT_NO_DECISIONS: u8 = 3;
 
 /// `--strict` found malformed lines: exit 1.
 #[derive(Debug)]
@@ -47,6 +65,10 @@ pub fn exit(bin: &str, result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<NoDecisions>().is_some() => {
+            crate::term::eprint(bin, crate::term::Level::Error, &format!("{e:#}"));
+            ExitCode::from(EXIT_NO_DECISIONS)
+        }
         Err(e) if e.downcast_ref::<StrictFailure>().is_some() => {
             eprintln!("{bin}: {e:#}");
             ExitCode::from(1)

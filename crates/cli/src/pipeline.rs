@@ -95,20 +95,88 @@ pub fn summary(ledger: &Ledger) -> InputSummary {
     }
 }
 
-/// Tells the user on stderr (unless `--quiet`) that nothing usable was
-/// found: `what` is `BIN: WHAT`, printed as a warning.
-pub fn note_empty(args: &InputArgs, what: &str, input: &InputSummary) {
-    if !args.quiet {
-        let (bin, what) = what.split_once(": ").unwrap_or(("gatecal", what));
-        crate::term::eprint(
-            bin,
-            crate::term::Level::Warning,
-            &format!(
-                "{what} in {} line(s) ({} ignored, {} malformed): are these EPP logs at -v=4?",
-                input.lines_total, input.lines_ignored, input.lines_malformed
-            ),
-        );
+/// Lines a pod keeps in a `kubectl logs -l SELECTOR` capture without
+/// `--tail=-1`: kubectl then prints only the last 10 lines of each pod.
+pub const KUBECTL_SELECTOR_TAIL: u64 = 10;
+
+/// The error of an input that held no filter decision (exit 3), with the
+/// likely cause read from the ledger, in this order: no line at all; no EPP
+/// line (zap JSON or console), only vLLM lines or something else; every pod
+/// of a `kubectl logs --prefix` capture holding at most 10 lines (a
+/// selector capture without `--tail=-1`); EPP lines without a filter line
+/// (the EPP logs below verbosity 4).
+pub fn no_decisions(what: &str, ledger: &Ledger) -> anyhow::Error {
+    let t = &ledger.total;
+    let sh = &t.shapes;
+    let epp = sh.zap_json + sh.console;
+    let cause = if t.lines_total == 0 {
+        format!(
+            "the input is empty ({} file(s), 0 lines): the capture failed or wrote nothing",
+            ledger.inputs.len()
+        )
+    } else if sh.decision_record > 0 {
+        format!(
+            "{} decision record line(s), none readable as a decision: see the malformed lines",
+            sh.decision_record
+        )
+    } else if epp == 0 && sh.vllm > 0 {
+        format!(
+            "only vLLM lines ({} of {}), no EPP log line: add the EPP pod's log (kubectl logs -l <epp-selector> --tail=-1)",
+            sh.vllm, t.lines_total
+        )
+    } else if epp == 0 {
+        format!(
+            "no EPP log line (zap JSON or console encoder) in {} line(s): is this the EPP container's log?",
+            t.lines_total
+        )
+    } else if let Some((pods, most)) = pods_all_short(ledger) {
+        format!(
+            "every pod holds at most {KUBECTL_SELECTOR_TAIL} lines ({pods} pod(s), {most} line(s) at most): \
+             `kubectl logs -l SELECTOR` keeps only the last {KUBECTL_SELECTOR_TAIL} lines of each pod; capture with --tail=-1"
+        )
+    } else {
+        format!(
+            "{epp} EPP log line(s) but no prefix-cache-affinity-filter line: the EPP logs at verbosity below 4 \
+             (set -v=4, e.g. router.epp.flags in the chart), or the filter is not in its scheduling profile"
+        )
+    };
+    crate::output::NoDecisions(format!("{what}: {cause}")).into()
+}
+
+/// When every `[pod/NAME/CONTAINER] ` prefix of the inputs (files read again,
+/// gzip or plain; the first 64 MiB of each) belongs to a pod with at most
+/// [`KUBECTL_SELECTOR_TAIL`] lines: the number of pods and the most lines
+/// of one. `None` when no line has a prefix, an input cannot be read again
+/// (stdin), or a pod has more.
+fn pods_all_short(ledger: &Ledger) -> Option<(usize, u64)> {
+    use std::io::{BufRead, BufReader, Read};
+    const LIMIT: u64 = 64 << 20;
+    let mut pods: std::collections::HashMap<Vec<u8>, u64> = std::collections::HashMap::new();
+    for input in &ledger.inputs {
+        let mut f = std::fs::File::open(&input.name).ok()?;
+        let mut magic = [0u8; 2];
+        let gz = f.read_exact(&mut magic).is_ok() && magic == [0x1f, 0x8b];
+        let f = std::fs::File::open(&input.name).ok()?;
+        let r: Box<dyn Read> = if gz {
+            Box::new(flate2::read::MultiGzDecoder::new(f))
+        } else {
+            Box::new(f)
+        };
+        for line in BufReader::new(r.take(LIMIT)).split(b'\n') {
+            let line = line.ok()?;
+            let Some(rest) = line.strip_prefix(b"[pod/") else {
+                continue;
+            };
+            let name = &rest[..rest.iter().position(|&c| c == b'/').unwrap_or(rest.len())];
+            let n = pods.entry(name.to_vec()).or_default();
+            *n += 1;
+            if *n > KUBECTL_SELECTOR_TAIL {
+                return None;
+            }
+        }
     }
+    let most = pods.values().copied().max()?;
+    Some((pods.len(), most))
 }
 
 /// Parses the command line of a binary: `--help` and `--version` print and

@@ -9,7 +9,7 @@ use gatecal_cli::output::{
     Destination, OutputFile, Outputs, report_format, report_renderer, table_width,
 };
 use gatecal_cli::pipeline::{
-    Emitter, decision_input, input_files, note_empty, read_inputs, summary,
+    Emitter, decision_input, input_files, no_decisions, read_inputs, summary,
 };
 use gatecal_render::svg::{SvgHistogram, histogram_svg};
 
@@ -66,11 +66,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     out.write(|w| report_renderer(format, width).gate_dist(&report, w))?;
     if report.deployments.is_empty() {
-        note_empty(
-            &args.input,
-            "gate-dist: no filter decisions found",
-            &report.input,
-        );
+        return Err(no_decisions("no filter decisions", &ledger));
+    }
+    if !args.input.quiet {
+        for d in &report.deployments {
+            let mut lines = gatecal_render::sections::config_notes(&d.name, &d.config);
+            lines.extend(gatecal_render::sections::replay_notes(&d.name, &d.stats));
+            for w in lines.iter().filter_map(|l| l.strip_prefix("warning: ")) {
+                gatecal_cli::term::eprint("gate-dist", gatecal_cli::term::Level::Warning, w);
+            }
+        }
     }
     Ok(())
 }

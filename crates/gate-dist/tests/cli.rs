@@ -37,7 +37,7 @@ fn json(args: &[&str]) -> serde_json::Value {
 #[test]
 fn demo_json_report() {
     let v = json(&[&fixture("demo/glm-like.log.gz"), "--format", "json"]);
-    assert_eq!(v["schema"], "gatecal.gate-dist/v1");
+    assert_eq!(v["schema"], "gatecal.gate-dist/v2");
     let i = &v["input"];
     assert_eq!(
         i["lines_total"].as_u64().unwrap(),
@@ -279,4 +279,175 @@ fn gzip_on_stdin_with_a_name() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["deployments"][0]["name"], "glm-5-2");
     assert_eq!(v["deployments"][0]["decisions"], 1030);
+}
+
+/// An input without decisions exits 3, with the likely cause.
+#[test]
+fn no_decisions_exit_3_with_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let epp = std::fs::read_to_string(fixture("variants/prefix/epp.log")).unwrap();
+    // The EPP lines without the filter's: a log below -v=4.
+    let no_filter: String = epp
+        .lines()
+        .filter(|l| !l.contains("PrefixCacheAffinityFilter") && !l.contains("affinity-filter"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    // At most 10 lines per pod: `kubectl logs -l` without --tail=-1.
+    let mut per_pod: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for l in no_filter.lines() {
+        let pod = &l[..l.find("] ").unwrap()];
+        per_pod.entry(pod).or_default().push(l);
+    }
+    assert!(per_pod.len() > 1);
+    let tail: String = per_pod
+        .values()
+        .flat_map(|v| v[v.len() - 10..].iter())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let vllm = std::fs::read_dir(fixture("glm-like/vllm"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let cases = [
+        (write("empty.log", ""), "the input is empty"),
+        (write("notes.log", "hello\nworld\n"), "no EPP log line"),
+        (vllm.to_string_lossy().into_owned(), "only vLLM lines"),
+        (write("v2.log", &no_filter), "verbosity below 4"),
+        (write("tail.log", &tail), "--tail=-1"),
+    ];
+    for (input, cause) in &cases {
+        let out = run(&[input, "--format", "json"]);
+        assert_eq!(out.status.code(), Some(3), "{input}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("no filter decisions") && err.contains(cause),
+            "{input}: {err}"
+        );
+        // The (empty) report is still written.
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["deployments"].as_array().unwrap().len(), 0);
+    }
+}
+
+/// The bar in force is read from the log's gate lines; every format says how
+/// many logged outcomes the config in force reproduces, and how far the
+/// logged holds moved the reconstruction.
+#[test]
+fn the_log_shows_the_config_and_the_replay_agrees() {
+    let log = fixture("glm-like-v1/epp.log");
+    let v = json(&[&log, "--format", "json"]);
+    let d = &v["deployments"][0];
+    assert_eq!(d["bar_ms"], 5000.0);
+    let src = &d["config"]["parameter_sources"];
+    assert_eq!(src["maxTTFTPenaltyMs"], "log");
+    assert_eq!(src["affinityThreshold"], "log");
+    assert_eq!(src["peakPrefillThroughput"], "default");
+    let r = &d["replay"];
+    assert_eq!(r["agreed"], r["decisions"]);
+    assert!(r["decisions"].as_u64().unwrap() > d["released"].as_u64().unwrap());
+    assert_eq!(r["logged_released"], d["released"]);
+    assert_eq!(r["replayed_released"], d["released"]);
+    assert!(r["cause"].is_null());
+    assert!(d["censoring"]["moved"].is_u64());
+    let at_bar = d["what_if"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["mode"] == "static" && w["max_ttft_penalty_ms"] == 5000.0)
+        .unwrap();
+    assert_eq!(at_bar["released"], d["released"]);
+    for format in ["table", "markdown"] {
+        let out = run(&[&log, "--format", format]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("the config in force reproduces"), "{format}");
+        assert!(
+            text.contains("maxTTFTPenaltyMs 5,000 [log]"),
+            "{format}: {text}"
+        );
+    }
+    let out = run(&[&log, "--format", "csv"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |k: &str| row[header.iter().position(|h| *h == k).unwrap()];
+    assert_eq!(col("replay_agreed"), col("replay_decisions"));
+    assert_eq!(col("replay_replayed_released"), col("released"));
+}
+
+/// A flag that disagrees with the log is used (a what-if) and reported with
+/// both values, with the flag that replays what the EPP ran.
+#[test]
+fn a_flag_against_the_log_is_warned_about() {
+    let log = fixture("glm-like-v1/epp.log");
+    let out = run(&[&log, "--format", "json", "--max-ttft-penalty-ms", "18000"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning") && err.contains("maxTTFTPenaltyMs: the log shows 5000"),
+        "{err}"
+    );
+    assert!(err.contains("--max-ttft-penalty-ms 5000"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &v["deployments"][0];
+    assert_eq!(d["bar_ms"], 18000.0);
+    let w = &d["config"]["log_disagreements"][0];
+    assert_eq!(w["parameter"], "maxTTFTPenaltyMs");
+    assert_eq!(
+        (w["log"].as_f64(), w["given"].as_f64()),
+        (Some(5000.0), Some(18000.0))
+    );
+    assert_eq!(
+        (&w["given_source"], &w["used"]),
+        (&"flag".into(), &"flag".into())
+    );
+    let r = &d["replay"];
+    assert!(r["agreed"].as_u64() < r["decisions"].as_u64());
+    assert_eq!(r["log_bar_ms"], 5000.0);
+    assert!(r["cause"].as_str().unwrap().contains("config mismatch"));
+}
+
+/// Quantiles over fewer than 20 gate inputs are flagged in every format.
+#[test]
+fn small_samples_are_flagged_everywhere() {
+    let log = fixture("glm-like-v1/epp.log");
+    let v = json(&[&log, "--format", "json"]);
+    let g = &v["deployments"][0]["gate_input_ms"];
+    assert!(g["count"].as_u64().unwrap() < 20);
+    assert_eq!(g["small_sample"], true);
+    let big = json(&[&fixture("demo/glm-like.log.gz"), "--format", "json"]);
+    assert_eq!(
+        big["deployments"][0]["gate_input_ms"]["small_sample"],
+        false
+    );
+    for format in ["table", "markdown"] {
+        let out = run(&[&log, "--format", format]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("* fewer than 20 gate inputs"), "{format}");
+    }
+    let out = run(&[&log, "--format", "csv"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(
+        row[header.iter().position(|h| *h == "small_sample").unwrap()],
+        "true"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("g.svg");
+    let out = run(&[&log, "--format", "json", "--svg", svg.to_str().unwrap()]);
+    assert!(out.status.success());
+    assert!(
+        std::fs::read_to_string(&svg)
+            .unwrap()
+            .contains("fewer than 20")
+    );
 }

@@ -10,7 +10,7 @@ use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::throughput::from_calibration_text;
 use gatecal_cli::output::{Outputs, report_format, report_renderer, table_width};
 use gatecal_cli::pipeline::{
-    Emitter, decision_input, input_files, note_empty, read_inputs, summary,
+    Emitter, decision_input, input_files, no_decisions, read_inputs, summary,
 };
 
 use crate::args::Args;
@@ -101,11 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     out.write(|w| report_renderer(format, width).recommend(&report, w))?;
     if report.deployments.is_empty() {
-        note_empty(
-            &args.input,
-            "recommend: no decisions or vLLM stats found",
-            &report.input,
-        );
+        return Err(no_decisions("no filter decisions or vLLM stats", &ledger));
     }
     Ok(())
 }

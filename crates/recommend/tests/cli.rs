@@ -135,3 +135,20 @@ fn decision_records_give_the_same_recommendation() {
     let first = std::fs::read_to_string(&records).unwrap();
     assert!(first.starts_with(r#"{"v":2,"#), "{}", &first[..40]);
 }
+
+/// An input without decisions or vLLM stats exits 3, with the likely cause.
+#[test]
+fn no_decisions_exit_3_with_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    let out = run(&[empty.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the input is empty"), "{err}");
+    let notes = dir.path().join("notes.log");
+    std::fs::write(&notes, "a\nb\n").unwrap();
+    let out = run(&[notes.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no EPP log line"));
+}
