@@ -100,8 +100,10 @@ fn in_terminal(cmd: &str, cols: u16, input: &[u8]) -> Option<String> {
         .expect("run script");
     child.stdin.take().unwrap().write_all(input).unwrap();
     let out = child.wait_with_output().unwrap();
+    // Exit 3: the command ran and found no decision (an empty or
+    // decision-less input).
     assert!(
-        out.status.success(),
+        out.status.success() || out.status.code() == Some(3),
         "{cmd}: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
@@ -146,8 +148,9 @@ fn warnings_are_coloured_only_on_a_terminal() {
     std::fs::write(&empty, "no decisions here\n").unwrap();
     let out = run(&[empty.to_str().unwrap(), "--format", "json"]);
     let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3));
     assert!(
-        err.contains("gate-dist: warning: no filter decisions"),
+        err.contains("gate-dist: error: no filter decisions"),
         "{err}"
     );
     assert!(!err.contains('\x1b'), "{err:?}");
@@ -156,6 +159,22 @@ fn warnings_are_coloured_only_on_a_terminal() {
         100,
         b"",
     ) else {
+        return;
+    };
+    assert!(screen.contains("\x1b[1;31merror:\x1b[0m"), "{screen:?}");
+    // A warning: a flag that disagrees with the bar the log shows.
+    let log = fixture("glm-like-v1/epp.log");
+    let args = [
+        log.as_str(),
+        "--format",
+        "json",
+        "--max-ttft-penalty-ms",
+        "18000",
+    ];
+    let err = String::from_utf8_lossy(&run(&args).stderr).into_owned();
+    assert!(err.contains("gate-dist: warning: "), "{err}");
+    assert!(!err.contains('\x1b'), "{err:?}");
+    let Some(screen) = in_terminal(&format!("{} {}", exe(), args.join(" ")), 100, b"") else {
         return;
     };
     assert!(screen.contains("\x1b[1;33mwarning:\x1b[0m"), "{screen:?}");
