@@ -54,7 +54,7 @@ use crate::throughput::{PeakEstimate, PeakSource, VllmEstimator};
 use crate::whatif::WhatIfSpec;
 
 /// The schema id of the JSON report.
-pub const SCHEMA: &str = "gatecal.recommend/v1";
+pub const SCHEMA: &str = "gatecal.recommend/v2";
 
 /// Fewer saturated intervals than this is thin evidence.
 pub const THIN_SATURATED_INTERVALS: u64 = 30;
@@ -103,6 +103,9 @@ pub struct PeakReport {
     pub spread_low: Option<f64>,
     /// Spread of the chosen estimate, high end.
     pub spread_high: Option<f64>,
+    /// 90 % interval `[low, high]` of the chosen estimate, tokens/s; `null`
+    /// when its source gives none (user value, config, never saturated).
+    pub interval: Option<[f64; 2]>,
     /// How the chosen value was computed.
     pub method: String,
     /// Every estimate found, best first.
@@ -219,10 +222,10 @@ pub struct DeploymentRec {
     pub warnings: Vec<String>,
 }
 
-/// The whole report: `gatecal.recommend/v1`.
+/// The whole report: `gatecal.recommend/v2`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RecommendReport {
-    /// `gatecal.recommend/v1`.
+    /// `gatecal.recommend/v2`.
     pub schema: &'static str,
     /// The input ledger.
     pub input: InputSummary,
@@ -500,6 +503,7 @@ impl Recommend {
                 samples: 0,
                 spread_low: None,
                 spread_high: None,
+                interval: None,
                 engines: 0,
                 method: "given with --peak-prefill-throughput".into(),
             });
@@ -521,6 +525,7 @@ impl Recommend {
             samples: 0,
             spread_low: None,
             spread_high: None,
+            interval: None,
             engines: 0,
             method: "the filter config in force (no evidence)".into(),
         });
@@ -539,6 +544,7 @@ impl Recommend {
             samples: best.samples,
             spread_low: best.spread_low,
             spread_high: best.spread_high,
+            interval: best.interval,
             method: best.method,
             estimates,
         }

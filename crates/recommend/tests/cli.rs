@@ -36,7 +36,7 @@ fn demo_with_vllm_logs() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "gatecal.recommend/v1");
+    assert_eq!(v["schema"], "gatecal.recommend/v2");
     assert_eq!(v["deployments"].as_array().unwrap().len(), 1);
     let d = &v["deployments"][0];
     let p = &d["peak_prefill_throughput"];

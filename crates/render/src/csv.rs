@@ -212,7 +212,7 @@ impl Renderer for Csv {
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         writeln!(
             w,
-            "deployment,peak_tps,peak_source,peak_samples,break_even_n,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,current_released_share,current_pinned_worse_share,static_peak_tps,static_max_ttft_penalty_ms,static_released_share,static_pinned_worse_share,matched_peak_tps,matched_ceiling_ms,matched_released_share,matched_pinned_worse_share,warnings"
+            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,break_even_n,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,current_released_share,current_pinned_worse_share,static_peak_tps,static_max_ttft_penalty_ms,static_released_share,static_pinned_worse_share,matched_peak_tps,matched_ceiling_ms,matched_released_share,matched_pinned_worse_share,warnings"
         )?;
         for d in &report.deployments {
             let p = &d.peak_prefill_throughput;
@@ -223,6 +223,8 @@ impl Renderer for Csv {
             let row = [
                 field(&d.name),
                 p.value.to_string(),
+                p.interval.map(|i| i[0].to_string()).unwrap_or_default(),
+                p.interval.map(|i| i[1].to_string()).unwrap_or_default(),
                 source,
                 p.samples.to_string(),
                 b.count.to_string(),

@@ -247,6 +247,7 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
             s("estimate"),
             s("source"),
             s("samples"),
+            s("90 % interval"),
             s("spread p10–p90"),
             s("configured"),
         ],
@@ -260,6 +261,10 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
                     tps(p.value),
                     p.source.as_str().to_string(),
                     count(p.samples),
+                    match p.interval {
+                        Some([a, b]) => format!("{}–{}", tps(a), tps(b)),
+                        None => "–".into(),
+                    },
                     match (p.spread_low, p.spread_high) {
                         (Some(a), Some(b)) => format!("{}–{}", tps(a), tps(b)),
                         _ => "–".into(),

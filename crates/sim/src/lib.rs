@@ -92,6 +92,7 @@ mod scenario;
 mod stream;
 mod truth;
 mod vllm;
+pub use vllm::{HIT_RATE_WINDOW, PeakTruth};
 mod zap;
 
 use std::io::{self, Write};
@@ -159,12 +160,14 @@ pub fn run(s: &Scenario, seed: u64, variant: &Variant) -> SimOutput {
         Ok(d) => (d.states, d.start_ns, d.end_ns),
         Err(_) => (Vec::new(), 0, 0),
     };
-    let vllm_logs = vllm::vllm_logs(s, &states, seed, start_ns, end_ns);
+    let (vllm_logs, peaks) = vllm::vllm_logs(s, &states, seed, start_ns, end_ns);
+    let mut summary = builder.finish(&s.name, seed);
+    vllm::add_peak_truth(&mut summary, &peaks);
     SimOutput {
         epp_log: log,
         vllm_logs,
         truth,
-        summary: builder.finish(&s.name, seed),
+        summary,
     }
 }
 
@@ -206,15 +209,19 @@ pub fn run_streaming(
         }
         Ok(())
     })?;
+    let mut summary = builder.finish(&s.name, seed);
     let vllm_logs = if vllm {
-        vllm::vllm_logs(s, &driven.states, seed, driven.start_ns, driven.end_ns)
+        let (logs, peaks) =
+            vllm::vllm_logs(s, &driven.states, seed, driven.start_ns, driven.end_ns);
+        vllm::add_peak_truth(&mut summary, &peaks);
+        logs
     } else {
         Vec::new()
     };
     Ok(StreamReport {
         epp_bytes: driven.bytes,
         records,
-        summary: builder.finish(&s.name, seed),
+        summary,
         vllm_logs,
     })
 }

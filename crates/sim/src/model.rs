@@ -125,6 +125,44 @@ impl PrefixCache {
     }
 }
 
+/// What a prefill costs on an engine of a pool (see [`Pool`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PrefillCost {
+    /// Raw compute rate, tokens/s.
+    pub raw_tps: f64,
+    /// Per-request cost, ns.
+    pub overhead_ns: f64,
+    /// Fixed cost of one step, ns.
+    pub step_ns: f64,
+    /// Token budget of one step.
+    pub budget: i64,
+}
+
+impl PrefillCost {
+    /// The pool's costs.
+    pub fn of(p: &Pool) -> PrefillCost {
+        PrefillCost {
+            raw_tps: p.true_peak_tps.max(1.0),
+            overhead_ns: p.prefill_overhead_ms.max(0.0) * 1e6,
+            step_ns: p.step_overhead_ms.max(0.0) * 1e6,
+            budget: p.max_num_batched_tokens.max(2),
+        }
+    }
+
+    /// Time to prefill `uncached` tokens while `decoding` requests share
+    /// every step: each step carries one token per decoding request and a
+    /// chunk of the prompt up to the budget, and costs the fixed step time
+    /// plus its tokens at the raw rate; the request adds its own overhead.
+    pub fn prefill_ns(&self, uncached: i64, decoding: i64) -> i64 {
+        let d = decoding.clamp(0, self.budget / 2);
+        let chunk = (self.budget - d).max(1);
+        let steps = (uncached.max(1) + chunk - 1) / chunk;
+        let tokens = uncached.max(1) + steps * d;
+        (self.overhead_ns + steps as f64 * self.step_ns + tokens as f64 / self.raw_tps * NS).ceil()
+            as i64
+    }
+}
+
 /// Dynamic state of one engine.
 #[derive(Clone, Debug, Default)]
 pub struct Engine {
@@ -150,6 +188,13 @@ impl Engine {
 
     fn in_flight_requests(&self, t: i64) -> i64 {
         self.inflight.iter().filter(|f| f.done_ns > t).count() as i64
+    }
+
+    fn decoding(&self, t: i64) -> i64 {
+        self.inflight
+            .iter()
+            .filter(|f| f.release_ns <= t && f.done_ns > t)
+            .count() as i64
     }
 
     fn waiting(&self, t: i64) -> i64 {
@@ -480,14 +525,14 @@ impl DepState {
                     let e1 = r1.order[r1.chosen];
                     let m1 = r1.cands[r1.chosen].match_blocks.unwrap_or(0);
                     runs.push(r1);
-                    let peak = dep.pools[1].true_peak_tps;
+                    let cost = PrefillCost::of(&dep.pools[1]);
                     let (first, _) = self.enqueue(
                         1,
                         e1,
                         arrive,
                         prompt,
                         m1 * bs,
-                        peak,
+                        cost,
                         output,
                         decode_ns,
                         true,
@@ -509,14 +554,14 @@ impl DepState {
         let done_ns = match remote_done {
             Some(d) => d,
             None => {
-                let peak = dep.pools[0].true_peak_tps;
+                let cost = PrefillCost::of(&dep.pools[0]);
                 let (_, d) = self.enqueue(
                     0,
                     e0,
                     arrive,
                     prompt,
                     m0 * bs,
-                    peak,
+                    cost,
                     output,
                     decode_ns,
                     false,
@@ -549,8 +594,9 @@ impl DepState {
         })
     }
 
-    /// Queues a prefill on an engine (FIFO at its true peak); returns
-    /// (first token, done).
+    /// Queues a prefill on an engine (FIFO, each prefill costing
+    /// [`PrefillCost::prefill_ns`] with the requests decoding when it
+    /// starts); returns (first token, done).
     #[allow(clippy::too_many_arguments)]
     fn enqueue(
         &mut self,
@@ -559,7 +605,7 @@ impl DepState {
         arrive: i64,
         prompt: i64,
         cached: i64,
-        peak: f64,
+        cost: PrefillCost,
         output: i64,
         decode_ns: i64,
         prefill_only: bool,
@@ -568,7 +614,7 @@ impl DepState {
         let eng = &mut self.pools[pool].engines[e];
         let uncached = (prompt - cached).max(1);
         let start = arrive.max(eng.busy_until_ns);
-        let first = start + (uncached as f64 / peak.max(1.0) * NS).ceil() as i64;
+        let first = start + cost.prefill_ns(uncached, eng.decoding(start));
         eng.busy_until_ns = first;
         let done = if prefill_only {
             first + 1_000_000

@@ -140,6 +140,16 @@ pub struct DeploymentSummary {
     /// deployment only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub true_peak_prefill_tps: Option<f64>,
+    /// The effective saturated prefill rate of one prefill engine, tokens/s:
+    /// the rate at which it drains a backlog of uncached tokens, per-request
+    /// overhead and steps shared with decode included (per deployment only,
+    /// when vLLM logs were simulated and some prefill waited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_peak_prefill_tps: Option<f64>,
+    /// Median over the prefill engines of their stats lines reporting
+    /// waiting requests (per deployment only, with vLLM logs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated_intervals: Option<u64>,
     /// The deployment's configured `maxTTFTPenaltyMs` (per deployment only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ttft_penalty_ms: Option<f64>,
@@ -216,6 +226,8 @@ impl Acc {
                 matched_tokens_no_ceiling: self.mt_none as f64 / n,
             },
             true_peak_prefill_tps: None,
+            effective_peak_prefill_tps: None,
+            saturated_intervals: None,
             max_ttft_penalty_ms: None,
             peak_prefill_throughput: None,
         }

@@ -10,8 +10,10 @@ use crate::zap::vllm_time;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Bucket {
+    /// Full prompts (cached included) of the requests whose first token
+    /// came in the interval (v1's count).
     prompt: f64,
-    cached: f64,
+    /// Prefill tokens computed in the interval (v0's count).
     computed: f64,
     generated: f64,
     running: i64,
@@ -19,7 +21,67 @@ struct Bucket {
     kv_tokens: f64,
 }
 
-/// Stats lines of one engine, as (time, text) pairs.
+/// The most recent requests vLLM v1's `PrefixCachingMetrics` aggregates.
+pub const HIT_RATE_WINDOW: usize = 1000;
+
+/// What one engine's stats lines rest on, for the truth.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineTruth {
+    /// Uncached tokens of the prefills that started behind a backlog.
+    pub backlog_tokens: f64,
+    /// Their prefill time, seconds (overheads and shared steps included).
+    pub backlog_secs: f64,
+    /// Stats lines (logged at INFO) reporting waiting requests.
+    pub saturated_lines: u64,
+}
+
+/// The rolling prefix-cache hit rate of vLLM v1: queries (full prompt
+/// tokens) and hits (cached tokens) are counted when a request is
+/// scheduled, and the rate aggregates the most recent
+/// [`HIT_RATE_WINDOW`] requests.
+struct RollingHits {
+    /// Scheduling times, ascending.
+    starts: Vec<i64>,
+    /// Prefix sums of queries and hits, one longer than `starts`.
+    queries: Vec<f64>,
+    hits: Vec<f64>,
+}
+
+impl RollingHits {
+    fn new(jobs: &[Job]) -> RollingHits {
+        let mut v: Vec<(i64, f64, f64)> = jobs
+            .iter()
+            .filter(|j| j.computed_tokens > 0)
+            .map(|j| (j.start_ns, j.prompt_tokens as f64, j.cached_tokens as f64))
+            .collect();
+        v.sort_by_key(|x| x.0);
+        let mut queries = vec![0.0];
+        let mut hits = vec![0.0];
+        for x in &v {
+            queries.push(queries.last().unwrap_or(&0.0) + x.1);
+            hits.push(hits.last().unwrap_or(&0.0) + x.2);
+        }
+        RollingHits {
+            starts: v.iter().map(|x| x.0).collect(),
+            queries,
+            hits,
+        }
+    }
+
+    /// The hit rate at `t`, percent.
+    fn at(&self, t: i64) -> f64 {
+        let n = self.starts.partition_point(|s| *s <= t);
+        let lo = n.saturating_sub(HIT_RATE_WINDOW);
+        let q = self.queries[n] - self.queries[lo];
+        if q > 0.0 {
+            (self.hits[n] - self.hits[lo]) / q * 100.0
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Stats lines of one engine, as (time, text) pairs, and the truth behind them.
 fn engine_lines(
     jobs: &[Job],
     flavor: VllmFlavor,
@@ -28,13 +90,20 @@ fn engine_lines(
     first_ns: i64,
     end_ns: i64,
     kv_capacity: i64,
-) -> Vec<(i64, String)> {
+) -> (Vec<(i64, String)>, EngineTruth) {
+    let mut truth = EngineTruth::default();
+    for j in jobs {
+        if j.computed_tokens > 0 && j.start_ns > j.arrive_ns {
+            truth.backlog_tokens += j.computed_tokens as f64;
+            truth.backlog_secs += (j.first_token_ns - j.start_ns) as f64 / 1e9;
+        }
+    }
     let dt: i64 = match flavor {
         VllmFlavor::V1 => 10_000_000_000,
         VllmFlavor::V0 => 5_000_000_000,
     };
     if end_ns <= first_ns {
-        return Vec::new();
+        return (Vec::new(), truth);
     }
     let k_max = ((end_ns - first_ns) / dt) as usize;
     let mut b = vec![Bucket::default(); k_max + 1];
@@ -65,7 +134,6 @@ fn engine_lines(
         let k = idx(j.first_token_ns);
         if (1..=k_max as i64).contains(&k) {
             b[k as usize].prompt += j.prompt_tokens as f64;
-            b[k as usize].cached += j.cached_tokens as f64;
         }
         spread(
             &mut b,
@@ -81,7 +149,9 @@ fn engine_lines(
             j.output_tokens as f64,
             |b, v| b.generated += v,
         );
-        // Waiting at T_k: arrive <= T_k < start. Running: start <= T_k < done.
+        // The scheduler's counts at the line (the last step before it is
+        // taken as the line's instant): waiting = arrived, not scheduled;
+        // running = scheduled, not finished.
         let kw0 = idx(j.arrive_ns).max(1);
         let ks = idx(j.start_ns);
         let kd = idx(j.done_ns);
@@ -105,73 +175,107 @@ fn engine_lines(
             }
         }
     }
+    let hits = RollingHits::new(jobs);
     let secs = dt as f64 / 1e9;
     let mut out = Vec::new();
+    // v1 logs every interval, at DEBUG when this and the previous interval
+    // had no throughput (not shown at the default level); v0 logs at the
+    // first engine step after its interval elapsed, so an idle engine logs
+    // nothing and the next line covers the idle time too.
+    let mut last = (0.0, 0.0);
+    let mut last_line = t_of(0);
     for (k, bk) in b.iter().enumerate().skip(1) {
-        let idle = bk.prompt == 0.0
-            && bk.computed == 0.0
-            && bk.generated == 0.0
-            && bk.running == 0
-            && bk.waiting == 0;
-        if idle {
-            continue;
-        }
         let t = t_of(k as i64);
         let kv = (bk.kv_tokens / kv_capacity.max(1) as f64 * 100.0).min(100.0);
         let mut line = String::new();
         match flavor {
             VllmFlavor::V1 => {
+                let now = (bk.prompt / secs, bk.generated / secs);
+                let info = now.0 > 0.0 || now.1 > 0.0 || last.0 > 0.0 || last.1 > 0.0;
+                last = now;
+                if !info {
+                    continue;
+                }
                 if api_prefix {
                     line.push_str("(APIServer pid=1) ");
                 }
-                let hit = if bk.prompt > 0.0 {
-                    bk.cached / bk.prompt * 100.0
-                } else {
-                    0.0
-                };
                 let _ = write!(
                     line,
                     "INFO {} [loggers.py:123] Engine {:03}: Avg prompt throughput: {:.1} tokens/s, Avg generation throughput: {:.1} tokens/s, Running: {} reqs, Waiting: {} reqs, GPU KV cache usage: {:.1}%, Prefix cache hit rate: {:.1}%",
                     vllm_time(t),
                     engine,
-                    bk.prompt / secs,
-                    bk.generated / secs,
+                    now.0,
+                    now.1,
                     bk.running,
                     bk.waiting,
                     kv,
-                    hit
+                    hits.at(t)
                 );
             }
             VllmFlavor::V0 => {
+                let busy = bk.computed > 0.0
+                    || bk.generated > 0.0
+                    || bk.running > 0
+                    || bk.waiting > 0;
+                if !busy {
+                    continue;
+                }
+                let span = (t - last_line) as f64 / 1e9;
+                last_line = t;
                 let _ = write!(
                     line,
                     "INFO {} metrics.py:351] Avg prompt throughput: {:.1} tokens/s, Avg generation throughput: {:.1} tokens/s, Running: {} reqs, Swapped: 0 reqs, Pending: {} reqs, GPU KV cache usage: {:.1}%, CPU KV cache usage: 0.0%.",
                     vllm_time(t),
-                    bk.computed / secs,
-                    bk.generated / secs,
+                    bk.computed / span,
+                    bk.generated / span,
                     bk.running,
                     bk.waiting,
                     kv
                 );
             }
         }
+        if bk.waiting > 0 {
+            truth.saturated_lines += 1;
+        }
         out.push((t, line));
     }
-    out
+    (out, truth)
+}
+
+/// The truth of a deployment's peak prefill throughput, from its prefill
+/// engines.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PeakTruth {
+    /// The effective saturated prefill rate of one engine, tokens/s: the
+    /// uncached tokens of the prefills that started behind a backlog over
+    /// their prefill time (per-request overhead and the steps shared with
+    /// decode included), summed over the engines. `None` when no prefill
+    /// ever waited.
+    pub effective_tps: Option<f64>,
+    /// The median over the engines of their stats lines reporting waiting
+    /// requests.
+    pub saturated_intervals: u64,
 }
 
 /// The vLLM log of every pod of every deployment, `(pod, bytes)`, in
-/// scenario order.
+/// scenario order, and the peak truth of each deployment.
 pub fn vllm_logs(
     s: &Scenario,
     states: &[DepState],
     seed: u64,
     start_ns: i64,
     end_ns: i64,
-) -> Vec<(String, Vec<u8>)> {
+) -> (Vec<(String, Vec<u8>)>, Vec<PeakTruth>) {
     let mut logs = Vec::new();
+    let mut truths = Vec::new();
     for (di, (dep, st)) in s.deployments.iter().zip(states).enumerate() {
         let mut rng = Rng::derive(seed, 5000 + di as u64);
+        let prefill_pool = dep
+            .pools
+            .iter()
+            .position(|p| p.profile == "prefill")
+            .unwrap_or(0);
+        let (mut tokens, mut secs, mut sat) = (0.0, 0.0, Vec::new());
         for (pi, pool) in dep.pools.iter().enumerate() {
             let ps = &st.pools[pi];
             let mut pods: Vec<&str> = Vec::new();
@@ -205,7 +309,7 @@ pub fn vllm_logs(
                         continue;
                     }
                     let first = start_ns + rng.below(10_000_000_000) as i64;
-                    lines.extend(engine_lines(
+                    let (l, t) = engine_lines(
                         &ps.engines[ei].jobs,
                         pool.vllm,
                         e.rank,
@@ -213,7 +317,13 @@ pub fn vllm_logs(
                         first,
                         end_ns,
                         pool.kv_capacity_tokens,
-                    ));
+                    );
+                    lines.extend(l);
+                    if pi == prefill_pool {
+                        tokens += t.backlog_tokens;
+                        secs += t.backlog_secs;
+                        sat.push(t.saturated_lines);
+                    }
                 }
                 lines.sort_by_key(|l| l.0);
                 let mut bytes = Vec::new();
@@ -224,6 +334,19 @@ pub fn vllm_logs(
                 logs.push((pod.to_string(), bytes));
             }
         }
+        sat.sort_unstable();
+        truths.push(PeakTruth {
+            effective_tps: (secs > 0.0).then(|| tokens / secs),
+            saturated_intervals: sat.get(sat.len() / 2).copied().unwrap_or(0),
+        });
     }
-    logs
+    (logs, truths)
+}
+
+/// Sets each deployment's effective peak and saturated intervals in a summary.
+pub fn add_peak_truth(summary: &mut crate::truth::Summary, peaks: &[PeakTruth]) {
+    for (d, p) in summary.deployments.iter_mut().zip(peaks) {
+        d.effective_peak_prefill_tps = p.effective_tps.map(|v| (v * 10.0).round() / 10.0);
+        d.saturated_intervals = Some(p.saturated_intervals);
+    }
 }
