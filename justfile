@@ -31,7 +31,7 @@ doc:
 fixtures:
     cargo run --release --locked -p gatecal-sim --bin epp-sim -- gen-fixtures fixtures
     rm -rf fixtures/demo && mkdir -p fixtures/demo
-    cargo run --release --locked -p gatecal-sim --bin epp-sim -- --scenario glm-like --seed 1 --out fixtures/demo/glm-like.log
+    cargo run --release --locked -p gatecal-sim --bin epp-sim -- --scenario glm-like --seed 2 --out fixtures/demo/glm-like.log
     gzip -n -9 -f fixtures/demo/glm-like.log fixtures/demo/glm-like.truth.jsonl
 
 [doc('The README main job: gate-dist on the bundled demo.')]

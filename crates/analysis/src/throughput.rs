@@ -339,7 +339,11 @@ fn span_hit(lines: &[Line], counted: &[f64], history: f64) -> Option<(f64, f64, 
     let mut s = 0.0;
     for (k, l) in lines.iter().enumerate().skip(1) {
         s += counted[k];
-        let ahead = counted[k + 1..].iter().find(|c| **c > 0.0).copied().unwrap_or(0.0);
+        let ahead = counted[k + 1..]
+            .iter()
+            .find(|c| **c > 0.0)
+            .copied()
+            .unwrap_or(0.0);
         let s = s + ahead;
         let hk = l.hit.unwrap_or(end);
         let (x1, x2, y) = (hk - h0, -s, -hk * s);
@@ -487,7 +491,8 @@ impl VllmEstimator {
             for lines in engines.values() {
                 let mut lines = lines.clone();
                 lines.sort_by(|a, b| {
-                    a.ts.unwrap_or(f64::NAN).total_cmp(&b.ts.unwrap_or(f64::NAN))
+                    a.ts.unwrap_or(f64::NAN)
+                        .total_cmp(&b.ts.unwrap_or(f64::NAN))
                 });
                 for l in &lines {
                     highest = highest.max(l.rate * (1.0 - l.hit.unwrap_or(0.0)));
@@ -521,7 +526,7 @@ impl VllmEstimator {
                         interval: Some(interval),
                         engines: n_engines,
                         method: format!(
-                            "prompt tokens computed per second over {intervals} saturated interval(s) of {n_engines} engine(s) (v1: full prompts × (1 − the prefix hit rate at each saturated stretch's end)); 90 % interval from a bootstrap over intervals widened by the straddling prompts and the hit rate's lag"
+                            "prompt tokens computed per second over {intervals} saturated interval(s) of {n_engines} engine(s) (v1: full prompts × (1 − each saturated run's own prefix hit rate, fitted to the rolling rate)); 90 % interval from a bootstrap over intervals widened by the straddling prompts and the hit-rate bounds"
                         ),
                     }
                 }

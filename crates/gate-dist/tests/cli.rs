@@ -278,7 +278,7 @@ fn gzip_on_stdin_with_a_name() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["deployments"][0]["name"], "glm-5-2");
-    assert_eq!(v["deployments"][0]["decisions"], 1086);
+    assert_eq!(v["deployments"][0]["decisions"], 1100);
 }
 
 /// An input without decisions exits 3, with the likely cause.

@@ -81,7 +81,9 @@ fn peak_estimate_error_coverage_and_width_across_seeds() {
             .or_default()
             .push(r);
     }
-    eprintln!("| scenario | deployment | saturated intervals | median error | max error | coverage | median width |");
+    eprintln!(
+        "| scenario | deployment | saturated intervals | median error | max error | coverage | median width |"
+    );
     eprintln!("|---|---|---|---|---|---|---|");
     for ((s, d), v) in &per {
         let mut errs: Vec<f64> = v
@@ -149,7 +151,11 @@ fn peak_estimate_error_coverage_and_width_across_seeds() {
         sat.len(),
         errs[errs.len() / 2] * 100.0
     );
-    assert!(errs[errs.len() / 2] <= 0.05, "median error {}", errs[errs.len() / 2]);
+    assert!(
+        errs[errs.len() / 2] <= 0.05,
+        "median error {}",
+        errs[errs.len() / 2]
+    );
     assert!(
         within as f64 >= 0.9 * sat.len() as f64,
         "within 10 % in {within} of {}",

@@ -111,7 +111,11 @@ fn eight_deployments_peaks_and_break_even() {
                 // Within 10 % of the effective saturated rate, or an
                 // interval that holds it and says the evidence is wide.
                 let [a, b] = p.interval.expect("interval");
-                assert!(a <= want && want <= b, "{}: {want} not in [{a}, {b}]", d.name);
+                assert!(
+                    a <= want && want <= b,
+                    "{}: {want} not in [{a}, {b}]",
+                    d.name
+                );
                 assert!(
                     (p.value - want).abs() / want <= 0.10 || b - a > 0.4 * p.value,
                     "{}: peak {} vs truth {want}, interval [{a}, {b}]",

@@ -213,10 +213,8 @@ fn engine_lines(
                 );
             }
             VllmFlavor::V0 => {
-                let busy = bk.computed > 0.0
-                    || bk.generated > 0.0
-                    || bk.running > 0
-                    || bk.waiting > 0;
+                let busy =
+                    bk.computed > 0.0 || bk.generated > 0.0 || bk.running > 0 || bk.waiting > 0;
                 if !busy {
                     continue;
                 }

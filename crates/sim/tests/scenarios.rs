@@ -39,9 +39,16 @@ fn peak_truth_is_the_effective_saturated_rate() {
         let raw = d.true_peak_prefill_tps.expect("raw");
         assert_eq!(raw, spec.true_peak_tps());
         let eff = d.effective_peak_prefill_tps.expect("saturated");
-        assert!(eff < raw && eff > 0.3 * raw, "{}: {eff} vs {raw}", d.deployment);
+        assert!(
+            eff < raw && eff > 0.3 * raw,
+            "{}: {eff} vs {raw}",
+            d.deployment
+        );
         let sat = d.saturated_intervals.expect("vllm simulated");
-        eprintln!("{}: raw {raw} effective {eff} saturated {sat}", d.deployment);
+        eprintln!(
+            "{}: raw {raw} effective {eff} saturated {sat}",
+            d.deployment
+        );
         if (12..=40).contains(&sat) {
             short += 1;
         }
@@ -49,7 +56,10 @@ fn peak_truth_is_the_effective_saturated_rate() {
             long += 1;
         }
     }
-    assert!(short >= 2 && long >= 2, "saturation lengths: {short} short, {long} long");
+    assert!(
+        short >= 2 && long >= 2,
+        "saturation lengths: {short} short, {long} long"
+    );
     let hi = &out.summary.deployments[0];
     let lo = &out.summary.deployments[4];
     assert!(hi.effective_peak_prefill_tps.unwrap() < 0.7 * hi.true_peak_prefill_tps.unwrap());
