@@ -194,6 +194,34 @@ pub struct GateDistOptions {
     pub window_s: Option<f64>,
     /// Bins of the report histogram.
     pub histogram_bins: usize,
+    /// The decisions counted (`--since`, `--until`).
+    pub time_range: TimeRange,
+}
+
+/// The decisions a report counts: those logged in `[since, until)`
+/// (seconds since the epoch). The decisions outside still pass through the
+/// reconstruction, so the first counted ones are reconstructed from the
+/// endpoint loads the earlier lines showed. With a bound set, a decision
+/// without a time is not counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TimeRange {
+    /// First time counted.
+    pub since: Option<f64>,
+    /// First time no longer counted.
+    pub until: Option<f64>,
+}
+
+impl TimeRange {
+    /// Whether a decision at `ts` is counted.
+    pub fn contains(&self, ts: Option<f64>) -> bool {
+        if self.since.is_none() && self.until.is_none() {
+            return true;
+        }
+        let Some(t) = ts.filter(|t| t.is_finite()) else {
+            return false;
+        };
+        self.since.is_none_or(|s| t >= s) && self.until.is_none_or(|u| t < u)
+    }
 }
 
 impl Default for GateDistOptions {
@@ -204,6 +232,7 @@ impl Default for GateDistOptions {
             what_if: WhatIfSpec::defaults(),
             window_s: None,
             histogram_bins: 40,
+            time_range: TimeRange::default(),
         }
     }
 }
@@ -303,6 +332,14 @@ pub struct ReportOptions {
     pub pinned_worse_min_ms: f64,
     /// `--window`, seconds.
     pub window_s: Option<f64>,
+    /// `--since`, seconds since the epoch: decisions before it are not
+    /// counted (absent without the flag).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<f64>,
+    /// `--until`, seconds since the epoch: decisions from it on are not
+    /// counted (absent without the flag).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<f64>,
 }
 
 /// The whole gate-dist report: `gatecal.gate-dist/v2`.
@@ -645,6 +682,8 @@ impl GateDist {
                 max_staleness_s: self.opts.reconstruct.max_staleness_s,
                 pinned_worse_min_ms: self.opts.pinned_worse_min_ms,
                 window_s: self.opts.window_s,
+                since: self.opts.time_range.since,
+                until: self.opts.time_range.until,
             },
             deployments,
             overall: OverallReport {
@@ -669,6 +708,11 @@ fn handle(
     // read it): no copy of it per decision.
     let request_id = d.request_id.take();
     let mut sample = recon.sample(&d, &sc.parameters);
+    // Outside `--since`/`--until`: it warmed the reconstruction up, and is
+    // neither counted nor written.
+    if !opts.time_range.contains(d.ts) {
+        return;
+    }
     sample.request_id = request_id;
     if let (Some(sink), Some(r)) = (sink.as_mut(), d.record.take()) {
         sink(crate::records::complete(*r, &sample, sc));

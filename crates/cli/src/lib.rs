@@ -6,7 +6,7 @@
 //! destinations, default formats and exit codes ([`output`]), what a
 //! panic does ([`internal_error`]), messages on the terminal and
 //! `--version` ([`term`]), `--generate` ([`generate`]), progress
-//! ([`progress`]).
+//! ([`progress`]), `--since`/`--until` times ([`time`]).
 //!
 //! # Example
 //!
@@ -25,3 +25,4 @@ pub mod output;
 pub mod pipeline;
 pub mod progress;
 pub mod term;
+pub mod time;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use gatecal_analysis::gate_dist::GateDistOptions;
+use gatecal_analysis::gate_dist::{GateDistOptions, TimeRange};
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::whatif::{WhatIfSpec, matched_tokens_specs};
 use gatecal_cli::duration::parse_seconds;
@@ -89,6 +89,21 @@ pub struct Args {
     #[arg(long, value_name = "TOK_PER_S,...", value_delimiter = ',')]
     pub what_if_peak: Vec<f64>,
 
+    /// Count only the decisions logged at or after TIME: an RFC 3339 time
+    /// (2026-08-21T14:00:00Z), a date (2026-08-21, midnight UTC), or a
+    /// duration before now, as `kubectl logs --since` (30m, 2h, 1h30m).
+    ///
+    /// Durations count back from now, not from the end of the log: for an
+    /// older capture, give times. Earlier lines are still read, so the
+    /// first decisions counted are reconstructed from the loads the earlier
+    /// lines showed.
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+
+    /// Count only the decisions logged before TIME (as --since).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+
     /// Also report per time window of this length, to show drift (e.g. 1h).
     #[arg(long, value_name = "DURATION", value_parser = parse_seconds)]
     pub window: Option<f64>,
@@ -144,6 +159,20 @@ impl Args {
             "--pinned-worse-min must be a number"
         );
         anyhow::ensure!(self.bins >= 2, "--bins must be at least 2");
+        let now = gatecal_cli::time::now();
+        let time = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<f64>> {
+            v.as_deref()
+                .map(|s| gatecal_cli::time::parse_time(s, now))
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+        };
+        let time_range = TimeRange {
+            since: time("--since", &self.since)?,
+            until: time("--until", &self.until)?,
+        };
+        if let (Some(a), Some(b)) = (time_range.since, time_range.until) {
+            anyhow::ensure!(a < b, "--since must be before --until");
+        }
         Ok(GateDistOptions {
             reconstruct: ReconstructOptions {
                 max_staleness_s: self.max_staleness,
@@ -153,6 +182,7 @@ impl Args {
             what_if,
             window_s: self.window,
             histogram_bins: self.bins,
+            time_range,
         })
     }
 }

@@ -339,6 +339,13 @@ impl Parsed {
     }
 }
 
+/// Parses an RFC 3339 time (`2026-08-21T14:27:00Z`, `…+02:00`, with
+/// fractional seconds) to seconds since the epoch, as the parser reads
+/// kubelet timestamps.
+pub fn parse_rfc3339(s: &str) -> Option<f64> {
+    time::parse_rfc3339(s.trim().as_bytes())
+}
+
 /// Parses every input in order, passing decisions and vLLM stats to `sink`
 /// in log order, and returns the ledger. Each input file is assembled on
 /// its own (a request cut across two files gives incomplete decisions).
