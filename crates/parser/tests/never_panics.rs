@@ -1,6 +1,8 @@
 //! No bytes make the parser panic, and the ledger always balances.
 //! Bounded: a few hundred proptest cases over arbitrary bytes and mutated
-//! real lines, plus every truncation of every fixture line.
+//! real lines, plus every truncation of every fixture line. On the threaded
+//! cases, every parallel path gives what one thread gives: a file read at
+//! offsets and a stream (gzip) cut into blocks, at 2 and 3 threads.
 
 use gatecal_parser::{InputFormat, ParseOptions, parse_slice};
 use proptest::prelude::*;
@@ -33,6 +35,24 @@ fn check_threaded(bytes: &[u8]) {
     check_with(bytes, true);
 }
 
+/// `bytes` gzipped (a stream: the parallel reader cuts it into blocks in
+/// order, as it does stdin and pipes).
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+/// The items and ledger of a parse, as compared across paths (a gzip
+/// stream differs only in its compressed byte count and flag).
+fn outcome(p: &gatecal_parser::Parsed) -> String {
+    let mut l = p.ledger.clone();
+    l.gzip = false;
+    l.counts.bytes_compressed = l.counts.bytes;
+    format!("{:?} {l:?}", p.items)
+}
+
 fn check_with(bytes: &[u8], threaded: bool) {
     let mut seen: Vec<String> = Vec::new();
     for opts in [
@@ -46,12 +66,6 @@ fn check_with(bytes: &[u8], threaded: bool) {
             ..ParseOptions::default()
         },
         ParseOptions {
-            max_line_bytes: 200,
-            ..ParseOptions::default()
-        },
-        ParseOptions {
-            threads: if threaded { 2 } else { 1 },
-            block_bytes: 64,
             max_line_bytes: 200,
             ..ParseOptions::default()
         },
@@ -71,11 +85,27 @@ fn check_with(bytes: &[u8], threaded: bool) {
         let c = &p.ledger.counts;
         assert!(c.balanced(), "{c:?}");
         assert_eq!(c.decisions as usize, p.decisions().count());
-        seen.push(format!("{:?} {:?}", p.items, p.ledger));
+        seen.push(outcome(&p));
     }
-    // Threads give exactly what one thread gives (same line cap).
-    if seen.len() == 4 {
-        assert!(seen[2] == seen[3], "threaded output differs");
+    // Threads give exactly what one thread gives (same line cap), read at
+    // offsets or as a stream.
+    if threaded && seen.len() == 3 {
+        let gz = gzip(bytes);
+        for threads in [2, 3] {
+            for (path, input) in [("offsets", bytes), ("stream", &gz[..])] {
+                let opts = ParseOptions {
+                    threads,
+                    block_bytes: 64,
+                    max_line_bytes: 200,
+                    ..ParseOptions::default()
+                };
+                let p = parse_slice("fuzz.log", input, &opts).unwrap();
+                assert!(
+                    outcome(&p) == seen[2],
+                    "{threads} threads, {path}: output differs from one thread's"
+                );
+            }
+        }
     }
 }
 
@@ -153,7 +183,7 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
-        check(&bytes);
+        check_threaded(&bytes);
     }
 
     #[test]
@@ -161,7 +191,7 @@ proptest! {
         check(s.as_bytes());
         let mut framed = b"[pod/a-b-c/epp] 2026-08-21T14:36:14.123456789Z ".to_vec();
         framed.extend_from_slice(s.as_bytes());
-        check(&framed);
+        check_threaded(&framed);
     }
 
     #[test]
