@@ -379,11 +379,8 @@ impl<'a> Scanner<'a> {
                     self.string()?;
                     continue;
                 }
-                b'{' | b'[' => {
-                    if !open.open(c) {
-                        return self.err();
-                    }
-                }
+                // (Opened in the guard; past the cap, an error.)
+                b'{' | b'[' if !open.open(c) => return self.err(),
                 b'}' | b']' => match open.close(c) {
                     Some(true) => {
                         self.i += 1;
@@ -809,16 +806,9 @@ pub(crate) fn zap_members<'a>(
                 loop {
                     match *b.get(j)? {
                         b'"' => j = q.next(j + 1)?,
-                        c @ (b'{' | b'[') => {
-                            if !open.open(c) {
-                                return None;
-                            }
-                        }
-                        c @ (b'}' | b']') => {
-                            if open.close(c)? {
-                                break;
-                            }
-                        }
+                        // (Opened and closed in the guards.)
+                        c @ (b'{' | b'[') if !open.open(c) => return None,
+                        c @ (b'}' | b']') if open.close(c)? => break,
                         _ => {}
                     }
                     j += 1;
