@@ -23,6 +23,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use gatecal_parser::{FileId, InputFiles};
 use gatecal_render::Format;
+use gatecal_render::markdown::RunInfo;
 
 /// The input held no filter decision: exit 3, with the likely cause.
 #[derive(Debug)]
@@ -168,11 +169,79 @@ pub fn table_width(output: Option<&Path>, wide: bool) -> Option<u16> {
     env
 }
 
-/// The renderer of a report: tables fit `width` ([`table_width`]).
-pub fn report_renderer(format: Format, width: Option<u16>) -> Box<dyn gatecal_render::Renderer> {
+/// The renderer of a report: tables fit `width` ([`table_width`]);
+/// Markdown names `run` in its summary.
+pub fn report_renderer(
+    format: Format,
+    width: Option<u16>,
+    run: RunInfo,
+) -> Box<dyn gatecal_render::Renderer> {
     match format {
         Format::Table => Box::new(gatecal_render::table::Table { width }),
+        Format::Markdown => Box::new(gatecal_render::markdown::Markdown { run }),
         f => gatecal_render::renderer(f),
+    }
+}
+
+/// An argument as a POSIX shell reads it back: bare when safe, else in
+/// single quotes.
+fn shell_word(a: &str) -> String {
+    let safe = !a.is_empty()
+        && a.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./=:,+@%".contains(c));
+    if safe {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
+/// The command line this process was started with, the binary by its
+/// file name.
+pub fn command_line() -> String {
+    let mut args = std::env::args_os().map(|a| a.to_string_lossy().into_owned());
+    let bin = args
+        .next()
+        .map(|b| {
+            Path::new(&b)
+                .file_name()
+                .map_or(b.clone(), |n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    std::iter::once(bin)
+        .chain(args.map(|a| shell_word(&a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `target` as a link relative to the folder `from` (both exist): `../x.svg`.
+pub fn relative_link(target: &Path, from: &Path) -> Option<String> {
+    let t = target.canonicalize().ok()?;
+    let f = from.canonicalize().ok()?;
+    let tc: Vec<_> = t.components().collect();
+    let fc: Vec<_> = f.components().collect();
+    let common = tc.iter().zip(&fc).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_string(); fc.len() - common];
+    parts.extend(
+        tc[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    Some(parts.join("/"))
+}
+
+/// What a report's summary names: the version, the command line, and the
+/// SVG as a link from the report's folder (the current folder for stdout).
+pub fn run_info(output: Option<&Path>, svg: Option<&Path>) -> RunInfo {
+    let from = output
+        .filter(|p| p.as_os_str() != "-")
+        .and_then(|p| p.parent())
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    RunInfo {
+        version: crate::term::VERSION.to_string(),
+        command: command_line(),
+        svg: svg.and_then(|s| relative_link(s, from)),
     }
 }
 
@@ -445,6 +514,28 @@ mod tests {
             e.contains("--format markdown") && e.contains("report.md"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn links_and_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("a/b")).unwrap();
+        std::fs::create_dir_all(d.join("img")).unwrap();
+        std::fs::write(d.join("img/g.svg"), "").unwrap();
+        std::fs::write(d.join("a/b/g.svg"), "").unwrap();
+        assert_eq!(
+            relative_link(&d.join("img/g.svg"), &d.join("a/b")).as_deref(),
+            Some("../../img/g.svg")
+        );
+        assert_eq!(
+            relative_link(&d.join("a/b/g.svg"), &d.join("a/b")).as_deref(),
+            Some("g.svg")
+        );
+        assert_eq!(relative_link(&d.join("none.svg"), d), None);
+        assert_eq!(shell_word("epp.log"), "epp.log");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
     }
 
     #[test]

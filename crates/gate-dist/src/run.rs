@@ -6,7 +6,7 @@ use anyhow::Context;
 use gatecal_analysis::gate_dist::{GateDist, GateDistReport};
 use gatecal_analysis::stats::Stats;
 use gatecal_cli::output::{
-    Destination, OutputFile, Outputs, report_format, report_renderer, table_width,
+    Destination, OutputFile, Outputs, report_format, report_renderer, run_info, table_width,
 };
 use gatecal_cli::pipeline::{
     Emitter, decision_input, input_files, no_decisions, read_inputs, summary,
@@ -64,7 +64,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(svg) = svg {
         write_svgs(&report, svg, &outputs)?;
     }
-    out.write(|w| report_renderer(format, width).gate_dist(&report, w))?;
+    out.write(|w| {
+        report_renderer(
+            format,
+            width,
+            run_info(args.output.as_deref(), args.svg.as_deref()),
+        )
+        .gate_dist(&report, w)
+    })?;
     if report.deployments.is_empty() {
         return Err(no_decisions("no filter decisions", &ledger));
     }

@@ -546,3 +546,67 @@ fn since_and_until_count_a_time_range_after_a_warm_up() {
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
     }
 }
+
+#[test]
+fn markdown_opens_with_a_summary_and_embeds_the_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("docs")).unwrap();
+    std::fs::create_dir_all(dir.path().join("img")).unwrap();
+    let log = fixture("glm-like/epp.log");
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            log.as_str(),
+            "--window",
+            "30s",
+            "-o",
+            "docs/report.md",
+            "--svg",
+            "img/gate.svg",
+        ])
+        .output()
+        .unwrap();
+    ok(&out);
+    let md = std::fs::read_to_string(dir.path().join("docs/report.md")).unwrap();
+    let head: Vec<&str> = md.lines().take(14).collect();
+    let version = ok(&run(&["--version"]));
+    let version = version.trim().trim_start_matches("gate-dist ");
+    for want in [
+        "| Deployments | 1 (llm-d-glm) |",
+        "| Time range (UTC) | 2026-08-21T",
+        "| Decisions | ",
+        "| Released | ",
+        "| Pinned, gate input in [5,000 ms, bar) | ",
+        "| Config | ",
+        &format!("| gatecal | {version} |"),
+        "| Command | `gate-dist ",
+    ] {
+        assert!(head.iter().any(|l| l.starts_with(want)), "{want}\n{md}");
+    }
+    assert!(md.contains("-o docs/report.md --svg img/gate.svg`"), "{md}");
+    // The SVG, linked from the report's folder.
+    assert!(md.contains("](../img/gate.svg)"), "{md}");
+    assert!(dir.path().join("img/gate.svg").exists());
+    // Long sections folded; the main tables not.
+    for s in ["What if", "Per window", "Gate input histogram: llm-d-glm"] {
+        assert!(md.contains(&format!("<details><summary>{s}")), "{s}\n{md}");
+    }
+    assert!(md.contains("### Gate input and releases"));
+    assert_eq!(
+        md.matches("<details>").count(),
+        md.matches("</details>").count()
+    );
+    // Text left, numbers right.
+    let table = md
+        .lines()
+        .skip_while(|l| !l.starts_with("| deployment | decisions | released"))
+        .nth(1)
+        .unwrap();
+    assert!(table.starts_with("| :--- | ---: | ---: |"), "{table}");
+    let rules = md
+        .lines()
+        .skip_while(|l| !l.starts_with("| deployment | rule |"))
+        .nth(1)
+        .unwrap();
+    assert!(rules.starts_with("| :--- | :--- | ---: |"), "{rules}");
+}

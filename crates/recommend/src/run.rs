@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use gatecal_analysis::recommend::{Recommend, RecommendOptions};
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::throughput::from_calibration_text;
-use gatecal_cli::output::{Outputs, report_format, report_renderer, table_width};
+use gatecal_cli::output::{Outputs, report_format, report_renderer, run_info, table_width};
 use gatecal_cli::pipeline::{
     Emitter, decision_input, input_files, no_decisions, read_inputs, summary,
 };
@@ -99,7 +99,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(e) = emitter {
         e.finish()?;
     }
-    out.write(|w| report_renderer(format, width).recommend(&report, w))?;
+    out.write(|w| {
+        report_renderer(format, width, run_info(args.output.as_deref(), None)).recommend(&report, w)
+    })?;
     if report.deployments.is_empty() {
         return Err(no_decisions("no filter decisions or vLLM stats", &ledger));
     }

@@ -73,7 +73,7 @@ pub trait Renderer {
 pub fn renderer(format: Format) -> Box<dyn Renderer> {
     match format {
         Format::Table => Box::new(table::Table::default()),
-        Format::Markdown => Box::new(markdown::Markdown),
+        Format::Markdown => Box::new(markdown::Markdown::default()),
         Format::Json => Box::new(json::Json),
         Format::Csv => Box::new(csv::Csv),
     }
