@@ -128,6 +128,11 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
 
+    /// The SVG's vertical scale: linear, or log (log10(1 + count)) to read
+    /// the tail of the distribution.
+    #[arg(long, value_name = "SCALE", default_value = "linear", value_parser = ["linear", "log"])]
+    pub svg_scale: String,
+
     /// Histogram bins.
     #[arg(long, value_name = "N", default_value_t = 40)]
     pub bins: usize,

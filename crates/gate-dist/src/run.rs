@@ -62,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         e.finish()?;
     }
     if let Some(svg) = svg {
-        write_svgs(&report, svg, &outputs)?;
+        write_svgs(&report, svg, &outputs, args.svg_scale == "log")?;
     }
     out.write(|w| {
         report_renderer(
@@ -90,24 +90,51 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// The SVG of `--svg` (opened before reading), and with several
 /// deployments one per deployment beside it (checked against the inputs
 /// when written).
-fn write_svgs(report: &GateDistReport, file: OutputFile, outputs: &Outputs) -> anyhow::Result<()> {
+fn write_svgs(
+    report: &GateDistReport,
+    file: OutputFile,
+    outputs: &Outputs,
+    log_scale: bool,
+) -> anyhow::Result<()> {
     let pmin = Some(report.options.pinned_worse_min_ms);
-    let svg = |title: &str, bins, stats: &Stats| {
+    // Deployments with different bars: the overall SVG draws none, and says so.
+    let mut bars: Vec<(String, f64)> = report
+        .deployments
+        .iter()
+        .filter_map(|d| d.stats.bar_ms.map(|b| (d.name.clone(), b)))
+        .collect();
+    bars.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let differ = bars.windows(2).any(|w| w[0].1 != w[1].1);
+    let note = differ.then(|| {
+        let list: Vec<String> = bars
+            .iter()
+            .take(4)
+            .map(|(n, b)| format!("{n} {}", gatecal_render::num::ms(Some(*b))))
+            .collect();
+        format!(
+            "the deployments' bars differ ({}{} ms): no bar drawn here; see each deployment's SVG",
+            list.join(", "),
+            if bars.len() > 4 { ", …" } else { "" }
+        )
+    });
+    let svg = |title: &str, bins, stats: &Stats, note: Option<&str>| {
         histogram_svg(&SvgHistogram {
             title,
             bins,
-            bar_ms: stats.bar_ms,
+            bar_ms: if note.is_some() { None } else { stats.bar_ms },
             pinned_min_ms: pmin,
             n: stats.gate_input_ms.count,
+            note,
+            log_scale,
         })
     };
     let path = file.path().to_path_buf();
     if let [d] = report.deployments.as_slice() {
-        let s = svg(&d.name, &d.histogram, &d.stats);
+        let s = svg(&d.name, &d.histogram, &d.stats, None);
         return file.write(|w| w.write_all(s.as_bytes()));
     }
     let o = &report.overall;
-    let s = svg("all deployments", &o.histogram, &o.stats);
+    let s = svg("all deployments", &o.histogram, &o.stats, note.as_deref());
     file.write(|w| w.write_all(s.as_bytes()))?;
     let path = path.as_path();
     let stem = path
@@ -128,7 +155,7 @@ fn write_svgs(report: &GateDistReport, file: OutputFile, outputs: &Outputs) -> a
             .collect();
         let p: PathBuf = path.with_file_name(format!("{stem}-{safe}.svg"));
         outputs.check_late("--svg", &p)?;
-        std::fs::write(&p, svg(&d.name, &d.histogram, &d.stats))
+        std::fs::write(&p, svg(&d.name, &d.histogram, &d.stats, None))
             .with_context(|| format!("cannot write {}", p.display()))?;
     }
     Ok(())

@@ -610,3 +610,72 @@ fn markdown_opens_with_a_summary_and_embeds_the_svg() {
         .unwrap();
     assert!(rules.starts_with("| :--- | :--- | ---: |"), "{rules}");
 }
+
+#[test]
+fn svgs_have_a_legend_and_say_when_bars_differ() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("a.yaml");
+    std::fs::write(
+        &cfg,
+        "plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {maxTTFTPenaltyMs: 5000}\n",
+    )
+    .unwrap();
+    let a = format!("a={}", fixture("glm-like/epp.log"));
+    let b = format!("b={}", fixture("balanced/epp.log"));
+    let svg = dir.path().join("g.svg");
+    let r = dir.path().join("r.json");
+    ok(&run(&[
+        &a,
+        &b,
+        "--config",
+        &format!("a={}", cfg.display()),
+        "--svg",
+        svg.to_str().unwrap(),
+        "--svg-scale",
+        "log",
+        "-o",
+        r.to_str().unwrap(),
+    ]));
+    let all = std::fs::read_to_string(&svg).unwrap();
+    assert!(all.contains("bars differ (a 5,000, b 18,000 ms)"), "{all}");
+    assert!(
+        !all.contains("maxTTFTPenaltyMs"),
+        "no bar line in the overall SVG"
+    );
+    assert!(all.contains("decisions (log scale)"));
+    let one = std::fs::read_to_string(dir.path().join("g-a.svg")).unwrap();
+    // Bar at the pinned edge: both named in the legend, once each.
+    assert_eq!(one.matches("bar (maxTTFTPenaltyMs) 5,000 ms").count(), 1);
+    assert_eq!(one.matches("pinned-worse edge 5,000 ms").count(), 1);
+    // The same bins as the text histogram of the table report.
+    let table = ok(&run(&[
+        &a,
+        "--config",
+        &format!("a={}", cfg.display()),
+        "--format",
+        "table",
+    ]));
+    let text_bins = table
+        .lines()
+        .skip_while(|l| !l.starts_with("Gate input histogram"))
+        .skip(1)
+        .take_while(|l| l.contains('…'))
+        .count();
+    assert!(text_bins > 0);
+    assert_eq!(
+        one.matches("<title>").count(),
+        text_bins - empty_bins(&table)
+    );
+}
+
+/// Text-histogram lines of the first histogram with no decisions (no bar
+/// is drawn for them in the SVG).
+fn empty_bins(table: &str) -> usize {
+    table
+        .lines()
+        .skip_while(|l| !l.starts_with("Gate input histogram"))
+        .skip(1)
+        .take_while(|l| l.contains('…'))
+        .filter(|l| !l.contains('█'))
+        .count()
+}

@@ -535,24 +535,41 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
     out
 }
 
+/// Most bins a histogram is drawn with (text and SVG alike).
+pub const DISPLAY_BINS: usize = 20;
+
+/// The bins as drawn, in text and SVG alike: neighbours merged down to at
+/// most [`DISPLAY_BINS`].
+pub fn display_bins(h: &HistogramBins) -> HistogramBins {
+    if h.counts.is_empty() || h.edges.len() != h.counts.len() + 1 {
+        return h.clone();
+    }
+    let group = h.counts.len().div_ceil(DISPLAY_BINS).max(1);
+    let counts: Vec<u64> = h.counts.chunks(group).map(|c| c.iter().sum()).collect();
+    let edges: Vec<f64> = (0..=counts.len())
+        .map(|i| h.edges[(i * group).min(h.edges.len() - 1)])
+        .collect();
+    HistogramBins {
+        edges,
+        counts,
+        below: h.below,
+        above: h.above,
+    }
+}
+
 /// A compact text histogram: one line per group of bins, `█` bars scaled
 /// to `width`, the bin holding the bar marked with `◀ bar`.
 pub fn text_histogram(h: &HistogramBins, bar_ms: Option<f64>, width: usize) -> Vec<String> {
     if h.counts.is_empty() {
         return vec!["(no gate input recorded)".into()];
     }
-    // Merge bins down to at most 20 lines.
-    let group = h.counts.len().div_ceil(20).max(1);
+    let m = display_bins(h);
     let mut lines = Vec::new();
-    let merged: Vec<(f64, f64, u64)> = h
+    let merged: Vec<(f64, f64, u64)> = m
         .counts
-        .chunks(group)
+        .iter()
         .enumerate()
-        .map(|(i, c)| {
-            let lo = h.edges[i * group];
-            let hi = h.edges[((i + 1) * group).min(h.edges.len() - 1)];
-            (lo, hi, c.iter().sum())
-        })
+        .map(|(i, &c)| (m.edges[i], m.edges[i + 1], c))
         .collect();
     let max = merged.iter().map(|m| m.2).max().unwrap_or(0).max(1);
     let total: u64 = merged.iter().map(|m| m.2).sum::<u64>() + h.below + h.above;

@@ -1,6 +1,9 @@
 //! An SVG histogram of the gate input, with the bar and the pinned-worse
-//! lower edge marked. Self-contained (no fonts or scripts fetched), so it
-//! can be attached to a pull request as is.
+//! lower edge marked and named in a legend (so that no label can overlap
+//! another, even when the bar is at the pinned edge). It draws the bins of
+//! the text histogram ([`crate::sections::display_bins`]); a log-scale
+//! option keeps the tail readable. Self-contained (no fonts or scripts
+//! fetched), so it can be attached to a pull request as is.
 
 use std::fmt::Write as _;
 
@@ -21,6 +24,10 @@ pub struct SvgHistogram<'a> {
     pub pinned_min_ms: Option<f64>,
     /// Decisions in the distribution, for the caption.
     pub n: u64,
+    /// A note under the legend (e.g. that deployments' bars differ).
+    pub note: Option<&'a str>,
+    /// Bar heights on a log scale (`log10(1 + count)`), for the tail.
+    pub log_scale: bool,
 }
 
 fn esc(s: &str) -> String {
@@ -30,10 +37,83 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+const BINS: &str = "#4c78a8";
+const BAR: &str = "#c0392b";
+const PINNED: &str = "#e68a00";
+
+/// The legend under the title: bins, the bar, the pinned-worse edge (each
+/// with its value), laid out left to right so that no two overlap.
+fn legend(s: &mut String, h: &SvgHistogram<'_>, x0: f64) {
+    let y = 42.0;
+    // (colour, dashed line, or a box when None; text)
+    let mut items: Vec<(&str, Option<bool>, String)> =
+        vec![(BINS, None, "decisions per bin".to_string())];
+    if let Some(bar) = h.bar_ms.filter(|b| *b > 0.0) {
+        items.push((
+            BAR,
+            Some(false),
+            format!("bar (maxTTFTPenaltyMs) {} ms", ms(Some(bar))),
+        ));
+    }
+    if let Some(p) = h.pinned_min_ms {
+        items.push((
+            PINNED,
+            Some(true),
+            format!("pinned-worse edge {} ms", ms(Some(p))),
+        ));
+    }
+    let mut x = x0;
+    for (colour, line, text) in items {
+        let _ = match line {
+            None => writeln!(
+                s,
+                r#"<rect x="{x:.1}" y="{}" width="16" height="10" fill="{colour}"/>"#,
+                y - 5.0
+            ),
+            Some(dashed) => writeln!(
+                s,
+                r#"<line x1="{x:.1}" y1="{y}" x2="{:.1}" y2="{y}" stroke="{colour}" stroke-width="2"{}/>"#,
+                x + 16.0,
+                if dashed {
+                    r#" stroke-dasharray="5 4""#
+                } else {
+                    ""
+                }
+            ),
+        };
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{}">{}</text>"#,
+            x + 22.0,
+            y + 4.0,
+            esc(&text)
+        );
+        // About 6.5 px per character at 12 px sans-serif, then a gap.
+        x += 22.0 + 6.5 * text.chars().count() as f64 + 18.0;
+    }
+}
+
 /// Renders one histogram as an SVG document.
 pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
     let (w, ht) = (760.0, 360.0);
-    let (ml, mr, mt, mb) = (64.0, 20.0, 44.0, 56.0);
+    let b = &crate::sections::display_bins(h.bins);
+    let outside = (b.below > 0 || b.above > 0).then(|| {
+        format!(
+            "outside the axis: {} below, {} above",
+            count(b.below),
+            count(b.above)
+        )
+    });
+    let notes: Vec<String> = h
+        .note
+        .map(str::to_string)
+        .into_iter()
+        .chain(outside)
+        .collect();
+    // Title, legend, then one line per note above the plot.
+    let mt = 62.0 + 15.0 * notes.len() as f64;
+    let ht = ht + 15.0 * notes.len() as f64;
+    let (ml, mr, mb) = (64.0, 20.0, 56.0);
     let pw = w - ml - mr;
     let ph = ht - mt - mb;
     let mut s = String::new();
@@ -56,7 +136,15 @@ pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
             }
         ))
     );
-    let b = h.bins;
+    legend(&mut s, h, ml);
+    for (i, n) in notes.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            r##"<text x="{ml}" y="{}" fill="#555">{}</text>"##,
+            62.0 + 15.0 * i as f64,
+            esc(n)
+        );
+    }
     if b.counts.is_empty() || b.edges.len() != b.counts.len() + 1 {
         let _ = writeln!(
             s,
@@ -72,7 +160,14 @@ pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
     let span = (hi - lo).max(f64::MIN_POSITIVE);
     let x = |v: f64| ml + (v - lo) / span * pw;
     let maxc = b.counts.iter().copied().max().unwrap_or(0).max(1) as f64;
-    let y = |c: f64| mt + ph - c / maxc * ph;
+    let scale = |c: f64| {
+        if h.log_scale {
+            (1.0 + c).log10() / (1.0 + maxc).log10()
+        } else {
+            c / maxc
+        }
+    };
+    let y = |c: f64| mt + ph - scale(c) * ph;
     // Axes.
     let _ = writeln!(
         s,
@@ -95,7 +190,7 @@ pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
         let x1 = x(b.edges[i + 1]);
         let _ = writeln!(
             s,
-            r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#4c78a8"><title>{} … {} ms: {}</title></rect>"##,
+            r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{BINS}"><title>{} … {} ms: {}</title></rect>"##,
             x0 + 0.5,
             y(c as f64),
             (x1 - x0 - 1.0).max(0.5),
@@ -138,52 +233,50 @@ pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
     );
     let _ = writeln!(
         s,
-        r#"<text transform="translate(16 {}) rotate(-90)" text-anchor="middle">decisions</text>"#,
-        mt + ph / 2.0
+        r#"<text transform="translate(16 {}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        mt + ph / 2.0,
+        if h.log_scale {
+            "decisions (log scale)"
+        } else {
+            "decisions"
+        }
     );
-    let mut mark = |v: f64, colour: &str, dash: &str, label: &str| {
-        if v >= lo && v <= hi {
-            // Labels near the right edge go on the line's left.
-            let (lx, anchor) = if x(v) > ml + 0.8 * pw {
-                (x(v) - 4.0, "end")
-            } else {
-                (x(v) + 4.0, "start")
-            };
+    if h.log_scale {
+        // Powers of ten between 1 and the tallest bin.
+        let mut p = 10.0;
+        while p < maxc {
             let _ = writeln!(
                 s,
-                r#"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="{3}" stroke-width="2" {4}/><text x="{5:.1}" y="{6}" fill="{3}" text-anchor="{8}">{7}</text>"#,
+                r##"<line x1="{0}" y1="{1:.1}" x2="{2}" y2="{1:.1}" stroke="#ddd"/><text x="{3}" y="{4:.1}" text-anchor="end">{5}</text>"##,
+                ml,
+                y(p),
+                ml + pw,
+                ml - 6.0,
+                y(p) + 4.0,
+                count(p as u64)
+            );
+            p *= 10.0;
+        }
+    }
+    // The lines; their values are in the legend.
+    let mut mark = |v: f64, colour: &str, dash: &str| {
+        if v >= lo && v <= hi {
+            let _ = writeln!(
+                s,
+                r#"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="{3}" stroke-width="2" {4}/>"#,
                 x(v),
                 mt,
                 mt + ph,
                 colour,
                 dash,
-                lx,
-                mt + 12.0,
-                esc(label),
-                anchor
             );
         }
     };
     if let Some(p) = h.pinned_min_ms {
-        mark(
-            p,
-            "#e68a00",
-            r#"stroke-dasharray="5 4""#,
-            &format!("{} ms", ms(Some(p))),
-        );
+        mark(p, PINNED, r#"stroke-dasharray="5 4""#);
     }
     if let Some(bar) = h.bar_ms.filter(|b| *b > 0.0) {
-        mark(bar, "#c0392b", "", &format!("bar {} ms", ms(Some(bar))));
-    }
-    if b.below > 0 || b.above > 0 {
-        let _ = writeln!(
-            s,
-            r##"<text x="{}" y="{}" text-anchor="end" fill="#666">outside the axis: {} below, {} above</text>"##,
-            ml + pw,
-            mt - 6.0,
-            count(b.below),
-            count(b.above)
-        );
+        mark(bar, BAR, "");
     }
     s.push_str("</svg>\n");
     s
@@ -220,15 +313,18 @@ mod tests {
             bar_ms: Some(18000.0),
             pinned_min_ms: Some(5000.0),
             n: 16,
+            note: None,
+            log_scale: false,
         });
         assert!(svg.starts_with("<svg"));
         assert!(svg.trim_end().ends_with("</svg>"));
         assert_eq!(
-            svg.matches("<rect x=").count(),
+            svg.matches("<title>").count(),
             3,
             "one rect per non-empty bin"
         );
-        assert!(svg.contains("bar 18,000 ms"));
+        assert!(svg.contains("bar (maxTTFTPenaltyMs) 18,000 ms"));
+        assert!(svg.contains("pinned-worse edge 5,000 ms"));
         assert!(svg.contains("glm&lt;5&gt;"));
         assert!(svg.contains("2 below"));
     }
@@ -241,7 +337,58 @@ mod tests {
             bar_ms: None,
             pinned_min_ms: None,
             n: 0,
+            note: None,
+            log_scale: false,
         });
         assert!(svg.contains("no gate input recorded"));
+    }
+
+    fn legend_texts(svg: &str) -> Vec<(f64, String)> {
+        // (x, text) of the legend row's texts.
+        svg.lines()
+            .filter(|l| l.starts_with("<text x=") && l.contains(r#" y="46""#))
+            .map(|l| {
+                let x: f64 = l[9..].split('"').next().unwrap().parse().unwrap();
+                let t = l.split('>').nth(1).unwrap().split('<').next().unwrap();
+                (x, t.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_legend_names_both_lines_without_overlap_when_the_bar_is_at_the_edge() {
+        let bins = HistogramBins {
+            edges: (0..=40).map(|i| i as f64 * 500.0).collect(),
+            counts: (0..40).map(|i| 1000 / (i + 1)).collect(),
+            below: 0,
+            above: 3,
+        };
+        let svg = histogram_svg(&SvgHistogram {
+            title: "d",
+            bins: &bins,
+            bar_ms: Some(5000.0),
+            pinned_min_ms: Some(5000.0),
+            n: 5000,
+            note: Some("bars differ between deployments"),
+            log_scale: true,
+        });
+        let items = legend_texts(&svg);
+        assert_eq!(items.len(), 3, "{svg}");
+        for w in items.windows(2) {
+            let (x0, t0) = &w[0];
+            // Each text ends (6.5 px a character) before the next swatch.
+            assert!(
+                x0 + 6.5 * t0.chars().count() as f64 <= w[1].0 - 22.0,
+                "{items:?}"
+            );
+        }
+        assert!(items[1].1.contains("5,000") && items[2].1.contains("5,000"));
+        // No text drawn at the lines themselves.
+        assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
+        assert!(svg.contains("bars differ between deployments"));
+        assert!(svg.contains("3 above"));
+        assert!(svg.contains("decisions (log scale)"));
+        // The bins of the text histogram: 40 merged down to 20.
+        assert_eq!(svg.matches("<title>").count(), 20);
     }
 }
