@@ -138,7 +138,7 @@ fn every_format_and_files() {
             .contains("| deployment |")
     );
     let s = std::fs::read_to_string(&svg).unwrap();
-    assert!(s.starts_with("<svg") && s.contains("bar 18,000 ms"));
+    assert!(s.starts_with("<svg") && s.contains("bar (maxTTFTPenaltyMs) 18,000 ms"));
 }
 
 #[test]
