@@ -261,6 +261,9 @@ pub struct InputSummary {
     pub decisions_incomplete: u64,
     /// Decisions closed early because the open-decision cap or age was hit.
     pub decisions_evicted: u64,
+    /// Requests evicted because the open requests held more than the
+    /// assembler's byte budget (64 MiB; one request at most 8 MiB).
+    pub requests_evicted_for_memory: u64,
     /// The first malformed lines, `file:line: why`.
     pub first_malformed: Vec<String>,
 }
@@ -355,6 +358,8 @@ pub struct GateDistReport {
     pub deployments: Vec<DeploymentReport>,
     /// Over all deployments.
     pub overall: OverallReport,
+    /// Deployments past the cap, pooled into one ([`crate::pool`]).
+    pub pooled: crate::pool::Pooled,
 }
 
 struct DepAcc {
@@ -492,6 +497,7 @@ pub struct GateDist {
     sink: Option<RecordSink>,
     /// Per deployment, its filter instances and waiting decisions.
     states: HashMap<String, DepState>,
+    cap: crate::pool::DeploymentCap,
 }
 
 impl GateDist {
@@ -512,12 +518,23 @@ impl GateDist {
             deps: BTreeMap::new(),
             sink: None,
             states: HashMap::new(),
+            cap: crate::pool::DeploymentCap::default(),
         }
+    }
+
+    /// Tracks at most `max` deployments (default
+    /// [`crate::pool::MAX_DEPLOYMENTS`]); the decisions of the others are
+    /// pooled into [`crate::pool::OTHER_DEPLOYMENT`] and counted in
+    /// [`GateDistReport::pooled`].
+    pub fn with_max_deployments(mut self, max: usize) -> GateDist {
+        self.cap = crate::pool::DeploymentCap::new(max);
+        self
     }
 
     /// Adds one decision. Decisions may arrive slightly out of time order
     /// (see [`crate::reorder`]).
-    pub fn push(&mut self, d: DecisionInput) {
+    pub fn push(&mut self, mut d: DecisionInput) {
+        self.cap.admit(&mut d.deployment);
         // The buffer is taken out while it hands the decisions now due
         // straight to `process` (an empty stand-in allocates nothing).
         let mut reorder = std::mem::replace(&mut self.reorder, Reorder::new(0.0));
@@ -685,6 +702,7 @@ impl GateDist {
                 since: self.opts.time_range.since,
                 until: self.opts.time_range.until,
             },
+            pooled: self.cap.pooled().clone(),
             deployments,
             overall: OverallReport {
                 name: "overall".into(),

@@ -40,6 +40,7 @@ pub mod from_parser;
 pub mod gate_dist;
 pub mod hist;
 pub mod input;
+pub mod pool;
 mod queue;
 pub mod recommend;
 pub mod reconstruct;

@@ -231,6 +231,8 @@ pub struct RecommendReport {
     pub input: InputSummary,
     /// Per deployment, sorted by name.
     pub deployments: Vec<DeploymentRec>,
+    /// Deployments past the cap, pooled into one ([`crate::pool`]).
+    pub pooled: crate::pool::Pooled,
 }
 
 /// What a decision keeps for the replays at the end of the input (the
@@ -338,6 +340,7 @@ pub struct Recommend {
     /// from the endpoints the EPP decisions name.
     pods: HashMap<String, String>,
     sink: Option<crate::records::RecordSink>,
+    cap: crate::pool::DeploymentCap,
 }
 
 /// The pod behind an endpoint id: `namespace/pod[-rank-N]` -> `pod`.
@@ -372,7 +375,17 @@ impl Recommend {
             vllm: Vec::new(),
             pods: HashMap::new(),
             sink: None,
+            cap: crate::pool::DeploymentCap::default(),
         }
+    }
+
+    /// Tracks at most `max` deployments (default
+    /// [`crate::pool::MAX_DEPLOYMENTS`]); the others are pooled into
+    /// [`crate::pool::OTHER_DEPLOYMENT`] and counted in
+    /// [`RecommendReport::pooled`].
+    pub fn with_max_deployments(mut self, max: usize) -> Recommend {
+        self.cap = crate::pool::DeploymentCap::new(max);
+        self
     }
 
     /// Hands every decision that carries a record ([`DecisionInput::record`])
@@ -383,7 +396,8 @@ impl Recommend {
     }
 
     /// Adds one decision (in roughly log order, see [`crate::reorder`]).
-    pub fn push_decision(&mut self, d: DecisionInput) {
+    pub fn push_decision(&mut self, mut d: DecisionInput) {
+        self.cap.admit(&mut d.deployment);
         let mut due = Vec::new();
         self.reorder.push(d, &mut |x| due.push(x));
         for x in due {
@@ -449,7 +463,9 @@ impl Recommend {
     /// pod as an endpoint; failing that, to the deployment the parser gave it
     /// (`NAME=PATH`, pod owner, folder).
     pub fn push_vllm(&mut self, s: &VllmStats) {
-        self.vllm.push(s.clone());
+        let mut s = s.clone();
+        self.cap.admit(&mut s.deployment);
+        self.vllm.push(s);
     }
 
     /// The report.
@@ -491,6 +507,7 @@ impl Recommend {
             schema: SCHEMA,
             input,
             deployments,
+            pooled: self.cap.pooled().clone(),
         }
     }
 

@@ -91,6 +91,7 @@ pub fn summary(ledger: &Ledger) -> InputSummary {
         decisions_assembled: t.decisions,
         decisions_incomplete: t.decisions_incomplete,
         decisions_evicted: t.decisions_evicted,
+        requests_evicted_for_memory: t.requests_evicted_for_memory,
         first_malformed: t.first_malformed.iter().map(|m| m.to_string()).collect(),
     }
 }
@@ -356,4 +357,17 @@ fn report_skipped(bin: &str, ledger: &Ledger) {
     if n > SKIPPED_LISTED {
         eprintln!("  … and {} more", n - SKIPPED_LISTED);
     }
+}
+
+/// The warning when deployments past the cap were pooled, if any were.
+pub fn pooled_warning(p: &gatecal_analysis::pool::Pooled) -> Option<String> {
+    (p.decisions > 0).then(|| {
+        format!(
+            "more than {} deployments: {} more ({} decisions) pooled into {:?}",
+            p.max_deployments,
+            p.deployments,
+            p.decisions,
+            gatecal_analysis::pool::OTHER_DEPLOYMENT
+        )
+    })
 }

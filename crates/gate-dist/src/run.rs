@@ -72,6 +72,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         )
         .gate_dist(&report, w)
     })?;
+    if let Some(w) = gatecal_cli::pipeline::pooled_warning(&report.pooled)
+        && !args.input.quiet
+    {
+        eprintln!("gate-dist: warning: {w}");
+    }
     if report.deployments.is_empty() {
         return Err(no_decisions("no filter decisions", &ledger));
     }

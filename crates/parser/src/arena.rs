@@ -36,6 +36,11 @@ pub(crate) struct Arena {
 }
 
 impl Arena {
+    /// Bytes the arena holds on the heap (its capacity).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.text.capacity() + self.spans.capacity() * std::mem::size_of::<Span>()
+    }
+
     /// An arena with room for `bytes` of text and `items` list items.
     pub(crate) fn with_capacity(bytes: usize, items: usize) -> Arena {
         Arena {

@@ -91,7 +91,16 @@ pub struct AssemblerLimits {
     /// Buffered events per request at most; a request that reaches it (a
     /// build that logs no `x-request-id`, say) is closed as evicted.
     pub max_events_per_request: usize,
+    /// Bytes the open requests may hold together (their buffered events
+    /// and strings, endpoint dumps included); beyond, the least recently
+    /// active are evicted (counted in
+    /// [`Assembler::requests_evicted_for_memory`]). One request may hold at
+    /// most an eighth of it: past that it is closed as evicted.
+    pub max_open_bytes: usize,
 }
+
+/// Default of [`AssemblerLimits::max_open_bytes`]: 64 MiB.
+pub const DEFAULT_MAX_OPEN_BYTES: usize = 64 << 20;
 
 /// Default of [`AssemblerLimits::max_events_per_request`].
 pub const DEFAULT_MAX_EVENTS_PER_REQUEST: usize = 100_000;
@@ -131,6 +140,9 @@ struct Req {
     /// completion line, with no filter activity since.
     last_na: bool,
     events: Vec<Buffered>,
+    /// Heap bytes of `events` and `text`, as last counted in the
+    /// assembler's `open_bytes`.
+    bytes: usize,
     /// The strings of the buffered events (and of `run_candidates`): one
     /// buffer per request instead of an allocation per string.
     text: Arena,
@@ -216,6 +228,25 @@ pub struct Assembler {
     /// The strings of an event given to [`Assembler::feed`].
     scratch_text: Arena,
     requests_evicted: u64,
+    /// Heap bytes of the open requests (the sum of their `bytes`).
+    open_bytes: usize,
+    requests_evicted_for_memory: u64,
+}
+
+/// Recounts a request's bytes after it buffered an event: whether it is
+/// full (by events, `full`, or over `cap` bytes).
+fn grown(open_bytes: &mut usize, r: &mut Req, full: bool, cap: usize) -> bool {
+    let now = r.heap_bytes();
+    *open_bytes = (*open_bytes + now).saturating_sub(r.bytes);
+    r.bytes = now;
+    full || now > cap
+}
+
+/// Removes an open request, uncounting its bytes.
+fn take(reqs: &mut FxMap<Vec<u8>, Req>, open_bytes: &mut usize, key: &[u8]) -> Option<Req> {
+    let r = reqs.remove(key)?;
+    *open_bytes = open_bytes.saturating_sub(r.bytes);
+    Some(r)
 }
 
 /// `s.split_once('/')`, by a plain byte scan (the ids are short: the
@@ -282,6 +313,11 @@ impl Req {
         self.events.len() >= cap
     }
 
+    /// Heap bytes of the buffered events and their strings.
+    fn heap_bytes(&self) -> usize {
+        self.events.capacity() * std::mem::size_of::<Buffered>() + self.text.heap_bytes()
+    }
+
     fn new(serial: u64, ctx: &Ctx<'_>, line: u64, ts: f64) -> Req {
         Req {
             serial,
@@ -310,6 +346,7 @@ impl Req {
             last_na: false,
             // A request at -v=4 logs about 15 used lines: no regrowth for most.
             events: Vec::with_capacity(16),
+            bytes: 0,
             text: Arena::with_capacity(1024, 16),
         }
     }
@@ -685,12 +722,25 @@ impl Assembler {
             scratch: Vec::new(),
             scratch_text: Arena::default(),
             requests_evicted: 0,
+            open_bytes: 0,
+            requests_evicted_for_memory: 0,
         }
     }
 
     /// Requests evicted so far.
     pub fn requests_evicted(&self) -> u64 {
         self.requests_evicted
+    }
+
+    /// Of [`Assembler::requests_evicted`], those evicted by the byte caps
+    /// ([`AssemblerLimits::max_open_bytes`]).
+    pub fn requests_evicted_for_memory(&self) -> u64 {
+        self.requests_evicted_for_memory
+    }
+
+    /// Heap bytes the open requests hold (their events and strings).
+    pub fn open_bytes(&self) -> usize {
+        self.open_bytes
     }
 
     /// Requests currently open.
@@ -765,7 +815,7 @@ impl Assembler {
         let touch = ts.unwrap_or(self.max_ts);
         Self::key_into(&mut self.scratch, ctx);
         if matches!(event, Event::ReceivedRequest)
-            && let Some(old) = self.reqs.remove(self.scratch.as_slice())
+            && let Some(old) = take(&mut self.reqs, &mut self.open_bytes, &self.scratch)
         {
             self.close(old, Completion::Superseded, emit);
         }
@@ -773,8 +823,10 @@ impl Assembler {
         let cap = self.limits.max_events_per_request.max(1);
         let ev = Buffered { ts, line, event };
         // One lookup for an open request; a new one is made and inserted.
+        let req_cap = self.limits.max_open_bytes / 8;
         let full = if let Some(r) = self.reqs.get_mut(self.scratch.as_slice()) {
-            r.push(ev, text, touch, ctx, cap)
+            let full = r.push(ev, text, touch, ctx, cap);
+            grown(&mut self.open_bytes, r, full, req_cap)
         } else {
             if handled {
                 // Nothing open: a request that started before the log.
@@ -795,13 +847,27 @@ impl Assembler {
             let Some(r) = self.reqs.get_mut(self.scratch.as_slice()) else {
                 return;
             };
-            r.push(ev, text, touch, ctx, cap)
+            let full = r.push(ev, text, touch, ctx, cap);
+            grown(&mut self.open_bytes, r, full, req_cap)
         };
-        if handled && let Some(r) = self.reqs.remove(self.scratch.as_slice()) {
+        if handled && let Some(r) = take(&mut self.reqs, &mut self.open_bytes, &self.scratch) {
             self.close(r, Completion::Handled, emit);
-        } else if full && let Some(r) = self.reqs.remove(self.scratch.as_slice()) {
+        } else if full && let Some(r) = take(&mut self.reqs, &mut self.open_bytes, &self.scratch) {
             self.requests_evicted += 1;
+            if r.bytes > req_cap {
+                self.requests_evicted_for_memory += 1;
+            }
             self.close(r, Completion::Evicted, emit);
+        }
+        // Over the byte budget: the least recently active go first (not
+        // the one being fed).
+        while self.open_bytes > self.limits.max_open_bytes && self.reqs.len() > 1 {
+            let before = self.requests_evicted;
+            self.evict_oldest(emit);
+            if self.requests_evicted == before {
+                break;
+            }
+            self.requests_evicted_for_memory += 1;
         }
         if advanced {
             self.evict_aged(emit);
@@ -831,7 +897,7 @@ impl Assembler {
                 .map(|r| r.last_ts);
             match live {
                 Some(last) if last < threshold => {
-                    if let Some(r) = self.reqs.remove(e.key.as_slice()) {
+                    if let Some(r) = take(&mut self.reqs, &mut self.open_bytes, &e.key) {
                         self.requests_evicted += 1;
                         self.close(r, Completion::Evicted, emit);
                     }
@@ -853,7 +919,7 @@ impl Assembler {
                 .get(e.key.as_slice())
                 .is_some_and(|r| r.serial == e.serial);
             if live && e.key != self.scratch {
-                if let Some(r) = self.reqs.remove(e.key.as_slice()) {
+                if let Some(r) = take(&mut self.reqs, &mut self.open_bytes, &e.key) {
                     self.requests_evicted += 1;
                     self.close(r, Completion::Evicted, emit);
                 }
@@ -961,6 +1027,7 @@ impl Assembler {
     /// they were opened.
     pub fn finish(&mut self, emit: &mut dyn FnMut(Decision)) {
         let mut all: Vec<Req> = self.reqs.drain().map(|(_, r)| r).collect();
+        self.open_bytes = 0;
         all.sort_by_key(|r| r.serial);
         self.queue.clear();
         for r in all {
@@ -1002,6 +1069,7 @@ mod tests {
             max_open_age_secs,
             infer_not_applicable: true,
             max_events_per_request: DEFAULT_MAX_EVENTS_PER_REQUEST,
+            max_open_bytes: DEFAULT_MAX_OPEN_BYTES,
         }
     }
 

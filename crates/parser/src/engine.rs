@@ -43,6 +43,7 @@ impl<'o> Engine<'o> {
             max_open_age_secs: opts.max_open_age_secs,
             infer_not_applicable: opts.infer_not_applicable,
             max_events_per_request: crate::assemble::DEFAULT_MAX_EVENTS_PER_REQUEST,
+            max_open_bytes: opts.max_open_bytes,
         };
         let pod_hint = Path::new(display)
             .file_stem()
@@ -276,6 +277,7 @@ impl<'o> Engine<'o> {
         let mut emit = |d: Decision| Self::emit_decision(counts, sink, d);
         self.asm.finish(&mut emit);
         self.counts.requests_evicted = self.asm.requests_evicted();
+        self.counts.requests_evicted_for_memory = self.asm.requests_evicted_for_memory();
         self.counts.bytes = bytes;
         self.counts.bytes_compressed = compressed;
         InputLedger {
@@ -508,6 +510,9 @@ fn sequential<R: Read>(
     }
     Ok(false)
 }
+
+/// Most blocks in flight, whatever the thread count.
+const MAX_INFLIGHT: usize = 16;
 
 /// Most lines in one block: bounds a block's results (32 bytes a line, and
 /// about 270 more a used line) to about 2.5 MiB, however short its lines
@@ -1136,7 +1141,8 @@ impl<S: ReadAt + ?Sized> Read for AtReader<'_, S> {
 /// reads and classifies a block itself (one thread per core: no third
 /// thread taking turns with the workers, and the blocks it classifies are
 /// applied from its own cache). At most `4 * threads` blocks are in flight
-/// (there are that many buffers), so memory stays bounded. Returns the bytes
+/// (there are that many buffers; at most [`MAX_INFLIGHT`]), so memory stays
+/// bounded. Returns the bytes
 /// read.
 fn parallel_stream<R: Read + Send>(
     lines: LineReader<R>,
@@ -1178,7 +1184,9 @@ fn parallel<B: Blocks>(
         cap: eng.opts.max_line_bytes.max(1),
         keep: eng.opts.keep_malformed.max(1),
     };
-    let inflight = threads.saturating_mul(4).max(2);
+    // Blocks in flight, each up to a few MiB with its results: 4 a
+    // thread, at most 16 in all (so -j8 holds no more than -j4).
+    let inflight = threads.saturating_mul(4).clamp(2, MAX_INFLIGHT);
     let pool = Pool::new(inflight);
     std::thread::scope(|s| {
         let (out_tx, out_rx) = mpsc::sync_channel::<OutMsg>(inflight);

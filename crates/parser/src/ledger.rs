@@ -191,6 +191,10 @@ pub struct Counts {
     pub decisions_without_instance: u64,
     /// Requests evicted from the open set.
     pub requests_evicted: u64,
+    /// Of `requests_evicted`, those evicted because the open requests held
+    /// more than [`crate::ParseOptions::max_open_bytes`] (or one request
+    /// an eighth of it).
+    pub requests_evicted_for_memory: u64,
     /// Lines whose numbers were flagged huge (`>= 1e300`).
     pub values_huge: u64,
     /// Lines whose numbers were `"NaN"`/`"+Inf"`/`"-Inf"` strings.
@@ -223,6 +227,7 @@ impl Counts {
         self.decisions_evicted += o.decisions_evicted;
         self.decisions_without_instance += o.decisions_without_instance;
         self.requests_evicted += o.requests_evicted;
+        self.requests_evicted_for_memory += o.requests_evicted_for_memory;
         self.values_huge += o.values_huge;
         self.values_non_finite += o.values_non_finite;
         self.vllm_stats += o.vllm_stats;

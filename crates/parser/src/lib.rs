@@ -159,7 +159,8 @@
 //!
 //! With [`ParseOptions::threads`] above 1, [`parse_inputs`] and
 //! [`parse_slice`] classify lines on that many threads (the calling thread
-//! and `threads - 1` workers, at most `4 × threads` blocks in flight) and
+//! and `threads - 1` workers, at most `4 × threads` blocks in flight, 16 at
+//! most) and
 //! assemble them in input order on the calling thread: the output is the
 //! same as with one thread. A regular file that is not gzip (and bytes in
 //! memory) is read at offsets: each thread reads the block it takes (about
@@ -218,7 +219,10 @@ mod vllm;
 use std::io::Read;
 use std::path::Path;
 
-pub use assemble::{Assembler, AssemblerLimits, DEFAULT_MAX_EVENTS_PER_REQUEST, DeploymentNaming};
+pub use assemble::{
+    Assembler, AssemblerLimits, DEFAULT_MAX_EVENTS_PER_REQUEST, DEFAULT_MAX_OPEN_BYTES,
+    DeploymentNaming,
+};
 pub use decision::{
     CandidateObs, Completion, Decision, FilterExtras, FilterMsg, SourceLoc, ValueFlags,
 };
@@ -256,6 +260,10 @@ pub struct ParseOptions {
     pub max_open_requests: usize,
     /// Seconds of log time an open request may stay idle before eviction.
     pub max_open_age_secs: f64,
+    /// Bytes the open requests may hold together (default
+    /// [`DEFAULT_MAX_OPEN_BYTES`], 64 MiB; see
+    /// [`AssemblerLimits::max_open_bytes`]).
+    pub max_open_bytes: usize,
     /// Make the first malformed line an error.
     pub strict: bool,
     /// How many malformed lines to keep per input for the report.
@@ -273,7 +281,7 @@ pub struct ParseOptions {
     /// reading" in the crate docs) of a log input and classify it; the calling thread also
     /// assembles the results in input order (it classifies a block only
     /// when no result is ready to apply), so the output is the same as
-    /// with 1; at most 4N blocks are in flight. Decision-record inputs are
+    /// with 1; at most 4N blocks (16 at most) are in flight. Decision-record inputs are
     /// read on the calling thread.
     pub threads: usize,
     /// Bytes per block a thread reads when [`ParseOptions::threads`] is
@@ -292,6 +300,7 @@ impl Default for ParseOptions {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             max_open_requests: DEFAULT_MAX_OPEN_REQUESTS,
             max_open_age_secs: DEFAULT_MAX_OPEN_AGE_SECS,
+            max_open_bytes: DEFAULT_MAX_OPEN_BYTES,
             strict: false,
             keep_malformed: 10,
             year: None,

@@ -102,6 +102,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     out.write(|w| {
         report_renderer(format, width, run_info(args.output.as_deref(), None)).recommend(&report, w)
     })?;
+    if let Some(w) = gatecal_cli::pipeline::pooled_warning(&report.pooled)
+        && !args.input.quiet
+    {
+        eprintln!("recommend: warning: {w}");
+    }
     if report.deployments.is_empty() {
         return Err(no_decisions("no filter decisions or vLLM stats", &ledger));
     }
