@@ -95,6 +95,7 @@ impl From<Decision> for DecisionInput {
         let prefill_throughput = d
             .extras
             .prefill_throughput
+            .or(d.startup_peak)
             .filter(|p| p.is_finite() && *p > 0.0);
         let Decision {
             deployment,

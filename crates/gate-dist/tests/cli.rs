@@ -451,3 +451,37 @@ fn small_samples_are_flagged_everywhere() {
             .contains("fewer than 20")
     );
 }
+
+/// The peak the EPP resolved at startup (V5) is the peak in force; a flag
+/// that gives another is used and reported with both values.
+#[test]
+fn the_startup_peak_is_the_peak_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("epp.log");
+    let startup = r#"{"level":"debug","ts":1787320000.5,"logger":"setup","caller":"prefixcacheaffinity/plugin.go:120","msg":"PrefixCacheAffinityFilter: peak prefill throughput resolved","peakPrefillThroughput":8000,"source":"calibrated"}"#;
+    let body = std::fs::read_to_string(fixture("glm-like-v1/epp.log")).unwrap();
+    std::fs::write(&log, format!("{startup}\n{body}")).unwrap();
+    let v = json(&[log.to_str().unwrap(), "--format", "json"]);
+    let c = &v["deployments"][0]["config"];
+    assert_eq!(c["parameters"]["peakPrefillThroughput"], 8000.0);
+    assert_eq!(c["parameter_sources"]["peakPrefillThroughput"], "log");
+    assert_eq!(c["parameter_sources"]["maxTTFTPenaltyMs"], "log");
+    let r = &v["deployments"][0]["replay"];
+    assert_eq!(r["agreed"], r["decisions"]);
+    let out = run(&[
+        log.to_str().unwrap(),
+        "--format",
+        "json",
+        "--peak-prefill-throughput",
+        "9000",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("peakPrefillThroughput: the log shows 8000, the flag gives 9000"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &v["deployments"][0]["config"];
+    assert_eq!(c["parameters"]["peakPrefillThroughput"], 9000.0);
+    assert_eq!(c["parameter_sources"]["peakPrefillThroughput"], "flag");
+}

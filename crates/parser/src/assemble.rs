@@ -224,6 +224,9 @@ pub struct Assembler {
     queue: VecDeque<QEntry>,
     next_serial: u64,
     max_ts: f64,
+    /// The peak of each EPP pod's last startup line (key: the pod, empty
+    /// without a kubectl prefix).
+    startup_peak: FxMap<Vec<u8>, f64>,
     scratch: Vec<u8>,
     /// The strings of an event given to [`Assembler::feed`].
     scratch_text: Arena,
@@ -719,6 +722,7 @@ impl Assembler {
             queue: VecDeque::new(),
             next_serial: 0,
             max_ts: f64::NEG_INFINITY,
+            startup_peak: FxMap::default(),
             scratch: Vec::new(),
             scratch_text: Arena::default(),
             requests_evicted: 0,
@@ -796,6 +800,23 @@ impl Assembler {
         text: &Arena,
         emit: &mut dyn FnMut(Decision),
     ) {
+        let peak = match &event {
+            Event::PeakPrefillResolved {
+                peak_prefill_throughput,
+                source,
+            } => {
+                peak_prefill_throughput.filter(|_| source.is_none_or(|s| text.str(s) != "notUsed"))
+            }
+            Event::CalibrationSkipped {
+                peak_prefill_throughput,
+                ..
+            } => *peak_prefill_throughput,
+            _ => None,
+        };
+        if let Some(p) = peak.filter(|p| p.is_finite() && *p > 0.0) {
+            self.startup_peak
+                .insert(ctx.pod.unwrap_or_default().to_vec(), p);
+        }
         if matches!(
             event,
             Event::VllmStats(_)
@@ -1019,6 +1040,10 @@ impl Assembler {
                 }
             }
             d.completion = how;
+            d.startup_peak = self
+                .startup_peak
+                .get(d.epp_pod.as_deref().unwrap_or_default().as_bytes())
+                .copied();
             emit(*d);
         }
     }

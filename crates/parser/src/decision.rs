@@ -320,6 +320,12 @@ pub struct Decision {
     pub candidates: Vec<CandidateObs>,
     /// How the decision was closed.
     pub completion: Completion,
+    /// `peakPrefillThroughput` of the last `peak prefill throughput
+    /// resolved` (V5, any source but `notUsed`) or `calibration skipped,
+    /// keeping peakPrefillThroughput default` startup line of the same EPP
+    /// pod read before this decision: the peak in force.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_peak: Option<f64>,
     /// A version-2 decisions record's gate and config, taken as given by
     /// the analysis (no reconstruction); `None` for decisions from logs.
     #[serde(skip)]
