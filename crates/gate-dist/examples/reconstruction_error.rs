@@ -77,12 +77,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .parameters;
     let mut censored = Vec::new();
+    // The gate input error before the logged holds censored it.
+    let mut raw = Vec::new();
     let (mut es, mut en, mut eg) = (Vec::new(), Vec::new(), Vec::new());
     for d in &ordered {
         let s = r.sample(d, &config);
         if let Some(m) = s.censored_ms {
             censored.push(m);
         }
+        let moved = s.censored_ms.unwrap_or(0.0);
         let key = (
             d.request_id.clone().unwrap_or_default(),
             d.profile.clone().unwrap_or_default(),
@@ -107,10 +110,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         es.push(st as f64 - ts);
         en.push(nt as f64 - tn);
         eg.push(g - tg);
+        raw.push(g + moved - tg);
     }
     quantiles("best sticky in-flight error (tokens)", &mut es);
     quantiles("best non-sticky in-flight error (tokens)", &mut en);
     quantiles("gate input error (ms)", &mut eg);
+    quantiles("gate input error before censoring (ms)", &mut raw);
     quantiles("censored by a logged hold (ms moved)", &mut censored);
     for (dep, rate) in r.drain_rates() {
         println!(
