@@ -43,6 +43,10 @@ bench:
     cargo bench --workspace --locked
     bash bench/side_by_side.sh
 
+[doc('Peak RSS on the memory-bound cases (multi-GB logs under /tmp, deleted after; docs/performance.md).')]
+memory:
+    bash bench/memory.sh
+
 [doc('Everything CI checks.')]
 ci:
     bash .ci/run
