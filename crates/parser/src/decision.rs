@@ -101,6 +101,8 @@ pub enum Completion {
     Evicted,
     /// Read from a decisions JSON-lines record.
     Record,
+    /// Read from a `filter_prefix_cache_affinity` trace span.
+    Traced,
 }
 
 /// Values flagged on a decision's numbers.
@@ -330,6 +332,14 @@ pub struct Decision {
     /// the analysis (no reconstruction); `None` for decisions from logs.
     #[serde(skip)]
     pub recorded: Option<Box<crate::record::Recorded>>,
+    /// `llm_d.epp.filter.ttft_penalty_ms` of the decision's trace span: the
+    /// exact gate input in ms, set whenever the TTFT gate was evaluated (held
+    /// or released). From a trace input, or joined to a log decision from
+    /// one.
+    pub traced_penalty_ms: Option<f64>,
+    /// Whether the decision has a trace span: read from a trace input
+    /// ([`Completion::Traced`]), or a log decision joined to its span.
+    pub traced: bool,
 }
 
 impl Decision {

@@ -438,12 +438,50 @@ pub(crate) fn run<R: Read>(
 ) -> Result<InputLedger, ParseError> {
     let path = || std::path::PathBuf::from(display);
     let (r, gzip, raw_count) = input::decode(reader).map_err(|e| ParseError::io(path(), e))?;
+    let (r, traces) = sniffed(r, opts).map_err(|e| ParseError::io(path(), e))?;
+    if traces {
+        return run_traces(r, display, naming, opts, sink, gzip, &raw_count);
+    }
     let mut lines = LineReader::new(r, opts.max_line_bytes);
     let mut eng = Engine::new(display, naming, opts);
     sequential(&mut lines, &mut eng, sink, false, display)?;
     let bytes = lines.bytes;
     let compressed = raw_count.load(std::sync::atomic::Ordering::Relaxed);
     Ok(eng.finish(sink, bytes, if gzip { compressed } else { bytes }, gzip))
+}
+
+/// A stream whose first bytes were read, chained before the rest.
+type Peeked<R> = std::io::Chain<std::io::Cursor<Vec<u8>>, R>;
+
+/// A decoded stream with its start peeked: the stream (the peeked bytes
+/// chained before the rest) and whether it is a trace input (forced by
+/// [`InputFormat::Traces`], detected by content with [`InputFormat::Auto`]).
+fn sniffed<R: Read>(mut r: R, opts: &ParseOptions) -> std::io::Result<(Peeked<R>, bool)> {
+    let (head, looks) = match opts.format {
+        InputFormat::Auto => input::peek(&mut r)?,
+        f => (Vec::new(), f == InputFormat::Traces),
+    };
+    Ok((std::io::Cursor::new(head).chain(r), looks))
+}
+
+/// Reads a trace input on this thread ([`crate::trace`]).
+fn run_traces<R: Read>(
+    r: R,
+    display: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    sink: &mut dyn FnMut(Item),
+    gzip: bool,
+    raw_count: &std::sync::atomic::AtomicU64,
+) -> Result<InputLedger, ParseError> {
+    let (mut il, bytes) = crate::trace::run(r, display, naming, opts, sink)?;
+    il.gzip = gzip;
+    il.counts.bytes_compressed = if gzip {
+        raw_count.load(std::sync::atomic::Ordering::Relaxed)
+    } else {
+        bytes
+    };
+    Ok(il)
 }
 
 /// Reads a whole stream, classifying lines on [`ParseOptions::threads`]
@@ -461,6 +499,10 @@ pub(crate) fn run_parallel<R: Read + Send>(
     }
     let path = || std::path::PathBuf::from(display);
     let (r, gzip, raw_count) = input::decode(reader).map_err(|e| ParseError::io(path(), e))?;
+    let (r, traces) = sniffed(r, opts).map_err(|e| ParseError::io(path(), e))?;
+    if traces {
+        return run_traces(r, display, naming, opts, sink, gzip, &raw_count);
+    }
     let lines = LineReader::new(r, opts.max_line_bytes);
     let eng = Engine::new(display, naming, opts);
     let (eng, bytes) = format_then(lines, eng, sink, display, |lines, eng, sink| {
@@ -1102,8 +1144,24 @@ pub(crate) fn run_at<S: ReadAt + ?Sized>(
     let n = src
         .read_at(&mut magic, 0)
         .map_err(|e| ParseError::io(display, e))?;
-    if opts.threads <= 1 || (n == 2 && magic == [0x1f, 0x8b]) {
+    if opts.threads <= 1 || (n == 2 && magic == [0x1f, 0x8b]) || opts.format == InputFormat::Traces
+    {
         return run_parallel(reader, display, naming, opts, sink);
+    }
+    if opts.format == InputFormat::Auto {
+        let mut head = vec![0u8; input::PEEK_BYTES.min(size as usize)];
+        let mut got = 0;
+        while got < head.len() {
+            match src.read_at(&mut head[got..], got as u64) {
+                Ok(0) => break,
+                Ok(k) => got += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ParseError::io(display, e)),
+            }
+        }
+        if crate::trace::looks_like_traces(&head[..got]) {
+            return run_parallel(reader, display, naming, opts, sink);
+        }
     }
     let lines = LineReader::new(reader, opts.max_line_bytes);
     let eng = Engine::new(display, naming, opts);

@@ -596,6 +596,41 @@ pub(crate) fn decode<R: Read>(mut r: R) -> io::Result<(Decoded<R>, bool, Arc<Ato
     }
 }
 
+/// Bytes [`peek`] reads at most to detect a trace input.
+pub(crate) const PEEK_BYTES: usize = 4096;
+
+/// Reads the start of a (decoded) stream, up to [`PEEK_BYTES`] or its end,
+/// and returns those bytes and whether they start a trace document
+/// ([`crate::looks_like_traces`]); read them again by chaining them before
+/// the rest.
+pub(crate) fn peek<R: Read>(r: &mut R) -> io::Result<(Vec<u8>, bool)> {
+    let mut head = vec![0u8; PEEK_BYTES];
+    let mut got = 0;
+    while got < head.len() {
+        match r.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    head.truncate(got);
+    let traces = crate::trace::looks_like_traces(&head);
+    Ok((head, traces))
+}
+
+/// Whether a file holds traces, by its content (gzip or not). A file that
+/// cannot be read is not (its error is reported when it is read).
+pub(crate) fn is_trace_file(path: &Path) -> bool {
+    let Ok(f) = fs::File::open(path) else {
+        return false;
+    };
+    let Ok((mut r, _, _)) = decode(f) else {
+        return false;
+    };
+    peek(&mut r).is_ok_and(|(_, t)| t)
+}
+
 /// The owner of a pod from its name: a Deployment's pod
 /// `NAME-<replicaset hash>-<5 chars>` gives `NAME`; a StatefulSet's
 /// `NAME-<ordinal>` gives `NAME`; a DaemonSet's or Job's `NAME-<5 chars>`

@@ -40,6 +40,9 @@ pub enum MalformedReason {
     /// kubelet timestamp) before 1970 or from 2100 on (year 9999). The line is not used: no estimate is
     /// made from it, and no open request is evicted by its time.
     OutOfRange(&'static str),
+    /// A trace document (OTLP/JSON, Jaeger or Tempo) that is not valid JSON
+    /// of its shape, or is cut.
+    BadTrace(String),
 }
 
 impl std::fmt::Display for MalformedReason {
@@ -55,6 +58,7 @@ impl std::fmt::Display for MalformedReason {
             MalformedReason::BadVllmStats => f.write_str("unparsable vLLM stats line"),
             MalformedReason::BadRecord(why) => write!(f, "invalid decision record: {why}"),
             MalformedReason::OutOfRange(k) => write!(f, "value of `{k}` out of range"),
+            MalformedReason::BadTrace(why) => write!(f, "invalid trace document: {why}"),
         }
     }
 }
@@ -95,6 +99,8 @@ pub enum LineShape {
     Blank,
     /// A decisions JSON-lines record.
     DecisionRecord,
+    /// A line of a trace document.
+    Trace,
     /// Anything else.
     Other,
 }
@@ -118,6 +124,8 @@ pub struct ShapeCounts {
     pub blank: u64,
     /// Decision records.
     pub decision_record: u64,
+    /// Lines of trace documents.
+    pub trace: u64,
     /// Other lines.
     pub other: u64,
 }
@@ -134,6 +142,7 @@ impl ShapeCounts {
             LineShape::GoPanic => &mut self.go_panic,
             LineShape::Blank => &mut self.blank,
             LineShape::DecisionRecord => &mut self.decision_record,
+            LineShape::Trace => &mut self.trace,
             LineShape::Other => &mut self.other,
         };
         *c += 1;
@@ -148,6 +157,7 @@ impl ShapeCounts {
         self.go_panic += o.go_panic;
         self.blank += o.blank;
         self.decision_record += o.decision_record;
+        self.trace += o.trace;
         self.other += o.other;
     }
 }
@@ -201,6 +211,11 @@ pub struct Counts {
     pub values_non_finite: u64,
     /// vLLM stats records emitted.
     pub vllm_stats: u64,
+    /// Spans read from trace documents (every span, of any name).
+    pub trace_spans: u64,
+    /// Decisions from trace spans whose `run_scheduler_profile` ancestor was
+    /// not found (not exported, or evicted from the waiting buffer).
+    pub trace_decisions_without_profile: u64,
     /// The first malformed lines (up to [`crate::ParseOptions::keep_malformed`]).
     pub first_malformed: Vec<MalformedLine>,
 }
@@ -231,6 +246,8 @@ impl Counts {
         self.values_huge += o.values_huge;
         self.values_non_finite += o.values_non_finite;
         self.vllm_stats += o.vllm_stats;
+        self.trace_spans += o.trace_spans;
+        self.trace_decisions_without_profile += o.trace_decisions_without_profile;
         for m in &o.first_malformed {
             if self.first_malformed.len() >= keep {
                 break;
@@ -243,7 +260,9 @@ impl Counts {
     pub fn count_decision(&mut self, completion: Completion, has_instance: bool) {
         self.decisions += 1;
         match completion {
-            Completion::Handled | Completion::Record => self.decisions_complete += 1,
+            Completion::Handled | Completion::Record | Completion::Traced => {
+                self.decisions_complete += 1
+            }
             Completion::Superseded | Completion::EndOfInput => self.decisions_incomplete += 1,
             Completion::Evicted => self.decisions_evicted += 1,
         }
@@ -265,6 +284,9 @@ pub enum InputFormat {
     Logs,
     /// Decisions JSON lines.
     Decisions,
+    /// OpenTelemetry traces: OTLP/JSON (Collector `file` exporter, Tempo)
+    /// or a Jaeger query response.
+    Traces,
 }
 
 /// The ledger of one input.

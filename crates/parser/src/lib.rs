@@ -214,6 +214,7 @@ mod progress;
 mod record;
 mod sniff;
 mod time;
+mod trace;
 mod vllm;
 
 use std::io::Read;
@@ -237,6 +238,9 @@ pub use progress::Progress;
 pub use record::{
     CandidateRecord, ConfigRecord, DecisionRecord, DecisionWriter, GateRecord, RECORD_VERSION,
     RECORD_VERSION_MIN, Recorded, ReplayRecord, looks_like_record,
+};
+pub use trace::{
+    DEFAULT_MAX_TRACE_DOCUMENT_BYTES, MAX_PENDING as MAX_PENDING_TRACE_DECISIONS, looks_like_traces,
 };
 pub use vllm::{VllmStats, VllmStatsVersion};
 
@@ -291,6 +295,11 @@ pub struct ParseOptions {
     /// Where [`parse_inputs`] counts the bytes it reads, and the inputs'
     /// total, for a progress display on another thread.
     pub progress: Option<Progress>,
+    /// Longest trace document read, bytes (default
+    /// [`DEFAULT_MAX_TRACE_DOCUMENT_BYTES`], 256 MiB): one line of the
+    /// Collector's `file` exporter, or one whole Jaeger or Tempo response.
+    /// A longer one is malformed and skipped.
+    pub max_trace_document_bytes: usize,
 }
 
 impl Default for ParseOptions {
@@ -308,6 +317,7 @@ impl Default for ParseOptions {
             threads: 1,
             block_bytes: DEFAULT_BLOCK_BYTES,
             progress: None,
+            max_trace_document_bytes: DEFAULT_MAX_TRACE_DOCUMENT_BYTES,
         }
     }
 }
@@ -377,6 +387,20 @@ pub fn parse_files(
     opts: &ParseOptions,
     mut sink: impl FnMut(Item),
 ) -> Result<Ledger, ParseError> {
+    let mut files = files;
+    // Trace files first (a stable sort), so that a log decision can be
+    // joined with its traced gate input as it is read.
+    if files.files.len() > 1 {
+        let traces: Vec<bool> = files
+            .files
+            .iter()
+            .map(|f| f.path.as_deref().is_some_and(input::is_trace_file))
+            .collect();
+        let mut tagged: Vec<(bool, input::Expanded)> =
+            traces.into_iter().zip(std::mem::take(&mut files.files)).collect();
+        tagged.sort_by_key(|(t, _)| !*t);
+        files.files = tagged.into_iter().map(|(_, f)| f).collect();
+    }
     if let Some(p) = &opts.progress {
         p.set_total(&files.files);
     }
@@ -429,6 +453,25 @@ fn sniff_file(file: &mut std::fs::File) -> std::io::Result<bool> {
     let _ = r.take(sniff::SNIFF_BYTES as u64).read_to_end(&mut head);
     file.seek(SeekFrom::Start(0))?;
     Ok(sniff::sniff(&head).is_some())
+}
+
+/// How many of the files `inputs` name hold traces, and how many do not
+/// (detected by content, as [`parse_inputs`] does; standard input counts
+/// as not traces unless [`ParseOptions::format`] says so).
+pub fn count_trace_inputs(
+    inputs: &[InputSpec],
+    opts: &ParseOptions,
+) -> Result<(usize, usize), ParseError> {
+    let files = InputFiles::expand(inputs)?.files;
+    let traces = match opts.format {
+        InputFormat::Traces => files.len(),
+        InputFormat::Auto => files
+            .iter()
+            .filter(|f| f.path.as_deref().is_some_and(input::is_trace_file))
+            .count(),
+        _ => 0,
+    };
+    Ok((traces, files.len() - traces))
 }
 
 /// A regular file is read at offsets, in parallel (see

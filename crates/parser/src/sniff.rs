@@ -21,6 +21,7 @@ const KINDS: &[(&str, LineTest)] = &[
     ("EPP log lines", is_epp_line),
     ("vLLM log lines", is_vllm_line),
     ("decision records", crate::record::looks_like_record),
+    ("OpenTelemetry traces", crate::trace::looks_like_trace_line),
 ];
 
 /// The kinds, for messages: `EPP log lines, vLLM log lines or decision records`.
