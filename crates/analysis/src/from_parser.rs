@@ -97,6 +97,10 @@ impl From<Decision> for DecisionInput {
             .prefill_throughput
             .or(d.startup_peak)
             .filter(|p| p.is_finite() && *p > 0.0);
+        let traced = d.traced.then_some(crate::input::TracedGate {
+            penalty_ms: d.traced_penalty_ms,
+            joined: d.completion != Completion::Traced,
+        });
         let Decision {
             deployment,
             ts,
@@ -162,6 +166,7 @@ impl From<Decision> for DecisionInput {
             record: None,
             affinity_threshold,
             prefill_throughput,
+            traced,
         }
     }
 }

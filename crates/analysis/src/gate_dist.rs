@@ -266,6 +266,35 @@ pub struct InputSummary {
     pub requests_evicted_for_memory: u64,
     /// The first malformed lines, `file:line: why`.
     pub first_malformed: Vec<String>,
+    /// Trace inputs and the join of their decisions with the logs' (absent
+    /// when no input holds traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traces: Option<TraceSummary>,
+}
+
+/// What the trace inputs gave, and how their decisions were joined to the
+/// logs' ones.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TraceSummary {
+    /// Inputs holding traces.
+    pub inputs: u64,
+    /// Spans read (of any name).
+    pub spans: u64,
+    /// Decisions read from `filter_prefix_cache_affinity` spans: the sample.
+    pub decisions: u64,
+    /// Of those, decisions whose `run_scheduler_profile` span was not found.
+    pub without_profile: u64,
+    /// Whether the figures describe the traced decisions alone (no log
+    /// decision was read): then they describe the sample, not all decisions.
+    pub traces_only: bool,
+    /// Traced decisions joined to a log decision (same request id and
+    /// profile).
+    pub joined: u64,
+    /// Traced decisions with no log decision to join (other period, other
+    /// deployment, no request id, or a duplicate key).
+    pub unmatched: u64,
+    /// What the figures describe, in words (printed in every format).
+    pub note: String,
 }
 
 /// The histogram of a report (for Markdown and SVG).

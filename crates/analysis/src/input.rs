@@ -75,4 +75,19 @@ pub struct DecisionInput {
     pub affinity_threshold: Option<f64>,
     /// `prefillThroughput` of the filter line (P2251 builds): the peak in force.
     pub prefill_throughput: Option<f64>,
+    /// The decision's trace span, when it has one (a decision of a trace
+    /// input, or a log decision joined to its span).
+    pub traced: Option<TracedGate>,
+}
+
+/// What a decision's `filter_prefix_cache_affinity` span says.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TracedGate {
+    /// `llm_d.epp.filter.ttft_penalty_ms`: the exact gate input, ms; `None`
+    /// when the gate was not evaluated.
+    pub penalty_ms: Option<f64>,
+    /// Whether the decision was read from logs and joined to its span (its
+    /// other fields come from the logs); `false` for a decision read from
+    /// traces alone.
+    pub joined: bool,
 }

@@ -315,6 +315,9 @@ impl Kept {
             logged_bar_ms: None,
             censored_ms: None,
             logged_peak: None,
+            traced: false,
+            traced_joined: false,
+            reconstructed: None,
         }
     }
 }

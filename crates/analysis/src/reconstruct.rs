@@ -71,6 +71,16 @@
 //!   outcome are replayed from the record's candidates under it (a logged
 //!   gate input stays as logged).
 //!
+//! * **Traced decisions** (a `filter_prefix_cache_affinity` span's
+//!   `llm_d.epp.filter.ttft_penalty_ms`, read from traces or joined to the
+//!   log decision by request id and profile): the gate input is exact,
+//!   `traced` evidence. A log decision joined to its span is reconstructed
+//!   first as if it had none; the reconstruction's value is kept beside the
+//!   traced one ([`GateSample::reconstructed_ms`]) to measure its error on
+//!   real traffic, and the traced value is used. The replay of a traced
+//!   decision is two sides whose loads differ by the traced input, as for a
+//!   logged break.
+//!
 //! # Error
 //!
 //! Measured per decision against simulator truth in `docs/methodology.md`
@@ -94,6 +104,9 @@ use crate::queue::{DepTracker, Obs};
 pub enum Evidence {
     /// Taken from a `TTFT load gate broken` line: exact.
     Logged,
+    /// Taken from the decision's trace span
+    /// (`llm_d.epp.filter.ttft_penalty_ms`): exact.
+    Traced,
     /// Every candidate's load visible in the decision's own data: exact.
     Observed,
     /// Some loads carried forward from other decisions, bounded by staleness.
@@ -107,6 +120,7 @@ impl Evidence {
     pub fn as_str(self) -> &'static str {
         match self {
             Evidence::Logged => "logged",
+            Evidence::Traced => "traced",
             Evidence::Observed => "observed",
             Evidence::Reconstructed => "reconstructed",
             Evidence::Unknown => "unknown",
@@ -118,6 +132,7 @@ impl Evidence {
     pub fn from_label(label: &str) -> Evidence {
         match label {
             "logged" => Evidence::Logged,
+            "traced" => Evidence::Traced,
             "observed" => Evidence::Observed,
             "reconstructed" => Evidence::Reconstructed,
             _ => Evidence::Unknown,
@@ -165,6 +180,25 @@ pub struct GateSample {
     pub censored_ms: Option<f64>,
     /// The peak the EPP logged (`prefillThroughput`, P2251 builds).
     pub logged_peak: Option<f64>,
+    /// Whether the decision has a trace span (it is in the trace sample).
+    pub traced: bool,
+    /// Whether it is a log decision joined to its span.
+    pub traced_joined: bool,
+    /// For a log decision joined to a span with a gate input: what the
+    /// logs alone gave (`Some` evidence, and the value when known), before
+    /// the traced input replaced it.
+    pub reconstructed: Option<(Evidence, Option<f64>)>,
+}
+
+impl GateSample {
+    /// For a joined decision whose logs alone gave `reconstructed` evidence:
+    /// the reconstruction's gate input, ms.
+    pub fn reconstructed_ms(&self) -> Option<f64> {
+        match self.reconstructed {
+            Some((Evidence::Reconstructed, v)) => v,
+            _ => None,
+        }
+    }
 }
 
 /// Options of the reconstruction.
@@ -311,6 +345,33 @@ fn ms_to_tokens(ms: f64, peak: f64) -> i64 {
     (ms * peak / 1000.0).round() as i64
 }
 
+/// The replay of a traced gate input `p` (ms): two sides whose TTFTs differ
+/// by `p`, as in-flight tokens at the config's peak or as the latency
+/// predictor's TTFTs; a MaxFloat64 sentinel (a side without a prediction)
+/// or a non-finite input replays as the traced outcome.
+fn traced_replay(
+    p: f64,
+    outcome: Option<Outcome>,
+    matched: Option<i64>,
+    config: &Config,
+) -> Replay {
+    if !p.is_finite() || p.abs() >= UNBOUNDED_MS {
+        return outcome.map_or(Replay::Unknown, Replay::Fixed);
+    }
+    if config.ttft_source == TtftSource::LatencyPredictor {
+        let mut c = two_sided(0, 0, matched);
+        c[0].predicted_ttft_ms = Some(p.max(0.0));
+        c[1].predicted_ttft_ms = Some((-p).max(0.0));
+        return Replay::Candidates(c);
+    }
+    let t = ms_to_tokens(p.abs(), config.peak_prefill_throughput);
+    Replay::Candidates(if p >= 0.0 {
+        two_sided(t, 0, matched)
+    } else {
+        two_sided(0, t, matched)
+    })
+}
+
 impl Reconstructor {
     /// A reconstructor with the given options.
     pub fn new(opts: ReconstructOptions) -> Reconstructor {
@@ -344,6 +405,53 @@ impl Reconstructor {
     /// Turns one decision into a sample, updating the carried-forward loads.
     /// `config` is the deployment's filter config.
     pub fn sample(&mut self, d: &DecisionInput, config: &Config) -> GateSample {
+        let Some(t) = d.traced else {
+            return self.sample_logged(d, config);
+        };
+        let mut s = if t.joined {
+            self.sample_logged(d, config)
+        } else {
+            // A decision of a trace input: no loads to track.
+            GateSample {
+                ts: d.ts,
+                request_id: d.request_id.clone(),
+                outcome: d.outcome,
+                outcome_logged: d.outcome.is_some(),
+                evidence: None,
+                gate_input_ms: None,
+                replay: d.outcome.map_or(Replay::Unknown, Replay::Fixed),
+                matched_tokens: d.hit_prefix_tokens,
+                logged_bar_ms: None,
+                censored_ms: None,
+                logged_peak: None,
+                traced: true,
+                traced_joined: false,
+                reconstructed: None,
+            }
+        };
+        s.traced = true;
+        s.traced_joined = t.joined;
+        if let Some(p) = t.penalty_ms {
+            if t.joined {
+                s.reconstructed = Some((s.evidence.unwrap_or(Evidence::Unknown), s.gate_input_ms));
+            }
+            s.evidence = Some(Evidence::Traced);
+            s.gate_input_ms = Some(p);
+            // The exact input needs no censoring by the outcome.
+            s.censored_ms = None;
+            let exact = matches!(s.replay, Replay::Candidates(_))
+                && matches!(
+                    s.reconstructed,
+                    Some((Evidence::Observed | Evidence::Logged, _))
+                );
+            if !exact {
+                s.replay = traced_replay(p, s.outcome, s.matched_tokens, config);
+            }
+        }
+        s
+    }
+
+    fn sample_logged(&mut self, d: &DecisionInput, config: &Config) -> GateSample {
         let mut s = GateSample {
             ts: d.ts,
             request_id: d.request_id.clone(),
@@ -356,6 +464,9 @@ impl Reconstructor {
             logged_bar_ms: d.logged_gate.and_then(|g| g.max_penalty_ms),
             censored_ms: None,
             logged_peak: d.prefill_throughput,
+            traced: false,
+            traced_joined: false,
+            reconstructed: None,
         };
         if let Some(r) = &d.recorded {
             given(d, r, config, &mut s);
