@@ -8,27 +8,31 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gatecal_analysis::gate_dist::InputSummary;
+use gatecal_analysis::gate_dist::{InputSummary, TraceSummary};
 use gatecal_analysis::input::DecisionInput;
 use gatecal_analysis::records::RecordSink;
 use gatecal_parser::{
-    Decision, DecisionRecord, DecisionWriter, InputFiles, InputFormat, InputSource, InputSpec,
-    Item, Ledger, ParseError, ParseOptions, Progress, VllmStats, parse_files,
+    Completion, Decision, DecisionRecord, DecisionWriter, InputFiles, InputFormat, InputSource,
+    InputSpec, Item, Ledger, ParseError, ParseOptions, Progress, VllmStats, count_trace_files,
+    parse_files,
 };
+use rustc_hash::FxHashMap;
 
 use crate::output::{Destination, StrictFailure};
 
 /// The input flags both binaries take.
 #[derive(clap::Args, Debug, Clone)]
 pub struct InputArgs {
-    /// Inputs: EPP logs, vLLM logs or decision records: files, folders
-    /// (recursive), globs, `-` for stdin; `NAME=PATH` names the deployment.
-    /// Gzip is detected by content.
+    /// Inputs: EPP logs, vLLM logs, decision records or OpenTelemetry traces
+    /// (OTLP/JSON, Jaeger or Tempo JSON): files, folders (recursive), globs,
+    /// `-` for stdin; `NAME=PATH` names the deployment. Gzip and the format
+    /// are detected by content.
     #[arg(required_unless_present = "generate", value_name = "INPUT")]
     pub inputs: Vec<String>,
-    /// `logs`, `decisions` (JSON lines), or `auto` (from each input's first line).
+    /// `logs`, `decisions` (JSON lines), `traces` (OTLP/JSON, Jaeger, Tempo),
+    /// or `auto` (from each input's content).
     #[arg(long, value_name = "FORMAT", default_value = "auto",
-          value_parser = ["auto", "logs", "decisions"])]
+          value_parser = ["auto", "logs", "decisions", "traces"])]
     pub input_format: String,
     /// Fail (exit 1) on the first malformed line instead of counting it.
     #[arg(long)]
@@ -63,6 +67,7 @@ impl InputArgs {
             format: match self.input_format.as_str() {
                 "logs" => InputFormat::Logs,
                 "decisions" => InputFormat::Decisions,
+                "traces" => InputFormat::Traces,
                 _ => InputFormat::Auto,
             },
             strict: self.strict,
@@ -77,8 +82,18 @@ impl InputArgs {
     }
 }
 
+/// What the inputs gave: the parser's ledger, and the trace join.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    /// Every input's line counts.
+    pub ledger: Ledger,
+    /// The trace inputs and their join with the logs; `None` without any.
+    pub traces: Option<TraceSummary>,
+}
+
 /// The ledger as reported.
-pub fn summary(ledger: &Ledger) -> InputSummary {
+pub fn summary(inputs: &Inputs) -> InputSummary {
+    let ledger = &inputs.ledger;
     let t = &ledger.total;
     InputSummary {
         inputs: ledger.inputs.iter().map(|i| i.name.clone()).collect(),
@@ -93,6 +108,129 @@ pub fn summary(ledger: &Ledger) -> InputSummary {
         decisions_evicted: t.decisions_evicted,
         requests_evicted_for_memory: t.requests_evicted_for_memory,
         first_malformed: t.first_malformed.iter().map(|m| m.to_string()).collect(),
+        traces: inputs.traces.clone(),
+    }
+}
+
+/// The join of traced decisions with log decisions. With no input other
+/// than traces, traced decisions pass straight on (streamed). Otherwise
+/// (trace inputs are read first) each traced decision is held, keyed by
+/// request id and profile, until the logs are read: a log decision with
+/// the same key takes the span's exact gate input (spans do not name the
+/// filter instance: when a profile runs several instances, the k-th span
+/// of the key by start time joins the k-th log decision), and the held
+/// decisions no log decision joined are counted and dropped (the logs give
+/// every decision; a traced one outside them is of another period). When
+/// the other inputs give no decision at all, the held decisions pass on at
+/// the end. Memory: the held traced decisions (the sample), never the logs.
+struct Join {
+    /// Whether inputs other than traces exist.
+    hold: bool,
+    held: Vec<Option<Decision>>,
+    keys: FxHashMap<(String, Option<String>), std::collections::VecDeque<usize>>,
+    traced: u64,
+    joined: u64,
+    log_decisions: u64,
+}
+
+impl Join {
+    /// A decision as read; returns it when it goes on now.
+    fn push(&mut self, mut d: Decision) -> Option<Decision> {
+        if d.completion == Completion::Traced {
+            self.traced += 1;
+            if !self.hold || self.log_decisions > 0 {
+                return Some(d);
+            }
+            let i = self.held.len();
+            if let Some(id) = d.request_id.clone() {
+                let q = self.keys.entry((id, d.profile.clone())).or_default();
+                // In start-time order (spans are exported by end time).
+                let ts = d.ts.unwrap_or(f64::NEG_INFINITY);
+                let at = q
+                    .iter()
+                    .position(|&j| {
+                        self.held[j]
+                            .as_ref()
+                            .and_then(|h| h.ts)
+                            .is_some_and(|t| t > ts)
+                    })
+                    .unwrap_or(q.len());
+                q.insert(at, i);
+            }
+            self.held.push(Some(d));
+            return None;
+        }
+        self.log_decisions += 1;
+        if !self.keys.is_empty()
+            && let Some(id) = &d.request_id
+            && let Some(i) = self.next_held(id, &d.profile)
+            && let Some(t) = self.held[i].take()
+        {
+            self.joined += 1;
+            d.traced = true;
+            d.traced_penalty_ms = t.traced_penalty_ms;
+        }
+        Some(d)
+    }
+
+    /// The next held decision of a key, if any.
+    fn next_held(&mut self, id: &str, profile: &Option<String>) -> Option<usize> {
+        let key = (id.to_string(), profile.clone());
+        let q = self.keys.get_mut(&key)?;
+        let i = q.pop_front();
+        if q.is_empty() {
+            self.keys.remove(&key);
+        }
+        i
+    }
+
+    /// The held decisions that pass on at the end: all of them when no log
+    /// decision was read, else none.
+    fn finish(&mut self) -> Vec<Decision> {
+        self.keys.clear();
+        if self.log_decisions == 0 {
+            std::mem::take(&mut self.held)
+                .into_iter()
+                .flatten()
+                .collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn summary(&self, ledger: &Ledger) -> TraceSummary {
+        let inputs = ledger
+            .inputs
+            .iter()
+            .filter(|i| i.format == InputFormat::Traces)
+            .count() as u64;
+        let traces_only = self.log_decisions == 0;
+        let unmatched = if traces_only {
+            0
+        } else {
+            self.traced - self.joined
+        };
+        let note = if traces_only {
+            format!(
+                "traces only: every figure describes the {} sampled decision(s) of the traces, not all decisions (head sampling keeps a share of the requests; the spans do not say which)",
+                self.traced
+            )
+        } else {
+            format!(
+                "logs give all {} decision(s); traces give the exact gate input of the {} sampled one(s) joined by request id and profile ({} traced decision(s) not found in the logs)",
+                self.log_decisions, self.joined, unmatched
+            )
+        };
+        TraceSummary {
+            inputs,
+            spans: ledger.total.trace_spans,
+            decisions: self.traced,
+            without_profile: ledger.total.trace_decisions_without_profile,
+            traces_only,
+            joined: self.joined,
+            unmatched,
+            note,
+        }
     }
 }
 
@@ -294,7 +432,7 @@ pub fn read_inputs(
     bin: &str,
     mut on_decision: impl FnMut(Decision),
     mut on_vllm: impl FnMut(&VllmStats),
-) -> anyhow::Result<Ledger> {
+) -> anyhow::Result<Inputs> {
     if !args.quiet
         && std::io::stdin().is_terminal()
         && args
@@ -312,6 +450,15 @@ pub fn read_inputs(
         );
     }
     let mut opts = args.parse_options();
+    let (trace_inputs, other_inputs) = count_trace_files(&files, &opts);
+    let mut join = Join {
+        hold: trace_inputs > 0 && other_inputs > 0,
+        held: Vec::new(),
+        keys: FxHashMap::default(),
+        traced: 0,
+        joined: 0,
+        log_decisions: 0,
+    };
     let decisions = Arc::new(AtomicU64::new(0));
     let display = (!args.quiet && std::io::stderr().is_terminal()).then(|| {
         let p = Progress::new();
@@ -321,10 +468,15 @@ pub fn read_inputs(
     let result = parse_files(files, &opts, |item| match item {
         Item::Decision(d) => {
             decisions.fetch_add(1, Ordering::Relaxed);
-            on_decision(*d);
+            if let Some(d) = join.push(*d) {
+                on_decision(d);
+            }
         }
         Item::VllmStats(s) => on_vllm(&s),
     });
+    for d in join.finish() {
+        on_decision(d);
+    }
     if let Some(d) = display {
         d.finish();
     }
@@ -336,7 +488,8 @@ pub fn read_inputs(
         Err(e) => return Err(anyhow::Error::from(e)),
     };
     report_skipped(bin, &ledger);
-    Ok(ledger)
+    let traces = (trace_inputs > 0 || join.traced > 0).then(|| join.summary(&ledger));
+    Ok(Inputs { ledger, traces })
 }
 
 /// Lists the files not read on stderr: the first [`SKIPPED_LISTED`], then

@@ -50,14 +50,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         audit = audit.with_records(e.sink());
     }
     let emit = emitter.is_some();
-    let ledger = read_inputs(
+    let inputs = read_inputs(
         &args.input,
         files,
         "gate-dist",
         |d| audit.push(decision_input(d, emit)),
         |_| {},
     )?;
-    let report = audit.finish(summary(&ledger));
+    let report = audit.finish(summary(&inputs));
     if let Some(e) = emitter {
         e.finish()?;
     }
@@ -78,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("gate-dist: warning: {w}");
     }
     if report.deployments.is_empty() {
-        return Err(no_decisions("no filter decisions", &ledger));
+        return Err(no_decisions("no filter decisions", &inputs.ledger));
     }
     if !args.input.quiet {
         for d in &report.deployments {

@@ -396,8 +396,10 @@ pub fn parse_files(
             .iter()
             .map(|f| f.path.as_deref().is_some_and(input::is_trace_file))
             .collect();
-        let mut tagged: Vec<(bool, input::Expanded)> =
-            traces.into_iter().zip(std::mem::take(&mut files.files)).collect();
+        let mut tagged: Vec<(bool, input::Expanded)> = traces
+            .into_iter()
+            .zip(std::mem::take(&mut files.files))
+            .collect();
         tagged.sort_by_key(|(t, _)| !*t);
         files.files = tagged.into_iter().map(|(_, f)| f).collect();
     }
@@ -455,14 +457,11 @@ fn sniff_file(file: &mut std::fs::File) -> std::io::Result<bool> {
     Ok(sniff::sniff(&head).is_some())
 }
 
-/// How many of the files `inputs` name hold traces, and how many do not
-/// (detected by content, as [`parse_inputs`] does; standard input counts
-/// as not traces unless [`ParseOptions::format`] says so).
-pub fn count_trace_inputs(
-    inputs: &[InputSpec],
-    opts: &ParseOptions,
-) -> Result<(usize, usize), ParseError> {
-    let files = InputFiles::expand(inputs)?.files;
+/// How many of `files` hold traces, and how many do not (detected by
+/// content, as [`parse_files`] does; standard input counts as not traces
+/// unless [`ParseOptions::format`] says so).
+pub fn count_trace_files(files: &InputFiles, opts: &ParseOptions) -> (usize, usize) {
+    let files = &files.files;
     let traces = match opts.format {
         InputFormat::Traces => files.len(),
         InputFormat::Auto => files
@@ -471,7 +470,7 @@ pub fn count_trace_inputs(
             .count(),
         _ => 0,
     };
-    Ok((traces, files.len() - traces))
+    (traces, files.len() - traces)
 }
 
 /// A regular file is read at offsets, in parallel (see

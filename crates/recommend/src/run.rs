@@ -88,14 +88,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let emit = emitter.is_some();
     let rec = RefCell::new(recommend);
-    let ledger = read_inputs(
+    let inputs = read_inputs(
         &args.input,
         files,
         "recommend",
         |d| rec.borrow_mut().push_decision(decision_input(d, emit)),
         |s| rec.borrow_mut().push_vllm(s),
     )?;
-    let report = rec.into_inner().finish(summary(&ledger));
+    let report = rec.into_inner().finish(summary(&inputs));
     if let Some(e) = emitter {
         e.finish()?;
     }
@@ -108,7 +108,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("recommend: warning: {w}");
     }
     if report.deployments.is_empty() {
-        return Err(no_decisions("no filter decisions or vLLM stats", &ledger));
+        return Err(no_decisions(
+            "no filter decisions or vLLM stats",
+            &inputs.ledger,
+        ));
     }
     Ok(())
 }

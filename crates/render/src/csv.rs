@@ -14,7 +14,13 @@
 //! self_check_agreed,small_sample` (`true` when the quantiles are over
 //! fewer than 20 gate inputs), `replay_decisions,replay_agreed,
 //! replay_logged_released,replay_replayed_released,censored,
-//! censored_p50_ms,censored_p90_ms,censored_max_ms`, and per outcome
+//! censored_p50_ms,censored_p90_ms,censored_max_ms`, the trace columns
+//! `population` (`trace_sample` when every decision of the row came from
+//! traces alone: the figures are the sample's; else `all`),
+//! `evidence_traced,traced_decisions,traced_joined,validation_pairs,
+//! abs_error_p50_ms,abs_error_p90_ms,reconstructed_p50_ms,
+//! reconstructed_p90_ms,traced_p50_ms,traced_p90_ms` (the reconstruction
+//! against the traced input; empty without traces), and per outcome
 //! `outcome_<name>`. Empty cells are unknown or not applicable.
 
 use std::io::{self, Write};
@@ -74,7 +80,7 @@ const SHARED: [&str; 6] = [
 ];
 
 /// The figures of `in_force` rows only.
-const OBSERVED: [&str; 22] = [
+const OBSERVED: [&str; 33] = [
     "gate_n",
     "p50_ms",
     "p90_ms",
@@ -97,6 +103,17 @@ const OBSERVED: [&str; 22] = [
     "censored_p50_ms",
     "censored_p90_ms",
     "censored_max_ms",
+    "population",
+    "evidence_traced",
+    "traced_decisions",
+    "traced_joined",
+    "validation_pairs",
+    "abs_error_p50_ms",
+    "abs_error_p90_ms",
+    "reconstructed_p50_ms",
+    "reconstructed_p90_ms",
+    "traced_p50_ms",
+    "traced_p90_ms",
 ];
 
 fn header() -> Vec<String> {
@@ -158,6 +175,22 @@ fn rows(name: &str, window: Option<(f64, f64)>, peak: Option<f64>, s: &Stats) ->
         opt(c.move_p50_ms),
         opt(c.move_p90_ms),
         opt(c.move_max_ms),
+    ]);
+    let t = s.traced.clone().unwrap_or_default();
+    let v = &t.validation;
+    let sample_only = s.traced.is_some() && t.joined == 0 && t.decisions == s.decisions;
+    r.extend([
+        if sample_only { "trace_sample" } else { "all" }.to_string(),
+        s.evidence.traced.to_string(),
+        t.decisions.to_string(),
+        t.joined.to_string(),
+        v.pairs.to_string(),
+        opt(v.abs_error_ms.p50),
+        opt(v.abs_error_ms.p90),
+        opt(v.reconstructed_ms.p50),
+        opt(v.reconstructed_ms.p90),
+        opt(v.traced_ms.p50),
+        opt(v.traced_ms.p90),
     ]);
     for o in Outcome::ALL {
         r.push(s.outcomes.get(o.as_str()).copied().unwrap_or(0).to_string());

@@ -24,8 +24,24 @@ fn s(v: &str) -> String {
     v.to_string()
 }
 
-fn evidence(st: &Stats) -> String {
+/// Whether any decision of the report has traced evidence (the evidence
+/// column then shows it).
+fn traced(r: &GateDistReport) -> bool {
+    r.overall.stats.evidence.traced > 0
+}
+
+fn evidence(st: &Stats, with_traced: bool) -> String {
     let e = &st.evidence;
+    if with_traced {
+        return format!(
+            "{} / {} / {} / {} / {}",
+            count(e.logged),
+            count(e.traced),
+            count(e.observed),
+            count(e.reconstructed),
+            count(e.unknown)
+        );
+    }
     format!(
         "{} / {} / {} / {}",
         count(e.logged),
@@ -80,7 +96,7 @@ fn replay_cell(st: &Stats) -> String {
 }
 
 /// One row of the summary table.
-fn summary_row(name: &str, st: &Stats) -> Vec<String> {
+fn summary_row(name: &str, st: &Stats, with_traced: bool) -> Vec<String> {
     let g = &st.gate_input_ms;
     let small = g.small_sample;
     vec![
@@ -95,7 +111,7 @@ fn summary_row(name: &str, st: &Stats) -> Vec<String> {
         q(g.p999, small),
         ms(g.max),
         bar(st.bar_ms),
-        evidence(st),
+        evidence(st, with_traced),
         self_check(st),
         replay_cell(st),
     ]
@@ -197,7 +213,11 @@ fn summary_headers(r: &GateDistReport) -> Vec<String> {
         s("p99.9 ms"),
         s("max ms"),
         s("bar"),
-        s("evidence L/O/R/U"),
+        s(if traced(r) {
+            "evidence L/T/O/R/U"
+        } else {
+            "evidence L/O/R/U"
+        }),
         s("self-check"),
         s("replay"),
     ]
@@ -226,9 +246,23 @@ pub fn input_section(i: &InputSummary) -> Section {
             count(i.decisions_evicted),
         ]],
         notes: i
-            .first_malformed
+            .traces
             .iter()
-            .map(|m| format!("malformed: {m}"))
+            .map(|t| {
+                format!(
+                    "traces: {} input(s), {} span(s), {} traced decision(s){}; {}",
+                    count(t.inputs),
+                    count(t.spans),
+                    count(t.decisions),
+                    if t.without_profile > 0 {
+                        format!(" ({} without their profile span)", count(t.without_profile))
+                    } else {
+                        String::new()
+                    },
+                    t.note
+                )
+            })
+            .chain(i.first_malformed.iter().map(|m| format!("malformed: {m}")))
             .collect(),
     }
 }
@@ -366,17 +400,29 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
     let mut rows: Vec<Vec<String>> = r
         .deployments
         .iter()
-        .map(|d| summary_row(&d.name, &d.stats))
+        .map(|d| summary_row(&d.name, &d.stats, traced(r)))
         .collect();
     if r.deployments.len() > 1 {
-        rows.push(summary_row("overall", &r.overall.stats));
+        rows.push(summary_row("overall", &r.overall.stats, traced(r)));
     }
     let mut notes = vec![format!(
-        "Shares are of all decisions. Pinned: held while the gate input was in [{} ms, bar). \
+        "{}Shares are of all decisions. Pinned: held while the gate input was in [{} ms, bar). \
          Gate input: bestStickyTTFT − bestNonStickyTTFT over decisions where the gate was evaluated; \
-         evidence L/O/R/U = logged / observed / reconstructed (loads carried forward ≤ {} s) / unknown.",
+         evidence L/O/R/U = logged / observed / reconstructed (loads carried forward ≤ {} s) / unknown{}.",
+        match &r.input.traces {
+            Some(t) if t.traces_only => format!(
+                "TRACE SAMPLE: these figures describe the {} traced decision(s), not all decisions. ",
+                count(t.decisions)
+            ),
+            _ => String::new(),
+        },
         crate::num::group(r.options.pinned_worse_min_ms as i64),
-        r.options.max_staleness_s
+        r.options.max_staleness_s,
+        if traced(r) {
+            "; T = traced (the decision's span gives it exactly)"
+        } else {
+            ""
+        }
     )];
     for d in &r.deployments {
         let c = &d.stats.self_check;
@@ -441,6 +487,10 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
     if r.deployments.len() > 1 {
         rows.push(outcome_row("overall", &r.overall.stats));
     }
+    if let Some(t) = traced_section(r) {
+        out.push(t);
+    }
+
     out.push(Section {
         title: s("Decisions by logged outcome"),
         headers,
@@ -555,6 +605,81 @@ pub fn display_bins(h: &HistogramBins) -> HistogramBins {
         below: h.below,
         above: h.above,
     }
+}
+
+/// The trace sample and the reconstruction's error measured on it, when
+/// any decision has a trace span.
+fn traced_section(r: &GateDistReport) -> Option<Section> {
+    let row = |name: &str, st: &Stats| -> Option<Vec<String>> {
+        let t = st.traced.as_ref()?;
+        let v = &t.validation;
+        let pair = |d: &gatecal_analysis::stats::Distribution| {
+            if d.count == 0 {
+                s("–")
+            } else {
+                format!("{} / {}", ms(d.p50), ms(d.p90))
+            }
+        };
+        Some(vec![
+            name.to_string(),
+            count_pct(
+                t.decisions,
+                if st.decisions == 0 {
+                    0.0
+                } else {
+                    t.decisions as f64 / st.decisions as f64
+                },
+            ),
+            count(t.joined),
+            count(t.gate_input_ms.count),
+            pair(&t.gate_input_ms),
+            count(v.pairs),
+            pair(&v.abs_error_ms),
+            pair(&v.error_ms),
+            pair(&v.reconstructed_ms),
+            pair(&v.traced_ms),
+            count(v.reconstruction_unknown),
+        ])
+    };
+    let mut rows: Vec<Vec<String>> = r
+        .deployments
+        .iter()
+        .filter_map(|d| row(&d.name, &d.stats))
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    if r.deployments.len() > 1
+        && let Some(o) = row("overall", &r.overall.stats)
+    {
+        rows.push(o);
+    }
+    let mut notes = vec![s(
+        "Traced: decisions with a filter_prefix_cache_affinity span (share of all decisions); joined: log decisions matched to their span by request id and profile. \
+         Self-validation over the joined decisions the logs alone reconstructed: |error| and error = reconstructed − traced, and each side's p50 / p90, ms. \
+         Not reconstructed: a traced input the logs alone could not give.",
+    )];
+    if let Some(t) = &r.input.traces {
+        notes.push(t.note.clone());
+    }
+    Some(Section {
+        title: s("Trace sample and self-validation"),
+        headers: vec![
+            s("deployment"),
+            s("traced"),
+            s("joined"),
+            s("traced gate n"),
+            s("traced p50 / p90"),
+            s("pairs"),
+            s("|error| p50 / p90"),
+            s("error p50 / p90"),
+            s("reconstructed p50 / p90"),
+            s("traced p50 / p90 (pairs)"),
+            s("not reconstructed"),
+        ],
+        rows,
+        notes,
+    })
 }
 
 /// A compact text histogram: one line per group of bins, `█` bars scaled
