@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use gatecal_sim::{
-    Scenario, Summary, TruthRecord, Variant, run, run_streaming, scenario, scenario_names,
+    Scenario, Summary, TraceWriter, TruthRecord, Variant, run, run_streaming, scenario,
+    scenario_names, to_jaeger, to_tempo, write_traces,
 };
 
 /// Synthetic llm-d EPP logs (and vLLM logs) with the ground truth of every
@@ -73,6 +74,16 @@ struct GenArgs {
     /// Do not write vLLM logs.
     #[arg(long)]
     no_vllm: bool,
+    /// Also write the EPP's trace spans of the decisions as OTLP/JSON lines
+    /// (the Collector's `file` exporter) to FILE, default `<stem>.traces.jsonl`
+    /// beside `--out`.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    #[allow(clippy::option_option)]
+    traces: Option<Option<PathBuf>>,
+    /// Share of requests whose traces are kept (head sampling, per request,
+    /// deterministic in the seed), 0 to 1.
+    #[arg(long, value_name = "RATIO", default_value_t = 1.0)]
+    trace_sample_ratio: f64,
 }
 
 /// Parses the command line and runs it.
@@ -155,6 +166,32 @@ fn write_vllm(dir: &Path, logs: &[(String, Vec<u8>)]) -> Result<()> {
     Ok(())
 }
 
+/// Writes the trace spans of the decisions in the truth file `truth`.
+fn write_traces_file(
+    s: &Scenario,
+    seed: u64,
+    ratio: f64,
+    truth: &Path,
+    path: &Path,
+) -> Result<u64> {
+    use std::io::BufRead;
+    let r = std::io::BufReader::new(
+        File::open(truth).with_context(|| format!("reading {}", truth.display()))?,
+    );
+    let mut w = TraceWriter::new(create(path)?, s, seed, ratio);
+    for line in r.lines() {
+        let line = line.with_context(|| format!("reading {}", truth.display()))?;
+        let rec: TruthRecord =
+            serde_json::from_str(&line).with_context(|| format!("reading {}", truth.display()))?;
+        w.push(&rec)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let (_, n) = w
+        .finish()
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(n)
+}
+
 fn generate(a: &GenArgs) -> Result<()> {
     let s = load(&a.scenario, a.requests, a.duration)?;
     let variant = Variant {
@@ -165,6 +202,15 @@ fn generate(a: &GenArgs) -> Result<()> {
         full_dumps: a.full_dumps,
     };
     let vllm = !a.no_vllm && a.target_bytes.is_none();
+    if !(0.0..=1.0).contains(&a.trace_sample_ratio) {
+        bail!(
+            "--trace-sample-ratio must be between 0 and 1, got {}",
+            a.trace_sample_ratio
+        );
+    }
+    if a.traces.is_some() && a.out.is_none() {
+        bail!("--traces needs --out (the traces are made from the truth written beside it)");
+    }
     match &a.out {
         Some(out) => {
             if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -191,6 +237,11 @@ fn generate(a: &GenArgs) -> Result<()> {
             write_file(&sibling(out, ".summary.json"), &summary_json(&r.summary)?)?;
             if vllm {
                 write_vllm(&sibling(out, ".vllm"), &r.vllm_logs)?;
+            }
+            if let Some(t) = &a.traces {
+                let path = t.clone().unwrap_or_else(|| sibling(out, ".traces.jsonl"));
+                let n = write_traces_file(&s, a.seed, a.trace_sample_ratio, &truth_path, &path)?;
+                eprintln!("epp-sim: {n} traced decisions -> {}", path.display());
             }
             eprintln!(
                 "epp-sim: {} bytes, {} decisions -> {}",
@@ -314,6 +365,9 @@ fn variant_samples() -> [(&'static str, &'static str, (f64, f64), Variant); 6] {
     ]
 }
 
+/// The trace sample ratio of the fixtures' `traces.jsonl`.
+const FIXTURE_TRACE_RATIO: f64 = 0.5;
+
 fn gen_fixtures(dir: &Path) -> Result<()> {
     let seed = 1;
     for (name, s) in fixture_scenarios()? {
@@ -328,6 +382,17 @@ fn gen_fixtures(dir: &Path) -> Result<()> {
             fs::remove_dir_all(&vd).with_context(|| format!("clearing {}", vd.display()))?;
         }
         write_vllm(&vd, &out.vllm_logs)?;
+        let (traces, _) = write_traces(Vec::new(), &s, &out.truth, seed, FIXTURE_TRACE_RATIO)
+            .context("writing traces")?;
+        write_file(&d.join("traces.jsonl"), &traces)?;
+        if name == "glm-like" {
+            let otlp = String::from_utf8_lossy(&traces);
+            write_file(
+                &d.join("traces.jaeger.json"),
+                to_jaeger(&otlp, 12).as_bytes(),
+            )?;
+            write_file(&d.join("traces.tempo.json"), to_tempo(&otlp, 12).as_bytes())?;
+        }
     }
     let vdir = dir.join("variants");
     for (label, name, (from, to), variant) in variant_samples() {

@@ -74,6 +74,11 @@
 //!
 //! # Output
 //!
+//! [`TraceWriter`] (or [`write_traces`]) writes the EPP's trace spans of the
+//! decisions, head-sampled per request ([`is_sampled`]), as OTLP/JSON lines
+//! with the same truth: every span's `llm_d.epp.filter.ttft_penalty_ms` is
+//! the record's `truth_gate_input_ms`.
+//!
 //! [`run`] returns the EPP log, the vLLM logs, the truth records and the
 //! [`Summary`]; [`run_streaming`] writes the log and truth to writers, and
 //! [`write_epp_log`] streams a log of any size (1 GB in about 8 s, release
@@ -87,6 +92,7 @@
 
 mod epp;
 mod model;
+mod otel;
 mod rng;
 mod scenario;
 mod stream;
@@ -98,6 +104,7 @@ mod zap;
 use std::io::{self, Write};
 
 pub use model::QUEUE_THRESHOLD_TOKENS;
+pub use otel::{BATCH_REQUESTS, TraceWriter, is_sampled, to_jaeger, to_tempo, write_traces};
 pub use rng::Rng;
 pub use scenario::{
     Deployment, FilterInstance, PdDecider, Pool, Scenario, VllmFlavor, Workload, scenario,
