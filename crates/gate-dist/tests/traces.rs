@@ -1,0 +1,261 @@
+//! gate-dist on trace input, for every scenario, against simulator truth:
+//! from traces alone the figures are the sample's, exactly (to histogram
+//! precision); with the logs of the same run, every sampled decision joins
+//! its log decision and the self-validation is the reconstruction's error
+//! on them, as measured independently here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::Command;
+
+use gatecal_analysis::hist::SignedHistogram;
+use gatecal_analysis::input::DecisionInput;
+use gatecal_analysis::reconstruct::{Evidence, ReconstructOptions, Reconstructor};
+use gatecal_analysis::reorder::Reorder;
+use gatecal_analysis::stats::Distribution;
+use gatecal_filter::Config;
+use gatecal_parser::{ParseOptions, parse_slice};
+use gatecal_sim::{TruthRecord, Variant, is_sampled, run, scenario, scenario_names, write_traces};
+
+const SEED: u64 = 1;
+const RATIO: f64 = 0.3;
+
+fn gate_dist(args: &[&Path]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+        .args(args)
+        .args(["--format", "json", "--quiet"])
+        .output()
+        .expect("run gate-dist");
+    assert!(
+        out.status.success(),
+        "gate-dist {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+fn dist(values: impl Iterator<Item = f64>) -> serde_json::Value {
+    let mut h = SignedHistogram::new();
+    for v in values {
+        h.record(v);
+    }
+    serde_json::to_value(Distribution::of(&h)).unwrap()
+}
+
+struct Case {
+    truth: Vec<TruthRecord>,
+    sampled: Vec<TruthRecord>,
+    dir: tempfile::TempDir,
+    log: Vec<u8>,
+}
+
+fn case(name: &str) -> Case {
+    let s = scenario(name).expect("scenario").with_requests(1200);
+    let out = run(&s, SEED, &Variant::default());
+    let (traces, n) = write_traces(Vec::new(), &s, &out.truth, SEED, RATIO).unwrap();
+    let sampled: Vec<TruthRecord> = out
+        .truth
+        .iter()
+        .filter(|r| is_sampled(SEED, RATIO, r))
+        .cloned()
+        .collect();
+    assert_eq!(n as usize, sampled.len(), "{name}: spans written");
+    assert!(!sampled.is_empty(), "{name}: a sample");
+    assert!(sampled.len() < out.truth.len(), "{name}: a strict sample");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("epp.log"), &out.epp_log).unwrap();
+    std::fs::write(dir.path().join("traces.jsonl"), &traces).unwrap();
+    Case {
+        truth: out.truth,
+        sampled,
+        dir,
+        log: out.epp_log,
+    }
+}
+
+fn outcome_counts(recs: &[TruthRecord]) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for r in recs {
+        *m.entry(r.outcome.clone()).or_default() += 1;
+    }
+    m
+}
+
+fn assert_outcomes(name: &str, report: &serde_json::Value, want: &BTreeMap<String, u64>) {
+    let got = &report["overall"]["outcomes"];
+    for (k, v) in want {
+        assert_eq!(got[k].as_u64(), Some(*v), "{name}: outcome {k}");
+    }
+    assert_eq!(got["unknown"].as_u64(), Some(0), "{name}: unknown outcomes");
+}
+
+#[test]
+fn traces_alone_give_the_sample_exactly() {
+    for name in scenario_names() {
+        let c = case(name);
+        let r = gate_dist(&[&c.dir.path().join("traces.jsonl")]);
+        let o = &r["overall"];
+        assert_eq!(
+            o["decisions"].as_u64(),
+            Some(c.sampled.len() as u64),
+            "{name}"
+        );
+        assert_outcomes(name, &r, &outcome_counts(&c.sampled));
+        let gates = || c.sampled.iter().filter_map(|t| t.truth_gate_input_ms);
+        assert_eq!(o["gate_input_ms"], dist(gates()), "{name}: gate input");
+        assert_eq!(
+            o["evidence"]["traced"].as_u64(),
+            Some(gates().count() as u64),
+            "{name}: every evaluated gate is traced"
+        );
+        assert_eq!(o["evidence"]["reconstructed"].as_u64(), Some(0), "{name}");
+        assert_eq!(
+            o["traced"]["decisions"].as_u64(),
+            Some(c.sampled.len() as u64)
+        );
+        assert_eq!(o["traced"]["joined"].as_u64(), Some(0), "{name}");
+        let t = &r["input"]["traces"];
+        assert_eq!(t["traces_only"], true, "{name}");
+        assert_eq!(t["decisions"].as_u64(), Some(c.sampled.len() as u64));
+        assert_eq!(t["without_profile"].as_u64(), Some(0), "{name}: profiles");
+        assert!(
+            t["note"].as_str().unwrap().contains("sampled decision"),
+            "{name}: the report says the figures are the sample's"
+        );
+        let i = &r["input"];
+        assert_eq!(i["lines_malformed"].as_u64(), Some(0), "{name}");
+        assert_eq!(
+            i["lines_total"].as_u64(),
+            Some(i["lines_used"].as_u64().unwrap() + i["lines_ignored"].as_u64().unwrap()),
+            "{name}: every line accounted for"
+        );
+        // The deployments are the truth's, from the resource attributes.
+        let mut deps: Vec<&str> = r["deployments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap())
+            .collect();
+        deps.sort_unstable();
+        let mut want: Vec<&str> = c.sampled.iter().map(|t| t.deployment.as_str()).collect();
+        want.sort_unstable();
+        want.dedup();
+        assert_eq!(deps, want, "{name}: deployments");
+    }
+}
+
+/// The reconstruction's gate input per (request id, profile, filter), from the
+/// logs alone, as gate-dist computes it with its default config: the
+/// evidence and the value.
+type Key = (String, String, String);
+
+fn reconstructed(log: &[u8]) -> HashMap<Key, (Option<Evidence>, Option<f64>)> {
+    let parsed = parse_slice("epp.log", log, &ParseOptions::default()).unwrap();
+    let mut ordered = Vec::new();
+    let mut reorder = Reorder::new(ReconstructOptions::default().reorder_window_s);
+    for d in parsed.decisions() {
+        reorder.push(DecisionInput::from(d), &mut |x| ordered.push(x));
+    }
+    reorder.finish(&mut |x| ordered.push(x));
+    let mut r = Reconstructor::new(ReconstructOptions::default());
+    let config = Config::default();
+    let mut out = HashMap::new();
+    for d in &ordered {
+        let s = r.sample(d, &config);
+        let key = (
+            d.request_id.clone().unwrap_or_default(),
+            d.profile.clone().unwrap_or_default(),
+            d.filter.clone().unwrap_or_default(),
+        );
+        out.insert(key, (s.evidence, s.gate_input_ms));
+    }
+    out
+}
+
+#[test]
+fn logs_and_traces_join_and_validate_the_reconstruction() {
+    for name in scenario_names() {
+        let c = case(name);
+        let logs_only = gate_dist(&[&c.dir.path().join("epp.log")]);
+        let r = gate_dist(&[
+            &c.dir.path().join("epp.log"),
+            &c.dir.path().join("traces.jsonl"),
+        ]);
+        let o = &r["overall"];
+        // The population is the logs'.
+        assert_eq!(o["decisions"], logs_only["overall"]["decisions"], "{name}");
+        assert_eq!(o["outcomes"], logs_only["overall"]["outcomes"], "{name}");
+        assert_eq!(
+            o["decisions"].as_u64(),
+            Some(c.truth.len() as u64),
+            "{name}: every decision of the logs"
+        );
+        let t = &r["input"]["traces"];
+        assert_eq!(t["traces_only"], false, "{name}");
+        assert_eq!(
+            t["joined"].as_u64(),
+            Some(c.sampled.len() as u64),
+            "{name}: joined"
+        );
+        assert_eq!(t["unmatched"].as_u64(), Some(0), "{name}");
+        let tr = &o["traced"];
+        assert_eq!(tr["decisions"].as_u64(), Some(c.sampled.len() as u64));
+        assert_eq!(tr["joined"].as_u64(), Some(c.sampled.len() as u64));
+        let gates = || c.sampled.iter().filter_map(|t| t.truth_gate_input_ms);
+        assert_eq!(tr["gate_input_ms"], dist(gates()), "{name}: traced input");
+
+        // The self-validation, measured here from the logs alone and the truth.
+        let rec = reconstructed(&c.log);
+        let mut pairs = Vec::new();
+        let (mut logged, mut observed, mut unknown) = (0u64, 0u64, 0u64);
+        for s in &c.sampled {
+            let Some(truth) = s.truth_gate_input_ms else {
+                continue;
+            };
+            let key = (s.request_id.clone(), s.profile.clone(), s.filter.clone());
+            match rec.get(&key) {
+                Some((Some(Evidence::Reconstructed), Some(v))) => pairs.push((*v, truth)),
+                Some((Some(Evidence::Logged), _)) => logged += 1,
+                Some((Some(Evidence::Observed), _)) => observed += 1,
+                _ => unknown += 1,
+            }
+        }
+        let v = &tr["validation"];
+        assert_eq!(v["traced_inputs"].as_u64(), Some(gates().count() as u64));
+        assert_eq!(
+            v["pairs"].as_u64(),
+            Some(pairs.len() as u64),
+            "{name}: pairs"
+        );
+        assert_eq!(v["logged"].as_u64(), Some(logged), "{name}: logged");
+        assert_eq!(v["observed"].as_u64(), Some(observed), "{name}: observed");
+        assert_eq!(
+            v["reconstruction_unknown"].as_u64(),
+            Some(unknown),
+            "{name}"
+        );
+        let abs = dist(pairs.iter().map(|(r, t)| (r - t).abs()));
+        assert_eq!(v["abs_error_ms"], abs, "{name}: |reconstructed - traced|");
+        assert_eq!(
+            v["error_ms"],
+            dist(pairs.iter().map(|(r, t)| r - t)),
+            "{name}: signed error"
+        );
+        assert_eq!(
+            v["reconstructed_ms"],
+            dist(pairs.iter().map(|(r, _)| *r)),
+            "{name}"
+        );
+        assert_eq!(
+            v["traced_ms"],
+            dist(pairs.iter().map(|(_, t)| *t)),
+            "{name}"
+        );
+        // Traced decisions replace the reconstruction's value in the audit.
+        assert_eq!(
+            o["evidence"]["traced"].as_u64(),
+            Some(gates().count() as u64),
+            "{name}"
+        );
+    }
+}
