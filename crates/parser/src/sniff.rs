@@ -24,7 +24,7 @@ const KINDS: &[(&str, LineTest)] = &[
     ("OpenTelemetry traces", crate::trace::looks_like_trace_line),
 ];
 
-/// The kinds, for messages: `EPP log lines, vLLM log lines or decision records`.
+/// The kinds, for messages: `EPP log lines, vLLM log lines, decision records or OpenTelemetry traces`.
 pub(crate) fn kinds_list() -> String {
     let names: Vec<&str> = KINDS.iter().map(|(n, _)| *n).collect();
     match names.split_last() {
@@ -89,6 +89,11 @@ mod tests {
         // Blank lines and other lines before the first known one.
         let later = b"\n\nsome banner\n{\"level\":\"info\",\"msg\":\"x\"}\n";
         assert_eq!(sniff(later), Some("EPP log lines"));
+        // Traces: a Collector file-exporter line, a pretty-printed response.
+        let otlp = br#"{"resourceSpans":[{"resource":{"attributes":[]},"scopeSpans":[]}]}"#;
+        assert_eq!(sniff(otlp), Some("OpenTelemetry traces"));
+        let jaeger = b"{\n  \"data\": [\n    {\n";
+        assert_eq!(sniff(jaeger), Some("OpenTelemetry traces"));
     }
 
     #[test]
@@ -104,7 +109,7 @@ mod tests {
         assert_eq!(sniff(br#"{"a":1,"b":[2]}"#), None);
         assert_eq!(
             kinds_list(),
-            "EPP log lines, vLLM log lines or decision records"
+            "EPP log lines, vLLM log lines, decision records or OpenTelemetry traces"
         );
     }
 }
