@@ -451,17 +451,41 @@ pub(crate) fn run<R: Read>(
 }
 
 /// A stream whose first bytes were read, chained before the rest.
-type Peeked<R> = std::io::Chain<std::io::Cursor<Vec<u8>>, R>;
+///
+/// When the peek reached the end of the stream, the rest is never read
+/// again: a terminal gives its end (Ctrl-D) once, and a second read would
+/// wait for more input.
+pub(crate) struct Peeked<R> {
+    head: std::io::Cursor<Vec<u8>>,
+    rest: Option<R>,
+}
+
+impl<R: Read> Read for Peeked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.head.read(buf)?;
+        if n > 0 || buf.is_empty() {
+            return Ok(n);
+        }
+        match &mut self.rest {
+            Some(r) => r.read(buf),
+            None => Ok(0),
+        }
+    }
+}
 
 /// A decoded stream with its start peeked: the stream (the peeked bytes
 /// chained before the rest) and whether it is a trace input (forced by
 /// [`InputFormat::Traces`], detected by content with [`InputFormat::Auto`]).
 fn sniffed<R: Read>(mut r: R, opts: &ParseOptions) -> std::io::Result<(Peeked<R>, bool)> {
-    let (head, looks) = match opts.format {
+    let (head, looks, ended) = match opts.format {
         InputFormat::Auto => input::peek(&mut r)?,
-        f => (Vec::new(), f == InputFormat::Traces),
+        f => (Vec::new(), f == InputFormat::Traces, false),
     };
-    Ok((std::io::Cursor::new(head).chain(r), looks))
+    let peeked = Peeked {
+        head: std::io::Cursor::new(head),
+        rest: (!ended).then_some(r),
+    };
+    Ok((peeked, looks))
 }
 
 /// Reads a trace input on this thread ([`crate::trace`]).

@@ -600,15 +600,19 @@ pub(crate) fn decode<R: Read>(mut r: R) -> io::Result<(Decoded<R>, bool, Arc<Ato
 pub(crate) const PEEK_BYTES: usize = 4096;
 
 /// Reads the start of a (decoded) stream, up to [`PEEK_BYTES`] or its end,
-/// and returns those bytes and whether they start a trace document
-/// ([`crate::looks_like_traces`]); read them again by chaining them before
-/// the rest.
-pub(crate) fn peek<R: Read>(r: &mut R) -> io::Result<(Vec<u8>, bool)> {
+/// and returns those bytes, whether they start a trace document
+/// ([`crate::looks_like_traces`]), and whether the stream ended; read them
+/// again by chaining them before the rest.
+pub(crate) fn peek<R: Read>(r: &mut R) -> io::Result<(Vec<u8>, bool, bool)> {
     let mut head = vec![0u8; PEEK_BYTES];
     let mut got = 0;
+    let mut ended = false;
     while got < head.len() {
         match r.read(&mut head[got..]) {
-            Ok(0) => break,
+            Ok(0) => {
+                ended = true;
+                break;
+            }
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -616,7 +620,7 @@ pub(crate) fn peek<R: Read>(r: &mut R) -> io::Result<(Vec<u8>, bool)> {
     }
     head.truncate(got);
     let traces = crate::trace::looks_like_traces(&head);
-    Ok((head, traces))
+    Ok((head, traces, ended))
 }
 
 /// Whether a file holds traces, by its content (gzip or not). A file that
@@ -628,7 +632,7 @@ pub(crate) fn is_trace_file(path: &Path) -> bool {
     let Ok((mut r, _, _)) = decode(f) else {
         return false;
     };
-    peek(&mut r).is_ok_and(|(_, t)| t)
+    peek(&mut r).is_ok_and(|(_, t, _)| t)
 }
 
 /// The owner of a pod from its name: a Deployment's pod
