@@ -81,8 +81,8 @@ struct GenArgs {
     #[allow(clippy::option_option)]
     traces: Option<Option<PathBuf>>,
     /// Share of requests whose traces are kept (head sampling, per request,
-    /// deterministic in the seed), 0 to 1.
-    #[arg(long, value_name = "RATIO", default_value_t = 1.0)]
+    /// deterministic in the seed), 0 to 1; the EPP's default sampler keeps 0.1.
+    #[arg(long, value_name = "RATIO", default_value_t = 0.1)]
     trace_sample_ratio: f64,
 }
 
