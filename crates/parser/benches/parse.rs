@@ -2,7 +2,9 @@
 //! EPP log (eight deployments interleaved, with the endpoint dumps), parsed
 //! with 1 and 2 threads; and, per message, a block of copies of one line of
 //! that message (an ignored one, which must stay on the prefilter path, and
-//! used ones, which are scanned and assembled).
+//! used ones, which are scanned and assembled); and the same run's trace
+//! spans as OTLP/JSON lines (the Collector's `file` exporter), every
+//! request traced.
 //!
 //! ```text
 //! cargo bench -p gatecal-parser --bench parse
@@ -12,7 +14,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gatecal_parser::{ParseOptions, parse_slice};
-use gatecal_sim::{Variant, run, scenario};
+use gatecal_sim::{Variant, run, scenario, write_traces};
 
 /// About `bytes` of simulated log (whole lines).
 fn sample(bytes: usize) -> Vec<u8> {
@@ -88,5 +90,34 @@ fn parse(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, parse);
+/// About `bytes` of OTLP/JSON trace lines of the same run.
+fn trace_sample(bytes: usize) -> Vec<u8> {
+    let s = scenario("eight-deployments")
+        .expect("scenario")
+        .with_requests(3_000);
+    let out = run(&s, 1, &Variant::default());
+    let (lines, _) = write_traces(Vec::new(), &s, &out.truth, 1, 1.0).expect("traces");
+    let mut v = Vec::with_capacity(bytes + lines.len());
+    while v.len() < bytes {
+        v.extend_from_slice(&lines);
+    }
+    v
+}
+
+fn parse_traces(c: &mut Criterion) {
+    let traces = trace_sample(8 << 20);
+    let mut g = c.benchmark_group("parse_traces");
+    g.throughput(Throughput::Bytes(traces.len() as u64));
+    g.sample_size(20);
+    let opts = ParseOptions::default();
+    g.bench_function("otlp_json_lines", |b| {
+        b.iter(|| {
+            let p = parse_slice("bench/traces.jsonl", black_box(&traces), &opts).expect("parse");
+            black_box(p.items.len())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, parse, parse_traces);
 criterion_main!(benches);
