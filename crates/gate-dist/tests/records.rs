@@ -46,7 +46,8 @@ fn report(args: &[&str]) -> serde_json::Value {
         .args(["--format", "json", "--quiet"])
         .output()
         .unwrap();
-    let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
     // Exit 3: no decision (a vLLM-only file), with its empty report.
     let empty = v["deployments"].as_array().is_some_and(|d| d.is_empty());
     assert!(
