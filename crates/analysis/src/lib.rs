@@ -41,6 +41,7 @@ pub mod gate_dist;
 pub mod hist;
 pub mod input;
 pub mod pool;
+pub mod prometheus;
 mod queue;
 pub mod recommend;
 pub mod reconstruct;

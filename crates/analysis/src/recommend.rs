@@ -4,7 +4,8 @@
 //! # Method
 //!
 //! * **Peak prefill throughput**: the first available of, in order, the
-//!   user's value, calibration output, vLLM stats while saturated (see
+//!   user's value, vLLM's Prometheus counters while saturated (see
+//!   [`crate::prometheus`]), calibration output, vLLM stats while saturated (see
 //!   [`crate::throughput`]); a never-saturated deployment gets the vLLM lower
 //!   bound, and one with no evidence keeps its configured value. Every
 //!   estimate found is listed with its source and sample count.
@@ -47,6 +48,7 @@ use serde::Serialize;
 use crate::gate_dist::{ConfigSet, InputSummary, SourcedConfig};
 use crate::hist::SignedHistogram;
 use crate::input::DecisionInput;
+use crate::prometheus::{PromEstimator, PromSeries};
 use crate::reconstruct::{GateSample, ReconstructOptions, Reconstructor, Replay, two_sided};
 use crate::reorder::Reorder;
 use crate::stats::StatsAcc;
@@ -339,6 +341,7 @@ pub struct Recommend {
     reorder: Reorder,
     deps: BTreeMap<String, Dep>,
     vllm: Vec<VllmStats>,
+    prometheus: PromEstimator,
     /// Endpoint pod name (namespace and `-rank-N` removed) -> deployment,
     /// from the endpoints the EPP decisions name.
     pods: HashMap<String, String>,
@@ -376,6 +379,7 @@ impl Recommend {
             configs,
             deps: BTreeMap::new(),
             vllm: Vec::new(),
+            prometheus: PromEstimator::default(),
             pods: HashMap::new(),
             sink: None,
             cap: crate::pool::DeploymentCap::default(),
@@ -471,6 +475,11 @@ impl Recommend {
         self.vllm.push(s);
     }
 
+    /// Adds the series of one Prometheus `query_range` response.
+    pub fn push_prometheus(&mut self, series: Vec<PromSeries>) {
+        self.prometheus.push(series);
+    }
+
     /// The report.
     pub fn finish(mut self, input: InputSummary) -> RecommendReport {
         let mut due = Vec::new();
@@ -490,8 +499,11 @@ impl Recommend {
             }
         }
         let vllm = est.estimates();
+        let pods = std::mem::take(&mut self.pods);
+        let prom = self.prometheus.estimates(|p| pods.get(p).cloned());
+        self.pods = pods;
         let mut names: Vec<String> = self.deps.keys().cloned().collect();
-        for k in vllm.keys() {
+        for k in vllm.keys().chain(prom.keys()) {
             if !names.contains(k) {
                 names.push(k.clone());
             }
@@ -503,7 +515,8 @@ impl Recommend {
             let config = dep
                 .map(|d| d.config.clone())
                 .unwrap_or_else(|| self.configs.lookup(&name, None).clone());
-            let peak = self.choose_peak(&name, vllm.get(&name), &config.parameters);
+            let peak =
+                self.choose_peak(&name, vllm.get(&name), prom.get(&name), &config.parameters);
             deployments.push(self.deployment(name, dep, config, peak));
         }
         RecommendReport {
@@ -514,8 +527,17 @@ impl Recommend {
         }
     }
 
-    fn choose_peak(&self, name: &str, vllm: Option<&PeakEstimate>, config: &Config) -> PeakReport {
+    fn choose_peak(
+        &self,
+        name: &str,
+        vllm: Option<&PeakEstimate>,
+        prom: Option<&PeakEstimate>,
+        config: &Config,
+    ) -> PeakReport {
         let mut estimates = Vec::new();
+        if let Some(p) = prom {
+            estimates.push(p.clone());
+        }
         if let Some(v) = self.opts.user_peak {
             estimates.push(PeakEstimate {
                 value: v,

@@ -91,6 +91,9 @@ use serde::Serialize;
 pub enum PeakSource {
     /// `--peak-prefill-throughput`.
     User,
+    /// vLLM's Prometheus counters (computed prompt tokens) while requests
+    /// waited.
+    Prometheus,
     /// Calibration output.
     Calibration,
     /// vLLM stats lines while saturated.
@@ -107,6 +110,7 @@ impl PeakSource {
     pub fn as_str(self) -> &'static str {
         match self {
             PeakSource::User => "user",
+            PeakSource::Prometheus => "prometheus",
             PeakSource::Calibration => "calibration",
             PeakSource::VllmStats => "vllm_stats",
             PeakSource::VllmStatsUnsaturated => "vllm_stats_unsaturated",
@@ -152,7 +156,7 @@ struct Line {
 /// A stretch of saturated intervals of one engine, reduced to blocks of
 /// [`BLOCK`] consecutive intervals: `(tokens counted, seconds)`.
 #[derive(Clone, Debug, Default)]
-struct Span {
+pub(crate) struct Span {
     /// Full prompt tokens (v1) or computed tokens (v0) per block, and the
     /// block's seconds.
     blocks: Vec<(f64, f64)>,
@@ -166,6 +170,17 @@ struct Span {
 }
 
 impl Span {
+    /// A span of exact counts (no hit-rate correction): `(tokens, seconds)`
+    /// per interval.
+    pub(crate) fn exact(intervals: Vec<(f64, f64)>) -> Span {
+        let max = intervals.iter().map(|i| i.0).fold(0.0, f64::max);
+        Span {
+            blocks: intervals,
+            max_interval_tokens: max,
+            ..Span::default()
+        }
+    }
+
     fn tokens(&self) -> f64 {
         self.blocks.iter().map(|b| b.0).sum()
     }
@@ -388,7 +403,7 @@ impl SplitMix {
 
 /// The peak from saturated spans, with its 90 % interval (see the module
 /// docs): `(estimate, [low, high], intervals)`.
-fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
+pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
     // Blocks with the span's hit correction applied.
     let blocks: Vec<(f64, f64)> = spans
         .iter()

@@ -524,3 +524,60 @@ pub fn pooled_warning(p: &gatecal_analysis::pool::Pooled) -> Option<String> {
         )
     })
 }
+
+/// Reads a file whole, gunzipping it when it starts with the gzip magic.
+fn read_maybe_gzip(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let raw = std::fs::read(path)?;
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(&raw[..]).read_to_end(&mut out)?;
+        Ok(out)
+    } else {
+        Ok(raw)
+    }
+}
+
+/// Whether a file starts like a Prometheus `query_range` response (gzip or
+/// not): its first 4 KiB, decompressed if need be.
+fn is_prometheus(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut raw = Vec::new();
+    if f.take(4096).read_to_end(&mut raw).is_err() {
+        return false;
+    }
+    let head = if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        // A prefix of a gzip stream: decompress what it holds.
+        let _ = flate2::read::MultiGzDecoder::new(&raw[..])
+            .take(4096)
+            .read_to_end(&mut out);
+        out
+    } else {
+        raw
+    };
+    gatecal_analysis::prometheus::looks_like_query_range(&head)
+}
+
+/// Takes the Prometheus `query_range` responses out of the inputs (found by
+/// content, under any name) and reads them: `(file, series)`. A file that
+/// starts like one but does not parse is an error naming it.
+pub fn take_prometheus(
+    files: &mut InputFiles,
+) -> anyhow::Result<Vec<(String, Vec<gatecal_analysis::prometheus::PromSeries>)>> {
+    let taken = files.take_files(is_prometheus);
+    let mut out = Vec::with_capacity(taken.len());
+    for (display, path) in taken {
+        let bytes = read_maybe_gzip(&path).map_err(|e| anyhow::anyhow!("{display}: {e}"))?;
+        let series = gatecal_analysis::prometheus::parse_query_range(&bytes)
+            .map_err(|e| anyhow::anyhow!("{display}: {e}"))?;
+        out.push((display, series));
+    }
+    Ok(out)
+}

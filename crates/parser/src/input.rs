@@ -304,6 +304,21 @@ impl InputFiles {
         Ok(())
     }
 
+    /// Takes out of the files to read the regular files `take` claims (for
+    /// another reader, e.g. by their content): their display names and
+    /// paths, in order.
+    pub fn take_files(&mut self, mut take: impl FnMut(&Path) -> bool) -> Vec<(String, PathBuf)> {
+        let mut out = Vec::new();
+        self.files.retain(|f| match &f.path {
+            Some(p) if take(p) => {
+                out.push((f.display.clone(), p.clone()));
+                false
+            }
+            _ => true,
+        });
+        out
+    }
+
     /// The files skipped so far (the parse adds those whose content is not
     /// an input).
     pub fn skipped(&self) -> &[SkippedFile] {

@@ -10,7 +10,7 @@ use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::throughput::from_calibration_text;
 use gatecal_cli::output::{Outputs, report_format, report_renderer, run_info, table_width};
 use gatecal_cli::pipeline::{
-    Emitter, decision_input, input_files, no_decisions, read_inputs, summary,
+    Emitter, decision_input, input_files, no_decisions, read_inputs, summary, take_prometheus,
 };
 
 use crate::args::Args;
@@ -82,7 +82,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let out = outputs.open("-o", args.output.as_deref(), &mut files)?;
     let emitter = Emitter::open(&args.input, emit)?;
+    let prometheus = take_prometheus(&mut files)?;
     let mut recommend = Recommend::new(opts, configs);
+    for (_, series) in prometheus {
+        recommend.push_prometheus(series);
+    }
     if let Some(e) = &emitter {
         recommend = recommend.with_records(e.sink());
     }

@@ -152,3 +152,111 @@ fn no_decisions_exit_3_with_the_cause() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no EPP log line"));
 }
+
+/// The effective peak the simulator reports per deployment.
+fn effective_peaks(summary: &str) -> std::collections::BTreeMap<String, f64> {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(summary)).unwrap()).unwrap();
+    v["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| {
+            Some((
+                d["deployment"].as_str()?.to_string(),
+                d["effective_peak_prefill_tps"].as_f64()?,
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn prometheus_query_range_gives_the_exact_peak() {
+    // The EPP log ties the series' pods to deployments; the Prometheus
+    // responses are found by content in their folder.
+    let out = run(&[
+        &fixture("eight-deployments/epp.log"),
+        &fixture("eight-deployments/prometheus"),
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let truth = effective_peaks("eight-deployments/summary.json");
+    let mut from_prometheus = 0;
+    for d in v["deployments"].as_array().unwrap() {
+        let p = &d["peak_prefill_throughput"];
+        if p["source"] != "prometheus" {
+            continue;
+        }
+        from_prometheus += 1;
+        // Deployment `llm-d-<name>` (the namespace) of simulated `<name>`.
+        let name = d["name"].as_str().unwrap();
+        let want = truth[name.strip_prefix("llm-d-").unwrap_or(name)];
+        let got = p["value"].as_f64().unwrap();
+        assert!((got - want).abs() / want < 0.03, "{name}: {got} vs {want}");
+        let (a, b) = (
+            p["interval"][0].as_f64().unwrap(),
+            p["interval"][1].as_f64().unwrap(),
+        );
+        assert!(a <= want && want <= b, "{name}: {want} not in [{a}, {b}]");
+        // It comes first; the other estimates are listed after it.
+        let sources: Vec<&str> = p["estimates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["source"].as_str().unwrap())
+            .collect();
+        assert_eq!(sources[0], "prometheus");
+        assert!(sources.contains(&"config"), "{sources:?}");
+    }
+    assert!(from_prometheus >= 7, "{from_prometheus}");
+}
+
+#[test]
+fn prometheus_files_are_found_by_content_and_bad_ones_named() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    // A gzip copy under a name that says nothing.
+    for f in ["prompt_tokens_local_compute", "num_requests_waiting"] {
+        let raw = std::fs::read(fixture(&format!("glm-like/prometheus/{f}.json"))).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&raw).unwrap();
+        std::fs::write(dir.path().join(format!("{f}.dat")), gz.finish().unwrap()).unwrap();
+    }
+    let a = dir.path().join("prompt_tokens_local_compute.dat");
+    let b = dir.path().join("num_requests_waiting.dat");
+    let out = run(&[a.to_str().unwrap(), b.to_str().unwrap(), "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &v["deployments"][0];
+    assert_eq!(d["peak_prefill_throughput"]["source"], "prometheus");
+    // Without an EPP log, the series' namespace names the deployment.
+    assert_eq!(d["name"], "llm-d-glm");
+    let want = effective_peaks("glm-like/summary.json")["glm-5-2"];
+    let got = d["peak_prefill_throughput"]["value"].as_f64().unwrap();
+    assert!((got - want).abs() / want < 0.05, "{got} vs {want}");
+
+    // An error response names the file.
+    let bad = dir.path().join("q.json");
+    std::fs::write(
+        &bad,
+        r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"vllm:num_requests_waiting","pod":"p"},"values":[[1,"x"]]}]}}"#,
+    )
+    .unwrap();
+    let out = run(&[bad.to_str().unwrap(), "--format", "json"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("q.json") && err.contains("not a number"),
+        "{err}"
+    );
+}

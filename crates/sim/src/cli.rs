@@ -43,7 +43,8 @@ struct GenArgs {
     seed: u64,
     /// EPP log path (its folder is created if missing); truth goes to
     /// `<stem>.truth.jsonl`, the summary to
-    /// `<stem>.summary.json`, vLLM logs to `<stem>.vllm/<pod>.log`.
+    /// `<stem>.summary.json`, vLLM logs to `<stem>.vllm/<pod>.log`, the engines'
+    /// Prometheus series to `<stem>.prometheus/<query>.json`.
     #[arg(long)]
     out: Option<PathBuf>,
     /// About this many requests (stretches the scenario's duration).
@@ -148,6 +149,15 @@ fn summary_json(s: &Summary) -> Result<Vec<u8>> {
     Ok(v)
 }
 
+/// Writes the Prometheus `query_range` responses, one file per query.
+fn write_prometheus(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (name, bytes) in files {
+        write_file(&dir.join(name), bytes)?;
+    }
+    Ok(())
+}
+
 fn write_vllm(dir: &Path, logs: &[(String, Vec<u8>)]) -> Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     // Pod names change with the seed: drop the logs of an earlier run.
@@ -237,6 +247,7 @@ fn generate(a: &GenArgs) -> Result<()> {
             write_file(&sibling(out, ".summary.json"), &summary_json(&r.summary)?)?;
             if vllm {
                 write_vllm(&sibling(out, ".vllm"), &r.vllm_logs)?;
+                write_prometheus(&sibling(out, ".prometheus"), &r.prometheus)?;
             }
             if let Some(t) = &a.traces {
                 let path = t.clone().unwrap_or_else(|| sibling(out, ".traces.jsonl"));
@@ -393,6 +404,11 @@ fn gen_fixtures(dir: &Path) -> Result<()> {
             )?;
             write_file(&d.join("traces.tempo.json"), to_tempo(&otlp, 12).as_bytes())?;
         }
+        let pd = d.join("prometheus");
+        if pd.exists() {
+            fs::remove_dir_all(&pd).with_context(|| format!("clearing {}", pd.display()))?;
+        }
+        write_prometheus(&pd, &out.prometheus)?;
     }
     let vdir = dir.join("variants");
     for (label, name, (from, to), variant) in variant_samples() {

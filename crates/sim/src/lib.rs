@@ -143,6 +143,9 @@ pub struct SimOutput {
     pub epp_log: Vec<u8>,
     /// The vLLM log of each engine pod: `(pod name, bytes)`.
     pub vllm_logs: Vec<(String, Vec<u8>)>,
+    /// The engines' `vllm:*` Prometheus series as `query_range` responses,
+    /// one per query: `(file name, bytes)`.
+    pub prometheus: Vec<(String, Vec<u8>)>,
     /// One record per filter decision, in log order of the filter lines'
     /// requests.
     pub truth: Vec<TruthRecord>,
@@ -167,12 +170,13 @@ pub fn run(s: &Scenario, seed: u64, variant: &Variant) -> SimOutput {
         Ok(d) => (d.states, d.start_ns, d.end_ns),
         Err(_) => (Vec::new(), 0, 0),
     };
-    let (vllm_logs, peaks) = vllm::vllm_logs(s, &states, seed, start_ns, end_ns);
+    let v = vllm::vllm_logs(s, &states, seed, start_ns, end_ns);
     let mut summary = builder.finish(&s.name, seed);
-    vllm::add_peak_truth(&mut summary, &peaks);
+    vllm::add_peak_truth(&mut summary, &v.peaks);
     SimOutput {
         epp_log: log,
-        vllm_logs,
+        vllm_logs: v.logs,
+        prometheus: v.prometheus,
         truth,
         summary,
     }
@@ -189,6 +193,9 @@ pub struct StreamReport {
     pub summary: Summary,
     /// vLLM logs (empty unless requested).
     pub vllm_logs: Vec<(String, Vec<u8>)>,
+    /// Prometheus `query_range` responses (empty unless vLLM logs were
+    /// requested).
+    pub prometheus: Vec<(String, Vec<u8>)>,
 }
 
 /// Runs a scenario writing the EPP log and, optionally, the truth (one JSON
@@ -217,19 +224,19 @@ pub fn run_streaming(
         Ok(())
     })?;
     let mut summary = builder.finish(&s.name, seed);
-    let vllm_logs = if vllm {
-        let (logs, peaks) =
-            vllm::vllm_logs(s, &driven.states, seed, driven.start_ns, driven.end_ns);
-        vllm::add_peak_truth(&mut summary, &peaks);
-        logs
+    let (vllm_logs, prometheus) = if vllm {
+        let v = vllm::vllm_logs(s, &driven.states, seed, driven.start_ns, driven.end_ns);
+        vllm::add_peak_truth(&mut summary, &v.peaks);
+        (v.logs, v.prometheus)
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     Ok(StreamReport {
         epp_bytes: driven.bytes,
         records,
         summary,
         vllm_logs,
+        prometheus,
     })
 }
 

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{DepState, Job};
+use crate::model::{DepState, EndpointInfo, Job};
 use crate::rng::Rng;
 use crate::scenario::{Scenario, VllmFlavor};
 use crate::zap::vllm_time;
@@ -240,6 +240,105 @@ fn engine_lines(
     (out, truth)
 }
 
+/// Prometheus scrape interval of the simulated `query_range` responses, s.
+pub const SCRAPE_INTERVAL_S: i64 = 15;
+
+/// The `vllm:*` series an engine exports, one per query file, in file order:
+/// `(file stem, metric name, extra label)`.
+const PROM_SERIES: [(&str, &str, Option<(&str, &str)>); 6] = [
+    (
+        "prefix_cache_queries",
+        "vllm:prefix_cache_queries_total",
+        None,
+    ),
+    ("prefix_cache_hits", "vllm:prefix_cache_hits_total", None),
+    ("prompt_tokens", "vllm:prompt_tokens_total", None),
+    (
+        "prompt_tokens_local_compute",
+        "vllm:prompt_tokens_by_source_total",
+        Some(("source", "local_compute")),
+    ),
+    (
+        "prompt_tokens_cached",
+        "vllm:prompt_tokens_cached_total",
+        None,
+    ),
+    ("num_requests_waiting", "vllm:num_requests_waiting", None),
+];
+
+/// One engine's samples of the [`PROM_SERIES`] at each scrape: counters as
+/// vLLM v1 keeps them (queries and hits at scheduling; prompt tokens, by
+/// source and cached at prefill completion) and the waiting gauge.
+fn engine_series(jobs: &[Job], start_ns: i64, end_ns: i64) -> Vec<(i64, [f64; 6])> {
+    let mut out = Vec::new();
+    let step = SCRAPE_INTERVAL_S * 1_000_000_000;
+    let mut t = start_ns - start_ns.rem_euclid(step) + step;
+    while t <= end_ns {
+        let mut v = [0.0; 6];
+        for j in jobs {
+            if j.computed_tokens > 0 && j.start_ns <= t {
+                v[0] += j.prompt_tokens as f64;
+                v[1] += j.cached_tokens as f64;
+            }
+            if j.first_token_ns <= t {
+                v[2] += j.prompt_tokens as f64;
+                v[3] += j.computed_tokens as f64;
+                v[4] += (j.prompt_tokens - j.computed_tokens) as f64;
+            }
+            if j.arrive_ns <= t && t < j.start_ns {
+                v[5] += 1.0;
+            }
+        }
+        out.push((t, v));
+        t += step;
+    }
+    out
+}
+
+/// Labels of one engine's series: what a Kubernetes scrape of vLLM adds.
+fn engine_labels(e: &EndpointInfo, model: &str) -> String {
+    format!(
+        "\"engine\":\"{}\",\"instance\":\"{}\",\"job\":\"vllm\",\"model_name\":\"{}\",\"namespace\":\"{}\",\"pod\":\"{}\"",
+        e.rank,
+        e.host_port(),
+        model,
+        e.namespace,
+        e.pod
+    )
+}
+
+/// The Prometheus HTTP API `query_range` responses (one per query, as
+/// `curl .../api/v1/query_range?query=<metric>` prints them) for every
+/// engine of the scenario: `(file name, bytes)`.
+fn prometheus_files(per_engine: &[(String, Vec<(i64, [f64; 6])>)]) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    for (i, (stem, name, extra)) in PROM_SERIES.iter().enumerate() {
+        let mut b = String::from(
+            "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[",
+        );
+        for (k, (labels, samples)) in per_engine.iter().enumerate() {
+            if k > 0 {
+                b.push(',');
+            }
+            let _ = write!(b, "{{\"metric\":{{\"__name__\":\"{name}\",{labels}");
+            if let Some((lk, lv)) = extra {
+                let _ = write!(b, ",\"{lk}\":\"{lv}\"");
+            }
+            b.push_str("},\"values\":[");
+            for (n, (t, v)) in samples.iter().enumerate() {
+                if n > 0 {
+                    b.push(',');
+                }
+                let _ = write!(b, "[{:.3},\"{}\"]", *t as f64 / 1e9, v[i]);
+            }
+            b.push_str("]}");
+        }
+        b.push_str("]}}\n");
+        files.push((format!("{stem}.json"), b.into_bytes()));
+    }
+    files
+}
+
 /// The truth of a deployment's peak prefill throughput, from its prefill
 /// engines.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -255,17 +354,28 @@ pub struct PeakTruth {
     pub saturated_intervals: u64,
 }
 
-/// The vLLM log of every pod of every deployment, `(pod, bytes)`, in
-/// scenario order, and the peak truth of each deployment.
+/// What the engines of a run wrote.
+pub struct VllmOut {
+    /// The vLLM log of every pod of every deployment, `(pod, bytes)`, in
+    /// scenario order.
+    pub logs: Vec<(String, Vec<u8>)>,
+    /// The peak truth of each deployment.
+    pub peaks: Vec<PeakTruth>,
+    /// Prometheus `query_range` responses, `(file name, bytes)`.
+    pub prometheus: Vec<(String, Vec<u8>)>,
+}
+
+/// The vLLM logs, Prometheus series and peak truth of a run.
 pub fn vllm_logs(
     s: &Scenario,
     states: &[DepState],
     seed: u64,
     start_ns: i64,
     end_ns: i64,
-) -> (Vec<(String, Vec<u8>)>, Vec<PeakTruth>) {
+) -> VllmOut {
     let mut logs = Vec::new();
     let mut truths = Vec::new();
+    let mut series = Vec::new();
     for (di, (dep, st)) in s.deployments.iter().zip(states).enumerate() {
         let mut rng = Rng::derive(seed, 5000 + di as u64);
         let prefill_pool = dep
@@ -317,6 +427,10 @@ pub fn vllm_logs(
                         pool.kv_capacity_tokens,
                     );
                     lines.extend(l);
+                    series.push((
+                        engine_labels(e, &dep.model),
+                        engine_series(&ps.engines[ei].jobs, start_ns, end_ns),
+                    ));
                     if pi == prefill_pool {
                         tokens += t.backlog_tokens;
                         secs += t.backlog_secs;
@@ -338,7 +452,11 @@ pub fn vllm_logs(
             saturated_intervals: sat.get(sat.len() / 2).copied().unwrap_or(0),
         });
     }
-    (logs, truths)
+    VllmOut {
+        logs,
+        peaks: truths,
+        prometheus: prometheus_files(&series),
+    }
 }
 
 /// Sets each deployment's effective peak and saturated intervals in a summary.

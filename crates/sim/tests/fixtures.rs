@@ -74,6 +74,22 @@ fn committed_fixtures_are_regenerated_bytes() {
                 rel.display()
             );
         }
+        // The engines' Prometheus series, one file per query.
+        if let Ok(entries) = fs::read_dir(d.join("prometheus")) {
+            for e in entries {
+                let p = e.expect("entry").path();
+                let name = p.file_name().expect("name");
+                let fresh = fs::read(&p).expect("fresh");
+                let committed =
+                    fs::read(root.join(rel).join("prometheus").join(name)).unwrap_or_default();
+                assert!(
+                    fresh == committed,
+                    "fixtures/{}/prometheus/{} is stale",
+                    rel.display(),
+                    name.to_string_lossy()
+                );
+            }
+        }
     }
     let _ = fs::remove_dir_all(&out);
 }

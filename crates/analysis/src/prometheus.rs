@@ -1,0 +1,402 @@
+//! vLLM's Prometheus metrics, as `query_range` responses: the exact peak.
+//!
+//! # Input
+//!
+//! One file per query, as the Prometheus HTTP API prints it (`curl
+//! '…/api/v1/query_range?query=vllm:prefix_cache_queries_total&start=…&end=…&step=15s'`):
+//! `{"status":"success","data":{"resultType":"matrix","result":[{"metric":
+//! {labels},"values":[[unix seconds, "value"], …]}, …]}}`, or the bare
+//! `result` array (`[{"metric":…,"values":…}, …]`, what `promtool query
+//! range -o json` prints). Recognised by content ([`looks_like_query_range`]),
+//! gzip or not, under any name. The series used (others are counted and
+//! ignored):
+//!
+//! * `vllm:prompt_tokens_by_source_total{source="local_compute"}`: prompt
+//!   tokens this engine computed (newer builds), else
+//! * `vllm:prefix_cache_queries_total` − `vllm:prefix_cache_hits_total`:
+//!   prompt tokens looked up minus those found cached, counted when a
+//!   request is scheduled;
+//! * `vllm:num_requests_waiting`: the gauge that marks saturation.
+//!
+//! `vllm:prompt_tokens_total` and `vllm:prompt_tokens_cached_total` are read
+//! too: their difference is the computed tokens when neither of the above
+//! is there.
+//!
+//! # Method and error bound
+//!
+//! A series belongs to an engine by its `pod` label (else `instance`) and
+//! its `engine` label, and to a deployment by the pod: the deployment whose
+//! EPP decisions name that pod, else its `namespace` label, else the pod's
+//! owner. Counters are differenced sample to sample, a drop being a
+//! restart (the increment is then the new value, as `increase()` does).
+//! An interval between two samples is saturated when the waiting gauge is
+//! above zero at both ends; runs of at least [`MIN_RUN`] saturated samples
+//! count, less the first interval. The estimate is the computed tokens over
+//! the seconds of every saturated interval of the deployment's engines, a
+//! ratio of sums, with the same 90 % interval as the stats lines' (a
+//! bootstrap over intervals, widened by the prompt straddling each end of
+//! a run: counters move when a request is scheduled or completes, not as
+//! its tokens are computed). No hit-rate correction is needed: the counts
+//! are exact, so the error is the straddling prompts alone.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::throughput::{PeakEstimate, PeakSource, Span, from_spans};
+
+/// Minimum consecutive samples with requests waiting for a run to count.
+pub const MIN_RUN: usize = 3;
+
+/// One series of a response.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromSeries {
+    /// `__name__` (or the file's query when the labels lack it).
+    pub metric: String,
+    /// Every label but `__name__`.
+    pub labels: BTreeMap<String, String>,
+    /// `(unix seconds, value)`, in order.
+    pub samples: Vec<(f64, f64)>,
+}
+
+#[derive(Deserialize)]
+struct Response {
+    status: String,
+    data: Option<Data>,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    result: Vec<RawSeries>,
+}
+
+#[derive(Deserialize)]
+struct RawSeries {
+    metric: BTreeMap<String, String>,
+    #[serde(default)]
+    values: Vec<(f64, String)>,
+}
+
+/// Whether a file's first bytes are a `query_range` response (or a bare
+/// matrix): a JSON object naming `"resultType"` and `"matrix"`, or an array
+/// whose first element has `"metric"` and `"values"`.
+pub fn looks_like_query_range(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&head[..head.len().min(4096)]);
+    let t = text.trim_start();
+    if t.starts_with('{') {
+        t.contains("\"resultType\"") && t.contains("\"matrix\"")
+    } else if let Some(rest) = t.strip_prefix('[') {
+        let r = rest.trim_start();
+        r.starts_with('{') && r.contains("\"metric\"") && r.contains("\"values\"")
+    } else {
+        false
+    }
+}
+
+/// Reads one response. `Err` with the reason when it is not a successful
+/// matrix response or a value is not a number.
+pub fn parse_query_range(bytes: &[u8]) -> Result<Vec<PromSeries>, String> {
+    let trimmed = bytes.trim_ascii_start();
+    let raw: Vec<RawSeries> = if trimmed.starts_with(b"[") {
+        serde_json::from_slice(trimmed).map_err(|e| format!("not a Prometheus matrix: {e}"))?
+    } else {
+        let r: Response = serde_json::from_slice(trimmed)
+            .map_err(|e| format!("not a Prometheus query_range response: {e}"))?;
+        if r.status != "success" {
+            return Err(format!(
+                "the response's status is {:?}{}",
+                r.status,
+                r.error.map(|e| format!(": {e}")).unwrap_or_default()
+            ));
+        }
+        let d = r.data.ok_or("the response has no data")?;
+        if d.result_type != "matrix" {
+            return Err(format!(
+                "resultType {:?}: query_range answers a matrix (use query_range, not query)",
+                d.result_type
+            ));
+        }
+        d.result
+    };
+    let mut out = Vec::with_capacity(raw.len());
+    for mut s in raw {
+        let metric = s.metric.remove("__name__").unwrap_or_default();
+        let mut samples = Vec::with_capacity(s.values.len());
+        for (t, v) in s.values {
+            let x: f64 = v
+                .parse()
+                .map_err(|_| format!("{metric}: sample at {t} is not a number: {v:?}"))?;
+            if t.is_finite() && x.is_finite() {
+                samples.push((t, x));
+            }
+        }
+        samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+        out.push(PromSeries {
+            metric,
+            labels: s.metric,
+            samples,
+        });
+    }
+    Ok(out)
+}
+
+/// The counters and gauge of one engine, by timestamp (milliseconds).
+#[derive(Clone, Debug, Default)]
+struct Engine {
+    deployment: String,
+    local_compute: BTreeMap<i64, f64>,
+    queries: BTreeMap<i64, f64>,
+    hits: BTreeMap<i64, f64>,
+    prompt: BTreeMap<i64, f64>,
+    cached: BTreeMap<i64, f64>,
+    waiting: BTreeMap<i64, f64>,
+}
+
+/// Series pooled from every response, per engine.
+#[derive(Clone, Debug, Default)]
+pub struct PromEstimator {
+    series: Vec<PromSeries>,
+    /// Series read, and those of no use here.
+    pub read: u64,
+    /// Series ignored (another metric, or no pod/instance label).
+    pub ignored: u64,
+}
+
+/// The counter's increments per sample, a drop counting as a restart.
+fn increments(c: &BTreeMap<i64, f64>) -> BTreeMap<i64, f64> {
+    let mut out = BTreeMap::new();
+    let mut prev: Option<f64> = None;
+    for (&t, &v) in c {
+        if let Some(p) = prev {
+            out.insert(t, if v >= p { v - p } else { v });
+        }
+        prev = Some(v);
+    }
+    out
+}
+
+impl PromEstimator {
+    /// Adds the series of one response.
+    pub fn push(&mut self, series: Vec<PromSeries>) {
+        self.read += series.len() as u64;
+        self.series.extend(series);
+    }
+
+    /// Whether no series was read.
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty()
+    }
+
+    /// The estimate of each deployment, with `deployment_of(pod)` naming
+    /// the deployment of a pod the EPP decisions know.
+    pub fn estimates(
+        &mut self,
+        deployment_of: impl Fn(&str) -> Option<String>,
+    ) -> BTreeMap<String, PeakEstimate> {
+        let mut engines: BTreeMap<String, Engine> = BTreeMap::new();
+        let mut ignored = 0;
+        for s in &self.series {
+            let pod = s.labels.get("pod").or_else(|| s.labels.get("instance"));
+            let Some(pod) = pod else {
+                ignored += 1;
+                continue;
+            };
+            let key = format!(
+                "{pod}#{}",
+                s.labels.get("engine").map(String::as_str).unwrap_or("0")
+            );
+            let name = s.metric.trim_end_matches("_total");
+            let e = engines.entry(key).or_insert_with(|| Engine {
+                deployment: deployment_of(pod)
+                    .or_else(|| s.labels.get("namespace").cloned())
+                    .unwrap_or_else(|| gatecal_parser::pod_owner(pod).to_string()),
+                ..Engine::default()
+            });
+            let target = match name {
+                "vllm:prompt_tokens_by_source" => {
+                    match s.labels.get("source").map(String::as_str) {
+                        Some("local_compute") => &mut e.local_compute,
+                        _ => {
+                            ignored += 1;
+                            continue;
+                        }
+                    }
+                }
+                "vllm:prefix_cache_queries" => &mut e.queries,
+                "vllm:prefix_cache_hits" => &mut e.hits,
+                "vllm:prompt_tokens" => &mut e.prompt,
+                "vllm:prompt_tokens_cached" => &mut e.cached,
+                "vllm:num_requests_waiting" => &mut e.waiting,
+                _ => {
+                    ignored += 1;
+                    continue;
+                }
+            };
+            for &(t, v) in &s.samples {
+                target.insert((t * 1000.0).round() as i64, v);
+            }
+        }
+        self.ignored = ignored;
+        let mut per_dep: BTreeMap<String, (Vec<Span>, u64, &'static str)> = BTreeMap::new();
+        for e in engines.values() {
+            // Computed tokens per interval, from the best counters present.
+            let (computed, what) = if !e.local_compute.is_empty() {
+                (increments(&e.local_compute), "local-compute prompt tokens")
+            } else if !e.queries.is_empty() && !e.hits.is_empty() {
+                let (q, h) = (increments(&e.queries), increments(&e.hits));
+                (
+                    q.iter()
+                        .filter_map(|(t, x)| Some((*t, (x - h.get(t)?).max(0.0))))
+                        .collect(),
+                    "prefix-cache queries − hits",
+                )
+            } else if !e.prompt.is_empty() && !e.cached.is_empty() {
+                let (p, c) = (increments(&e.prompt), increments(&e.cached));
+                (
+                    p.iter()
+                        .filter_map(|(t, x)| Some((*t, (x - c.get(t)?).max(0.0))))
+                        .collect(),
+                    "prompt tokens − cached prompt tokens",
+                )
+            } else {
+                continue;
+            };
+            let ts: Vec<i64> = e.waiting.keys().copied().collect();
+            let mut spans = Vec::new();
+            let mut i = 0;
+            while i < ts.len() {
+                if e.waiting[&ts[i]] <= 0.0 {
+                    i += 1;
+                    continue;
+                }
+                let mut j = i;
+                while j + 1 < ts.len() && e.waiting[&ts[j + 1]] > 0.0 {
+                    j += 1;
+                }
+                if j + 1 - i >= MIN_RUN {
+                    let intervals: Vec<(f64, f64)> = (i + 1..=j)
+                        .filter_map(|k| {
+                            let c = computed.get(&ts[k])?;
+                            Some((*c, (ts[k] - ts[k - 1]) as f64 / 1000.0))
+                        })
+                        .filter(|x| x.1 > 0.0)
+                        .collect();
+                    if !intervals.is_empty() {
+                        spans.push(Span::exact(intervals));
+                    }
+                }
+                i = j + 1;
+            }
+            let d = per_dep
+                .entry(e.deployment.clone())
+                .or_insert((Vec::new(), 0, what));
+            if !spans.is_empty() {
+                d.1 += 1;
+            }
+            d.0.extend(spans);
+        }
+        let mut out = BTreeMap::new();
+        for (dep, (spans, n_engines, what)) in per_dep {
+            let Some((v, interval, n)) = from_spans(&spans) else {
+                continue;
+            };
+            out.insert(
+                dep,
+                PeakEstimate {
+                    value: v,
+                    source: PeakSource::Prometheus,
+                    samples: n,
+                    spread_low: None,
+                    spread_high: None,
+                    interval: Some(interval),
+                    engines: n_engines,
+                    method: format!(
+                        "{what} per second from vLLM's Prometheus counters over {n} scrape interval(s) with requests waiting on {n_engines} engine(s); 90 % interval from a bootstrap over intervals widened by the straddling prompts"
+                    ),
+                },
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(metric: &str, extra: &str, values: &[(f64, f64)]) -> String {
+        let v: Vec<String> = values
+            .iter()
+            .map(|(t, x)| format!("[{t},\"{x}\"]"))
+            .collect();
+        format!(
+            "{{\"status\":\"success\",\"data\":{{\"resultType\":\"matrix\",\"result\":[{{\"metric\":{{\"__name__\":\"{metric}\",\"pod\":\"p-0\",\"namespace\":\"ns\"{extra}}},\"values\":[{}]}}]}}}}",
+            v.join(",")
+        )
+    }
+
+    #[test]
+    fn detects_responses_and_bare_matrices() {
+        let r = response("vllm:num_requests_waiting", "", &[(1.0, 0.0)]);
+        assert!(looks_like_query_range(r.as_bytes()));
+        assert!(looks_like_query_range(
+            b"  [{\"metric\":{\"__name__\":\"x\"},\"values\":[[1,\"2\"]]}]"
+        ));
+        assert!(!looks_like_query_range(b"{\"ts\":1,\"msg\":\"x\"}"));
+        assert!(!looks_like_query_range(b"INFO 08-21 14:36:14 x"));
+        let e = parse_query_range(
+            b"{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":\"parse error\"}",
+        )
+        .unwrap_err();
+        assert!(e.contains("parse error"), "{e}");
+        let e = parse_query_range(
+            b"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[]}}",
+        )
+        .unwrap_err();
+        assert!(e.contains("vector"), "{e}");
+    }
+
+    #[test]
+    fn saturated_rate_with_a_counter_reset() {
+        // 1000 tokens/s computed while 2 requests wait, 15 s scrapes; the
+        // counter restarts at t = 90.
+        let mut c = Vec::new();
+        let mut w = Vec::new();
+        let mut total = 0.0;
+        for k in 0..12 {
+            let t = 15.0 * k as f64;
+            if k == 6 {
+                total = 15_000.0;
+            } else if k > 0 {
+                total += 15_000.0;
+            }
+            c.push((t, total));
+            w.push((t, if (1..11).contains(&k) { 2.0 } else { 0.0 }));
+        }
+        let mut est = PromEstimator::default();
+        est.push(
+            parse_query_range(
+                response(
+                    "vllm:prompt_tokens_by_source_total",
+                    ",\"source\":\"local_compute\"",
+                    &c,
+                )
+                .as_bytes(),
+            )
+            .unwrap(),
+        );
+        est.push(
+            parse_query_range(response("vllm:num_requests_waiting", "", &w).as_bytes()).unwrap(),
+        );
+        let e = est.estimates(|p| (p == "p-0").then(|| "dep".to_string()));
+        let p = &e["dep"];
+        assert_eq!(p.source, PeakSource::Prometheus);
+        assert!((p.value - 1000.0).abs() < 1e-6, "{}", p.value);
+        assert_eq!(p.samples, 9);
+        let [a, b] = p.interval.unwrap();
+        assert!(a <= 1000.0 && 1000.0 <= b);
+    }
+}
