@@ -245,7 +245,17 @@ pub const SCRAPE_INTERVAL_S: i64 = 15;
 
 /// The `vllm:*` series an engine exports, one per query file, in file order:
 /// `(file stem, metric name, extra label)`.
-const PROM_SERIES: [(&str, &str, Option<(&str, &str)>); 6] = [
+/// A series: file stem, metric name, and an extra label.
+type PromSeries = (
+    &'static str,
+    &'static str,
+    Option<(&'static str, &'static str)>,
+);
+
+/// One engine's labels and its samples at each scrape.
+type EngineSeries = (String, Vec<(i64, [f64; 6])>);
+
+const PROM_SERIES: [PromSeries; 6] = [
     (
         "prefix_cache_queries",
         "vllm:prefix_cache_queries_total",
@@ -310,7 +320,7 @@ fn engine_labels(e: &EndpointInfo, model: &str) -> String {
 /// The Prometheus HTTP API `query_range` responses (one per query, as
 /// `curl .../api/v1/query_range?query=<metric>` prints them) for every
 /// engine of the scenario: `(file name, bytes)`.
-fn prometheus_files(per_engine: &[(String, Vec<(i64, [f64; 6])>)]) -> Vec<(String, Vec<u8>)> {
+fn prometheus_files(per_engine: &[EngineSeries]) -> Vec<(String, Vec<u8>)> {
     let mut files = Vec::new();
     for (i, (stem, name, extra)) in PROM_SERIES.iter().enumerate() {
         let mut b = String::from(
