@@ -50,3 +50,11 @@ memory:
 [doc('Everything CI checks.')]
 ci:
     bash .ci/run
+
+[doc('Seed fuzz/corpus/TARGET/ for every fuzz target from the fixtures.')]
+fuzz-seed:
+    bash fuzz/seed.sh
+
+[doc('Run one fuzz target (line, assembler, pipeline, decisions, config) for SECONDS; needs nightly and cargo-fuzz (docs/fuzzing.md).')]
+fuzz TARGET SECONDS='600':
+    cd fuzz && nice -n 15 cargo +nightly fuzz run {{TARGET}} corpus/{{TARGET}} -- -max_total_time={{SECONDS}} -dict=dict/log.dict -print_final_stats=1
