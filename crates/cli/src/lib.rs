@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod bounds;
 pub mod duration;
 pub mod filter_args;
 pub mod generate;

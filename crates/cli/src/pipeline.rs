@@ -45,8 +45,9 @@ pub struct InputArgs {
     /// kubelet timestamps or other absolute times of the same input.
     #[arg(long, value_name = "YEAR")]
     pub year: Option<i32>,
-    /// Threads for reading and parsing (default: the machine's cores, at most 8).
-    #[arg(short = 'j', long, value_name = "N")]
+    /// Threads for reading and parsing, 1 to 256 (default: the machine's
+    /// cores, at most 8).
+    #[arg(short = 'j', long, value_name = "N", value_parser = crate::bounds::parse_threads)]
     pub threads: Option<usize>,
     /// No progress on stderr.
     #[arg(long, short)]

@@ -6,6 +6,7 @@ use clap::Parser;
 use gatecal_analysis::gate_dist::{GateDistOptions, TimeRange};
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::whatif::{WhatIfSpec, matched_tokens_specs};
+use gatecal_cli::bounds::{MAX_BINS, check_list, parse_window};
 use gatecal_cli::duration::parse_seconds;
 use gatecal_cli::filter_args::FilterArgs;
 use gatecal_cli::pipeline::InputArgs;
@@ -105,7 +106,7 @@ pub struct Args {
     pub until: Option<String>,
 
     /// Also report per time window of this length, to show drift (e.g. 1h).
-    #[arg(long, value_name = "DURATION", value_parser = parse_seconds)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_window)]
     pub window: Option<f64>,
 
     /// Output format: table, markdown, json, csv [default: from -o's extension,
@@ -133,7 +134,7 @@ pub struct Args {
     #[arg(long, value_name = "SCALE", default_value = "linear", value_parser = ["linear", "log"])]
     pub svg_scale: String,
 
-    /// Histogram bins.
+    /// Histogram bins (2 to 10000).
     #[arg(long, value_name = "N", default_value_t = 40)]
     pub bins: usize,
 }
@@ -141,6 +142,8 @@ pub struct Args {
 impl Args {
     /// The audit's options.
     pub fn options(&self) -> anyhow::Result<GateDistOptions> {
+        check_list("--what-if-bar", self.what_if_bar.len())?;
+        check_list("--what-if-peak", self.what_if_peak.len())?;
         let mut what_if: Vec<WhatIfSpec> = Vec::new();
         for &b in &self.what_if_bar {
             anyhow::ensure!(b >= 0.0 && b.is_finite(), "--what-if-bar {b}: must be >= 0");
@@ -163,7 +166,11 @@ impl Args {
             self.pinned_worse_min.is_finite(),
             "--pinned-worse-min must be a number"
         );
-        anyhow::ensure!(self.bins >= 2, "--bins must be at least 2");
+        anyhow::ensure!(
+            (2..=MAX_BINS).contains(&self.bins),
+            "--bins {}: give 2 to {MAX_BINS}",
+            self.bins
+        );
         let now = gatecal_cli::time::now();
         let time = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<f64>> {
             v.as_deref()

@@ -50,13 +50,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         audit = audit.with_records(e.sink());
     }
     let emit = emitter.is_some();
+    let mut windows = gatecal_cli::bounds::WindowBound::new(args.window);
     let inputs = read_inputs(
         &args.input,
         files,
         "gate-dist",
-        |d| audit.push(decision_input(d, emit)),
+        |d| {
+            if windows.admit(d.ts) {
+                audit.push(decision_input(d, emit));
+            }
+        },
         |_| {},
     )?;
+    windows.finish()?;
     let report = audit.finish(summary(&inputs));
     if let Some(e) = emitter {
         e.finish()?;

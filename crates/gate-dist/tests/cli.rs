@@ -230,14 +230,19 @@ fn strict_fails_on_malformed_lines_and_names_them() {
 
 #[test]
 fn a_closed_pipe_is_success() {
-    // A report larger than a pipe's buffer, read for one byte then closed.
-    let bars: Vec<String> = (1..4000).map(|i| (i * 10).to_string()).collect();
+    // A report larger than a pipe's buffer (the widest histogram and
+    // what-if lists), read for one byte then closed.
+    let bars: Vec<String> = (1..=64).map(|i| (i * 10).to_string()).collect();
     let mut child = bin()
         .args([
             &fixture("glm-like/epp.log"),
             "--format",
             "json",
+            "--bins",
+            "10000",
             "--what-if-bar",
+            &bars.join(","),
+            "--what-if-peak",
             &bars.join(","),
         ])
         .stdout(Stdio::piped())

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use gatecal_cli::bounds::parse_window;
 use gatecal_cli::duration::parse_seconds;
 use gatecal_cli::filter_args::FilterArgs;
 use gatecal_cli::pipeline::InputArgs;
@@ -64,7 +65,7 @@ pub struct Args {
     pub calibration: Vec<String>,
 
     /// Break-even bar per time window of this length, to show drift (e.g. 1h).
-    #[arg(long, value_name = "DURATION", value_parser = parse_seconds)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_window)]
     pub window: Option<f64>,
 
     /// Longest time a carried-forward endpoint load is trusted (e.g. 30s).

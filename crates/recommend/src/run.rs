@@ -92,13 +92,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let emit = emitter.is_some();
     let rec = RefCell::new(recommend);
+    let mut windows = gatecal_cli::bounds::WindowBound::new(args.window);
     let inputs = read_inputs(
         &args.input,
         files,
         "recommend",
-        |d| rec.borrow_mut().push_decision(decision_input(d, emit)),
+        |d| {
+            if windows.admit(d.ts) {
+                rec.borrow_mut().push_decision(decision_input(d, emit));
+            }
+        },
         |s| rec.borrow_mut().push_vllm(s),
     )?;
+    windows.finish()?;
     let report = rec.into_inner().finish(summary(&inputs));
     if let Some(e) = emitter {
         e.finish()?;
