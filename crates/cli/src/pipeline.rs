@@ -506,7 +506,8 @@ fn report_skipped(bin: &str, ledger: &Ledger) {
         &format!("{n} file(s) not read:"),
     );
     for s in ledger.skipped.iter().take(SKIPPED_LISTED) {
-        eprintln!("  {s}");
+        // File names may hold anything: no control reaches the terminal.
+        eprintln!("  {}", gatecal_render::escape::terminal(&s.to_string()));
     }
     if n > SKIPPED_LISTED {
         eprintln!("  … and {} more", n - SKIPPED_LISTED);

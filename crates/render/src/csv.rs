@@ -36,13 +36,10 @@ use crate::Renderer;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Csv;
 
-/// Quotes a field when needed.
+/// One field: guarded against formula injection and quoted when needed
+/// ([`crate::escape::csv`]).
 pub fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+    crate::escape::csv(s).into_owned()
 }
 
 fn opt(v: Option<f64>) -> String {

@@ -28,6 +28,7 @@ use gatecal_analysis::gate_dist::GateDistReport;
 use gatecal_analysis::recommend::RecommendReport;
 
 pub mod csv;
+pub mod escape;
 pub mod json;
 pub mod markdown;
 pub mod num;

@@ -10,9 +10,9 @@ use std::io::{self, Write};
 use gatecal_analysis::gate_dist::GateDistReport;
 use gatecal_analysis::recommend::RecommendReport;
 
-use crate::Renderer;
 use crate::num::{count, count_pct, utc};
 use crate::sections::{Section, gate_dist_sections, recommend_sections, text_histogram};
+use crate::{Renderer, escape};
 
 /// GitHub-flavoured Markdown.
 #[derive(Clone, Debug, Default)]
@@ -42,8 +42,9 @@ fn numeric(c: &str) -> bool {
     t.is_empty() || t == "–" || t.starts_with(|ch: char| ch.is_ascii_digit())
 }
 
+/// Any text in a cell, title or note: plain text ([`escape::markdown`]).
 fn cell(s: &str) -> String {
-    s.replace('|', "\\|")
+    escape::markdown(s).into_owned()
 }
 
 /// Writes sections as Markdown tables under `###` titles.
@@ -54,11 +55,11 @@ pub fn write_sections(sections: &[Section], w: &mut dyn Write) -> io::Result<()>
             writeln!(
                 w,
                 "<details><summary>{} ({} rows)</summary>\n",
-                s.title,
+                cell(&s.title),
                 s.rows.len()
             )?;
         } else {
-            writeln!(w, "### {}\n", s.title)?;
+            writeln!(w, "### {}\n", cell(&s.title))?;
         }
         writeln!(
             w,
@@ -90,7 +91,7 @@ pub fn write_sections(sections: &[Section], w: &mut dyn Write) -> io::Result<()>
         }
         writeln!(w)?;
         for n in &s.notes {
-            writeln!(w, "- {n}")?;
+            writeln!(w, "- {}", cell(n))?;
         }
         if !s.notes.is_empty() {
             writeln!(w)?;
@@ -158,11 +159,17 @@ fn summary(r: &GateDistReport, run: &RunInfo) -> Vec<(String, String)> {
     sources.dedup();
     let config = match sources.as_slice() {
         [] => "–".to_string(),
-        [one] => format!("`{}`", one.replace('`', "'")),
+        [one] => format!("`{}`", escape::markdown_code(one)),
         _ => r
             .deployments
             .iter()
-            .map(|d| format!("{}: `{}`", cell(&d.name), d.config.source.replace('`', "'")))
+            .map(|d| {
+                format!(
+                    "{}: `{}`",
+                    cell(&d.name),
+                    escape::markdown_code(&d.config.source)
+                )
+            })
             .collect::<Vec<_>>()
             .join("; "),
     };
@@ -173,7 +180,7 @@ fn summary(r: &GateDistReport, run: &RunInfo) -> Vec<(String, String)> {
     if !run.command.is_empty() {
         rows.push((
             "Command".to_string(),
-            format!("`{}`", cell(&run.command.replace('`', "'"))),
+            format!("`{}`", escape::markdown_code(&run.command)),
         ));
     }
     rows
@@ -201,7 +208,8 @@ impl Renderer for Markdown {
             writeln!(
                 w,
                 "<details><summary>Gate input histogram: {} (n = {}, ms)</summary>\n",
-                d.name, d.stats.gate_input_ms.count
+                cell(&d.name),
+                d.stats.gate_input_ms.count
             )?;
             writeln!(w, "```text")?;
             for line in text_histogram(&d.histogram, d.stats.bar_ms, 40) {
@@ -222,8 +230,9 @@ impl Renderer for Markdown {
         writeln!(w, "## gatecal recommend report\n")?;
         write_sections(&recommend_sections(report), w)?;
         for d in &report.deployments {
-            writeln!(w, "### EPP plugin parameters: {}\n", d.name)?;
-            writeln!(w, "```yaml\n{}```\n", d.recommended.yaml)?;
+            writeln!(w, "### EPP plugin parameters: {}\n", cell(&d.name))?;
+            let fence = escape::markdown_fence(&d.recommended.yaml);
+            writeln!(w, "{fence}yaml\n{}{fence}\n", d.recommended.yaml)?;
         }
         writeln!(w, "<sub>schema {}</sub>", report.schema)
     }

@@ -30,11 +30,9 @@ pub struct SvgHistogram<'a> {
     pub log_scale: bool,
 }
 
+/// Any text in the SVG: well-formed XML text ([`crate::escape::xml`]).
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    crate::escape::xml(s).into_owned()
 }
 
 const BINS: &str = "#4c78a8";

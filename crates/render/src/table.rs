@@ -7,8 +7,8 @@ use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Width};
 use gatecal_analysis::gate_dist::GateDistReport;
 use gatecal_analysis::recommend::RecommendReport;
 
-use crate::Renderer;
 use crate::sections::{Section, gate_dist_sections, recommend_sections, text_histogram};
+use crate::{Renderer, escape};
 
 /// Terminal tables. No colour: output is the same on a terminal and in a pipe.
 #[derive(Clone, Copy, Debug)]
@@ -155,7 +155,8 @@ pub fn write_sections(
     width: Option<u16>,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    for s in sections {
+    let sections: Vec<Section> = sections.iter().map(plain).collect();
+    for s in &sections {
         writeln!(w, "{}", s.title)?;
         let (full, word) = column_widths(s);
         let fits = |cols: &[usize]| {
@@ -181,6 +182,18 @@ pub fn write_sections(
     Ok(())
 }
 
+/// The section with every title, header, cell and note made plain
+/// terminal text ([`escape::terminal`]).
+fn plain(s: &Section) -> Section {
+    let t = |x: &String| escape::terminal(x).into_owned();
+    Section {
+        title: t(&s.title),
+        headers: s.headers.iter().map(t).collect(),
+        rows: s.rows.iter().map(|r| r.iter().map(t).collect()).collect(),
+        notes: s.notes.iter().map(t).collect(),
+    }
+}
+
 impl Renderer for Table {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
         write_sections(&gate_dist_sections(report), self.width, w)?;
@@ -188,7 +201,8 @@ impl Renderer for Table {
             writeln!(
                 w,
                 "Gate input histogram, {} (n = {}, ms)",
-                d.name, d.stats.gate_input_ms.count
+                escape::terminal(&d.name),
+                d.stats.gate_input_ms.count
             )?;
             for line in text_histogram(&d.histogram, d.stats.bar_ms, 40) {
                 writeln!(w, "  {line}")?;
@@ -201,9 +215,13 @@ impl Renderer for Table {
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         write_sections(&recommend_sections(report), self.width, w)?;
         for d in &report.deployments {
-            writeln!(w, "EPP plugin parameters to paste, {}:", d.name)?;
+            writeln!(
+                w,
+                "EPP plugin parameters to paste, {}:",
+                escape::terminal(&d.name)
+            )?;
             for line in d.recommended.yaml.lines() {
-                writeln!(w, "  {line}")?;
+                writeln!(w, "  {}", escape::terminal(line))?;
             }
             writeln!(w)?;
         }
