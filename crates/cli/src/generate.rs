@@ -32,8 +32,11 @@ pub fn generate<A: CommandFactory>(kind: Generate, w: &mut dyn Write) -> io::Res
             return clap_mangen::Man::new(cmd).render(w);
         }
     };
-    clap_complete::generate(shell, &mut cmd, name, w);
-    Ok(())
+    // clap_complete panics on a write error (a closed pipe): write to
+    // memory first.
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut cmd, name, &mut buf);
+    w.write_all(&buf)
 }
 
 /// Writes what `kind` asks for to stdout (a closed pipe is not an error).

@@ -409,6 +409,7 @@ fn decisions_to_stdout_and_closed_pipes() {
         .map(|v| v.iter().map(String::as_str).collect())
         .collect();
     cases.push(vec!["--generate", "man"]);
+    cases.push(vec!["--generate", "complete-bash"]);
     cases.push(vec!["--help"]);
     for args in cases {
         let out = closed_after_one_line(&args);

@@ -35,6 +35,9 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct GenArgs {
+    /// Print a shell completion script or the man page to stdout, and exit.
+    #[arg(long, value_name = "KIND", value_enum)]
+    generate: Option<Completion>,
     /// Scenario name (see `epp-sim list`).
     #[arg(long, default_value = "glm-like")]
     scenario: String,
@@ -87,9 +90,43 @@ struct GenArgs {
     trace_sample_ratio: f64,
 }
 
+/// What `--generate` writes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Completion {
+    CompleteBash,
+    CompleteZsh,
+    CompleteFish,
+    Man,
+}
+
+fn completion(kind: Completion) -> Result<()> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut out = std::io::stdout().lock();
+    let shell = match kind {
+        Completion::CompleteBash => clap_complete::Shell::Bash,
+        Completion::CompleteZsh => clap_complete::Shell::Zsh,
+        Completion::CompleteFish => clap_complete::Shell::Fish,
+        Completion::Man => {
+            cmd.build();
+            return clap_mangen::Man::new(cmd)
+                .render(&mut out)
+                .context("writing the man page");
+        }
+    };
+    // clap_complete panics on a write error (a closed pipe): write to
+    // memory first.
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "epp-sim", &mut buf);
+    out.write_all(&buf).context("writing the completion script")
+}
+
 /// Parses the command line and runs it.
 pub fn run_cli() -> Result<()> {
     let cli = Cli::parse();
+    if let Some(kind) = cli.generate.generate {
+        return completion(kind);
+    }
     match cli.command {
         Some(Command::List) => list(),
         Some(Command::GenFixtures { dir }) => gen_fixtures(&dir),

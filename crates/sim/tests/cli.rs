@@ -17,3 +17,20 @@ fn out_creates_missing_folders() {
         assert!(out.with_file_name(sib).exists(), "{sib}");
     }
 }
+
+#[test]
+fn generate_completions_and_man_page() {
+    for (kind, want) in [
+        ("complete-bash", "--scenario"),
+        ("complete-zsh", "#compdef epp-sim"),
+        ("complete-fish", "complete -c epp-sim"),
+        ("man", ".TH epp-sim 1"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_epp-sim"))
+            .args(["--generate", kind])
+            .output()
+            .expect("run epp-sim");
+        assert!(o.status.success(), "{kind}");
+        assert!(String::from_utf8_lossy(&o.stdout).contains(want), "{kind}");
+    }
+}
