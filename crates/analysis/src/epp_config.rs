@@ -1,18 +1,53 @@
-//! Reading the filter's parameters from the EPP's own `EndpointPickerConfig`.
+//! Reading the filter's parameters from the EPP's own `EndpointPickerConfig`,
+//! and writing them back.
 //!
-//! The file is the YAML the EPP loads (`--config-file`), or a Kubernetes
-//! ConfigMap holding it under `data`. Every plugin entry of
-//! `type: prefix-cache-affinity-filter` is decoded with the filter core's
-//! strict decoder, so a bad entry fails here with the EPP's own message.
-//! An entry without `name` is named after its type, as the EPP does.
+//! # Shapes read
+//!
+//! * a raw `EndpointPickerConfig` (the file the EPP loads with
+//!   `--config-file`): any mapping with a `plugins` sequence;
+//! * a Kubernetes ConfigMap holding one as a string under a `data` key
+//!   (`data: {default-plugins.yaml: |…}`);
+//! * a `kind: List` of such objects (`kubectl get cm -o yaml` of several);
+//! * a Helm values file holding one as a string: the llm-d-router charts'
+//!   `router.epp.pluginsCustomConfig.<file>` and the inference-extension
+//!   `inferencepool` chart's `inferenceExtension.pluginsCustomConfig.<file>`.
+//!
+//! The search is generic: every mapping with a `plugins` sequence is a config,
+//! and every string value that parses as one is searched in turn, wherever it
+//! sits. [`FoundFilter::path`] names where each filter instance was found
+//! (`router.epp.pluginsCustomConfig["custom-plugins.yaml"].plugins[3]`).
+//!
+//! Every plugin entry of `type: prefix-cache-affinity-filter` is decoded with
+//! the filter core's strict decoder, so a bad entry fails here with the EPP's
+//! own message. An entry without `name` is named after its type, as the EPP
+//! does.
+//!
+//! # Writing back ([`emit`])
+//!
+//! The file is edited as text: only the scalars of the changed parameters are
+//! replaced, and a parameter the entry does not have yet is inserted on a new
+//! line after the entry's last parameter (or, in a flow mapping `{…}`, before
+//! its `}`). Every other byte (comments, key order, quoting, other plugins,
+//! producers, scheduling profiles) is kept. A config held in a literal block
+//! scalar (`|`, the ConfigMap and Helm shapes) is edited in place the same way,
+//! each inserted line indented like the block. A config held in a quoted or
+//! folded string, or reached through a YAML alias, cannot be edited in place
+//! and is refused with a message saying so. The result is parsed again and
+//! must give exactly the parameters asked for, else nothing is written.
 
 use std::fmt;
 
-use gatecal_filter::{Config, ConfigError};
-use serde_json::Value;
+use gatecal_filter::{Config, ConfigError, TtftSource};
+use saphyr_parser::{Event, Parser, ScalarStyle};
+use serde_json::{Map, Number, Value};
 
 /// The filter's plugin type.
 pub const PLUGIN_TYPE: &str = "prefix-cache-affinity-filter";
+
+/// Deepest nesting of a config file: flow collections (`[`, `{`) open at
+/// once, or the indentation and block-sequence dashes that start a line.
+/// Real files nest about 6 levels.
+pub const MAX_NESTING: usize = 64;
 
 /// Why an `EndpointPickerConfig` could not be used.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,6 +70,8 @@ pub enum EppConfigError {
         /// The filter core's error (the EPP's text).
         error: ConfigError,
     },
+    /// The file cannot be written back as asked.
+    Emit(String),
 }
 
 impl fmt::Display for EppConfigError {
@@ -51,74 +88,170 @@ impl fmt::Display for EppConfigError {
             ),
             EppConfigError::NoFilter => write!(
                 f,
-                "no plugin of type {PLUGIN_TYPE} in this EndpointPickerConfig"
+                "no plugin of type {PLUGIN_TYPE} in this file (read: an EndpointPickerConfig, a ConfigMap holding one under data, a kind: List of those, or Helm values holding one, e.g. under router.epp.pluginsCustomConfig)"
             ),
             EppConfigError::Config { plugin, error } => write!(f, "plugin {plugin}: {error}"),
+            EppConfigError::Emit(m) => write!(f, "cannot write the config back: {m}"),
         }
     }
 }
 
 impl std::error::Error for EppConfigError {}
 
-/// Every `prefix-cache-affinity-filter` instance of the file, as
-/// `(instance name, config)`, in file order.
-///
-/// ```
-/// let yaml = r#"
-/// apiVersion: inference.networking.x-k8s.io/v1alpha1
-/// kind: EndpointPickerConfig
-/// plugins:
-/// - type: prefix-cache-affinity-filter
-///   parameters:
-///     maxTTFTPenaltyMs: 5000
-///     peakPrefillThroughput: 8000
-/// "#;
-/// let f = gatecal_analysis::epp_config::filters_from_yaml(yaml).unwrap();
-/// assert_eq!(f[0].0, "prefix-cache-affinity-filter");
-/// assert_eq!(f[0].1.max_ttft_penalty_ms, 5000.0);
-/// ```
-pub fn filters_from_yaml(text: &str) -> Result<Vec<(String, Config)>, EppConfigError> {
-    Ok(filter_entries_from_yaml(text)?
-        .into_iter()
-        .map(|e| (e.name, e.config))
-        .collect())
+/// A YAML node with its place in the text it was parsed from.
+#[derive(Clone, Debug)]
+enum Node {
+    Scalar {
+        value: String,
+        style: ScalarStyle,
+        /// Byte range of the scalar as written (quotes included).
+        start: usize,
+        end: usize,
+    },
+    Seq(Vec<Node>),
+    Map {
+        entries: Vec<(Node, Node)>,
+        /// A flow mapping `{…}`: byte offset of its `}`.
+        flow_end: Option<usize>,
+        /// Byte offset of the mapping's start.
+        start: usize,
+    },
+    /// Reached through an alias (not editable in place).
+    Alias(Box<Node>),
 }
 
-/// One `prefix-cache-affinity-filter` entry of an `EndpointPickerConfig`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FilterEntry {
-    /// The instance name.
-    pub name: String,
-    /// Its parameters, the filter's defaults where the entry omits them.
-    pub config: Config,
-    /// The parameter names the entry sets itself (the rest are defaults).
-    pub keys: Vec<String>,
-}
-
-/// [`filters_from_yaml`], with the parameter names each entry sets.
-pub fn filter_entries_from_yaml(text: &str) -> Result<Vec<FilterEntry>, EppConfigError> {
-    let doc = yaml_value(text)?;
-    let mut out = Vec::new();
-    collect(&doc, &mut out)?;
-    if out.is_empty() {
-        return Err(EppConfigError::NoFilter);
+impl Node {
+    fn get(&self, key: &str) -> Option<&Node> {
+        match self {
+            Node::Map { entries, .. } => entries
+                .iter()
+                .find(|(k, _)| k.as_str() == Some(key))
+                .map(|(_, v)| v),
+            Node::Alias(n) => n.get(key),
+            _ => None,
+        }
     }
-    Ok(out)
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Node::Scalar { value, .. } => Some(value),
+            Node::Alias(n) => n.as_str(),
+            _ => None,
+        }
+    }
+
+    fn is_null(&self) -> bool {
+        matches!(self, Node::Scalar { value, style: ScalarStyle::Plain, .. } if matches!(value.as_str(), "" | "~" | "null" | "Null" | "NULL"))
+    }
+
+    /// The end of the last scalar in this node, bytes.
+    fn last_end(&self) -> Option<usize> {
+        match self {
+            Node::Scalar { end, .. } => Some(*end),
+            Node::Seq(v) => v.iter().rev().find_map(Node::last_end),
+            Node::Map { entries, .. } => entries
+                .iter()
+                .rev()
+                .find_map(|(k, v)| v.last_end().or_else(|| k.last_end())),
+            Node::Alias(_) => None,
+        }
+    }
+
+    /// YAML 1.2 core schema, as the EPP's YAML-to-JSON step reads it.
+    fn to_value(&self) -> Value {
+        match self {
+            Node::Scalar { value, style, .. } => {
+                if *style != ScalarStyle::Plain {
+                    return Value::String(value.clone());
+                }
+                plain_scalar(value)
+            }
+            Node::Seq(v) => Value::Array(v.iter().map(Node::to_value).collect()),
+            Node::Map { entries, .. } => {
+                let mut m = Map::new();
+                for (k, v) in entries {
+                    let key = match k.to_value() {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    m.insert(key, v.to_value());
+                }
+                Value::Object(m)
+            }
+            Node::Alias(n) => n.to_value(),
+        }
+    }
 }
 
-/// Deepest nesting of a config file: flow collections (`[`, `{`) open at
-/// once, or the indentation and block-sequence dashes that start a line.
-/// Real files nest about 6 levels.
-pub const MAX_NESTING: usize = 64;
+/// YAML's non-finite floats, which JSON cannot hold: kept as a marker
+/// string that [`check_finite`] refuses.
+const NON_FINITE: &str = "\u{0}non-finite";
 
-/// `text` as a JSON value, refusing deep nesting before parsing and
-/// non-finite numbers (which JSON cannot hold) after.
-fn yaml_value(text: &str) -> Result<Value, EppConfigError> {
-    check_nesting(text)?;
-    let doc: serde_norway::Value =
-        serde_norway::from_str(text).map_err(|e| EppConfigError::Yaml(e.to_string()))?;
-    check_finite(&doc, &mut String::new())?;
-    serde_json::to_value(&doc).map_err(|e| EppConfigError::Yaml(e.to_string()))
+/// Refuses a non-finite number anywhere in `v`, naming its path.
+fn check_finite(v: &Value, path: &mut String) -> Result<(), EppConfigError> {
+    let len = path.len();
+    match v {
+        Value::String(s) if s == NON_FINITE => {
+            return Err(EppConfigError::NonFinite(path.clone()));
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push_str(&format!("[{i}]"));
+                check_finite(item, path)?;
+                path.truncate(len);
+            }
+        }
+        Value::Object(m) => {
+            for (k, item) in m {
+                path.push('.');
+                path.push_str(k);
+                check_finite(item, path)?;
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn plain_scalar(s: &str) -> Value {
+    if matches!(
+        s.trim_start_matches(['+', '-']),
+        ".nan" | ".NaN" | ".NAN" | ".inf" | ".Inf" | ".INF"
+    ) {
+        return Value::String(NON_FINITE.to_string());
+    }
+    match s {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        _ => {}
+    }
+    let num = s.strip_prefix('+').unwrap_or(s);
+    let looks_numeric = num
+        .bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'e' | b'E' | b'+'))
+        && num.bytes().any(|b| b.is_ascii_digit());
+    if looks_numeric {
+        if let Ok(i) = num.parse::<i64>() {
+            return Value::Number(i.into());
+        }
+        if let Ok(u) = num.parse::<u64>() {
+            return Value::Number(u.into());
+        }
+        if let Ok(f) = num.parse::<f64>() {
+            return match Number::from_f64(f) {
+                Some(n) => Value::Number(n),
+                None => Value::String(NON_FINITE.to_string()),
+            };
+        }
+    }
+    if let Some(h) = num.strip_prefix("0x")
+        && let Ok(i) = i64::from_str_radix(h, 16)
+    {
+        return Value::Number(i.into());
+    }
+    Value::String(s.to_string())
 }
 
 /// A linear scan for nesting deeper than [`MAX_NESTING`]: flow brackets
@@ -159,84 +292,722 @@ fn check_nesting(text: &str) -> Result<(), EppConfigError> {
     Ok(())
 }
 
-/// Refuses a non-finite number anywhere in `v`, naming its path.
-fn check_finite(v: &serde_norway::Value, path: &mut String) -> Result<(), EppConfigError> {
-    use serde_norway::Value as Y;
-    let len = path.len();
-    match v {
-        Y::Number(n) if n.as_f64().is_some_and(|x| !x.is_finite()) => {
-            return Err(EppConfigError::NonFinite(if path.is_empty() {
-                "(document)".into()
-            } else {
-                path.clone()
-            }));
+/// Parses one YAML text into its documents, with byte offsets.
+fn parse_nodes(text: &str) -> Result<Vec<Node>, EppConfigError> {
+    check_nesting(text)?;
+    // saphyr's markers count characters; map them to bytes.
+    let bytes_at: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(text.len()))
+        .collect();
+    let b = |ci: usize| bytes_at.get(ci).copied().unwrap_or(text.len());
+    enum Open {
+        Seq(Vec<Node>, usize),
+        Map(Vec<(Node, Node)>, Option<Node>, usize, usize),
+    }
+    let mut docs = Vec::new();
+    let mut stack: Vec<Open> = Vec::new();
+    let mut anchors: Vec<(usize, Node)> = Vec::new();
+    let mut parser = Parser::new_from_str(text);
+    for ev in &mut parser {
+        let (ev, span) = ev.map_err(|e| EppConfigError::Yaml(e.to_string()))?;
+        let node = match ev {
+            Event::Scalar(v, style, anchor, _) => Some((
+                Node::Scalar {
+                    value: v.into_owned(),
+                    style,
+                    start: b(span.start.index()),
+                    end: b(span.end.index()),
+                },
+                anchor,
+            )),
+            Event::Alias(id) => {
+                let n = anchors
+                    .iter()
+                    .rev()
+                    .find(|(a, _)| *a == id)
+                    .map(|(_, n)| n.clone())
+                    .ok_or_else(|| EppConfigError::Yaml(format!("unknown alias {id}")))?;
+                Some((Node::Alias(Box::new(n)), 0))
+            }
+            Event::SequenceStart(anchor, _) => {
+                if stack.len() >= MAX_NESTING {
+                    return Err(EppConfigError::TooDeep);
+                }
+                stack.push(Open::Seq(Vec::new(), anchor));
+                None
+            }
+            Event::MappingStart(anchor, _) => {
+                if stack.len() >= MAX_NESTING {
+                    return Err(EppConfigError::TooDeep);
+                }
+                stack.push(Open::Map(Vec::new(), None, anchor, b(span.start.index())));
+                None
+            }
+            Event::SequenceEnd => match stack.pop() {
+                Some(Open::Seq(v, a)) => Some((Node::Seq(v), a)),
+                _ => return Err(EppConfigError::Yaml("unbalanced sequence".into())),
+            },
+            Event::MappingEnd => match stack.pop() {
+                Some(Open::Map(entries, _, a, start)) => {
+                    let s = b(span.start.index());
+                    let flow = text.as_bytes().get(s) == Some(&b'}');
+                    Some((
+                        Node::Map {
+                            entries,
+                            flow_end: flow.then_some(s),
+                            start,
+                        },
+                        a,
+                    ))
+                }
+                _ => return Err(EppConfigError::Yaml("unbalanced mapping".into())),
+            },
+            _ => None,
+        };
+        let Some((node, anchor)) = node else { continue };
+        if anchor != 0 {
+            anchors.push((anchor, node.clone()));
         }
-        Y::Sequence(items) => {
-            for (i, item) in items.iter().enumerate() {
-                path.push_str(&format!("[{i}]"));
-                check_finite(item, path)?;
-                path.truncate(len);
+        match stack.last_mut() {
+            None => docs.push(node),
+            Some(Open::Seq(v, _)) => v.push(node),
+            Some(Open::Map(entries, key, _, _)) => match key.take() {
+                None => *key = Some(node),
+                Some(k) => entries.push((k, node)),
+            },
+        }
+    }
+    Ok(docs)
+}
+
+/// Where a config document's text sits in the file.
+#[derive(Clone, Debug)]
+enum Host {
+    /// The file itself.
+    File,
+    /// A literal block scalar: its content lines start at `content_start`,
+    /// each indented by `indent` spaces.
+    Literal { content_start: usize, indent: usize },
+    /// A string that cannot be edited in place (why).
+    Fixed(&'static str),
+}
+
+/// One filter instance found in a file.
+#[derive(Clone, Debug)]
+pub struct FoundFilter {
+    /// The instance name (`name`, else the type).
+    pub name: String,
+    /// Its decoded parameters.
+    pub config: Config,
+    /// Where it was found, e.g. `data["config.yaml"].plugins[2]`.
+    pub path: String,
+    /// The parameter names the entry sets itself (the rest are defaults).
+    pub keys: Vec<String>,
+    /// Index of the text it was parsed from in the file's texts.
+    doc: usize,
+    /// The plugin entry.
+    entry: Node,
+}
+
+/// Texts a file's configs were parsed from: the file, then strings in it.
+struct Texts {
+    texts: Vec<(String, Host, Option<usize>)>,
+}
+
+fn search(
+    node: &Node,
+    path: &str,
+    doc: usize,
+    texts: &mut Texts,
+    out: &mut Vec<FoundFilter>,
+    depth: usize,
+) -> Result<(), EppConfigError> {
+    if depth > MAX_NESTING {
+        return Err(EppConfigError::TooDeep);
+    }
+    match node {
+        Node::Map { entries, .. } => {
+            if let Some(Node::Seq(plugins)) = node.get("plugins") {
+                let prefix = if path.is_empty() {
+                    String::new()
+                } else {
+                    format!("{path}.")
+                };
+                for (i, p) in plugins.iter().enumerate() {
+                    if p.get("type").and_then(Node::as_str) != Some(PLUGIN_TYPE) {
+                        continue;
+                    }
+                    let name = p
+                        .get("name")
+                        .and_then(Node::as_str)
+                        .unwrap_or(PLUGIN_TYPE)
+                        .to_string();
+                    let params = p.get("parameters").map_or(Value::Null, Node::to_value);
+                    check_finite(&params, &mut format!("plugins[{i}].parameters"))?;
+                    let config =
+                        Config::from_value(&params).map_err(|error| EppConfigError::Config {
+                            plugin: name.clone(),
+                            error,
+                        })?;
+                    let keys = params
+                        .as_object()
+                        .map(|m| m.keys().cloned().collect())
+                        .unwrap_or_default();
+                    out.push(FoundFilter {
+                        name,
+                        config,
+                        keys,
+                        path: format!("{prefix}plugins[{i}]"),
+                        doc,
+                        entry: p.clone(),
+                    });
+                }
+                return Ok(());
+            }
+            for (k, v) in entries {
+                let key = k.as_str().unwrap_or("?");
+                let sub = if path.is_empty() {
+                    key_path(key, true)
+                } else {
+                    format!("{path}{}", key_path(key, false))
+                };
+                search(v, &sub, doc, texts, out, depth + 1)?;
             }
         }
-        Y::Mapping(m) => {
-            for (k, item) in m {
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                match k.as_str() {
-                    Some(k) => path.push_str(k),
-                    None => path.push('?'),
-                }
-                check_finite(item, path)?;
-                path.truncate(len);
+        Node::Seq(items) => {
+            for (i, v) in items.iter().enumerate() {
+                search(v, &format!("{path}[{i}]"), doc, texts, out, depth + 1)?;
             }
         }
-        Y::Tagged(t) => check_finite(&t.value, path)?,
-        _ => {}
+        Node::Scalar {
+            value,
+            style,
+            start,
+            ..
+        } if value.contains('\n') && value.contains("plugins") => {
+            // A config held as a string (ConfigMap data, Helm values).
+            let Ok(inner) = parse_nodes(value) else {
+                return Ok(());
+            };
+            let host = match style {
+                ScalarStyle::Literal => literal_host(&texts.texts[doc].0, *start, value),
+                ScalarStyle::Folded => Host::Fixed("a folded block scalar (>)"),
+                _ => Host::Fixed("a quoted or plain string"),
+            };
+            let idx = texts.texts.len();
+            texts.texts.push((value.clone(), host, Some(doc)));
+            for n in inner.iter().filter(|n| matches!(n, Node::Map { .. })) {
+                search(n, path, idx, texts, out, depth + 1)?;
+            }
+        }
+        Node::Alias(_) | Node::Scalar { .. } => {}
     }
     Ok(())
 }
 
-fn collect(doc: &Value, out: &mut Vec<FilterEntry>) -> Result<(), EppConfigError> {
-    if let Some(plugins) = doc.get("plugins").and_then(Value::as_array) {
-        for p in plugins {
-            if p.get("type").and_then(Value::as_str) != Some(PLUGIN_TYPE) {
-                continue;
-            }
-            let name = p
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or(PLUGIN_TYPE)
-                .to_string();
-            let params = p.get("parameters").cloned().unwrap_or(Value::Null);
-            let config = Config::from_value(&params).map_err(|error| EppConfigError::Config {
-                plugin: name.clone(),
-                error,
-            })?;
-            let keys = params
-                .as_object()
-                .map(|m| m.keys().cloned().collect())
-                .unwrap_or_default();
-            out.push(FilterEntry { name, config, keys });
+fn key_path(key: &str, first: bool) -> String {
+    let plain = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    match (plain, first) {
+        (true, true) => key.to_string(),
+        (true, false) => format!(".{key}"),
+        (false, _) => format!("[{key:?}]"),
+    }
+}
+
+/// Where a literal block scalar's content lines start, and their indent,
+/// when its lines map one to one onto `value`.
+fn literal_host(outer: &str, start: usize, value: &str) -> Host {
+    // The scalar's span starts at its first content character.
+    let header_end = outer[..start].rfind('\n').map_or(0, |i| i + 1);
+    let indent = start - header_end;
+    let header = outer[..header_end.saturating_sub(1)]
+        .rfind('|')
+        .map_or("", |b| &outer[b..header_end]);
+    if value.starts_with('\n') || !outer[header_end..start].bytes().all(|b| b == b' ') {
+        return Host::Fixed("a literal block that does not map onto its lines");
+    }
+    if header.bytes().any(|b| b.is_ascii_digit()) {
+        return Host::Fixed("a literal block with an indentation indicator");
+    }
+    // Check that every line of the value is the outer line less the indent.
+    let mut pos = header_end;
+    for line in value.split_inclusive('\n') {
+        let body = line.strip_suffix('\n').unwrap_or(line);
+        let Some(outer_line) = outer.get(pos..) else {
+            return Host::Fixed("a literal block that does not map onto its lines");
+        };
+        let outer_line = outer_line.split('\n').next().unwrap_or("");
+        let ok = if body.is_empty() {
+            outer_line.trim().is_empty()
+        } else {
+            outer_line.len() >= indent
+                && outer_line[..indent].bytes().all(|b| b == b' ')
+                && &outer_line[indent..] == body
+        };
+        if !ok {
+            return Host::Fixed("a literal block that does not map onto its lines");
+        }
+        pos += outer_line.len() + 1;
+    }
+    Host::Literal {
+        content_start: header_end,
+        indent,
+    }
+}
+
+/// Every filter instance of a file, with where it was found.
+pub fn find_filters(text: &str) -> Result<Vec<FoundFilter>, EppConfigError> {
+    let docs = parse_nodes(text)?;
+    let mut texts = Texts {
+        texts: vec![(text.to_string(), Host::File, None)],
+    };
+    let mut out = Vec::new();
+    let many = docs.len() > 1;
+    for (i, d) in docs.iter().enumerate() {
+        let path = if many {
+            format!("document[{i}]")
+        } else {
+            String::new()
+        };
+        search(d, &path, 0, &mut texts, &mut out, 0)?;
+    }
+    if out.is_empty() {
+        return Err(EppConfigError::NoFilter);
+    }
+    Ok(out)
+}
+
+/// Every `prefix-cache-affinity-filter` instance of the file, as
+/// `(instance name, config)`, in file order.
+///
+/// ```
+/// let yaml = r#"
+/// apiVersion: inference.networking.x-k8s.io/v1alpha1
+/// kind: EndpointPickerConfig
+/// plugins:
+/// - type: prefix-cache-affinity-filter
+///   parameters:
+///     maxTTFTPenaltyMs: 5000
+///     peakPrefillThroughput: 8000
+/// "#;
+/// let f = gatecal_analysis::epp_config::filters_from_yaml(yaml).unwrap();
+/// assert_eq!(f[0].0, "prefix-cache-affinity-filter");
+/// assert_eq!(f[0].1.max_ttft_penalty_ms, 5000.0);
+/// ```
+pub fn filters_from_yaml(text: &str) -> Result<Vec<(String, Config)>, EppConfigError> {
+    Ok(find_filters(text)?
+        .into_iter()
+        .map(|f| (f.name, f.config))
+        .collect())
+}
+
+/// One `prefix-cache-affinity-filter` entry of an `EndpointPickerConfig`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FilterEntry {
+    /// The instance name.
+    pub name: String,
+    /// Its parameters, the filter's defaults where the entry omits them.
+    pub config: Config,
+    /// The parameter names the entry sets itself (the rest are defaults).
+    pub keys: Vec<String>,
+}
+
+/// [`filters_from_yaml`], with the parameter names each entry sets.
+pub fn filter_entries_from_yaml(text: &str) -> Result<Vec<FilterEntry>, EppConfigError> {
+    Ok(find_filters(text)?
+        .into_iter()
+        .map(|f| FilterEntry {
+            name: f.name,
+            config: f.config,
+            keys: f.keys,
+        })
+        .collect())
+}
+
+/// The parameters [`emit`] sets on each edited instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamChanges {
+    /// `peakPrefillThroughput`.
+    pub peak_prefill_throughput: f64,
+    /// `maxTTFTPenaltyMs`.
+    pub max_ttft_penalty_ms: f64,
+    /// `penaltyMode`.
+    pub penalty_mode: gatecal_filter::PenaltyMode,
+}
+
+impl ParamChanges {
+    /// `config` with these changes applied.
+    pub fn apply(&self, config: &Config) -> Config {
+        Config {
+            peak_prefill_throughput: self.peak_prefill_throughput,
+            max_ttft_penalty_ms: self.max_ttft_penalty_ms,
+            penalty_mode: self.penalty_mode,
+            ..config.clone()
         }
     }
-    // A ConfigMap: the config is a YAML string under `data`.
-    if let Some(data) = doc.get("data").and_then(Value::as_object) {
-        for v in data.values() {
-            if let Some(s) = v.as_str()
-                && s.contains("plugins")
-            {
-                let inner = yaml_value(s)?;
-                collect(&inner, out)?;
+}
+
+/// A number as the config writes it: integers without a fraction.
+pub fn yaml_number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A minimal plugin entry with `changes`, for a deployment without a config
+/// file: a valid `EndpointPickerConfig` holding only the filter (add your
+/// other plugins and profiles).
+pub fn minimal_config(changes: &ParamChanges) -> String {
+    let mut s = String::from(
+        "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: prefix-cache-affinity-filter\n  parameters:\n",
+    );
+    if changes.penalty_mode != gatecal_filter::PenaltyMode::Static {
+        s.push_str(&format!(
+            "    penaltyMode: {}\n",
+            changes.penalty_mode.as_str()
+        ));
+    }
+    s.push_str(&format!(
+        "    peakPrefillThroughput: {}\n    maxTTFTPenaltyMs: {}\n",
+        yaml_number(changes.peak_prefill_throughput),
+        yaml_number(changes.max_ttft_penalty_ms)
+    ));
+    s
+}
+
+/// One text edit: replace `start..end` with `text`.
+struct Edit {
+    start: usize,
+    end: usize,
+    text: String,
+}
+
+/// The edits that set `changes` on one plugin entry, in the coordinates of
+/// the text it was parsed from.
+fn entry_edits(
+    entry: &Node,
+    text: &str,
+    changes: &ParamChanges,
+    config: &Config,
+) -> Result<Vec<Edit>, EppConfigError> {
+    let mut want: Vec<(&str, String)> = vec![
+        (
+            "peakPrefillThroughput",
+            yaml_number(changes.peak_prefill_throughput),
+        ),
+        ("maxTTFTPenaltyMs", yaml_number(changes.max_ttft_penalty_ms)),
+    ];
+    let params = entry.get("parameters");
+    let has_mode = params.is_some_and(|p| p.get("penaltyMode").is_some());
+    if has_mode
+        || changes.penalty_mode != config.penalty_mode
+        || changes.penalty_mode != gatecal_filter::PenaltyMode::Static
+    {
+        want.insert(
+            0,
+            ("penaltyMode", changes.penalty_mode.as_str().to_string()),
+        );
+    }
+    let mut edits = Vec::new();
+    let mut missing = Vec::new();
+    match params {
+        Some(p @ Node::Map { .. }) => {
+            for (k, v) in &want {
+                match p.get(k) {
+                    Some(Node::Scalar {
+                        value,
+                        style,
+                        start,
+                        end,
+                    }) => {
+                        if value == v {
+                            continue;
+                        }
+                        let t = match style {
+                            ScalarStyle::SingleQuoted if *k == "penaltyMode" => format!("'{v}'"),
+                            ScalarStyle::DoubleQuoted if *k == "penaltyMode" => format!("\"{v}\""),
+                            _ => v.clone(),
+                        };
+                        edits.push(Edit {
+                            start: *start,
+                            end: *end,
+                            text: t,
+                        });
+                    }
+                    Some(_) => {
+                        return Err(EppConfigError::Emit(format!(
+                            "parameter {k} is not a plain value"
+                        )));
+                    }
+                    None => missing.push((*k, v.clone())),
+                }
+            }
+            if !missing.is_empty() {
+                edits.push(insert_into_map(p, text, &missing, None)?);
+            }
+        }
+        Some(n) if n.is_null() => {
+            let Node::Scalar { start, end, .. } = n else {
+                unreachable!("is_null is a scalar")
+            };
+            let body: Vec<String> = want.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            let flow = format!("{{{}}}", body.join(", "));
+            if start == end {
+                // `parameters:` with nothing after it: the empty scalar sits
+                // at the key's end, before the colon.
+                let at = text[*start..].find(':').map_or(*start, |i| start + i + 1);
+                edits.push(Edit {
+                    start: at,
+                    end: at,
+                    text: format!(" {flow}"),
+                });
+            } else {
+                edits.push(Edit {
+                    start: *start,
+                    end: *end,
+                    text: flow,
+                });
+            }
+        }
+        Some(_) => {
+            return Err(EppConfigError::Emit(
+                "the entry's parameters are not a mapping".into(),
+            ));
+        }
+        None => {
+            edits.push(insert_into_map(entry, text, &want, Some("parameters"))?);
+        }
+    }
+    Ok(edits)
+}
+
+/// Inserts `kvs` into mapping `m` (under a new key `wrap` when given).
+fn insert_into_map(
+    m: &Node,
+    text: &str,
+    kvs: &[(&str, String)],
+    wrap: Option<&str>,
+) -> Result<Edit, EppConfigError> {
+    let Node::Map {
+        entries,
+        flow_end,
+        start,
+    } = m
+    else {
+        return Err(EppConfigError::Emit("not a mapping".into()));
+    };
+    if let Some(close) = flow_end {
+        let body: Vec<String> = kvs.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        let body = body.join(", ");
+        let item = match wrap {
+            Some(w) => format!("{w}: {{{body}}}"),
+            None => body,
+        };
+        let sep = if entries.is_empty() { "" } else { ", " };
+        return Ok(Edit {
+            start: *close,
+            end: *close,
+            text: format!("{sep}{item}"),
+        });
+    }
+    // Block mapping: after the line of its last value, at its keys' indent.
+    let first_key = match entries.first() {
+        Some((Node::Scalar { start, .. }, _)) => *start,
+        _ => *start,
+    };
+    let line_start = text[..first_key].rfind('\n').map_or(0, |i| i + 1);
+    let indent = " ".repeat(text[line_start..first_key].chars().count());
+    let last = m
+        .last_end()
+        .ok_or_else(|| EppConfigError::Emit("an empty block mapping".into()))?;
+    let at = text[last..].find('\n').map_or(text.len(), |i| last + i);
+    let mut s = String::new();
+    match wrap {
+        Some(w) => {
+            s.push_str(&format!("\n{indent}{w}:"));
+            for (k, v) in kvs {
+                s.push_str(&format!("\n{indent}  {k}: {v}"));
+            }
+        }
+        None => {
+            for (k, v) in kvs {
+                s.push_str(&format!("\n{indent}{k}: {v}"));
             }
         }
     }
-    Ok(())
+    Ok(Edit {
+        start: at,
+        end: at,
+        text: s,
+    })
+}
+
+/// Applies edits (non-overlapping) to `text`.
+fn apply_edits(text: &str, mut edits: Vec<Edit>) -> String {
+    edits.sort_by_key(|e| std::cmp::Reverse(e.start));
+    let mut out = text.to_string();
+    for e in edits {
+        out.replace_range(e.start..e.end, &e.text);
+    }
+    out
+}
+
+/// Writes `text` back with `changes` set on the filter instances `select`
+/// accepts (by instance name and config), everything else byte for byte.
+///
+/// Only instances on the throughput path (`ttftSource: prefillThroughput`)
+/// can take a peak and a bar in these units; others are left as they are.
+/// Returns the new text and the names of the instances edited.
+///
+/// ```
+/// use gatecal_analysis::epp_config::{ParamChanges, emit, filters_from_yaml};
+/// use gatecal_filter::PenaltyMode;
+/// let yaml = "plugins:\n- name: affinity # ours\n  type: prefix-cache-affinity-filter\n  parameters:\n    affinityThreshold: 0.9\n    maxTTFTPenaltyMs: 18000\n";
+/// let ch = ParamChanges { peak_prefill_throughput: 3000.0, max_ttft_penalty_ms: 1400.0, penalty_mode: PenaltyMode::Static };
+/// let (out, names) = emit(yaml, &ch, |_, _| true).unwrap();
+/// assert_eq!(names, ["affinity"]);
+/// assert_eq!(out, "plugins:\n- name: affinity # ours\n  type: prefix-cache-affinity-filter\n  parameters:\n    affinityThreshold: 0.9\n    maxTTFTPenaltyMs: 1400\n    peakPrefillThroughput: 3000\n");
+/// assert_eq!(filters_from_yaml(&out).unwrap()[0].1.max_ttft_penalty_ms, 1400.0);
+/// ```
+pub fn emit(
+    text: &str,
+    changes: &ParamChanges,
+    select: impl Fn(&str, &Config) -> bool,
+) -> Result<(String, Vec<String>), EppConfigError> {
+    if !(changes.peak_prefill_throughput.is_finite() && changes.max_ttft_penalty_ms.is_finite()) {
+        return Err(EppConfigError::Emit(
+            "peakPrefillThroughput and maxTTFTPenaltyMs must be numbers".into(),
+        ));
+    }
+    let docs = parse_nodes(text)?;
+    let mut texts = Texts {
+        texts: vec![(text.to_string(), Host::File, None)],
+    };
+    let mut found = Vec::new();
+    for d in &docs {
+        search(d, "", 0, &mut texts, &mut found, 0)?;
+    }
+    if found.is_empty() {
+        return Err(EppConfigError::NoFilter);
+    }
+    // Edits per text, then each string's edits mapped into its host.
+    let mut per_text: Vec<Vec<Edit>> = (0..texts.texts.len()).map(|_| Vec::new()).collect();
+    let mut names = Vec::new();
+    let mut expected: Vec<(String, Config)> = Vec::new();
+    for f in &found {
+        let edit =
+            select(&f.name, &f.config) && f.config.ttft_source == TtftSource::PrefillThroughput;
+        if !edit {
+            expected.push((f.name.clone(), f.config.clone()));
+            continue;
+        }
+        if let Host::Fixed(why) = texts.texts[f.doc].1 {
+            return Err(EppConfigError::Emit(format!(
+                "{} is held in {why}; write it as a literal block (|) or edit it by hand",
+                f.path
+            )));
+        }
+        let new = changes.apply(&f.config);
+        Config::from_value(&new.to_parameters()).map_err(|error| EppConfigError::Config {
+            plugin: f.name.clone(),
+            error,
+        })?;
+        per_text[f.doc].extend(entry_edits(
+            &f.entry,
+            &texts.texts[f.doc].0,
+            changes,
+            &f.config,
+        )?);
+        names.push(f.name.clone());
+        expected.push((f.name.clone(), new));
+    }
+    if names.is_empty() {
+        return Err(EppConfigError::Emit(
+            "no filter instance on the throughput path (ttftSource: prefillThroughput) to edit"
+                .into(),
+        ));
+    }
+    // Innermost texts first: a string's edited value becomes an edit of its host.
+    for i in (1..texts.texts.len()).rev() {
+        let edits = std::mem::take(&mut per_text[i]);
+        if edits.is_empty() {
+            continue;
+        }
+        let (inner, host, parent) = &texts.texts[i];
+        let parent = parent.unwrap_or(0);
+        let Host::Literal {
+            content_start,
+            indent,
+        } = *host
+        else {
+            return Err(EppConfigError::Emit(
+                "a string that cannot be edited in place".into(),
+            ));
+        };
+        let pad = " ".repeat(indent);
+        // Inner byte offset -> host byte offset: same line, shifted by the indent.
+        let line_starts: Vec<usize> = std::iter::once(0)
+            .chain(inner.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        let host_text = &texts.texts[parent].0;
+        let mut host_line_starts = Vec::new();
+        let mut pos = content_start;
+        for _ in 0..line_starts.len() {
+            host_line_starts.push(pos);
+            pos = host_text[pos..]
+                .find('\n')
+                .map_or(host_text.len(), |j| pos + j + 1);
+        }
+        let map = |o: usize| -> usize {
+            let l = line_starts.partition_point(|&s| s <= o) - 1;
+            let hs = host_line_starts[l];
+            let line_len = host_text[hs..].find('\n').unwrap_or(host_text.len() - hs);
+            let shift = indent.min(line_len);
+            hs + shift + (o - line_starts[l])
+        };
+        for e in edits {
+            per_text[parent].push(Edit {
+                start: map(e.start),
+                end: map(e.end),
+                text: e.text.replace('\n', &format!("\n{pad}")),
+            });
+        }
+    }
+    let out = apply_edits(text, std::mem::take(&mut per_text[0]));
+    // The round trip: the written file reads back as asked.
+    let back = filters_from_yaml(&out)?;
+    if back.len() != expected.len()
+        || back
+            .iter()
+            .zip(&expected)
+            .any(|((n, c), (en, ec))| n != en || c != ec)
+    {
+        return Err(EppConfigError::Emit(
+            "the edited file does not read back as the parameters asked for".into(),
+        ));
+    }
+    Ok((out, names))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gatecal_filter::PenaltyMode;
+
+    fn ch(peak: f64, bar: f64, mode: PenaltyMode) -> ParamChanges {
+        ParamChanges {
+            peak_prefill_throughput: peak,
+            max_ttft_penalty_ms: bar,
+            penalty_mode: mode,
+        }
+    }
 
     #[test]
     fn chart_with_two_instances() {
@@ -256,15 +1027,17 @@ plugins:
         assert_eq!(f[0].0, "strict-affinity-filter");
         assert_eq!(f[0].1.affinity_threshold, 0.99);
         assert_eq!(f[1].0, "loose-affinity-filter");
+        // Neither is on the throughput path: nothing to edit.
+        let e = emit(yaml, &ch(3000.0, 1000.0, PenaltyMode::Static), |_, _| true).unwrap_err();
+        assert!(e.to_string().contains("throughput path"), "{e}");
     }
 
     #[test]
     fn configmap_and_errors() {
         let cm = "kind: ConfigMap\ndata:\n  config.yaml: |\n    plugins:\n    - type: prefix-cache-affinity-filter\n      parameters:\n        maxTTFTPenaltyMs: 1000\n";
-        assert_eq!(
-            filters_from_yaml(cm).unwrap()[0].1.max_ttft_penalty_ms,
-            1000.0
-        );
+        let f = find_filters(cm).unwrap();
+        assert_eq!(f[0].config.max_ttft_penalty_ms, 1000.0);
+        assert_eq!(f[0].path, "data[\"config.yaml\"].plugins[0]");
         assert_eq!(
             filters_from_yaml("plugins: []").unwrap_err(),
             EppConfigError::NoFilter
@@ -276,9 +1049,166 @@ plugins:
             "plugin prefix-cache-affinity-filter: invalid config: maxTTFTPenaltyMs must be >= 0, got -1.000000"
         );
         assert!(matches!(
-            filters_from_yaml(": : :"),
+            filters_from_yaml("a: [b"),
             Err(EppConfigError::Yaml(_))
         ));
+        // A quoted number is a string, which the strict decoder refuses.
+        let quoted = "plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {maxTTFTPenaltyMs: \"5\"}\n";
+        assert!(filters_from_yaml(quoted).is_err());
+        let deep = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+        assert!(matches!(
+            filters_from_yaml(&deep),
+            Err(EppConfigError::TooDeep)
+        ));
+    }
+
+    const RAW: &str = "\
+# EPP config of the glm deployment
+apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: approx-prefix-cache-producer   # match info
+  parameters:
+    blockSizeTokens: 64
+- name: affinity
+  type: prefix-cache-affinity-filter
+  parameters:
+    affinityThreshold: 0.9            # keep
+    prefixMatchInfoProducerName: approx-prefix-cache-producer
+    maxTTFTPenaltyMs: 18000           # the default
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: affinity
+  - pluginRef: max-score-picker
+";
+
+    #[test]
+    fn raw_config_edited_in_place() {
+        let (out, names) =
+            emit(RAW, &ch(2996.4, 1400.0, PenaltyMode::Static), |_, _| true).unwrap();
+        assert_eq!(names, ["affinity"]);
+        let want = RAW.replace(
+            "maxTTFTPenaltyMs: 18000           # the default",
+            "maxTTFTPenaltyMs: 1400           # the default\n    peakPrefillThroughput: 2996.4",
+        );
+        assert_eq!(out, want);
+        let f = find_filters(&out).unwrap();
+        assert_eq!(f[0].name, "affinity");
+        assert_eq!(f[0].config.affinity_threshold, 0.9);
+        assert_eq!(f[0].config.max_ttft_penalty_ms, 1400.0);
+        assert_eq!(f[0].config.peak_prefill_throughput, 2996.4);
+        // matchedTokens adds the mode.
+        let (out, _) = emit(
+            RAW,
+            &ch(3000.0, 18000.0, PenaltyMode::MatchedTokens),
+            |_, _| true,
+        )
+        .unwrap();
+        let f = find_filters(&out).unwrap();
+        assert_eq!(f[0].config.penalty_mode, PenaltyMode::MatchedTokens);
+        assert!(out.contains("\n    penaltyMode: matchedTokens\n"), "{out}");
+        assert!(out.contains("maxTTFTPenaltyMs: 18000           # the default"));
+    }
+
+    #[test]
+    fn flow_and_missing_parameters() {
+        let flow = "plugins:\n- {name: a, type: prefix-cache-affinity-filter, parameters: {maxTTFTPenaltyMs: 5000, penaltyMode: 'matchedTokens'}}\n";
+        let (out, _) = emit(flow, &ch(8000.0, 2000.0, PenaltyMode::Static), |_, _| true).unwrap();
+        assert_eq!(
+            out,
+            "plugins:\n- {name: a, type: prefix-cache-affinity-filter, parameters: {maxTTFTPenaltyMs: 2000, penaltyMode: 'static', peakPrefillThroughput: 8000}}\n"
+        );
+        let bare = "plugins:\n- type: prefix-cache-affinity-filter\n- type: other\n";
+        let (out, _) = emit(bare, &ch(8000.0, 2000.0, PenaltyMode::Static), |_, _| true).unwrap();
+        assert_eq!(
+            out,
+            "plugins:\n- type: prefix-cache-affinity-filter\n  parameters:\n    peakPrefillThroughput: 8000\n    maxTTFTPenaltyMs: 2000\n- type: other\n"
+        );
+        let empty = "plugins:\n- type: prefix-cache-affinity-filter\n  parameters:\n";
+        let (out, _) = emit(empty, &ch(8000.0, 2000.0, PenaltyMode::Static), |_, _| true).unwrap();
+        assert_eq!(
+            find_filters(&out).unwrap()[0].config.max_ttft_penalty_ms,
+            2000.0
+        );
+    }
+
+    #[test]
+    fn configmap_list_and_helm_values() {
+        let inner = RAW
+            .lines()
+            .skip(1)
+            .map(|l| format!("        {l}\n"))
+            .collect::<String>();
+        let list = format!(
+            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {{name: glm-epp}}\n  data:\n    default-plugins.yaml: |\n{inner}"
+        );
+        let f = find_filters(&list).unwrap();
+        assert_eq!(
+            f[0].path,
+            "items[0].data[\"default-plugins.yaml\"].plugins[1]"
+        );
+        let (out, _) = emit(&list, &ch(3000.0, 1500.0, PenaltyMode::Static), |_, _| true).unwrap();
+        let want = list.replace(
+            "        maxTTFTPenaltyMs: 18000           # the default",
+            "        maxTTFTPenaltyMs: 1500           # the default\n            peakPrefillThroughput: 3000",
+        );
+        assert_eq!(out, want);
+
+        let helm = format!(
+            "router:\n  epp:\n    replicas: 2   # two EPPs\n    pluginsConfigFile: custom-plugins.yaml\n    pluginsCustomConfig:\n      custom-plugins.yaml: |\n{}\n    resources: {{}}\n",
+            RAW.lines()
+                .map(|l| if l.is_empty() {
+                    "\n".to_string()
+                } else {
+                    format!("        {l}\n")
+                })
+                .collect::<String>()
+                .trim_end()
+        );
+        let f = find_filters(&helm).unwrap();
+        assert_eq!(
+            f[0].path,
+            "router.epp.pluginsCustomConfig[\"custom-plugins.yaml\"].plugins[1]"
+        );
+        let (out, _) = emit(
+            &helm,
+            &ch(3000.0, 1500.0, PenaltyMode::MatchedTokens),
+            |_, _| true,
+        )
+        .unwrap();
+        let g = find_filters(&out).unwrap();
+        assert_eq!(g[0].config.penalty_mode, PenaltyMode::MatchedTokens);
+        assert_eq!(g[0].config.peak_prefill_throughput, 3000.0);
+        assert!(out.ends_with("\n    resources: {}\n"), "{out}");
+        assert!(out.contains("    replicas: 2   # two EPPs\n"));
+
+        let quoted = "data:\n  c.yaml: \"plugins:\\n- type: prefix-cache-affinity-filter\\n\"\n";
+        assert_eq!(find_filters(quoted).unwrap().len(), 1);
+        let e = emit(quoted, &ch(3000.0, 1500.0, PenaltyMode::Static), |_, _| {
+            true
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("literal block"), "{e}");
+    }
+
+    #[test]
+    fn invalid_values_are_never_written() {
+        let e = emit(RAW, &ch(0.0, 1400.0, PenaltyMode::Static), |_, _| true).unwrap_err();
+        assert!(
+            e.to_string().contains("peakPrefillThroughput must be > 0"),
+            "{e}"
+        );
+        let e = emit(RAW, &ch(3000.0, f64::NAN, PenaltyMode::Static), |_, _| true);
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn minimal_config_reads_back() {
+        let c = ch(2996.0, 1400.0, PenaltyMode::MatchedTokens);
+        let f = find_filters(&minimal_config(&c)).unwrap();
+        assert_eq!(f[0].config, c.apply(&Config::default()));
     }
 
     /// `.nan` and `.inf` are refused, naming the parameter, in a file and
