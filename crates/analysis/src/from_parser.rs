@@ -2,7 +2,7 @@
 
 use gatecal_parser::{Completion, Decision, FilterMsg};
 
-use crate::input::{DecisionInput, LoggedGate, ScoredEndpoint};
+use crate::input::{DecisionInput, LoggedGate, MatchedSource, ScoredEndpoint};
 
 /// Whether a scorer plugin (`name/type`) scores prefix-cache matches: its
 /// type (after the last `/`) contains `prefix` and not `affinity`.
@@ -133,7 +133,8 @@ impl From<Decision> for DecisionInput {
             .collect();
         // Matched tokens: the PD decider's hit, else the best prefix score of a
         // survivor times the prompt length.
-        let hit = hit_prefix_tokens.map(|h| h.round() as i64).or_else(|| {
+        let decider = hit_prefix_tokens.map(|h| h.round() as i64);
+        let scored_hit = decider.is_none().then(|| {
             let p = prompt?;
             let best = scored
                 .iter()
@@ -146,6 +147,11 @@ impl From<Decision> for DecisionInput {
                 .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))))?;
             Some((best * p as f64).round() as i64)
         });
+        let (hit, matched_source) = match (decider, scored_hit.flatten()) {
+            (Some(h), _) => (Some(h), Some(MatchedSource::PdDecider)),
+            (None, Some(h)) => (Some(h), Some(MatchedSource::PrefixScorePrompt)),
+            (None, None) => (None, None),
+        };
         DecisionInput {
             deployment,
             ts,
@@ -167,6 +173,7 @@ impl From<Decision> for DecisionInput {
             affinity_threshold,
             prefill_throughput,
             traced,
+            matched_source,
         }
     }
 }

@@ -63,7 +63,8 @@ pub struct DecisionInput {
     pub chosen: Option<String>,
     /// Prompt length in tokens, when logged (PD decider).
     pub prompt_tokens: Option<i64>,
-    /// Cached prefix tokens of the request, when logged (PD decider).
+    /// Cached prefix tokens of the request on its best sticky endpoint,
+    /// when some line gives them; [`DecisionInput::matched_source`] says which.
     pub hit_prefix_tokens: Option<i64>,
     /// A version-2 decisions record's gate and config: the gate input, its
     /// evidence and replay are taken as given, never reconstructed again.
@@ -75,6 +76,8 @@ pub struct DecisionInput {
     pub affinity_threshold: Option<f64>,
     /// `prefillThroughput` of the filter line (P2251 builds): the peak in force.
     pub prefill_throughput: Option<f64>,
+    /// Where `hit_prefix_tokens` come from.
+    pub matched_source: Option<MatchedSource>,
     /// The decision's trace span, when it has one (a decision of a trace
     /// input, or a log decision joined to its span).
     pub traced: Option<TracedGate>,
@@ -90,4 +93,29 @@ pub struct TracedGate {
     /// other fields come from the logs); `false` for a decision read from
     /// traces alone.
     pub joined: bool,
+}
+
+/// Where a decision's matched tokens come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchedSource {
+    /// Exact match info of decision records (or a build logging every
+    /// candidate's match blocks and block size).
+    DecisionRecords,
+    /// The P/D decider's `Computed hit percentage for prefix cache` (`-v=4`):
+    /// `absolute hit prefix len (tokens)`.
+    PdDecider,
+    /// The prefix scorer's score × the PD decider's prompt length.
+    PrefixScorePrompt,
+}
+
+impl MatchedSource {
+    /// The label used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchedSource::DecisionRecords => "decision_records",
+            MatchedSource::PdDecider => "pd_decider",
+            MatchedSource::PrefixScorePrompt => "prefix_score_x_prompt",
+        }
+    }
 }

@@ -17,15 +17,23 @@
 //!   count. Quantiles p10/p50/p90 are nearest rank on the signed histogram
 //!   (0.05 % relative precision); the error of the bar is otherwise the
 //!   relative error of the peak estimate.
-//! * **Static recommendation**: `peakPrefillThroughput` = the estimate,
-//!   `maxTTFTPenaltyMs` = the break-even p50 rounded to two significant
-//!   digits: the bar at which the static gate agrees with the break-even rule
-//!   for the median request. Without matched tokens, the current bar is kept.
-//! * **Matched-tokens recommendation**: `penaltyMode: matchedTokens` with the
-//!   estimate, and the current `maxTTFTPenaltyMs` kept as the ceiling.
-//! * Each config (current, static, matched tokens) is replayed through the
-//!   filter core on the same decisions ([`crate::whatif`]); shares are of all
-//!   decisions.
+//! * **Reference peak**: every row is measured at the estimate `P`: gate
+//!   input `g = (sticky − nonSticky tokens) / P × 1000`, break-even
+//!   `b = matched / P × 1000`.
+//! * **Excess TTFT** of a decision under a config: `g − b` when it holds and
+//!   `g > b`, `b − g` when it releases and `g < b`, else 0; the mean over the
+//!   decisions with a known gate input and matched tokens ([`excess_ms`]).
+//! * **Static recommendation**: `peakPrefillThroughput` = the estimate, and
+//!   the bar minimising the summed excess TTFT, exactly
+//!   ([`derive_static_bar`]). Without matched tokens there is none.
+//! * **Matched-tokens rows**: `penaltyMode: matchedTokens` with the estimate,
+//!   the current bar kept as the ceiling, and without ceiling.
+//! * **One recommendation**: matchedTokens when its excess is below the
+//!   static bar's, else static; static for `ttftSource: latencyPredictor`.
+//! * Each config (current, static, matched tokens, candidates) is replayed
+//!   through the filter core on the same decisions ([`crate::whatif`]);
+//!   shares are of all decisions; pinned is held with `g` at least the
+//!   pinned-worse minimum.
 //! * **Memory**: each decision is kept until the end, because the static
 //!   recommendation's bar is known only then, reduced to what the static and
 //!   matched-tokens gates read (the two best endpoints' in-flight tokens and
@@ -47,13 +55,12 @@ use serde::Serialize;
 
 use crate::gate_dist::{ConfigSet, InputSummary, SourcedConfig};
 use crate::hist::SignedHistogram;
-use crate::input::DecisionInput;
+use crate::input::{DecisionInput, MatchedSource};
 use crate::prometheus::{PromEstimator, PromSeries};
 use crate::reconstruct::{GateSample, ReconstructOptions, Reconstructor, Replay, two_sided};
 use crate::reorder::Reorder;
-use crate::stats::StatsAcc;
 use crate::throughput::{PeakEstimate, PeakSource, VllmEstimator};
-use crate::whatif::WhatIfSpec;
+use crate::whatif::{CandidateConfig, replay};
 
 /// The schema id of the JSON report.
 pub const SCHEMA: &str = "gatecal.recommend/v2";
@@ -78,6 +85,8 @@ pub struct RecommendOptions {
     pub user_peak: Option<f64>,
     /// Calibration estimates: per deployment, or under `""` for every one.
     pub calibration: BTreeMap<String, PeakEstimate>,
+    /// Configs to replay beside the current one.
+    pub candidates: Vec<CandidateConfig>,
 }
 
 impl Default for RecommendOptions {
@@ -88,6 +97,7 @@ impl Default for RecommendOptions {
             window_s: None,
             user_peak: None,
             calibration: BTreeMap::new(),
+            candidates: Vec::new(),
         }
     }
 }
@@ -145,6 +155,36 @@ pub struct BreakEven {
     pub windows: Vec<BreakEvenWindow>,
 }
 
+/// Where the matched tokens came from, and what is missing.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MatchedTokens {
+    /// Decisions with a sticky endpoint (the break-even applies to them).
+    pub decisions: u64,
+    /// Of those, decisions with matched tokens.
+    pub with_matched: u64,
+    /// Decisions with matched tokens, by source label.
+    pub sources: BTreeMap<String, u64>,
+    /// Decisions with a known gate input and matched tokens: the ones the
+    /// rows' excess TTFT is measured on.
+    pub scored: u64,
+    /// When no source gave matched tokens: which log level or producer would.
+    pub missing: Option<String>,
+}
+
+/// Break-even in tokens: the best sticky endpoint's matched tokens (exact
+/// nearest-rank quantiles, independent of the peak).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BreakEvenTokens {
+    /// Decisions with matched tokens.
+    pub count: u64,
+    /// 10th percentile.
+    pub p10: Option<i64>,
+    /// Median.
+    pub p50: Option<i64>,
+    /// 90th percentile.
+    pub p90: Option<i64>,
+}
+
 /// The config in force and what it did.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Current {
@@ -154,56 +194,91 @@ pub struct Current {
     pub decisions: u64,
     /// Released (replayed), over all decisions.
     pub released_share: f64,
-    /// Pinned-worse (replayed), over all decisions.
+    /// Released as logged (the decisions' own outcomes), over all decisions.
+    pub logged_released_share: f64,
+    /// Pinned-worse (replayed, at the reference peak), over all decisions.
     pub pinned_worse_share: f64,
     /// Decisions whose gate input is unknown.
     pub unknown: u64,
 }
 
-/// The static recommendation.
+/// What a row is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowKind {
+    /// The config in force.
+    Current,
+    /// Static mode at the peak estimate, with the derived bar.
+    Static,
+    /// `matchedTokens` at the peak estimate, the current bar as ceiling.
+    MatchedTokens,
+    /// `matchedTokens` at the peak estimate, no ceiling.
+    MatchedTokensNoCeiling,
+    /// A `--candidate-config` or `--what-if`.
+    Candidate,
+}
+
+/// One config replayed on the deployment's decisions.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct StaticRec {
+pub struct Row {
+    /// `current`, `static`, `matchedTokens`, `matchedTokens, no ceiling`, or
+    /// the candidate's label.
+    pub label: String,
+    /// What the row is.
+    pub kind: RowKind,
+    /// `penaltyMode`.
+    #[serde(rename = "penaltyMode")]
+    pub penalty_mode: PenaltyMode,
+    /// `peakPrefillThroughput`.
+    #[serde(rename = "peakPrefillThroughput")]
+    pub peak_prefill_throughput: f64,
+    /// `maxTTFTPenaltyMs` (the ceiling in matchedTokens mode; 0 = none).
+    #[serde(rename = "maxTTFTPenaltyMs")]
+    pub max_ttft_penalty_ms: f64,
+    /// Released (replayed), over all decisions.
+    pub released_share: f64,
+    /// The current row only: released as logged, over all decisions.
+    pub logged_released_share: Option<f64>,
+    /// Held with the gate input at the reference peak >= the pinned-worse
+    /// minimum, over all decisions.
+    pub pinned_worse_share: f64,
+    /// Expected excess TTFT per scored decision, ms, against the break-even
+    /// rule at the reference peak (`null` without scored decisions).
+    pub excess_ttft_ms: Option<f64>,
+    /// Decisions whose gate input is unknown (in neither share).
+    pub unknown: u64,
+    /// matchedTokens: decisions without match info (held).
+    pub no_match_info: u64,
+    /// A candidate that is not valid for this deployment: the EPP's message.
+    pub error: Option<String>,
+}
+
+/// The parameters of one mode.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModeParams {
+    /// `penaltyMode`.
+    #[serde(rename = "penaltyMode")]
+    pub penalty_mode: PenaltyMode,
     /// `peakPrefillThroughput`.
     #[serde(rename = "peakPrefillThroughput")]
     pub peak_prefill_throughput: f64,
     /// `maxTTFTPenaltyMs`.
     #[serde(rename = "maxTTFTPenaltyMs")]
     pub max_ttft_penalty_ms: f64,
-    /// Released share it would have produced.
-    pub released_share: f64,
-    /// Pinned-worse share it would have produced.
-    pub pinned_worse_share: f64,
+    /// Its expected excess TTFT per scored decision, ms.
+    pub excess_ttft_ms: Option<f64>,
 }
 
-/// The matched-tokens recommendation.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct MatchedRec {
-    /// Always `matchedTokens`.
-    #[serde(rename = "penaltyMode")]
-    pub penalty_mode: PenaltyMode,
-    /// `peakPrefillThroughput` (used by the ceiling).
-    #[serde(rename = "peakPrefillThroughput")]
-    pub peak_prefill_throughput: f64,
-    /// `maxTTFTPenaltyMs`, the ceiling (0 = none).
-    #[serde(rename = "maxTTFTPenaltyMs")]
-    pub max_ttft_penalty_ms: f64,
-    /// Released share it would have produced.
-    pub released_share: f64,
-    /// Pinned-worse share it would have produced.
-    pub pinned_worse_share: f64,
-    /// Decisions whose best sticky endpoint had no match info (held).
-    pub no_match_info: u64,
-}
-
-/// The recommendations.
+/// The recommendation: one mode, and the other as the alternative.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Recommended {
-    /// Static mode.
-    #[serde(rename = "static")]
-    pub static_mode: StaticRec,
-    /// Matched-tokens mode.
-    pub matched_tokens: MatchedRec,
-    /// Both as ready-to-paste EPP plugin entries (YAML).
+    /// The recommended parameters.
+    pub params: ModeParams,
+    /// The other mode's best parameters, not recommended.
+    pub alternative: ModeParams,
+    /// Why this mode.
+    pub why: String,
+    /// The parameters to set, as YAML, the alternative commented out.
     pub yaml: String,
 }
 
@@ -214,12 +289,22 @@ pub struct DeploymentRec {
     pub name: String,
     /// Peak prefill throughput.
     pub peak_prefill_throughput: PeakReport,
-    /// Break-even bar.
+    /// The peak every row's excess TTFT and pinned share are measured at
+    /// (the estimate), tokens/s.
+    pub reference_peak: f64,
+    /// Where the matched tokens came from.
+    pub matched_tokens: MatchedTokens,
+    /// Break-even bar, ms: matched tokens at the reference peak.
     pub break_even_ms: BreakEven,
+    /// Break-even in tokens.
+    pub break_even_tokens: BreakEvenTokens,
     /// The config in force.
     pub current: Current,
-    /// The recommendations.
-    pub recommended: Recommended,
+    /// Every config replayed: current, static, matchedTokens (with and
+    /// without ceiling), candidates.
+    pub rows: Vec<Row>,
+    /// The recommendation; `null` without matched tokens.
+    pub recommended: Option<Recommended>,
     /// Warnings.
     pub warnings: Vec<String>,
 }
@@ -331,6 +416,14 @@ struct Dep {
     /// Per decision: what the replays read, and its config's index.
     kept: Vec<(Kept, u16)>,
     matched: Vec<(Option<f64>, i64)>,
+    /// The filter instance of the deployment's first decision.
+    instance: Option<String>,
+    /// Decisions released as logged.
+    logged_released: u64,
+    /// Decisions with a sticky endpoint.
+    with_sticky: u64,
+    /// Decisions with matched tokens, by source.
+    sources: BTreeMap<MatchedSource, u64>,
 }
 
 /// The calibration in progress.
@@ -439,19 +532,36 @@ impl Recommend {
                 configs: Vec::new(),
                 kept: Vec::new(),
                 matched: Vec::new(),
+                instance: d.filter.clone(),
+                logged_released: 0,
+                with_sticky: 0,
+                sources: BTreeMap::new(),
             });
+        if s.outcome.is_some_and(Outcome::is_release) {
+            dep.logged_released += 1;
+        }
+        let has_sticky = s.outcome.is_some_and(|o| {
+            matches!(
+                o,
+                Outcome::Sticky
+                    | Outcome::LoadOverride
+                    | Outcome::MissingSignal
+                    | Outcome::RequestLoadOverride
+            )
+        });
+        if has_sticky {
+            dep.with_sticky += 1;
+        }
         if let Some(m) = s.matched_tokens.filter(|m| *m > 0)
-            && s.outcome.is_some_and(|o| {
-                matches!(
-                    o,
-                    Outcome::Sticky
-                        | Outcome::LoadOverride
-                        | Outcome::MissingSignal
-                        | Outcome::RequestLoadOverride
-                )
-            })
+            && has_sticky
         {
             dep.matched.push((d.ts, m));
+            let src = if d.exact.is_some() {
+                MatchedSource::DecisionRecords
+            } else {
+                d.matched_source.unwrap_or(MatchedSource::PdDecider)
+            };
+            *dep.sources.entry(src).or_default() += 1;
         }
         let ci = match dep.configs.iter().position(|c| *c == sc.parameters) {
             Some(i) => i,
@@ -620,11 +730,14 @@ impl Recommend {
                 "no estimate of peakPrefillThroughput (every source gives {p} tok/s): none is recommended; measure it (a saturated vLLM, a calibration file) or pass --peak-prefill-throughput"
             ));
         }
+        let matched_list = dep
+            .map(|d| d.matched.as_slice())
+            .filter(|_| has_peak)
+            .unwrap_or(&[]);
         // Break-even bars.
         let mut all = SignedHistogram::new();
         let mut windows: BTreeMap<i64, SignedHistogram> = BTreeMap::new();
-        let matched = dep.map(|d| d.matched.as_slice()).filter(|_| has_peak);
-        for (ts, m) in matched.unwrap_or(&[]) {
+        for (ts, m) in matched_list {
             let be = *m as f64 / p * 1000.0;
             all.record(be);
             if let (Some(w), Some(t)) = (self.opts.window_s, ts) {
@@ -654,51 +767,123 @@ impl Recommend {
                 })
                 .collect(),
         };
-        let current_bar = config.parameters.max_ttft_penalty_ms;
-        let static_bar = break_even.p50.map(round2).unwrap_or(current_bar);
-        let specs = [
-            WhatIfSpec {
-                mode: config.parameters.penalty_mode,
-                max_ttft_penalty_ms: None,
-                peak_prefill_throughput: None,
-            },
-            WhatIfSpec {
-                mode: PenaltyMode::Static,
-                max_ttft_penalty_ms: Some(static_bar),
-                peak_prefill_throughput: Some(p),
-            },
-            WhatIfSpec {
-                mode: PenaltyMode::MatchedTokens,
-                max_ttft_penalty_ms: Some(current_bar),
-                peak_prefill_throughput: Some(p),
-            },
-        ];
-        let mut acc = StatsAcc::new(self.opts.pinned_worse_min_ms, specs.len());
-        if let Some(dep) = dep {
-            for (k, ci) in &dep.kept {
-                let c = dep
-                    .configs
-                    .get(usize::from(*ci))
-                    .unwrap_or(&dep.config.parameters);
-                acc.add(&k.sample(), c, &specs);
+        // In tokens: independent of the peak, so known without one.
+        let mut tokens: Vec<i64> = dep
+            .map(|d| d.matched.as_slice())
+            .unwrap_or(&[])
+            .iter()
+            .map(|(_, m)| *m)
+            .collect();
+        tokens.sort_unstable();
+        let break_even_tokens = BreakEvenTokens {
+            count: tokens.len() as u64,
+            p10: nearest_rank(&tokens, 0.1),
+            p50: nearest_rank(&tokens, 0.5),
+            p90: nearest_rank(&tokens, 0.9),
+        };
+
+        // The decisions the excess TTFT is measured on: (gate input, break-even), ms.
+        let scored: Vec<(f64, f64)> = dep
+            .map(|d| d.kept.as_slice())
+            .filter(|_| has_peak)
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|(k, _)| match *k {
+                Kept::Gate {
+                    sticky,
+                    non_sticky,
+                    matched,
+                } if matched > 0 => Some((
+                    (sticky - non_sticky) as f64 / p * 1000.0,
+                    matched as f64 / p * 1000.0,
+                )),
+                _ => None,
+            })
+            .collect();
+        let mut sources = BTreeMap::new();
+        if let Some(d) = dep {
+            for (k, v) in &d.sources {
+                sources.insert(k.as_str().to_string(), *v);
             }
         }
-        let st = acc.finish();
-        let w = &st.what_if;
-        let static_rec = StaticRec {
-            peak_prefill_throughput: p.round(),
-            max_ttft_penalty_ms: static_bar,
-            released_share: w[1].released_share,
-            pinned_worse_share: w[1].pinned_worse_share,
+        let missing = tokens.is_empty().then(|| MISSING_MATCHED.to_string());
+        let matched_tokens = MatchedTokens {
+            decisions: dep.map_or(0, |d| d.with_sticky),
+            with_matched: tokens.len() as u64,
+            sources,
+            scored: scored.len() as u64,
+            missing,
         };
-        let matched_rec = MatchedRec {
-            penalty_mode: PenaltyMode::MatchedTokens,
-            peak_prefill_throughput: p.round(),
-            max_ttft_penalty_ms: current_bar,
-            released_share: w[2].released_share,
-            pinned_worse_share: w[2].pinned_worse_share,
-            no_match_info: w[2].no_match_info,
+
+        // The rows.
+        let current_bar = config.parameters.max_ttft_penalty_ms;
+        let derived = derive_static_bar(&scored, break_even.p50);
+        let mut rows = Vec::new();
+        let cur = self.row(dep, p, "current".into(), RowKind::Current, &|base| {
+            Ok(base.clone())
+        });
+        rows.push(cur);
+        if let Some(bar) = derived {
+            rows.push(self.row(dep, p, "static".into(), RowKind::Static, &|base| {
+                Ok(Config {
+                    penalty_mode: PenaltyMode::Static,
+                    peak_prefill_throughput: p.round(),
+                    max_ttft_penalty_ms: bar,
+                    ..base.clone()
+                })
+            }));
+        }
+        if !scored.is_empty() {
+            for (label, kind, ceiling) in [
+                ("matchedTokens", RowKind::MatchedTokens, None),
+                (
+                    "matchedTokens, no ceiling",
+                    RowKind::MatchedTokensNoCeiling,
+                    Some(0.0),
+                ),
+            ] {
+                rows.push(self.row(dep, p, label.into(), kind, &|base| {
+                    Ok(Config {
+                        penalty_mode: PenaltyMode::MatchedTokens,
+                        peak_prefill_throughput: p.round(),
+                        max_ttft_penalty_ms: ceiling.unwrap_or(base.max_ttft_penalty_ms),
+                        ..base.clone()
+                    })
+                }));
+            }
+        }
+        let instance = dep.and_then(|d| d.instance.clone());
+        for c in &self.opts.candidates {
+            rows.push(
+                self.row(dep, p, c.label.clone(), RowKind::Candidate, &|base| {
+                    c.resolve(base, instance.as_deref())
+                }),
+            );
+        }
+        let current = Current {
+            config: config.clone(),
+            decisions: dep.map_or(0, |d| d.kept.len() as u64),
+            released_share: rows[0].released_share,
+            logged_released_share: rows[0].logged_released_share.unwrap_or(0.0),
+            pinned_worse_share: rows[0].pinned_worse_share,
+            unknown: rows[0].unknown,
         };
+
+        // The recommendation.
+        let recommended =
+            self.recommend(&name, &rows, &config.parameters, &break_even, current_bar);
+        if recommended.is_none() {
+            warnings.push(format!(
+                "no recommendation: {}",
+                if !has_peak {
+                    "no estimate of the peak to measure the break-even at".to_string()
+                } else if tokens.is_empty() {
+                    MISSING_MATCHED.to_string()
+                } else {
+                    "no decision has both matched tokens and a known gate input".to_string()
+                }
+            ));
+        }
 
         // Warnings.
         match peak.source {
@@ -727,9 +912,9 @@ impl Recommend {
                 configured / p
             ));
         }
-        if break_even.count < THIN_MATCHED_DECISIONS {
+        if break_even.count > 0 && break_even.count < THIN_MATCHED_DECISIONS {
             warnings.push(format!(
-                "thin evidence: {} decision(s) with matched tokens (the break-even bar needs match info: decision records, PD decider lines, or prefix scores with prompt lengths)",
+                "thin evidence: {} decision(s) with matched tokens",
                 break_even.count
             ));
         }
@@ -750,39 +935,326 @@ impl Recommend {
                 hi / lo
             ));
         }
+        for r in &rows {
+            if let Some(e) = &r.error {
+                warnings.push(format!("candidate {}: {e}", r.label));
+            }
+        }
 
-        let yaml = if has_peak {
-            format!(
-                "# {name}: static mode\n- type: prefix-cache-affinity-filter\n  parameters:\n    peakPrefillThroughput: {}\n    maxTTFTPenaltyMs: {}\n# {name}: matched-tokens mode\n- type: prefix-cache-affinity-filter\n  parameters:\n    penaltyMode: matchedTokens\n    peakPrefillThroughput: {}\n    maxTTFTPenaltyMs: {}\n",
-                static_rec.peak_prefill_throughput,
-                static_rec.max_ttft_penalty_ms,
-                matched_rec.peak_prefill_throughput,
-                matched_rec.max_ttft_penalty_ms,
-            )
-        } else {
-            format!(
-                "# {name}: no estimate of the peak prefill throughput, no config to paste (see the warnings)\n"
-            )
-        };
         DeploymentRec {
             name,
             peak_prefill_throughput: peak,
+            reference_peak: p,
+            matched_tokens,
             break_even_ms: break_even,
-            current: Current {
-                config,
-                decisions: st.decisions,
-                released_share: w[0].released_share,
-                pinned_worse_share: w[0].pinned_worse_share,
-                unknown: w[0].unknown,
-            },
-            recommended: Recommended {
-                static_mode: static_rec,
-                matched_tokens: matched_rec,
-                yaml,
-            },
+            break_even_tokens,
+            current,
+            rows,
+            recommended,
             warnings,
         }
     }
+
+    /// Replays every decision of `dep` under `make(base config)`, measuring
+    /// pinned-worse and excess TTFT at the reference peak `p`.
+    fn row(
+        &self,
+        dep: Option<&Dep>,
+        p: f64,
+        label: String,
+        kind: RowKind,
+        make: &dyn Fn(&Config) -> Result<Config, gatecal_filter::ConfigError>,
+    ) -> Row {
+        let pinned_min = self.opts.pinned_worse_min_ms;
+        let mut n = 0u64;
+        let mut released = 0u64;
+        let mut pinned = 0u64;
+        let mut unknown = 0u64;
+        let mut no_match = 0u64;
+        let mut scored = 0u64;
+        let mut excess = 0.0f64;
+        let mut shown: Option<Config> = None;
+        let mut error = None;
+        let mut made: Vec<Option<Config>> = Vec::new();
+        if let Some(d) = dep {
+            for c in &d.configs {
+                match make(c) {
+                    Ok(x) => made.push(Some(x)),
+                    Err(e) => {
+                        error.get_or_insert_with(|| e.to_string());
+                        made.push(None);
+                    }
+                }
+            }
+            for (k, ci) in &d.kept {
+                n += 1;
+                let Some(Some(c)) = made.get(usize::from(*ci)) else {
+                    unknown += 1;
+                    continue;
+                };
+                if shown.is_none() {
+                    shown = Some(c.clone());
+                }
+                let r = replay(&k.sample(), c);
+                let Some(o) = r.outcome else {
+                    unknown += 1;
+                    continue;
+                };
+                if r.no_match_info {
+                    no_match += 1;
+                }
+                let rel = o.is_release();
+                if rel {
+                    released += 1;
+                }
+                let g_ref = match *k {
+                    Kept::Gate {
+                        sticky, non_sticky, ..
+                    } if p > 0.0 && p.is_finite() => {
+                        Some((sticky - non_sticky) as f64 / p * 1000.0)
+                    }
+                    Kept::Predicted { sticky, non_sticky } => Some(sticky - non_sticky),
+                    _ => None,
+                };
+                if o == Outcome::Sticky && g_ref.is_some_and(|g| g >= pinned_min) {
+                    pinned += 1;
+                }
+                if let Kept::Gate { matched, .. } = *k
+                    && matched > 0
+                    && let Some(g) = g_ref
+                {
+                    let b = matched as f64 / p * 1000.0;
+                    scored += 1;
+                    excess += excess_ms(g, b, rel);
+                }
+            }
+        }
+        let base = dep.map(|d| d.config.parameters.clone()).unwrap_or_default();
+        let shown = shown.or_else(|| make(&base).ok()).unwrap_or(base);
+        if error.is_none()
+            && let Err(e) = make(&dep.map(|d| d.config.parameters.clone()).unwrap_or_default())
+        {
+            error = Some(e.to_string());
+        }
+        let share = |c: u64| if n == 0 { 0.0 } else { c as f64 / n as f64 };
+        Row {
+            label,
+            kind,
+            penalty_mode: shown.penalty_mode,
+            peak_prefill_throughput: shown.peak_prefill_throughput,
+            max_ttft_penalty_ms: shown.max_ttft_penalty_ms,
+            released_share: share(released),
+            logged_released_share: (kind == RowKind::Current)
+                .then(|| share(dep.map_or(0, |d| d.logged_released))),
+            pinned_worse_share: share(pinned),
+            excess_ttft_ms: (scored > 0).then(|| excess / scored as f64),
+            unknown,
+            no_match_info: no_match,
+            error,
+        }
+    }
+
+    /// One mode, and why.
+    fn recommend(
+        &self,
+        name: &str,
+        rows: &[Row],
+        current: &Config,
+        break_even: &BreakEven,
+        current_bar: f64,
+    ) -> Option<Recommended> {
+        let find = |k: RowKind| rows.iter().find(|r| r.kind == k && r.error.is_none());
+        let st = find(RowKind::Static)?;
+        let es = st.excess_ttft_ms?;
+        let params = |r: &Row| ModeParams {
+            penalty_mode: r.penalty_mode,
+            peak_prefill_throughput: r.peak_prefill_throughput,
+            max_ttft_penalty_ms: r.max_ttft_penalty_ms,
+            excess_ttft_ms: r.excess_ttft_ms,
+        };
+        // matchedTokens with the current bar as ceiling, unless no ceiling
+        // does strictly better.
+        let mt = match (
+            find(RowKind::MatchedTokens),
+            find(RowKind::MatchedTokensNoCeiling),
+        ) {
+            (Some(a), Some(b)) if b.excess_ttft_ms < a.excess_ttft_ms => b,
+            (Some(a), _) => a,
+            _ => return None,
+        };
+        let em = mt.excess_ttft_ms?;
+        let static_p = params(st);
+        let matched_p = params(mt);
+        let (rec, alt, why) = if current.ttft_source == TtftSource::LatencyPredictor {
+            (
+                static_p,
+                matched_p,
+                "static: ttftSource latencyPredictor does not allow penaltyMode matchedTokens"
+                    .to_string(),
+            )
+        } else if em < es {
+            (
+                matched_p,
+                static_p,
+                format!(
+                    "matchedTokens: it releases when the queued excess exceeds each request's own cached tokens, so its expected excess TTFT is {em:.0} ms per decision against {es:.0} ms for the best static bar ({} ms); it needs a filter build with penaltyMode",
+                    crate::recommend::fmt_ms(st.max_ttft_penalty_ms)
+                ),
+            )
+        } else {
+            (
+                static_p,
+                matched_p,
+                format!(
+                    "static: the derived bar does as well as matchedTokens here ({es:.0} against {em:.0} ms expected excess TTFT per decision) and works on every filter build"
+                ),
+            )
+        };
+        let _ = (break_even, current_bar);
+        let yaml = recommendation_yaml(name, &rec, &alt, &why);
+        Some(Recommended {
+            params: rec,
+            alternative: alt,
+            why,
+            yaml,
+        })
+    }
+}
+
+/// What to do when no decision carries matched tokens.
+pub const MISSING_MATCHED: &str = "no decision carries matched tokens; they come from decision records (--emit-decisions of a build that records match info) or the P/D decider's `Computed hit percentage for prefix cache` line (-v=4); at -v=5 (TRACE) the precise prefix producer's `Produce completed` and the approximate one's `Found cached servers` lines carry them too, but are not read yet";
+
+/// Exact nearest-rank quantile (`k = ceil(q n)`) of sorted values.
+fn nearest_rank(sorted: &[i64], q: f64) -> Option<i64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let k = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[k - 1])
+}
+
+/// The excess TTFT of one decision, ms: holding when the gate input `g`
+/// exceeds the break-even `b` costs `g - b`; releasing when it does not costs
+/// `b - g`.
+pub fn excess_ms(g: f64, b: f64, released: bool) -> f64 {
+    if released {
+        (b - g).max(0.0)
+    } else {
+        (g - b).max(0.0)
+    }
+}
+
+/// A milliseconds value as the reports print it.
+pub fn fmt_ms(v: f64) -> String {
+    crate::epp_config::yaml_number(v)
+}
+
+/// The static bar minimising the summed excess TTFT of `scored` (gate
+/// input, break-even) pairs, ms: the static gate holds iff `g <= bar`.
+///
+/// With the pairs sorted by `g`, holding the first `k` costs
+/// `sum_{i<k} max(0, g_i - b_i) + sum_{i>=k} max(0, b_i - g_i)`; every bar
+/// in `[g_{k-1}, g_k)` gives that cost. The cheapest `k` (the largest on a
+/// tie: fewer releases) is taken, and within its interval the bar with the
+/// fewest significant digits nearest the break-even p50. A bar must be > 0
+/// (0 means "always stick"). `None` without pairs.
+pub fn derive_static_bar(scored: &[(f64, f64)], p50: Option<f64>) -> Option<f64> {
+    if scored.is_empty() {
+        return None;
+    }
+    let mut v: Vec<(f64, f64)> = scored
+        .iter()
+        .copied()
+        .filter(|(g, b)| g.is_finite() && b.is_finite())
+        .collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n = v.len();
+    // release cost of i..n
+    let mut rel = vec![0.0f64; n + 1];
+    for i in (0..n).rev() {
+        rel[i] = rel[i + 1] + (v[i].1 - v[i].0).max(0.0);
+    }
+    let mut best: Option<(f64, usize)> = None;
+    let mut held = 0.0f64;
+    for k in 0..=n {
+        if k > 0 {
+            held += (v[k - 1].0 - v[k - 1].1).max(0.0);
+        }
+        // k must sit at a boundary between distinct gate inputs, and the
+        // interval must hold a positive bar.
+        if k > 0 && k < n && v[k - 1].0 == v[k].0 {
+            continue;
+        }
+        if k < n && v[k].0 <= 0.0 {
+            continue;
+        }
+        let cost = held + rel[k];
+        if best.is_none_or(|(c, _)| cost <= c) {
+            best = Some((cost, k));
+        }
+    }
+    let (_, k) = best?;
+    let lo = if k == 0 { 0.0 } else { v[k - 1].0.max(0.0) };
+    let hi = if k == n { f64::INFINITY } else { v[k].0 };
+    let target = p50
+        .unwrap_or(lo)
+        .clamp(lo, if hi.is_finite() { hi } else { f64::MAX });
+    Some(nice_in(lo, hi, target))
+}
+
+/// The number in `[lo, hi)`, `> 0`, with the fewest significant digits,
+/// nearest `target`.
+fn nice_in(lo: f64, hi: f64, target: f64) -> f64 {
+    for digits in 1..=12 {
+        let t = target.max(f64::MIN_POSITIVE);
+        let p = 10f64.powf(t.log10().floor() - (digits as f64 - 1.0));
+        let mut cands = [(t / p).round() * p, (t / p).floor() * p, (t / p).ceil() * p];
+        cands.sort_by(|a, b| (a - target).abs().total_cmp(&(b - target).abs()));
+        for c in cands {
+            if c >= lo && c < hi && c > 0.0 {
+                return c;
+            }
+        }
+    }
+    if lo > 0.0 { lo } else { (hi / 2.0).min(1.0) }
+}
+
+/// The parameters to set, YAML: the recommended mode, the other commented out.
+fn recommendation_yaml(name: &str, rec: &ModeParams, alt: &ModeParams, why: &str) -> String {
+    let line = |m: &ModeParams, prefix: &str| {
+        let mut s = String::new();
+        s.push_str(&format!(
+            "{prefix}  penaltyMode: {}\n",
+            m.penalty_mode.as_str()
+        ));
+        s.push_str(&format!(
+            "{prefix}  peakPrefillThroughput: {}\n",
+            crate::epp_config::yaml_number(m.peak_prefill_throughput)
+        ));
+        let note = match (m.penalty_mode, m.max_ttft_penalty_ms == 0.0) {
+            (PenaltyMode::MatchedTokens, true) => "   # no ceiling",
+            (PenaltyMode::MatchedTokens, false) => "   # ceiling",
+            _ => "",
+        };
+        s.push_str(&format!(
+            "{prefix}  maxTTFTPenaltyMs: {}{note}\n",
+            crate::epp_config::yaml_number(m.max_ttft_penalty_ms)
+        ));
+        s
+    };
+    let mut out = format!(
+        "# {name}: set on your prefix-cache-affinity-filter entry (its name and other parameters unchanged), or write your config back with --emit-config\n# why: {why}\nparameters:\n"
+    );
+    out.push_str(&line(rec, ""));
+    out.push_str(&format!(
+        "# alternative, not recommended ({}):\n",
+        alt.penalty_mode.as_str()
+    ));
+    out.push_str(&line(alt, "#"));
+    out
 }
 
 #[cfg(test)]
@@ -838,17 +1310,35 @@ mod tests {
         }
         let rep = r.finish(InputSummary::default());
         let d = &rep.deployments[0];
+        assert_eq!(rep.schema, "gatecal.recommend/v2");
         assert_eq!(d.peak_prefill_throughput.source, PeakSource::User);
         assert_eq!(d.break_even_ms.count, 5);
         assert!((d.break_even_ms.p50.unwrap() - 1440.0).abs() < 1.0);
-        assert_eq!(d.recommended.static_mode.max_ttft_penalty_ms, 1400.0);
-        // Static 1400 ms at 1000 tok/s releases gaps 2000, 4000, 8000.
-        assert!((d.recommended.static_mode.released_share - 0.6).abs() < 1e-9);
+        assert_eq!(d.break_even_tokens.p50, Some(1440));
+        assert_eq!(d.matched_tokens.sources["decision_records"], 5);
+        assert_eq!(d.matched_tokens.scored, 5);
+        let row = |k: RowKind| d.rows.iter().find(|r| r.kind == k).unwrap();
+        // Holding gaps 500 and 1000 and releasing the rest is the ideal:
+        // any bar in [1000, 2000) does it; the shortest is 1000.
+        let st = row(RowKind::Static);
+        assert_eq!(st.max_ttft_penalty_ms, 1000.0);
+        assert!((st.released_share - 0.6).abs() < 1e-9);
+        assert_eq!(st.excess_ttft_ms, Some(0.0));
         // Break-even releases gaps above 1440 tokens: the same three.
-        assert!((d.recommended.matched_tokens.released_share - 0.6).abs() < 1e-9);
-        // The current config (15928 tok/s, 18 s) releases none.
-        assert_eq!(d.current.released_share, 0.0);
-        assert!(d.recommended.yaml.contains("penaltyMode: matchedTokens"));
+        assert!((row(RowKind::MatchedTokens).released_share - 0.6).abs() < 1e-9);
+        // The current config (15928 tok/s, 18 s) releases none, and holds
+        // 2000, 4000 and 8000 ms gaps against a 1440 ms break-even.
+        let cur = row(RowKind::Current);
+        assert_eq!(cur.released_share, 0.0);
+        assert_eq!(cur.logged_released_share, Some(0.0));
+        assert!((cur.excess_ttft_ms.unwrap() - (560.0 + 2560.0 + 6560.0) / 5.0).abs() < 1e-6);
+        let rec = d.recommended.as_ref().unwrap();
+        assert_eq!(rec.params.penalty_mode, PenaltyMode::Static);
+        assert!(
+            rec.yaml.contains("#  penaltyMode: matchedTokens"),
+            "{}",
+            rec.yaml
+        );
         assert!(
             d.warnings.iter().any(|w| w.contains("15928 is 15.9x")),
             "{:?}",
@@ -859,12 +1349,6 @@ mod tests {
                 .iter()
                 .any(|w| w.contains("thin evidence: 5 decision"))
         );
-    }
-
-    /// A recommendation's YAML, as the EPP would read it: every entry must
-    /// pass the filter's validation.
-    fn pasted(yaml: &str) -> Vec<(String, gatecal_filter::Config)> {
-        crate::epp_config::filters_from_yaml(&format!("plugins:\n{yaml}")).unwrap()
     }
 
     fn zero_throughput_vllm(r: &mut Recommend) {
@@ -916,8 +1400,18 @@ mod tests {
         );
         assert_eq!(d.peak_prefill_throughput.source, PeakSource::Config);
         assert_eq!(d.peak_prefill_throughput.value, 15928.0);
-        assert!(!d.recommended.yaml.contains("peakPrefillThroughput: 0\n"));
-        assert_eq!(pasted(&d.recommended.yaml).len(), 2);
+        let rec = d.recommended.as_ref().expect("matched tokens are known");
+        assert_eq!(rec.params.peak_prefill_throughput, 15928.0);
+        // What it recommends passes the EPP's validation.
+        let changes = crate::epp_config::ParamChanges {
+            peak_prefill_throughput: rec.params.peak_prefill_throughput,
+            max_ttft_penalty_ms: rec.params.max_ttft_penalty_ms,
+            penalty_mode: rec.params.penalty_mode,
+        };
+        let pasted =
+            crate::epp_config::filters_from_yaml(&crate::epp_config::minimal_config(&changes))
+                .unwrap();
+        assert_eq!(pasted.len(), 1);
         assert!(
             d.warnings
                 .iter()
@@ -950,9 +1444,8 @@ mod tests {
         one_decision(&mut r);
         let rep = r.finish(InputSummary::default());
         let d = &rep.deployments[0];
-        let yaml = &d.recommended.yaml;
-        assert!(!yaml.contains("peakPrefillThroughput:"), "{yaml}");
-        assert!(yaml.lines().all(|l| l.starts_with('#')), "{yaml}");
+        assert!(d.recommended.is_none());
+        assert!(d.rows.iter().all(|r| r.kind == RowKind::Current));
         assert!(
             d.warnings
                 .iter()
@@ -961,5 +1454,74 @@ mod tests {
             d.warnings
         );
         assert_eq!(d.break_even_ms.count, 0);
+    }
+
+    #[test]
+    fn no_matched_tokens_no_recommendation() {
+        let mut r = Recommend::new(RecommendOptions::default(), ConfigSet::default());
+        r.push_decision(DecisionInput {
+            deployment: "d".into(),
+            ts: Some(1.0),
+            exact: Some(vec![
+                Candidate::new("s")
+                    .with_match(1, 1, 0)
+                    .with_in_flight_tokens(9000),
+                Candidate::new("n")
+                    .with_match(0, 1, 0)
+                    .with_in_flight_tokens(1000),
+            ]),
+            ..DecisionInput::default()
+        });
+        let rep = r.finish(InputSummary::default());
+        let d = &rep.deployments[0];
+        assert!(d.recommended.is_none());
+        assert!(
+            d.matched_tokens
+                .missing
+                .as_deref()
+                .unwrap()
+                .contains("-v=5")
+        );
+        assert!(d.rows.iter().all(|r| r.kind == RowKind::Current));
+        assert!(
+            d.warnings
+                .iter()
+                .any(|w| w.starts_with("no recommendation"))
+        );
+    }
+
+    #[test]
+    fn derived_bar_minimises_excess() {
+        // (gate input, break-even) ms: the ideal holds 100 and 900 and
+        // releases 700 and 3000, which no single bar does.
+        let pairs = [
+            (100.0, 500.0),
+            (700.0, 500.0),
+            (900.0, 2000.0),
+            (3000.0, 2000.0),
+        ];
+        let cost = |bar: f64| -> f64 { pairs.iter().map(|&(g, b)| excess_ms(g, b, g > bar)).sum() };
+        let bar = derive_static_bar(&pairs, Some(1000.0)).unwrap();
+        let best = [
+            50.0, 100.0, 400.0, 700.0, 800.0, 900.0, 1000.0, 2000.0, 3000.0, 5000.0,
+        ]
+        .into_iter()
+        .map(cost)
+        .fold(f64::INFINITY, f64::min);
+        assert_eq!(cost(bar), best);
+        // Holding up to 900 (700 costs 200) beats releasing 700 and 900
+        // (900 costs 1100).
+        assert!((900.0..3000.0).contains(&bar), "{bar}");
+        assert_eq!(derive_static_bar(&[], None), None);
+        assert!(derive_static_bar(&[(-5.0, 10.0)], None).unwrap() > 0.0);
+    }
+
+    #[test]
+    fn quantiles_are_exact() {
+        let v = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+        assert_eq!(nearest_rank(&v, 0.1), Some(1));
+        assert_eq!(nearest_rank(&v, 0.5), Some(5));
+        assert_eq!(nearest_rank(&v, 0.9), Some(9));
+        assert_eq!(nearest_rank(&[], 0.5), None);
     }
 }

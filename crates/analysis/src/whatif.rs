@@ -117,3 +117,61 @@ pub fn pinned_worse_bar(config: &Config) -> f64 {
         config.max_ttft_penalty_ms
     }
 }
+
+/// A config to compare side by side with the one in force: a whole config
+/// file (`--candidate-config`) or parameters set over the deployment's own
+/// (`--what-if 'peakPrefillThroughput=…,maxTTFTPenaltyMs=…'`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CandidateConfig {
+    /// How the row is labelled (`file:PATH` or the `--what-if` text).
+    pub label: String,
+    /// The config.
+    pub source: CandidateSource,
+}
+
+/// Where a candidate's parameters come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CandidateSource {
+    /// The filter instances of a config file, `(name, config)`.
+    File(Vec<(String, Config)>),
+    /// Parameters (EPP names) set over the deployment's config.
+    Params(serde_json::Map<String, serde_json::Value>),
+}
+
+impl CandidateConfig {
+    /// The config this candidate gives a deployment whose config is `base`
+    /// (of filter instance `instance`): the file's instance of that name, else
+    /// its first; or `base` with the parameters set. The EPP's validation
+    /// applies.
+    pub fn resolve(
+        &self,
+        base: &Config,
+        instance: Option<&str>,
+    ) -> Result<Config, gatecal_filter::ConfigError> {
+        match &self.source {
+            CandidateSource::File(list) => {
+                let c = instance
+                    .and_then(|n| list.iter().find(|(name, _)| name == n))
+                    .or(list.first())
+                    .map(|(_, c)| c.clone())
+                    .unwrap_or_default();
+                Ok(Config {
+                    missing_signal: base.missing_signal,
+                    ..c
+                })
+            }
+            CandidateSource::Params(over) => {
+                let mut params = match base.to_parameters() {
+                    serde_json::Value::Object(m) => m,
+                    _ => serde_json::Map::new(),
+                };
+                params.extend(over.clone());
+                let c = Config::from_value(&serde_json::Value::Object(params))?;
+                Ok(Config {
+                    missing_signal: base.missing_signal,
+                    ..c
+                })
+            }
+        }
+    }
+}

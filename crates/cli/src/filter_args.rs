@@ -18,8 +18,9 @@ use serde_json::{Map, Value};
 /// The filter flags both binaries take.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct FilterArgs {
-    /// The EPP's EndpointPickerConfig YAML (or a ConfigMap holding it):
-    /// FILE for every deployment, DEPLOYMENT=FILE for one. Repeatable.
+    /// The EPP's EndpointPickerConfig YAML, a ConfigMap holding it, a
+    /// `kind: List` of those, or Helm values holding it: FILE for every
+    /// deployment, DEPLOYMENT=FILE for one. Repeatable.
     #[arg(long = "config", value_name = "[DEPLOYMENT=]FILE")]
     pub config: Vec<String>,
     /// Override maxTTFTPenaltyMs (ms).
@@ -150,6 +151,20 @@ impl FilterArgs {
                 _ => spec.into(),
             })
             .collect()
+    }
+
+    /// The `--config` file that applies to `deployment`: its own
+    /// `DEPLOYMENT=FILE`, else the `FILE` for every deployment.
+    pub fn config_file(&self, deployment: &str) -> Option<&str> {
+        let mut default = None;
+        for spec in &self.config {
+            match spec.split_once('=') {
+                Some((d, p)) if d == deployment && !p.is_empty() => return Some(p),
+                Some((d, _)) if !d.is_empty() => {}
+                _ => default = Some(spec.as_str()),
+            }
+        }
+        default
     }
 
     /// The config of every deployment.

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bounds;
+pub mod candidates;
 pub mod duration;
 pub mod filter_args;
 pub mod generate;

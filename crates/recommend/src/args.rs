@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use gatecal_cli::bounds::parse_window;
+use gatecal_cli::candidates::CandidateArgs;
 use gatecal_cli::duration::parse_seconds;
 use gatecal_cli::filter_args::FilterArgs;
 use gatecal_cli::pipeline::InputArgs;
@@ -48,6 +49,17 @@ pub struct Args {
     /// The filter config in force (`--config`, overrides).
     #[command(flatten)]
     pub filter: FilterArgs,
+
+    /// Configs replayed beside the current one.
+    #[command(flatten)]
+    pub candidates: CandidateArgs,
+
+    /// Write the deployment's --config file back with the recommended
+    /// parameters changed and everything else kept (same shape: raw,
+    /// ConfigMap, List or Helm values); without --config, a minimal
+    /// EndpointPickerConfig. DEPLOYMENT=FILE for one of several. Repeatable.
+    #[arg(long, value_name = "[DEPLOYMENT=]FILE")]
+    pub emit_config: Vec<String>,
 
     /// The deployment's true peak prefill throughput, if you know it (tok/s):
     /// used before any estimate.

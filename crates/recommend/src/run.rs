@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use gatecal_analysis::recommend::{Recommend, RecommendOptions};
+use gatecal_analysis::epp_config::{ParamChanges, emit, minimal_config};
+use gatecal_analysis::recommend::{Recommend, RecommendOptions, RecommendReport};
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::throughput::from_calibration_text;
 use gatecal_cli::output::{Outputs, report_format, report_renderer, run_info, table_width};
@@ -53,6 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         window_s: args.window,
         user_peak: args.peak_prefill_throughput,
         calibration,
+        candidates: args.candidates.candidates()?,
     };
     // Every output is opened, and checked against the inputs, before any
     // input is read.
@@ -109,6 +111,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(e) = emitter {
         e.finish()?;
     }
+    for spec in &args.emit_config {
+        emit_config(&args, &report, spec, &outputs)?;
+    }
     out.write(|w| {
         report_renderer(format, width, run_info(args.output.as_deref(), None)).recommend(&report, w)
     })?;
@@ -124,4 +129,67 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ));
     }
     Ok(())
+}
+
+/// `--emit-config [DEPLOYMENT=]FILE`: the deployment's config file written
+/// back with the recommended parameters.
+fn emit_config(
+    args: &Args,
+    report: &RecommendReport,
+    spec: &str,
+    outputs: &Outputs,
+) -> anyhow::Result<()> {
+    let (dep, out) = match spec.split_once('=') {
+        Some((d, p)) if !d.is_empty() && !p.is_empty() => (Some(d), p),
+        Some(_) => bail!("--emit-config {spec:?}: expected FILE or DEPLOYMENT=FILE"),
+        None => (None, spec),
+    };
+    let d = match dep {
+        Some(name) => report
+            .deployments
+            .iter()
+            .find(|d| d.name == name)
+            .with_context(|| {
+                format!("--emit-config {spec}: no deployment {name:?} in the report")
+            })?,
+        None => match report.deployments.as_slice() {
+            [d] => d,
+            [] => bail!("--emit-config {out}: no deployment in the input"),
+            many => bail!(
+                "--emit-config {out}: {} deployments ({}); name one with DEPLOYMENT=FILE",
+                many.len(),
+                many.iter()
+                    .map(|d| d.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+    };
+    let Some(rec) = &d.recommended else {
+        bail!(
+            "--emit-config {out}: no recommendation for {}: {}",
+            d.name,
+            d.matched_tokens
+                .missing
+                .as_deref()
+                .unwrap_or("no decision has both matched tokens and a known gate input")
+        );
+    };
+    let changes = ParamChanges {
+        peak_prefill_throughput: rec.params.peak_prefill_throughput,
+        max_ttft_penalty_ms: rec.params.max_ttft_penalty_ms,
+        penalty_mode: rec.params.penalty_mode,
+    };
+    let text = match args.filter.config_file(&d.name) {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --config {path}"))?;
+            let (new, _) = emit(&text, &changes, |_, _| true)
+                .map_err(|e| anyhow::anyhow!("--emit-config {out} from {path}: {e}"))?;
+            new
+        }
+        None => minimal_config(&changes),
+    };
+    outputs.check_late("--emit-config", Path::new(out))?;
+    std::fs::write(out, text).with_context(|| format!("cannot write --emit-config {out}"))
 }

@@ -50,14 +50,18 @@ fn demo_with_vllm_logs() {
         .unwrap();
     let got = p["value"].as_f64().unwrap();
     assert!((got - want).abs() / want < 0.10, "{got} vs {want}");
-    for k in ["current", "recommended"] {
-        assert!(d[k].is_object(), "{k}");
-    }
-    assert_eq!(
-        d["recommended"]["matched_tokens"]["penaltyMode"],
-        "matchedTokens"
+    assert!(d["current"].is_object());
+    // The demo's EPP log at -v=4 carries no matched tokens: no recommendation,
+    // and the report says which log level would give them.
+    assert!(d["recommended"].is_null());
+    assert!(
+        d["matched_tokens"]["missing"]
+            .as_str()
+            .unwrap()
+            .contains("-v=5")
     );
-    assert!(d["recommended"]["static"]["peakPrefillThroughput"].is_number());
+    assert_eq!(d["rows"][0]["kind"], "current");
+    assert!(d["rows"][0]["logged_released_share"].is_number());
     assert!(d["warnings"].as_array().unwrap().iter().any(|w| {
         w.as_str()
             .unwrap()
@@ -89,7 +93,7 @@ fn calibration_and_formats() {
     let t = String::from_utf8_lossy(&out.stdout);
     assert!(t.contains("calibration"), "{t}");
     assert!(t.contains("penaltyMode: matchedTokens"));
-    assert!(t.contains("Break-even bar"));
+    assert!(t.contains("Break-even: matched tokens"));
     for fmt in ["markdown", "csv"] {
         let out = run(&[&fixture("glm-like/epp.log"), "--format", fmt]);
         assert!(out.status.success());
@@ -259,4 +263,195 @@ fn prometheus_files_are_found_by_content_and_bad_ones_named() {
         err.contains("q.json") && err.contains("not a number"),
         "{err}"
     );
+}
+
+/// The user's own config, with a named instance, other parameters, a
+/// producer and a profile that refers to the instance.
+const USER_CONFIG: &str = "\
+# glm EPP config
+apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: approx-prefix-cache-producer
+- name: affinity
+  type: prefix-cache-affinity-filter
+  parameters:
+    affinityThreshold: 0.8          # the chart's
+    prefixMatchInfoProducerName: approx-prefix-cache-producer
+    maxTTFTPenaltyMs: 18000
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: affinity
+  - pluginRef: max-score-picker
+";
+
+#[test]
+fn emit_config_round_trips_every_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let indented: String = USER_CONFIG.lines().map(|l| format!("    {l}\n")).collect();
+    let shapes = [
+        ("raw", USER_CONFIG.to_string()),
+        (
+            "configmap",
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: glm-epp\ndata:\n  default-plugins.yaml: |\n{indented}"
+            ),
+        ),
+        (
+            "list",
+            format!(
+                "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  data:\n    config.yaml: |\n{}",
+                USER_CONFIG
+                    .lines()
+                    .map(|l| format!("      {l}\n"))
+                    .collect::<String>()
+            ),
+        ),
+        (
+            "helm",
+            format!(
+                "router:\n  epp:\n    pluginsConfigFile: custom-plugins.yaml\n    pluginsCustomConfig:\n      custom-plugins.yaml: |\n{}",
+                USER_CONFIG
+                    .lines()
+                    .map(|l| format!("        {l}\n"))
+                    .collect::<String>()
+            ),
+        ),
+    ];
+    for (shape, text) in shapes {
+        let cfg = dir.path().join(format!("{shape}.yaml"));
+        std::fs::write(&cfg, &text).unwrap();
+        let emitted = dir.path().join(format!("{shape}.out.yaml"));
+        let out = run(&[
+            &fixture("demo/glm-like.truth.jsonl.gz"),
+            &fixture("demo/glm-like.vllm"),
+            "--config",
+            cfg.to_str().unwrap(),
+            "--emit-config",
+            emitted.to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{shape}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rec = &v["deployments"][0]["recommended"]["params"];
+        let new = std::fs::read_to_string(&emitted).unwrap();
+        // Only the parameter lines differ.
+        let changed: Vec<&str> = new
+            .lines()
+            .filter(|l| !text.lines().any(|o| o == *l))
+            .collect();
+        assert!(
+            changed.iter().all(|l| l.contains("penaltyMode:")
+                || l.contains("peakPrefillThroughput:")
+                || l.contains("maxTTFTPenaltyMs:")),
+            "{shape}: {changed:?}"
+        );
+        for keep in [
+            "name: affinity",
+            "affinityThreshold: 0.8          # the chart's",
+            "prefixMatchInfoProducerName: approx-prefix-cache-producer",
+            "pluginRef: affinity",
+            "# glm EPP config",
+        ] {
+            assert!(new.contains(keep), "{shape}: {keep} lost:\n{new}");
+        }
+        // The emitted file, read back as --config, gives the recommended values.
+        let back = run(&[
+            &fixture("demo/glm-like.truth.jsonl.gz"),
+            "--config",
+            emitted.to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        assert!(
+            back.status.success(),
+            "{shape}: {}",
+            String::from_utf8_lossy(&back.stderr)
+        );
+        let b: serde_json::Value = serde_json::from_slice(&back.stdout).unwrap();
+        let p = &b["deployments"][0]["current"]["config"]["parameters"];
+        for k in ["penaltyMode", "peakPrefillThroughput", "maxTTFTPenaltyMs"] {
+            assert_eq!(p[k], rec[k], "{shape}: {k}");
+        }
+        assert_eq!(p["affinityThreshold"], 0.8);
+    }
+    // Without --config: a minimal valid config; without matched tokens: refused.
+    let min = dir.path().join("min.yaml");
+    let out = run(&[
+        &fixture("demo/glm-like.truth.jsonl.gz"),
+        "--emit-config",
+        min.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::read_to_string(&min)
+            .unwrap()
+            .contains("kind: EndpointPickerConfig")
+    );
+    let none = dir.path().join("none.yaml");
+    let out = run(&[
+        &fixture("demo/glm-like.log.gz"),
+        "--emit-config",
+        none.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no recommendation"));
+    assert!(!none.exists());
+}
+
+#[test]
+fn candidates_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let cand = dir.path().join("cand.yaml");
+    std::fs::write(
+        &cand,
+        "plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {peakPrefillThroughput: 3000, maxTTFTPenaltyMs: 2000}\n",
+    )
+    .unwrap();
+    let out = run(&[
+        &fixture("demo/glm-like.truth.jsonl.gz"),
+        &fixture("demo/glm-like.vllm"),
+        "--candidate-config",
+        cand.to_str().unwrap(),
+        "--what-if",
+        "peakPrefillThroughput=3000,maxTTFTPenaltyMs=1000",
+        "--what-if",
+        "penaltyMode=matchedTokens",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["deployments"][0]["rows"].as_array().unwrap();
+    let cands: Vec<&serde_json::Value> = rows.iter().filter(|r| r["kind"] == "candidate").collect();
+    assert_eq!(cands.len(), 3);
+    assert_eq!(cands[0]["maxTTFTPenaltyMs"], 2000.0);
+    assert_eq!(cands[1]["maxTTFTPenaltyMs"], 1000.0);
+    assert_eq!(cands[2]["penaltyMode"], "matchedTokens");
+    // A lower bar at the same peak releases at least as much.
+    assert!(cands[1]["released_share"].as_f64() >= cands[0]["released_share"].as_f64());
+    let bad = run(&[
+        &fixture("demo/glm-like.truth.jsonl.gz"),
+        "--what-if",
+        "maxTTFTPenaltyMs=-5",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("maxTTFTPenaltyMs must be >= 0"));
 }

@@ -240,40 +240,59 @@ impl Renderer for Csv {
     }
 
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
+        // One line per deployment and row (current, static, matchedTokens, candidates).
         writeln!(
             w,
-            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,break_even_n,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,current_released_share,current_pinned_worse_share,static_peak_tps,static_max_ttft_penalty_ms,static_released_share,static_pinned_worse_share,matched_peak_tps,matched_ceiling_ms,matched_released_share,matched_pinned_worse_share,warnings"
+            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings"
         )?;
         for d in &report.deployments {
             let p = &d.peak_prefill_throughput;
             let b = &d.break_even_ms;
-            let st = &d.recommended.static_mode;
-            let m = &d.recommended.matched_tokens;
-            let source = p.source.as_str().to_string();
-            let row = [
-                field(&d.name),
-                p.value.to_string(),
-                p.interval.map(|i| i[0].to_string()).unwrap_or_default(),
-                p.interval.map(|i| i[1].to_string()).unwrap_or_default(),
-                source,
-                p.samples.to_string(),
-                b.count.to_string(),
-                opt(b.p10),
-                opt(b.p50),
-                opt(b.p90),
-                d.current.released_share.to_string(),
-                d.current.pinned_worse_share.to_string(),
-                st.peak_prefill_throughput.to_string(),
-                st.max_ttft_penalty_ms.to_string(),
-                st.released_share.to_string(),
-                st.pinned_worse_share.to_string(),
-                m.peak_prefill_throughput.to_string(),
-                m.max_ttft_penalty_ms.to_string(),
-                m.released_share.to_string(),
-                m.pinned_worse_share.to_string(),
-                d.warnings.len().to_string(),
-            ];
-            writeln!(w, "{}", row.join(","))?;
+            let t = &d.break_even_tokens;
+            let oi = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
+            for r in &d.rows {
+                let recommended = d.recommended.as_ref().is_some_and(|x| {
+                    r.kind != gatecal_analysis::recommend::RowKind::Current
+                        && r.kind != gatecal_analysis::recommend::RowKind::Candidate
+                        && x.params.penalty_mode == r.penalty_mode
+                        && x.params.max_ttft_penalty_ms == r.max_ttft_penalty_ms
+                        && x.params.peak_prefill_throughput == r.peak_prefill_throughput
+                });
+                let kind = serde_json::to_value(r.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                let row = [
+                    field(&d.name),
+                    p.value.to_string(),
+                    p.interval.map(|i| i[0].to_string()).unwrap_or_default(),
+                    p.interval.map(|i| i[1].to_string()).unwrap_or_default(),
+                    p.source.as_str().to_string(),
+                    p.samples.to_string(),
+                    d.reference_peak.to_string(),
+                    b.count.to_string(),
+                    oi(t.p10),
+                    oi(t.p50),
+                    oi(t.p90),
+                    opt(b.p10),
+                    opt(b.p50),
+                    opt(b.p90),
+                    field(&r.label),
+                    kind,
+                    recommended.to_string(),
+                    r.penalty_mode.as_str().to_string(),
+                    r.peak_prefill_throughput.to_string(),
+                    r.max_ttft_penalty_ms.to_string(),
+                    r.released_share.to_string(),
+                    opt(r.logged_released_share),
+                    r.pinned_worse_share.to_string(),
+                    opt(r.excess_ttft_ms),
+                    r.unknown.to_string(),
+                    r.no_match_info.to_string(),
+                    d.warnings.len().to_string(),
+                ];
+                writeln!(w, "{}", row.join(","))?;
+            }
         }
         Ok(())
     }

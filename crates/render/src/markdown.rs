@@ -230,9 +230,10 @@ impl Renderer for Markdown {
         writeln!(w, "## gatecal recommend report\n")?;
         write_sections(&recommend_sections(report), w)?;
         for d in &report.deployments {
+            let Some(rec) = &d.recommended else { continue };
             writeln!(w, "### EPP plugin parameters: {}\n", cell(&d.name))?;
-            let fence = escape::markdown_fence(&d.recommended.yaml);
-            writeln!(w, "{fence}yaml\n{}{fence}\n", d.recommended.yaml)?;
+            let fence = escape::markdown_fence(&rec.yaml);
+            writeln!(w, "{fence}yaml\n{}{fence}\n", rec.yaml)?;
         }
         writeln!(w, "<sub>schema {}</sub>", report.schema)
     }

@@ -1,7 +1,7 @@
 //! The report's tables, built once for every human-readable format.
 
 use gatecal_analysis::gate_dist::{GateDistReport, HistogramBins, InputSummary};
-use gatecal_analysis::recommend::RecommendReport;
+use gatecal_analysis::recommend::{RecommendReport, RowKind};
 use gatecal_analysis::stats::Stats;
 use gatecal_filter::{Outcome, PenaltyMode};
 
@@ -314,63 +314,117 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
             .collect(),
     });
     out.push(Section {
-        title: s("Break-even bar (ms): matched tokens / peak × 1000"),
-        headers: vec![s("deployment"), s("decisions"), s("p10"), s("p50"), s("p90")],
+        title: s("Break-even: matched tokens of the best sticky endpoint, and / peak × 1000 in ms"),
+        headers: vec![
+            s("deployment"),
+            s("decisions"),
+            s("tokens p10 / p50 / p90"),
+            s("ms p10"),
+            s("ms p50"),
+            s("ms p90"),
+            s("sources"),
+        ],
         rows: r
             .deployments
             .iter()
             .map(|d| {
                 let b = &d.break_even_ms;
+                let t = &d.break_even_tokens;
+                let tok = |v: Option<i64>| v.map_or("–".to_string(), crate::num::group);
+                let sources = if d.matched_tokens.sources.is_empty() {
+                    s("none")
+                } else {
+                    d.matched_tokens
+                        .sources
+                        .iter()
+                        .map(|(k, v)| format!("{k} {}", count(*v)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
                 vec![
                     d.name.clone(),
-                    count(b.count),
+                    format!(
+                        "{} of {}",
+                        count(d.matched_tokens.with_matched),
+                        count(d.matched_tokens.decisions)
+                    ),
+                    format!("{} / {} / {}", tok(t.p10), tok(t.p50), tok(t.p90)),
                     ms(b.p10),
                     ms(b.p50),
                     ms(b.p90),
+                    sources,
                 ]
             })
             .collect(),
-        notes: vec![s(
-            "Decisions with matched tokens of the best sticky endpoint (decision records, PD decider lines, or prefix scores with prompt lengths).",
-        )],
+        notes: r
+            .deployments
+            .iter()
+            .filter_map(|d| {
+                d.matched_tokens
+                    .missing
+                    .as_ref()
+                    .map(|m| format!("{}: {m}", d.name))
+            })
+            .collect(),
     });
     let mut rows = Vec::new();
     for d in &r.deployments {
-        let c = &d.current.config.parameters;
-        rows.push(vec![
-            d.name.clone(),
-            format!("current ({})", d.current.config.source),
-            c.penalty_mode.as_str().to_string(),
-            tps(c.peak_prefill_throughput),
-            bar(Some(c.max_ttft_penalty_ms)),
-            pct(d.current.released_share),
-            pct(d.current.pinned_worse_share),
-        ]);
-        let st = &d.recommended.static_mode;
-        rows.push(vec![
-            d.name.clone(),
-            s("recommended"),
-            s("static"),
-            tps(st.peak_prefill_throughput),
-            bar(Some(st.max_ttft_penalty_ms)),
-            pct(st.released_share),
-            pct(st.pinned_worse_share),
-        ]);
-        let m = &d.recommended.matched_tokens;
-        rows.push(vec![
-            d.name.clone(),
-            s("recommended"),
-            s("matchedTokens"),
-            tps(m.peak_prefill_throughput),
-            format!("ceiling {}", bar(Some(m.max_ttft_penalty_ms))),
-            pct(m.released_share),
-            pct(m.pinned_worse_share),
-        ]);
+        let rec_kind = d.recommended.as_ref().map(|x| x.params.penalty_mode);
+        for row in &d.rows {
+            let mut label = match row.kind {
+                RowKind::Current => format!("current ({})", d.current.config.source),
+                _ => row.label.clone(),
+            };
+            let recommended = match row.kind {
+                RowKind::Static => rec_kind == Some(PenaltyMode::Static),
+                RowKind::MatchedTokens | RowKind::MatchedTokensNoCeiling => {
+                    d.recommended.as_ref().is_some_and(|x| {
+                        x.params.penalty_mode == PenaltyMode::MatchedTokens
+                            && x.params.max_ttft_penalty_ms == row.max_ttft_penalty_ms
+                    })
+                }
+                _ => false,
+            };
+            if recommended {
+                label.push_str(" ← recommended");
+            }
+            let released = match row.logged_released_share {
+                Some(l) => format!("{} (logged {})", pct(row.released_share), pct(l)),
+                None => pct(row.released_share),
+            };
+            let bar_cell = match (row.penalty_mode, row.max_ttft_penalty_ms == 0.0) {
+                (PenaltyMode::MatchedTokens, true) => s("no ceiling"),
+                (PenaltyMode::MatchedTokens, false) => {
+                    format!("ceiling {}", bar(Some(row.max_ttft_penalty_ms)))
+                }
+                _ => bar(Some(row.max_ttft_penalty_ms)),
+            };
+            rows.push(vec![
+                d.name.clone(),
+                label,
+                row.penalty_mode.as_str().to_string(),
+                tps(row.peak_prefill_throughput),
+                bar_cell,
+                released,
+                pct(row.pinned_worse_share),
+                ms(row.excess_ttft_ms),
+            ]);
+        }
     }
     let mut notes = vec![s(
-        "Each config replayed through the filter core on the same decisions; shares are of all decisions. Pinned: held with the gate input in [5 s, bar).",
+        "Each config replayed through the filter core on the same decisions; shares are of all decisions. \
+         Pinned and excess TTFT are measured at one reference peak (the estimate), so rows compare: \
+         pinned = held with the gate input ≥ the pinned-worse minimum; excess TTFT = per decision with matched tokens and a known gate input, \
+         holding when the gate input exceeds the break-even costs the difference, and releasing when it does not costs the difference.",
     )];
     for d in &r.deployments {
+        match &d.recommended {
+            Some(x) => notes.push(format!("{}: recommended {}", d.name, x.why)),
+            None => notes.push(format!(
+                "{}: no recommendation (no matched tokens to derive a bar from)",
+                d.name
+            )),
+        }
         for w in &d.warnings {
             notes.push(format!("warning: {}: {w}", d.name));
         }
@@ -385,6 +439,7 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
             s("maxTTFTPenaltyMs"),
             s("released"),
             s("pinned"),
+            s("excess TTFT ms"),
         ],
         rows,
         notes,

@@ -215,12 +215,13 @@ impl Renderer for Table {
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         write_sections(&recommend_sections(report), self.width, w)?;
         for d in &report.deployments {
+            let Some(rec) = &d.recommended else { continue };
             writeln!(
                 w,
                 "EPP plugin parameters to paste, {}:",
                 escape::terminal(&d.name)
             )?;
-            for line in d.recommended.yaml.lines() {
+            for line in rec.yaml.lines() {
                 writeln!(w, "  {}", escape::terminal(line))?;
             }
             writeln!(w)?;
