@@ -14,13 +14,25 @@ use crate::input::pod_owner;
 type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// How the deployment of a decision is named, most specific first.
+///
+/// A deployment is one EPP and its pool. It is named, in order:
+///
+/// 1. `NAME` of a `NAME=PATH` input ([`DeploymentNaming::explicit`]);
+/// 2. the EPP pod from the kubectl `--prefix` ([`pod_deployment`]:
+///    `glm-5-2-epp-6f7c9d8b5-xk2lp` gives `glm-5-2`);
+/// 3. its endpoint pool ([`PoolNames`]), named after the pods it routes to
+///    (`llm/glm-5-2-decode-6d9f7c8b9-abcde-rank-0` gives `glm-5-2`), which is
+///    also the name the EPP pod and the vLLM logs of those pods give;
+/// 4. the namespace of the candidates (endpoints that are not pod names);
+/// 5. the model;
+/// 6. [`DeploymentNaming::fallback`] (`default`).
+///
+/// A folder or file name never names a deployment.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeploymentNaming {
     /// `NAME=PATH`: always wins.
     pub explicit: Option<String>,
-    /// The folder below a folder input that holds the file.
-    pub folder: Option<String>,
-    /// The last resort (the file's parent folder or stem, `stdin`).
+    /// The last resort.
     pub fallback: String,
 }
 
@@ -39,18 +51,16 @@ impl DeploymentNaming {
         DeploymentNaming {
             fallback: name.clone(),
             explicit: Some(name),
-            folder: None,
         }
     }
 
-    /// The deployment for a line from `pod` (kubectl prefix), with pool
-    /// keys `namespace` (of the candidates) and `model` as later choices.
-    /// Precedence: explicit `NAME=`, the pod's owner (without a trailing
-    /// `-epp`: the chart names the EPP `<release>-epp`), the folder, the
-    /// namespace, the model, the fallback.
+    /// The deployment for a line from `pod` (kubectl prefix), with the
+    /// endpoint `pool`'s name, the candidates' `namespace` and the `model`
+    /// as later choices (see [`DeploymentNaming`] for the order).
     pub fn resolve(
         &self,
         pod: Option<&str>,
+        pool: Option<&str>,
         namespace: Option<&str>,
         model: Option<&str>,
     ) -> String {
@@ -58,23 +68,163 @@ impl DeploymentNaming {
             return e.clone();
         }
         if let Some(p) = pod {
-            let owner = pod_owner(p);
-            return owner
-                .strip_suffix("-epp")
-                .filter(|o| !o.is_empty())
-                .unwrap_or(owner)
-                .to_string();
+            return pod_deployment(p).to_string();
         }
-        if let Some(f) = &self.folder {
-            return f.clone();
+        pool.or(namespace)
+            .or(model)
+            .unwrap_or(&self.fallback)
+            .to_string()
+    }
+}
+
+/// The deployment a pod belongs to: its owner ([`pod_owner`]) without the
+/// role suffix the llm-d charts add to a release's name (`-epp` for the
+/// EPP, `-decode` and `-prefill` for the model servers). So the EPP pod
+/// `glm-5-2-epp-6f7c9d8b5-xk2lp` and the vLLM pods
+/// `glm-5-2-decode-6d9f7c8b9-abcde` and `glm-5-2-prefill-5c8e6b7a8-fghij`
+/// all give `glm-5-2`.
+pub fn pod_deployment(pod: &str) -> &str {
+    let owner = pod_owner(pod);
+    ["-epp", "-decode", "-prefill"]
+        .iter()
+        .find_map(|s| owner.strip_suffix(s).filter(|o| !o.is_empty()))
+        .unwrap_or(owner)
+}
+
+/// The pod behind an endpoint id, when the id names one:
+/// `namespace/pod[-rank-N]` or `pod[-rank-N]` gives `pod`; an `ip:port`
+/// (or any id with `:`) or a bare IP names none.
+pub fn endpoint_pod(endpoint: &str) -> Option<&str> {
+    let name = endpoint.rsplit('/').next().unwrap_or(endpoint);
+    if name.is_empty()
+        || name.contains(':')
+        || name.bytes().all(|c| c.is_ascii_digit() || c == b'.')
+    {
+        return None;
+    }
+    Some(match name.rfind("-rank-") {
+        Some(i) if i + 6 < name.len() && name[i + 6..].bytes().all(|c| c.is_ascii_digit()) => {
+            &name[..i]
         }
-        if let Some(ns) = namespace {
-            return ns.to_string();
+        _ => name,
+    })
+}
+
+/// Names endpoint pools: a pool is a connected set of endpoints (two
+/// endpoints are connected when they are candidates of the same request).
+///
+/// A request whose candidates were seen before belongs to their pool; when
+/// they belong to several, those are one pool from then on, named after the
+/// earliest. Otherwise the pool is named after the deployment of most of its
+/// endpoint pods (see [`pod_deployment`]; the smallest name on a tie): the
+/// same name in the same namespace is the same pool (a restarted pod joins
+/// its Deployment's), the same name in another namespace is `NAME.NAMESPACE`.
+/// So pools that share a namespace but no endpoint and no owner keep their
+/// own names, and a pool keeps the name it got first (decisions emitted
+/// before two pools were found connected keep the name they had).
+/// Memory: one entry per endpoint, at most [`PoolNames::MAX_ENDPOINTS`];
+/// past that, new endpoints are named but not remembered.
+#[derive(Debug, Default)]
+pub struct PoolNames {
+    pool_of: FxMap<String, u32>,
+    /// Each pool's name and namespace.
+    pools: Vec<(String, Option<String>)>,
+    /// Union-find parent of each pool (a root is its own parent).
+    parent: Vec<u32>,
+    roots: Vec<u32>,
+}
+
+impl PoolNames {
+    /// Endpoints remembered at most.
+    pub const MAX_ENDPOINTS: usize = 1 << 16;
+
+    fn find(&mut self, mut i: u32) -> u32 {
+        while self.parent[i as usize] != i {
+            let p = self.parent[i as usize];
+            self.parent[i as usize] = self.parent[p as usize];
+            i = p;
         }
-        if let Some(m) = model {
-            return m.to_string();
+        i
+    }
+
+    fn add(&mut self, name: String, ns: Option<String>) -> u32 {
+        self.pools.push((name, ns));
+        let i = (self.pools.len() - 1) as u32;
+        self.parent.push(i);
+        i
+    }
+
+    /// The pool of a request whose candidates are `endpoints`; `None` when
+    /// none was seen before and none is a pod name.
+    pub fn name(&mut self, endpoints: &[&str]) -> Option<&str> {
+        let mut roots = std::mem::take(&mut self.roots);
+        roots.clear();
+        for e in endpoints {
+            if let Some(&i) = self.pool_of.get(*e) {
+                let r = self.find(i);
+                if !roots.contains(&r) {
+                    roots.push(r);
+                }
+            }
         }
-        self.fallback.clone()
+        let root = match roots.iter().min() {
+            Some(&first) => {
+                for &r in &roots {
+                    self.parent[r as usize] = first;
+                }
+                first
+            }
+            None => {
+                let mut owners: Vec<&str> = endpoints
+                    .iter()
+                    .filter_map(|e| endpoint_pod(e))
+                    .map(pod_deployment)
+                    .collect();
+                if owners.is_empty() {
+                    self.roots = roots;
+                    return None;
+                }
+                owners.sort_unstable();
+                let mut best = (owners[0], 0usize);
+                let mut run = (owners[0], 0usize);
+                for o in &owners {
+                    if *o == run.0 {
+                        run.1 += 1;
+                    } else {
+                        run = (o, 1);
+                    }
+                    if run.1 > best.1 {
+                        best = run;
+                    }
+                }
+                let owner = best.0;
+                let ns = endpoints
+                    .iter()
+                    .find_map(|e| split_slash(e).map(|(n, _)| n.to_string()));
+                let same = |x: &(String, Option<String>), name: &str| x.0 == name && x.1 == ns;
+                let name = match self.pools.iter().find(|x| x.0 == owner) {
+                    Some(x) if x.1 != ns => match &ns {
+                        Some(n) => format!("{owner}.{n}"),
+                        None => owner.to_string(),
+                    },
+                    _ => owner.to_string(),
+                };
+                match self.pools.iter().position(|x| same(x, &name)) {
+                    Some(i) => self.find(i as u32),
+                    None => self.add(name, ns),
+                }
+            }
+        };
+        self.roots = roots;
+        for e in endpoints {
+            if self.pool_of.len() >= Self::MAX_ENDPOINTS {
+                break;
+            }
+            if !self.pool_of.contains_key(*e) {
+                self.pool_of.insert((*e).to_string(), root);
+            }
+        }
+        Some(&self.pools[root as usize].0)
     }
 
     /// The deployment of a trace span from its resource attributes (as the
@@ -251,6 +401,7 @@ struct QEntry {
 pub struct Assembler {
     file: String,
     naming: DeploymentNaming,
+    pools: PoolNames,
     limits: AssemblerLimits,
     reqs: FxMap<Vec<u8>, Req>,
     queue: VecDeque<QEntry>,
@@ -749,6 +900,7 @@ impl Assembler {
         Assembler {
             file: file.into(),
             naming,
+            pools: PoolNames::default(),
             limits,
             reqs: FxMap::default(),
             queue: VecDeque::new(),
@@ -988,7 +1140,7 @@ impl Assembler {
         }
     }
 
-    fn close(&self, mut r: Req, how: Completion, emit: &mut dyn FnMut(Decision)) {
+    fn close(&mut self, mut r: Req, how: Completion, emit: &mut dyn FnMut(Decision)) {
         // Program order: one request's lines come from one goroutine, whose
         // `ts` only grows; sort by it (stable, so equal or missing times keep
         // file order) to undo interleaving artefacts in the file.
@@ -1029,6 +1181,20 @@ impl Assembler {
         r.end_run();
         drop(text);
         let infer_profiles = !r.saw_profile_line && r.decider_run.is_some();
+        // The pool, from every candidate of the request's decisions (a P/D
+        // request connects its prefill and decode endpoints): needed only when
+        // no EPP pod names the deployment.
+        let pool: Option<String> = match (&r.pod, &self.naming.explicit) {
+            (None, None) => {
+                let eps: Vec<&str> = r
+                    .done
+                    .iter()
+                    .flat_map(|d| d.candidates.iter().map(|c| c.endpoint.as_str()))
+                    .collect();
+                self.pools.name(&eps).map(str::to_string)
+            }
+            _ => None,
+        };
         let n = r.done.len();
         for (i, mut d) in std::mem::take(&mut r.done).into_iter().enumerate() {
             // The request's strings are cloned into every decision but the
@@ -1055,9 +1221,9 @@ impl Assembler {
                 .candidates
                 .iter()
                 .find_map(|c| split_slash(&c.endpoint).map(|(n, _)| n));
-            d.deployment = self
-                .naming
-                .resolve(r.pod.as_deref(), ns, d.model.as_deref());
+            d.deployment =
+                self.naming
+                    .resolve(r.pod.as_deref(), pool.as_deref(), ns, d.model.as_deref());
             if last {
                 d.request_id = r.request_id.take();
                 d.epp_pod = r.pod.take();
@@ -1255,24 +1421,86 @@ mod tests {
 
     #[test]
     fn naming_precedence() {
-        let n = DeploymentNaming {
-            explicit: None,
-            folder: Some("folder".into()),
-            fallback: "fb".into(),
-        };
+        let n = DeploymentNaming::fallback("fb");
         assert_eq!(
-            n.resolve(Some("glm-5-2-epp-6f7c9d8b5-xk2lp"), Some("ns"), None),
+            n.resolve(
+                Some("glm-5-2-epp-6f7c9d8b5-xk2lp"),
+                Some("pool"),
+                Some("ns"),
+                None
+            ),
             "glm-5-2"
         );
-        assert_eq!(n.resolve(None, Some("ns"), Some("m")), "folder");
-        let n = DeploymentNaming::fallback("fb");
-        assert_eq!(n.resolve(None, Some("ns"), Some("m")), "ns");
-        assert_eq!(n.resolve(None, None, Some("m")), "m");
-        assert_eq!(n.resolve(None, None, None), "fb");
+        assert_eq!(n.resolve(None, Some("pool"), Some("ns"), Some("m")), "pool");
+        assert_eq!(n.resolve(None, None, Some("ns"), Some("m")), "ns");
+        assert_eq!(n.resolve(None, None, None, Some("m")), "m");
+        assert_eq!(n.resolve(None, None, None, None), "fb");
         let n = DeploymentNaming::explicit("x");
         assert_eq!(
-            n.resolve(Some("glm-epp-7c9d8-xk2lp"), Some("ns"), Some("m")),
+            n.resolve(
+                Some("glm-epp-7c9d8-xk2lp"),
+                Some("p"),
+                Some("ns"),
+                Some("m")
+            ),
             "x"
         );
+    }
+
+    #[test]
+    fn endpoint_pods() {
+        assert_eq!(
+            endpoint_pod("llm/glm-decode-6d9f7c8b9-abcde-rank-0"),
+            Some("glm-decode-6d9f7c8b9-abcde")
+        );
+        assert_eq!(endpoint_pod("vllm-0"), Some("vllm-0"));
+        assert_eq!(endpoint_pod("10.0.0.5:8000"), None);
+        assert_eq!(endpoint_pod("10.0.0.5"), None);
+        assert_eq!(endpoint_pod("ns/"), None);
+    }
+
+    #[test]
+    fn pools_are_connected_sets_of_endpoints() {
+        let mut p = PoolNames::default();
+        // Two pools in one namespace, never sharing an endpoint.
+        let a = [
+            "llm/qwen-decode-6d9f7c8b9-aaaaa",
+            "llm/qwen-decode-6d9f7c8b9-bbbbb",
+        ];
+        let b = [
+            "llm/glm-decode-5c8e6b7a8-ccccc",
+            "llm/glm-decode-5c8e6b7a8-ddddd",
+        ];
+        assert_eq!(p.name(&a), Some("qwen"));
+        assert_eq!(p.name(&b), Some("glm"));
+        // A narrowed decision of either keeps its pool.
+        assert_eq!(p.name(&a[1..]), Some("qwen"));
+        // A pool of two owners keeps the name it got first, whichever
+        // owner its later decisions mostly see.
+        let mixed = [
+            "llm/glm-decode-5c8e6b7a8-ccccc",
+            "llm/glm-extra-7f7f7f7f7-eeeee",
+            "llm/glm-extra-7f7f7f7f7-fffff",
+        ];
+        assert_eq!(p.name(&mixed), Some("glm"));
+        assert_eq!(p.name(&mixed[1..]), Some("glm"));
+        // A pod restarted under a new name joins its Deployment's pool.
+        assert_eq!(p.name(&["llm/qwen-decode-6d9f7c8b9-nnnnn"]), Some("qwen"));
+        // Two pools found connected later are one, named after the earliest.
+        let prefill = ["llm/pd-prefill-6d9f7c8b9-ppppp"];
+        let decode = ["llm/pd-decode-6d9f7c8b9-ddddd"];
+        assert_eq!(p.name(&prefill), Some("pd"));
+        assert_eq!(p.name(&decode), Some("pd"));
+        let other = ["llm/other-6d9f7c8b9-ooooo"];
+        assert_eq!(p.name(&other), Some("other"));
+        assert_eq!(p.name(&[decode[0], other[0]]), Some("pd"));
+        assert_eq!(p.name(&other), Some("pd"));
+        // The same owner in another namespace is another pool.
+        assert_eq!(
+            p.name(&["prod/qwen-decode-6d9f7c8b9-zzzzz"]),
+            Some("qwen.prod")
+        );
+        // Endpoints that name no pod: no pool.
+        assert_eq!(p.name(&["10.0.0.5:8000", "10.0.0.6:8000"]), None);
     }
 }

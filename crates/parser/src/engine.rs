@@ -260,7 +260,7 @@ impl<'o> Engine<'o> {
             Some(p) => Some(p.as_str()),
             None => self.pod_hint.as_deref().filter(|h| pod_owner(h) != *h),
         };
-        st.deployment = self.naming.resolve(owner_pod, None, None);
+        st.deployment = self.naming.resolve(owner_pod, None, None, None);
         st.pod = pod.or_else(|| self.pod_hint.clone());
         st
     }
@@ -282,7 +282,7 @@ impl<'o> Engine<'o> {
         self.counts.bytes_compressed = compressed;
         InputLedger {
             name: self.display,
-            deployment: self.naming.explicit.or(self.naming.folder),
+            deployment: self.naming.explicit,
             gzip,
             format: if self.format == InputFormat::Auto {
                 InputFormat::Logs

@@ -1,4 +1,4 @@
-//! Inputs: files, folders, globs, stdin; gzip by content; deployment names.
+//! Inputs: files, folders, globs, stdin; gzip by content; pod owners.
 
 use std::fs;
 use std::io::{self, Read};
@@ -205,12 +205,6 @@ pub(crate) struct Expanded {
     pub display: String,
     /// `NAME=` of the spec.
     pub explicit: Option<String>,
-    /// The first folder below a folder or glob input that holds the file,
-    /// used as the deployment when there is no better name.
-    pub folder: Option<String>,
-    /// The file's parent folder name (or the file stem for a file in the
-    /// current folder), the last resort.
-    pub fallback: String,
     /// Its identity (`None` for stdin).
     pub id: Option<FileId>,
     /// Found in a folder or by a glob (not named by path): read only when
@@ -433,29 +427,6 @@ fn walk(
     Ok(())
 }
 
-fn fallback_name(p: &Path) -> String {
-    let parent = p
-        .parent()
-        .and_then(|d| d.file_name())
-        .map(|n| n.to_string_lossy().into_owned());
-    match parent {
-        Some(n) if !n.is_empty() && n != "." && n != ".." => n,
-        _ => p
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "default".to_string()),
-    }
-}
-
-/// The first component of `file` below `root`, when the file is in a subfolder.
-fn folder_below(root: &Path, file: &Path) -> Option<String> {
-    let rel = file.strip_prefix(root).ok()?;
-    let mut comps = rel.components();
-    let first = comps.next()?;
-    comps.next()?;
-    Some(first.as_os_str().to_string_lossy().into_owned())
-}
-
 /// Expands one spec into files: folders recursively in sorted order
 /// (hidden entries skipped), globs in sorted order.
 fn expand_one(
@@ -469,8 +440,6 @@ fn expand_one(
             path: None,
             display: "-".to_string(),
             explicit: spec.name.clone(),
-            folder: None,
-            fallback: "stdin".to_string(),
             id: None,
             found: false,
         }),
@@ -500,8 +469,6 @@ fn expand_one(
                     out.files.push(Expanded {
                         display: f.display().to_string(),
                         explicit: spec.name.clone(),
-                        folder: None,
-                        fallback: fallback_name(&f),
                         id: Some(id_of(&f)?),
                         found: true,
                         path: Some(f),
@@ -515,16 +482,10 @@ fn expand_one(
                 if files.is_empty() && out.skipped.len() == before {
                     return Err(ParseError::NotFound { path: p.clone() });
                 }
-                let own = p
-                    .canonicalize()
-                    .ok()
-                    .and_then(|c| c.file_name().map(|n| n.to_string_lossy().into_owned()));
                 for f in files {
                     out.files.push(Expanded {
                         display: f.display().to_string(),
                         explicit: spec.name.clone(),
-                        folder: folder_below(p, &f).or_else(|| own.clone()),
-                        fallback: fallback_name(&f),
                         id: Some(id_of(&f)?),
                         found: true,
                         path: Some(f),
@@ -534,8 +495,6 @@ fn expand_one(
                 out.files.push(Expanded {
                     display: p.display().to_string(),
                     explicit: spec.name.clone(),
-                    folder: None,
-                    fallback: fallback_name(p),
                     id: Some(id_of(p)?),
                     found: false,
                     path: Some(p.clone()),

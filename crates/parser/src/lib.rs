@@ -56,22 +56,27 @@
 //!
 //! # Deployment naming
 //!
-//! Each decision's [`Decision::deployment`] is, in order of precedence:
+//! A deployment is one EPP and the pool of endpoints it routes to. Each
+//! decision's [`Decision::deployment`] is, in order of precedence:
 //!
 //! 1. `NAME` of a `NAME=PATH` input;
-//! 2. the owner of the EPP pod from the kubectl `[pod/NAME/CONTAINER] `
-//!    prefix (see [`pod_owner`]), without a trailing `-epp` (the chart names
-//!    the EPP `<release>-epp`): `glm-5-2-epp-6f7c9d8b5-xk2lp` gives `glm-5-2`;
-//!    stable across restarts and replicas;
-//! 3. the folder: for a folder input, the first folder below it that holds the
-//!    file (`logs/` with `logs/glm-5-2/epp.log` gives `glm-5-2`; a file directly
-//!    in the folder gives the folder's own name);
-//! 4. the pool keys of the line: the namespace of the decision's candidates,
-//!    else the `targetModelName` (or `resolvedTargetModel`, `model`);
-//! 5. the file's parent folder name (`stdin` for standard input).
+//! 2. the EPP pod from the kubectl `[pod/NAME/CONTAINER] ` prefix: its owner
+//!    (see [`pod_owner`]) without the chart's role suffix ([`pod_deployment`]:
+//!    `glm-5-2-epp-6f7c9d8b5-xk2lp` gives `glm-5-2`); stable across restarts
+//!    and replicas;
+//! 3. the endpoint pool ([`PoolNames`]): a connected set of endpoints, named
+//!    after its endpoint pods the same way (`llm/glm-5-2-decode-6d9f7c8b9-abcde-rank-0`
+//!    gives `glm-5-2`): two pools in one namespace that never share an
+//!    endpoint are two deployments;
+//! 4. the namespace of the decision's candidates (endpoints that name no
+//!    pod, such as `ip:port`), else the `targetModelName` (or
+//!    `resolvedTargetModel`, `model`);
+//! 5. `default` ([`DEFAULT_DEPLOYMENT`]).
 //!
-//! vLLM stats records use 1, the owner of their pod (prefix, or the file stem
-//! when it looks like a pod name), 3 and 5.
+//! A folder or file name never names a deployment. vLLM stats records use 1,
+//! then their pod (prefix, or the file stem when it looks like a pod name)
+//! named the same way ([`pod_deployment`]), else 5: EPP logs with or without
+//! the prefix, and vLLM logs, give one deployment the same name.
 //!
 //! # Line shapes
 //!
@@ -218,11 +223,10 @@ mod trace;
 mod vllm;
 
 use std::io::Read;
-use std::path::Path;
 
 pub use assemble::{
     Assembler, AssemblerLimits, DEFAULT_MAX_EVENTS_PER_REQUEST, DEFAULT_MAX_OPEN_BYTES,
-    DeploymentNaming,
+    DeploymentNaming, PoolNames, endpoint_pod, pod_deployment,
 };
 pub use decision::{
     CandidateObs, Completion, Decision, FilterExtras, FilterMsg, SourceLoc, ValueFlags,
@@ -413,8 +417,7 @@ pub fn parse_files(
     for f in files.files {
         let naming = DeploymentNaming {
             explicit: f.explicit.clone(),
-            folder: f.folder.clone(),
-            fallback: f.fallback.clone(),
+            fallback: DEFAULT_DEPLOYMENT.to_string(),
         };
         let il = match &f.path {
             None => engine::run_parallel(
@@ -513,16 +516,13 @@ pub fn parse_reader<R: Read>(
     engine::run(reader, name, naming, opts, &mut sink)
 }
 
-/// Parses bytes in memory (plain or gzip) and collects the items. The
-/// deployment fallback is derived from `name` as for a file path.
+/// The deployment of a decision nothing names (no `NAME=`, EPP pod, pool,
+/// namespace or model).
+pub const DEFAULT_DEPLOYMENT: &str = "default";
+
+/// Parses bytes in memory (plain or gzip) and collects the items.
 pub fn parse_slice(name: &str, bytes: &[u8], opts: &ParseOptions) -> Result<Parsed, ParseError> {
-    let p = Path::new(name);
-    let fallback = p
-        .parent()
-        .and_then(|d| d.file_name())
-        .or_else(|| p.file_stem())
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "default".to_string());
+    let fallback = DEFAULT_DEPLOYMENT;
     let mut items = Vec::new();
     let ledger = engine::run_at(
         bytes,

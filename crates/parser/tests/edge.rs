@@ -127,7 +127,9 @@ fn check_two_filter_instances(o: &Out) {
         );
         assert_eq!(d.chosen.as_deref(), Some("llm/p-0"));
         assert_eq!(d.completion, Completion::Handled);
-        assert_eq!(d.deployment, "llm");
+        // The pool of `llm/p-0`..`p-2`: the owner of the pods (a
+        // StatefulSet's `p-N`), not the namespace or the file.
+        assert_eq!(d.deployment, "p");
         assert_eq!(d.model.as_deref(), Some("Qwen/Qwen3-32B"));
     }
     assert_eq!(strict.source.line, 6);
@@ -861,10 +863,8 @@ fn folders_globs_and_names() {
         .map(|i| i.name.rsplit('/').next().unwrap().to_string())
         .collect();
     assert_eq!(names, ["a.log.gz", "b.log", "c.log"]);
-    assert_eq!(
-        deps,
-        ["glm-5-2", "glm-5-2", "glm-5-2", "glm-5-2", "qwen", "qwen"]
-    );
+    // Folders never name a deployment: the pool of `llm/p-N` does.
+    assert_eq!(deps, ["p"; 6]);
     assert_eq!(ledger.total.decisions, 6);
     assert_eq!(ledger.total.lines_total, 45);
     assert!(ledger.total.balanced());
