@@ -167,6 +167,15 @@ impl FilterArgs {
         default
     }
 
+    /// The deployments named by `--config DEPLOYMENT=FILE`.
+    pub fn config_names(&self) -> Vec<&str> {
+        self.config
+            .iter()
+            .filter_map(|spec| spec.split_once('=').map(|(d, _)| d))
+            .filter(|d| !d.is_empty())
+            .collect()
+    }
+
     /// The config of every deployment.
     pub fn config_set(&self) -> anyhow::Result<ConfigSet> {
         let mut default = vec![(

@@ -59,6 +59,10 @@ pub struct InputArgs {
     /// `gate-dist --generate man > ~/.local/share/man/man1/gate-dist.1`.
     #[arg(long, value_name = "KIND", value_enum, hide_short_help = true)]
     pub generate: Option<crate::generate::Generate>,
+    /// Print each deployment found (name, decisions, time range, config
+    /// source, EPP, endpoint and vLLM pods) instead of the report, and exit.
+    #[arg(long)]
+    pub list_deployments: bool,
 }
 
 impl InputArgs {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use gatecal_analysis::gate_dist::{GateDist, GateDistReport};
 use gatecal_analysis::stats::Stats;
+use gatecal_cli::deployments::{DeploymentIndex, Listed, check_names, write_list};
 use gatecal_cli::output::{
     Destination, OutputFile, Outputs, report_format, report_renderer, run_info, table_width,
 };
@@ -51,11 +52,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let emit = emitter.is_some();
     let mut windows = gatecal_cli::bounds::WindowBound::new(args.window);
+    let list = args.input.list_deployments;
+    let mut index = DeploymentIndex::default();
     let inputs = read_inputs(
         &args.input,
         files,
         "gate-dist",
         |d| {
+            if list {
+                index.decision(&d);
+            }
             if windows.admit(d.ts) {
                 audit.push(decision_input(d, emit));
             }
@@ -67,6 +73,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(e) = emitter {
         e.finish()?;
     }
+    let found: Vec<&str> = report.deployments.iter().map(|d| d.name.as_str()).collect();
+    if list {
+        let rows: Vec<Listed> = report
+            .deployments
+            .iter()
+            .map(|d| Listed {
+                name: &d.name,
+                decisions: d.stats.decisions,
+                config_source: &d.config.source,
+            })
+            .collect();
+        out.write(|w| write_list(w, &rows, &index))?;
+        return check_names("--config", args.filter.config_names(), &found);
+    }
+    check_names("--config", args.filter.config_names(), &found)?;
     if let Some(svg) = svg {
         write_svgs(&report, svg, &outputs, args.svg_scale == "log")?;
     }

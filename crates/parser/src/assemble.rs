@@ -75,6 +75,37 @@ impl DeploymentNaming {
             .unwrap_or(&self.fallback)
             .to_string()
     }
+
+    /// The deployment of a trace span from its resource attributes (as the
+    /// Collector's `k8sattributes` processor adds them), by the rules of
+    /// [`DeploymentNaming::resolve`]: explicit `NAME=`; `k8s.deployment.name`
+    /// (without a trailing `-epp`), else `k8s.pod.name` ([`pod_deployment`]);
+    /// `service.name`; then the pool keys (`k8s.namespace.name`, else the
+    /// model) and the fallback.
+    pub fn resolve_traced(
+        &self,
+        deployment: Option<&str>,
+        pod: Option<&str>,
+        service: Option<&str>,
+        pool: Option<&str>,
+    ) -> String {
+        if self.explicit.is_none()
+            && let Some(d) = deployment
+        {
+            return d
+                .strip_suffix("-epp")
+                .filter(|o| !o.is_empty())
+                .unwrap_or(d)
+                .to_string();
+        }
+        if self.explicit.is_none()
+            && pod.is_none()
+            && let Some(s) = service
+        {
+            return s.to_string();
+        }
+        self.resolve(pod, None, pool, None)
+    }
 }
 
 /// The deployment a pod belongs to: its owner ([`pod_owner`]) without the
@@ -225,38 +256,6 @@ impl PoolNames {
             }
         }
         Some(&self.pools[root as usize].0)
-    }
-
-    /// The deployment of a trace span from its resource attributes (as the
-    /// Collector's `k8sattributes` processor adds them), by the rules of
-    /// [`DeploymentNaming::resolve`]: explicit `NAME=`; `k8s.deployment.name`
-    /// (without a trailing `-epp`), else the owner of `k8s.pod.name`; the
-    /// folder; `service.name`; then the pool keys (`k8s.namespace.name`,
-    /// else the model) and the fallback.
-    pub fn resolve_traced(
-        &self,
-        deployment: Option<&str>,
-        pod: Option<&str>,
-        service: Option<&str>,
-        pool: Option<&str>,
-    ) -> String {
-        if self.explicit.is_none()
-            && let Some(d) = deployment
-        {
-            return d
-                .strip_suffix("-epp")
-                .filter(|o| !o.is_empty())
-                .unwrap_or(d)
-                .to_string();
-        }
-        if self.explicit.is_none()
-            && pod.is_none()
-            && self.folder.is_none()
-            && let Some(s) = service
-        {
-            return s.to_string();
-        }
-        self.resolve(pod, pool, None)
     }
 }
 

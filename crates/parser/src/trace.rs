@@ -969,7 +969,7 @@ impl<'o> TraceReader<'o> {
         self.counts.bytes_compressed = compressed;
         Ok(InputLedger {
             name: self.display,
-            deployment: self.naming.explicit.or(self.naming.folder),
+            deployment: self.naming.explicit,
             gzip,
             format: InputFormat::Traces,
             counts: self.counts,

@@ -9,6 +9,7 @@ use gatecal_analysis::epp_config::{ParamChanges, emit, minimal_config};
 use gatecal_analysis::recommend::{Recommend, RecommendOptions, RecommendReport};
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::throughput::from_calibration_text;
+use gatecal_cli::deployments::{DeploymentIndex, Listed, check_names, write_list};
 use gatecal_cli::output::{Outputs, report_format, report_renderer, run_info, table_width};
 use gatecal_cli::pipeline::{
     Emitter, decision_input, input_files, no_decisions, read_inputs, summary, take_prometheus,
@@ -95,22 +96,58 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let emit = emitter.is_some();
     let rec = RefCell::new(recommend);
     let mut windows = gatecal_cli::bounds::WindowBound::new(args.window);
+    let list = args.input.list_deployments;
+    let index = RefCell::new(DeploymentIndex::default());
     let inputs = read_inputs(
         &args.input,
         files,
         "recommend",
         |d| {
+            if list {
+                index.borrow_mut().decision(&d);
+            }
             if windows.admit(d.ts) {
                 rec.borrow_mut().push_decision(decision_input(d, emit));
             }
         },
-        |s| rec.borrow_mut().push_vllm(s),
+        |s| {
+            if list {
+                index.borrow_mut().vllm(s);
+            }
+            rec.borrow_mut().push_vllm(s)
+        },
     )?;
     windows.finish()?;
     let report = rec.into_inner().finish(summary(&inputs));
     if let Some(e) = emitter {
         e.finish()?;
     }
+    let found: Vec<&str> = report.deployments.iter().map(|d| d.name.as_str()).collect();
+    let check = || {
+        check_names("--config", args.filter.config_names(), &found)?;
+        check_names(
+            "--calibration",
+            args.calibration
+                .iter()
+                .filter_map(|c| c.split_once('=').map(|(d, _)| d)),
+            &found,
+        )
+    };
+    if list {
+        let rows: Vec<Listed> = report
+            .deployments
+            .iter()
+            .map(|d| Listed {
+                name: &d.name,
+                decisions: d.current.decisions,
+                config_source: &d.current.config.source,
+            })
+            .collect();
+        let index = index.into_inner();
+        out.write(|w| write_list(w, &rows, &index))?;
+        return check();
+    }
+    check()?;
     for spec in &args.emit_config {
         emit_config(&args, &report, spec, &outputs)?;
     }

@@ -455,3 +455,55 @@ fn candidates_side_by_side() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("maxTTFTPenaltyMs must be >= 0"));
 }
+
+#[test]
+fn epp_logs_vllm_logs_or_both_name_the_deployment_the_same() {
+    let names = |args: &[&str]| -> Vec<String> {
+        let out = run(&[args, &["--format", "json", "--quiet"]].concat());
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["deployments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let epp = fixture("glm-like/epp.log");
+    let vllm = fixture("glm-like/vllm");
+    assert_eq!(names(&[&epp]), ["glm-5-2"]);
+    assert_eq!(names(&[&vllm]), ["glm-5-2"]);
+    assert_eq!(names(&[&epp, &vllm]), ["glm-5-2"]);
+    // A P/D pool's prefill and decode pods are one deployment.
+    assert_eq!(names(&[&fixture("pd-disagg/epp.log")]), ["deepseek-pd"]);
+    assert_eq!(names(&[&fixture("pd-disagg/vllm")]), ["deepseek-pd"]);
+}
+
+#[test]
+fn list_deployments_shows_vllm_pods_and_unknown_names_fail() {
+    let out = run(&[
+        &fixture("glm-like/epp.log"),
+        &fixture("glm-like/vllm"),
+        "--list-deployments",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("glm-5-2\n"), "{text}");
+    assert!(text.contains("vLLM pods: glm-5-2-decode-"), "{text}");
+    assert!(text.contains("decisions: 52"), "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let cal = dir.path().join("cal.txt");
+    std::fs::write(&cal, "PEAK_PREFILL_THROUGHPUT=9000\n").unwrap();
+    let out = run(&[
+        &fixture("glm-like/epp.log"),
+        "--calibration",
+        &format!("glm={}", cal.display()),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--calibration names no deployment found: glm"),
+        "{err}"
+    );
+    assert!(err.contains("found are: glm-5-2"), "{err}");
+}

@@ -1,0 +1,172 @@
+//! Deployment identity as a user meets it: one name per deployment whatever
+//! is read (EPP logs with or without `--prefix`, vLLM logs, a folder called
+//! `logs`), pools in one namespace kept apart, `--list-deployments`, and
+//! `--config NAME=FILE` with a NAME that matches no deployment.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(p: &str) -> PathBuf {
+    root().join("fixtures").join(p)
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+        .args(args)
+        .arg("--quiet")
+        .output()
+        .unwrap()
+}
+
+/// `(name, decisions)` of every deployment of the JSON report.
+fn deployments(args: &[&str]) -> Vec<(String, u64)> {
+    let out = run(&[args, &["--format", "json"]].concat());
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["name"].as_str().unwrap().to_string(),
+                d["decisions"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// One file holding two pools of one namespace (`llm-d-glm`), logged without
+/// `--prefix`: the glm-like log, and the same log with its pods renamed to
+/// `qwen3-decode-…` and its request ids changed.
+fn two_pools(dir: &Path) -> PathBuf {
+    let glm = std::fs::read_to_string(fixture("glm-like/epp.log")).unwrap();
+    let qwen = glm
+        .replace("glm-5-2-decode-", "qwen3-decode-")
+        .replace("\"x-request-id\":\"", "\"x-request-id\":\"q-");
+    assert_ne!(glm, qwen);
+    let p = dir.join("epp.log");
+    std::fs::write(&p, format!("{glm}{qwen}")).unwrap();
+    p
+}
+
+fn yaml(dir: &Path, name: &str, bar: u32) -> String {
+    let p = dir.join(name);
+    std::fs::write(
+        &p,
+        format!(
+            "plugins:\n- type: prefix-cache-affinity-filter\n  parameters:\n    maxTTFTPenaltyMs: {bar}\n"
+        ),
+    )
+    .unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn two_pools_in_one_namespace_are_two_deployments() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = two_pools(dir.path());
+    let log = log.to_str().unwrap();
+    let d = deployments(&[log]);
+    assert_eq!(d, [("glm-5-2".into(), 52), ("qwen3".into(), 52)]);
+    // Each gets its own config.
+    let a = format!("glm-5-2={}", yaml(dir.path(), "a.yaml", 5000));
+    let b = format!("qwen3={}", yaml(dir.path(), "b.yaml", 9000));
+    let out = run(&[log, "--format", "json", "--config", &a, "--config", &b]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["deployments"][0]["bar_ms"], 5000.0);
+    assert_eq!(v["deployments"][1]["bar_ms"], 9000.0);
+}
+
+#[test]
+fn a_config_for_no_deployment_is_an_error_naming_those_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = two_pools(dir.path());
+    let bad = format!("llm-d-glm={}", yaml(dir.path(), "a.yaml", 5000));
+    let out = run(&[log.to_str().unwrap(), "--config", &bad]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "no report");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--config names no deployment found: llm-d-glm"),
+        "{err}"
+    );
+    assert!(err.contains("glm-5-2, qwen3"), "{err}");
+}
+
+#[test]
+fn epp_logs_with_or_without_the_prefix_name_deployments_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = fixture("variants/prefix/epp.log");
+    let text = std::fs::read_to_string(&with).unwrap();
+    // The same lines without the kubectl `[pod/NAME/CONTAINER] ` tag.
+    let without: String = text
+        .lines()
+        .map(|l| match l.strip_prefix("[pod/") {
+            Some(rest) => &rest[rest.find("] ").unwrap() + 2..],
+            None => l,
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(!without.contains("[pod/"));
+    let plain = dir.path().join("epp.log");
+    std::fs::write(&plain, without).unwrap();
+    let a = deployments(&[with.to_str().unwrap()]);
+    let b = deployments(&[plain.to_str().unwrap()]);
+    assert!(a.len() >= 5, "{a:?}");
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_folder_never_names_a_deployment() {
+    // A file in a folder called `logs`, read as a file and as a folder.
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    std::fs::copy(fixture("glm-like/epp.log"), logs.join("epp.log")).unwrap();
+    let want = [("glm-5-2".to_string(), 52)];
+    assert_eq!(deployments(&[logs.join("epp.log").to_str().unwrap()]), want);
+    assert_eq!(deployments(&[logs.to_str().unwrap()]), want);
+    // NAME=PATH still names it.
+    let named = format!("mine={}", logs.display());
+    assert_eq!(deployments(&[&named]), [("mine".to_string(), 52)]);
+}
+
+#[test]
+fn list_deployments_prints_pods_decisions_times_and_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = two_pools(dir.path());
+    let a = format!("glm-5-2={}", yaml(dir.path(), "a.yaml", 5000));
+    let out = run(&[log.to_str().unwrap(), "--list-deployments", "--config", &a]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let blocks: Vec<&str> = text.split("\nqwen3\n").collect();
+    assert_eq!(blocks.len(), 2, "{text}");
+    assert!(blocks[0].starts_with("glm-5-2\n"), "{text}");
+    assert!(blocks[0].contains("decisions: 52"), "{text}");
+    assert!(blocks[0].contains("config: file:"), "{text}");
+    assert!(
+        blocks[0].contains("endpoint pods: glm-5-2-decode-"),
+        "{text}"
+    );
+    assert!(!blocks[0].contains("qwen3-decode-"), "{text}");
+    assert!(blocks[0].contains(" UTC"), "{text}");
+    assert!(blocks[1].contains("config: default"), "{text}");
+    assert!(blocks[1].contains("endpoint pods: qwen3-decode-"), "{text}");
+    // EPP pods, when the capture has the prefix.
+    let out = run(&[
+        fixture("variants/prefix/epp.log").to_str().unwrap(),
+        "--list-deployments",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("EPP pods: kimi-k2-epp-"), "{text}");
+}
