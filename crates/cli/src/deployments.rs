@@ -187,9 +187,15 @@ mod tests {
     #[test]
     fn pods_are_capped_and_counted() {
         let mut p = Pods::default();
-        for i in 0..MAX_PODS_LISTED + 3 {
+        for i in 0..MAX_PODS_LISTED {
+            // A pod listed is counted once.
             p.add(&format!("pod-{i:04}"));
             p.add(&format!("pod-{i:04}"));
+        }
+        assert_eq!(p.names.len(), MAX_PODS_LISTED);
+        assert!(!p.show().contains("more"));
+        for i in 0..3 {
+            p.add(&format!("late-{i}"));
         }
         assert_eq!(p.names.len(), MAX_PODS_LISTED);
         assert!(p.show().ends_with("and up to 3 more"));
