@@ -594,7 +594,8 @@ fn vllm_stats() {
     // The kubelet timestamp is exact; the pod comes from the prefix.
     assert_eq!(s[5].ts, Some(1_787_323_024.5));
     assert_eq!(s[5].pod.as_deref(), Some("qwen-decode-6d9f7c8b9-abcde"));
-    assert_eq!(s[5].deployment, "qwen-decode");
+    // Named as its pool is: the owner without the chart's `-decode`.
+    assert_eq!(s[5].deployment, "qwen");
     assert_eq!(s[0].pod.as_deref(), Some("vllm_stats"));
     assert_eq!(o.ledger.counts.first_malformed[0].at.line, 8);
     // Without a year and any absolute time the records stay relative.
