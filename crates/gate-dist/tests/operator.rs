@@ -288,7 +288,7 @@ fn tables_fit_a_100_column_terminal() {
         );
     }
     // Words whole: the deployment, the pinned header and a share.
-    for word in ["llm-d-glm", "≥5,000", "request_load_override", "self-check"] {
+    for word in ["glm-5-2", "≥5,000", "request_load_override", "self-check"] {
         assert!(screen.contains(word), "{word}\n{screen}");
     }
     // --wide: the full table, wider than the terminal.
