@@ -301,8 +301,8 @@ fn tables_fit_a_100_column_terminal() {
     let widest = piped.lines().map(width).max().unwrap();
     assert!(widest > 100, "{widest}");
     assert_eq!(
-        piped.lines().filter(|l| l.contains("llm-d-glm ")).count(),
-        wide.lines().filter(|l| l.contains("llm-d-glm ")).count()
+        piped.lines().filter(|l| l.contains("glm-5-2 ")).count(),
+        wide.lines().filter(|l| l.contains("glm-5-2 ")).count()
     );
 }
 
@@ -459,12 +459,12 @@ fn csv_is_one_long_table_with_windows_and_what_ifs() {
     // Whole-input rows, then window rows (RFC 3339 starts), then overall.
     let whole: Vec<&Vec<String>> = rows
         .iter()
-        .filter(|r| r[dep] == "llm-d-glm" && r[ws].is_empty() && r[rule] == "in_force")
+        .filter(|r| r[dep] == "glm-5-2" && r[ws].is_empty() && r[rule] == "in_force")
         .collect();
     assert_eq!(whole.len(), 1);
     let windows: Vec<&Vec<String>> = rows
         .iter()
-        .filter(|r| r[dep] == "llm-d-glm" && !r[ws].is_empty() && r[rule] == "in_force")
+        .filter(|r| r[dep] == "glm-5-2" && !r[ws].is_empty() && r[rule] == "in_force")
         .collect();
     assert!(windows.len() >= 2, "{}", windows.len());
     for w in &windows {
@@ -476,7 +476,7 @@ fn csv_is_one_long_table_with_windows_and_what_ifs() {
     // One row per what-if, for the whole input and each window.
     let static_5s = rows
         .iter()
-        .filter(|r| r[dep] == "llm-d-glm" && r[rule] == "static" && r[bar] == "5000")
+        .filter(|r| r[dep] == "glm-5-2" && r[rule] == "static" && r[bar] == "5000")
         .count();
     assert_eq!(static_5s, 1 + windows.len());
     assert!(
