@@ -44,6 +44,14 @@ fn deployments(args: &[&str]) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// The decisions of the glm-like fixture, one deployment.
+fn glm_like_decisions() -> u64 {
+    let d = deployments(&[fixture("glm-like/epp.log").to_str().unwrap()]);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0].1 > 0);
+    d[0].1
+}
+
 /// One file holding two pools of one namespace (`llm-d-glm`), logged without
 /// `--prefix`: the glm-like log, and the same log with its pods renamed to
 /// `qwen3-decode-…` and its request ids changed.
@@ -75,8 +83,9 @@ fn two_pools_in_one_namespace_are_two_deployments() {
     let dir = tempfile::tempdir().unwrap();
     let log = two_pools(dir.path());
     let log = log.to_str().unwrap();
+    let n = glm_like_decisions();
     let d = deployments(&[log]);
-    assert_eq!(d, [("glm-5-2".into(), 52), ("qwen3".into(), 52)]);
+    assert_eq!(d, [("glm-5-2".into(), n), ("qwen3".into(), n)]);
     // Each gets its own config.
     let a = format!("glm-5-2={}", yaml(dir.path(), "a.yaml", 5000));
     let b = format!("qwen3={}", yaml(dir.path(), "b.yaml", 9000));
@@ -122,7 +131,7 @@ fn epp_logs_with_or_without_the_prefix_name_deployments_the_same() {
     std::fs::write(&plain, without).unwrap();
     let a = deployments(&[with.to_str().unwrap()]);
     let b = deployments(&[plain.to_str().unwrap()]);
-    assert!(a.len() >= 5, "{a:?}");
+    assert!(a.len() >= 2, "{a:?}");
     assert_eq!(a, b);
 }
 
@@ -133,12 +142,13 @@ fn a_folder_never_names_a_deployment() {
     let logs = dir.path().join("logs");
     std::fs::create_dir(&logs).unwrap();
     std::fs::copy(fixture("glm-like/epp.log"), logs.join("epp.log")).unwrap();
-    let want = [("glm-5-2".to_string(), 52)];
+    let n = glm_like_decisions();
+    let want = [("glm-5-2".to_string(), n)];
     assert_eq!(deployments(&[logs.join("epp.log").to_str().unwrap()]), want);
     assert_eq!(deployments(&[logs.to_str().unwrap()]), want);
     // NAME=PATH still names it.
     let named = format!("mine={}", logs.display());
-    assert_eq!(deployments(&[&named]), [("mine".to_string(), 52)]);
+    assert_eq!(deployments(&[&named]), [("mine".to_string(), n)]);
 }
 
 #[test]
@@ -152,7 +162,8 @@ fn list_deployments_prints_pods_decisions_times_and_config() {
     let blocks: Vec<&str> = text.split("\nqwen3\n").collect();
     assert_eq!(blocks.len(), 2, "{text}");
     assert!(blocks[0].starts_with("glm-5-2\n"), "{text}");
-    assert!(blocks[0].contains("decisions: 52"), "{text}");
+    let n = glm_like_decisions();
+    assert!(blocks[0].contains(&format!("decisions: {n}\n")), "{text}");
     assert!(blocks[0].contains("config: file:"), "{text}");
     assert!(
         blocks[0].contains("endpoint pods: glm-5-2-decode-"),
@@ -169,5 +180,5 @@ fn list_deployments_prints_pods_decisions_times_and_config() {
         "--list-deployments",
     ]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("EPP pods: kimi-k2-epp-"), "{text}");
+    assert!(text.contains("EPP pods: mistral-small-epp-"), "{text}");
 }
