@@ -573,7 +573,7 @@ fn markdown_opens_with_a_summary_and_embeds_the_svg() {
     let version = ok(&run(&["--version"]));
     let version = version.trim().trim_start_matches("gate-dist ");
     for want in [
-        "| Deployments | 1 (llm-d-glm) |",
+        "| Deployments | 1 (glm-5-2) |",
         "| Time range (UTC) | 2026-08-21T",
         "| Decisions | ",
         "| Released | ",
@@ -589,7 +589,7 @@ fn markdown_opens_with_a_summary_and_embeds_the_svg() {
     assert!(md.contains("](../img/gate.svg)"), "{md}");
     assert!(dir.path().join("img/gate.svg").exists());
     // Long sections folded; the main tables not.
-    for s in ["What if", "Per window", "Gate input histogram: llm-d-glm"] {
+    for s in ["What if", "Per window", "Gate input histogram: glm-5-2"] {
         assert!(md.contains(&format!("<details><summary>{s}")), "{s}\n{md}");
     }
     assert!(md.contains("### Gate input and releases"));
