@@ -1,5 +1,5 @@
 //! Log text reaches every output as plain text for its reader: a
-//! namespace that holds a newline and a Markdown heading, HTML, terminal
+//! namespace and pod names that hold a newline and a Markdown heading, HTML, terminal
 //! escape sequences, a bell, NUL and other control characters, a
 //! spreadsheet formula, a `|` and backticks, read from a real log, through
 //! the binaries, in every format.
@@ -16,7 +16,8 @@ fn fixture(p: &str) -> PathBuf {
 /// The namespace, as written inside a JSON string of the log.
 const HOSTILE_JSON: &str = r#"=HYPERLINK(\"x\",\"y\")\n## injected <img src=x onerror=alert(1)> \u001b[31mred\u001b]0;title\u0007 | `tick` [a](javascript:e) \u0000\u000b\u007f\u009b\u202e"#;
 
-/// The balanced fixture with every endpoint's namespace made hostile.
+/// The balanced fixture with every endpoint's namespace and pod name made
+/// hostile.
 fn hostile_log(dir: &Path) -> PathBuf {
     let log = std::fs::read_to_string(fixture("balanced/epp.log")).unwrap();
     // In the reflected dumps the namespace sits inside an escaped JSON string.
@@ -33,7 +34,9 @@ fn hostile_log(dir: &Path) -> PathBuf {
         .replace(
             r#"Namespace\":\"llm-d"#,
             &format!(r#"Namespace\":\"{nested}"#),
-        );
+        )
+        // The deployment is named after its pods: make them hostile too.
+        .replace("qwen3-32b-decode", &format!("{HOSTILE_JSON}-decode"));
     let p = dir.join("hostile.log");
     std::fs::write(&p, log).unwrap();
     p
@@ -65,7 +68,7 @@ fn no_controls(what: &str, text: &str) {
 }
 
 #[test]
-fn the_deployment_is_named_by_the_hostile_namespace() {
+fn the_deployment_is_named_by_the_hostile_pods() {
     let dir = tempfile::tempdir().unwrap();
     let log = hostile_log(dir.path());
     let v: serde_json::Value =
