@@ -1,8 +1,8 @@
 //! Log text reaches every output as plain text for its reader: a
-//! namespace and pod names that hold a newline and a Markdown heading, HTML, terminal
-//! escape sequences, a bell, NUL and other control characters, a
-//! spreadsheet formula, a `|` and backticks, read from a real log, through
-//! the binaries, in every format.
+//! namespace and pod names that hold a newline and a Markdown heading,
+//! HTML, terminal escape sequences, a bell, NUL and other control
+//! characters, a spreadsheet formula, a `|` and backticks, read from a real
+//! log, through the binaries, in every format.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
