@@ -87,6 +87,9 @@ pub struct RecommendOptions {
     pub calibration: BTreeMap<String, PeakEstimate>,
     /// Configs to replay beside the current one.
     pub candidates: Vec<CandidateConfig>,
+    /// `--since`/`--until`: decisions outside are not counted (they still
+    /// warm the reconstruction up); vLLM stats lines all count.
+    pub time_range: crate::gate_dist::TimeRange,
 }
 
 impl Default for RecommendOptions {
@@ -98,6 +101,7 @@ impl Default for RecommendOptions {
             user_peak: None,
             calibration: BTreeMap::new(),
             candidates: Vec::new(),
+            time_range: crate::gate_dist::TimeRange::default(),
         }
     }
 }
@@ -521,6 +525,11 @@ impl Recommend {
         }
         let sc = self.configs.for_decision(d).into_owned();
         let s = self.recon.sample(d, &sc.parameters);
+        // Outside `--since`/`--until`: it warmed the reconstruction up, and
+        // is neither counted nor written.
+        if !self.opts.time_range.contains(d.ts) {
+            return;
+        }
         if let (Some(sink), Some(r)) = (self.sink.as_mut(), d.record.as_ref()) {
             sink(crate::records::complete((**r).clone(), &s, &sc));
         }
@@ -579,6 +588,9 @@ impl Recommend {
     /// A stats line belongs to the deployment whose EPP decisions name its
     /// pod as an endpoint; failing that, to the deployment the parser gave it
     /// (`NAME=PATH`, pod owner, folder).
+    ///
+    /// Every line counts, whatever `--since`/`--until` say: the peak is a
+    /// property of the engines, and vLLM's own lines often carry no year.
     pub fn push_vllm(&mut self, s: &VllmStats) {
         let mut s = s.clone();
         self.cap.admit(&mut s.deployment);

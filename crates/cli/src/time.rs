@@ -55,6 +55,28 @@ pub fn parse_time(s: &str, now: f64) -> Result<f64, String> {
     ))
 }
 
+/// The time range of `--since`/`--until` (either may be absent); an error
+/// names the flag, and a range whose start is not before its end is refused.
+pub fn time_range(
+    since: Option<&str>,
+    until: Option<&str>,
+) -> anyhow::Result<gatecal_analysis::gate_dist::TimeRange> {
+    let now = now();
+    let time = |flag: &str, v: Option<&str>| -> anyhow::Result<Option<f64>> {
+        v.map(|s| parse_time(s, now))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+    };
+    let range = gatecal_analysis::gate_dist::TimeRange {
+        since: time("--since", since)?,
+        until: time("--until", until)?,
+    };
+    if let (Some(a), Some(b)) = (range.since, range.until) {
+        anyhow::ensure!(a < b, "--since must be before --until");
+    }
+    Ok(range)
+}
+
 /// Seconds since the epoch, now.
 pub fn now() -> f64 {
     std::time::SystemTime::now()

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use gatecal_analysis::gate_dist::{GateDistOptions, TimeRange};
+use gatecal_analysis::gate_dist::GateDistOptions;
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::whatif::{WhatIfSpec, matched_tokens_specs};
 use gatecal_cli::bounds::{MAX_BINS, check_list, parse_window};
@@ -171,20 +171,8 @@ impl Args {
             "--bins {}: give 2 to {MAX_BINS}",
             self.bins
         );
-        let now = gatecal_cli::time::now();
-        let time = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<f64>> {
-            v.as_deref()
-                .map(|s| gatecal_cli::time::parse_time(s, now))
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
-        };
-        let time_range = TimeRange {
-            since: time("--since", &self.since)?,
-            until: time("--until", &self.until)?,
-        };
-        if let (Some(a), Some(b)) = (time_range.since, time_range.until) {
-            anyhow::ensure!(a < b, "--since must be before --until");
-        }
+        let time_range =
+            gatecal_cli::time::time_range(self.since.as_deref(), self.until.as_deref())?;
         Ok(GateDistOptions {
             reconstruct: ReconstructOptions {
                 max_staleness_s: self.max_staleness,

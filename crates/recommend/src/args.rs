@@ -76,6 +76,22 @@ pub struct Args {
     #[arg(long, value_name = "[DEPLOYMENT=]FILE")]
     pub calibration: Vec<String>,
 
+    /// Count only the decisions logged at or after TIME: an RFC 3339 time (2026-08-21T14:00:00Z), a date (2026-08-21,
+    /// midnight UTC), or a duration before now, as `kubectl logs --since`
+    /// (30m, 2h, 1h30m).
+    ///
+    /// Durations count back from now, not from the end of the log: for an
+    /// older capture, give times. Earlier decisions are still read, so the
+    /// first decisions counted are reconstructed from the loads the earlier
+    /// lines showed. The peak is estimated from every vLLM stats line (the
+    /// engines' capacity; vLLM's own lines often carry no year).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+
+    /// Count only the decisions logged before TIME (as --since).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+
     /// Break-even bar per time window of this length, to show drift (e.g. 1h).
     #[arg(long, value_name = "DURATION", value_parser = parse_window)]
     pub window: Option<f64>,

@@ -56,6 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         user_peak: args.peak_prefill_throughput,
         calibration,
         candidates: args.candidates.candidates()?,
+        time_range: gatecal_cli::time::time_range(args.since.as_deref(), args.until.as_deref())?,
     };
     // Every output is opened, and checked against the inputs, before any
     // input is read.

@@ -511,3 +511,50 @@ fn list_deployments_shows_vllm_pods_and_unknown_names_fail() {
     );
     assert!(err.contains("found are: glm-5-2"), "{err}");
 }
+
+#[test]
+fn since_and_until_split_the_decisions_but_not_the_peak() {
+    let report = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            fixture("demo/glm-like.log.gz"),
+            fixture("demo/glm-like.vllm"),
+            "--format".to_string(),
+            "json".to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let decisions = |v: &serde_json::Value| v["deployments"][0]["current"]["decisions"].as_u64();
+    let peak =
+        |v: &serde_json::Value| v["deployments"][0]["peak_prefill_throughput"]["value"].as_f64();
+    let mid = "2026-08-21T14:15:00Z";
+    let all = report(&[]);
+    let after = report(&["--since", mid]);
+    let before = report(&["--until", mid]);
+    let (n, a, b) = (
+        decisions(&all).unwrap(),
+        decisions(&after).unwrap(),
+        decisions(&before).unwrap(),
+    );
+    assert!(a > 0 && b > 0, "{a} {b}");
+    assert_eq!(a + b, n);
+    // The peak is the engines' capacity: every stats line counts.
+    assert_eq!(peak(&after), peak(&all));
+    assert_eq!(peak(&before), peak(&all));
+    let out = run(&[
+        &fixture("demo/glm-like.log.gz"),
+        "--since",
+        mid,
+        "--until",
+        "2026-08-21T14:10:00Z",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--since must be before --until"));
+}
