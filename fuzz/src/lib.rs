@@ -216,6 +216,8 @@ pub fn analyse_and_render(p: &Parsed) {
             bar_ms: d.stats.bar_ms,
             pinned_min_ms: Some(5000.0),
             n: d.stats.gate_input_ms.count,
+            note: None,
+            log_scale: false,
         });
     }
 }
