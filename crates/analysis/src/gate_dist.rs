@@ -13,8 +13,8 @@ use crate::input::DecisionInput;
 use crate::reconstruct::{ReconstructOptions, Reconstructor};
 use crate::records::RecordSink;
 use crate::reorder::Reorder;
-use crate::stats::{Stats, StatsAcc};
-use crate::whatif::WhatIfSpec;
+use crate::stats::{ResolvedCandidate, Stats, StatsAcc};
+use crate::whatif::{CandidateConfig, WhatIfSpec};
 
 /// The schema id of the JSON report.
 pub const SCHEMA: &str = "gatecal.gate-dist/v2";
@@ -190,6 +190,9 @@ pub struct GateDistOptions {
     pub pinned_worse_min_ms: f64,
     /// What-ifs to replay.
     pub what_if: Vec<WhatIfSpec>,
+    /// `--candidate-config` and `--what-if` configs to replay beside the
+    /// config in force.
+    pub candidates: Vec<CandidateConfig>,
     /// Window length in seconds, for drift.
     pub window_s: Option<f64>,
     /// Bins of the report histogram.
@@ -230,6 +233,7 @@ impl Default for GateDistOptions {
             reconstruct: ReconstructOptions::default(),
             pinned_worse_min_ms: 5000.0,
             what_if: WhatIfSpec::defaults(),
+            candidates: Vec::new(),
             window_s: None,
             histogram_bins: 40,
             time_range: TimeRange::default(),
@@ -399,6 +403,9 @@ struct DepAcc {
     windows: BTreeMap<i64, StatsAcc>,
     first_ts: Option<f64>,
     last_ts: Option<f64>,
+    /// Per filter instance, the candidates resolved over its config in
+    /// force (fixed once the deployment's configs are settled).
+    candidates: Vec<(Option<String>, Vec<ResolvedCandidate>)>,
 }
 
 /// Decisions of one deployment held back until the log shows the bar of
@@ -775,18 +782,44 @@ fn handle(
             windows: BTreeMap::new(),
             first_ts: None,
             last_ts: None,
+            candidates: Vec::new(),
         }),
     };
     dep.acc.add(&sample, &sc.parameters, &opts.what_if);
+    let candidates = if opts.candidates.is_empty() {
+        None
+    } else {
+        let i = match dep.candidates.iter().position(|(f, _)| *f == d.filter) {
+            Some(i) => i,
+            None => {
+                let resolved = opts
+                    .candidates
+                    .iter()
+                    .map(|c| {
+                        let r = c.resolve(&sc.parameters, d.filter.as_deref());
+                        (c.label.clone(), r.map_err(|e| e.to_string()))
+                    })
+                    .collect();
+                dep.candidates.push((d.filter.clone(), resolved));
+                dep.candidates.len() - 1
+            }
+        };
+        dep.acc.add_candidates(&sample, &dep.candidates[i].1);
+        Some(i)
+    };
     if let Some(ts) = d.ts.filter(|t| t.is_finite()) {
         dep.first_ts = Some(dep.first_ts.map_or(ts, |f| f.min(ts)));
         dep.last_ts = Some(dep.last_ts.map_or(ts, |l| l.max(ts)));
         if let Some(w) = opts.window_s.filter(|w| *w > 0.0) {
             let idx = (ts / w).floor() as i64;
-            dep.windows
+            let w = dep
+                .windows
                 .entry(idx)
-                .or_insert_with(|| StatsAcc::new(pmin, n))
-                .add(&sample, &sc.parameters, &opts.what_if);
+                .or_insert_with(|| StatsAcc::new(pmin, n));
+            w.add(&sample, &sc.parameters, &opts.what_if);
+            if let Some(i) = candidates {
+                w.add_candidates(&sample, &dep.candidates[i].1);
+            }
         }
     }
 }

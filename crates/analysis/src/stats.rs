@@ -298,6 +298,40 @@ pub struct WhatIfResult {
     pub no_match_info: u64,
 }
 
+/// The config in force replayed: the `current` row beside the what-ifs and
+/// candidates, with the releases the log shows beside the replayed ones.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CurrentResult {
+    /// The config in force replayed on every decision (`mode`,
+    /// `max_ttft_penalty_ms`, `peak_prefill_throughput`, counts as a
+    /// what-if's).
+    #[serde(flatten)]
+    pub replayed: WhatIfResult,
+    /// Releases as logged (the decisions' own outcomes; equals `released`
+    /// of the stats).
+    pub logged_released: u64,
+    /// `logged_released` over all decisions.
+    pub logged_released_share: f64,
+}
+
+/// A `--candidate-config` or `--what-if` config replayed on every decision.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CandidateResult {
+    /// `file:PATH` or `what-if KEY=VALUE,...`.
+    pub label: String,
+    /// The counts, as a what-if's (over the decisions of the deployments
+    /// for which the candidate is valid; its values are `null` when they
+    /// differ between aggregated deployments).
+    #[serde(flatten)]
+    pub result: WhatIfResult,
+    /// Decisions not replayed because the candidate is not valid for their
+    /// deployment's config.
+    pub invalid: u64,
+    /// The EPP's validation message when the candidate is not valid for a
+    /// deployment (the first one met); `null` when valid for all.
+    pub error: Option<String>,
+}
+
 /// The figures of one set of decisions.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Stats {
@@ -327,6 +361,10 @@ pub struct Stats {
     pub censoring: Censoring,
     /// What-ifs, in the order asked.
     pub what_if: Vec<WhatIfResult>,
+    /// The config in force replayed, with the logged releases beside.
+    pub current: CurrentResult,
+    /// `--candidate-config` files, then `--what-if` lists, in the order given.
+    pub candidates: Vec<CandidateResult>,
     /// The decisions with a trace span and the reconstruction's measured
     /// error; absent when no decision has one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -342,6 +380,70 @@ struct WhatIfAcc {
     pinned_worse: u64,
     unknown: u64,
     no_match_info: u64,
+}
+
+impl WhatIfAcc {
+    /// Counts one replay of a sample under `c`.
+    fn count(&mut self, c: &Config, r: &crate::whatif::Replayed, pinned_min_ms: f64) {
+        self.mode = Some(c.penalty_mode);
+        agree(&mut self.max, c.max_ttft_penalty_ms);
+        agree(&mut self.peak, c.peak_prefill_throughput);
+        match r.outcome {
+            None => self.unknown += 1,
+            Some(o) => {
+                if o.is_release() {
+                    self.released += 1;
+                }
+                let bar = pinned_worse_bar(c);
+                if o == Outcome::Sticky
+                    && r.gate_input_ms
+                        .is_some_and(|g| g >= pinned_min_ms && g < bar)
+                {
+                    self.pinned_worse += 1;
+                }
+            }
+        }
+        if r.no_match_info {
+            self.no_match_info += 1;
+        }
+    }
+
+    fn merge(&mut self, b: &WhatIfAcc) {
+        self.mode = self.mode.or(b.mode);
+        agree_merge(&mut self.max, b.max);
+        agree_merge(&mut self.peak, b.peak);
+        self.released += b.released;
+        self.pinned_worse += b.pinned_worse;
+        self.unknown += b.unknown;
+        self.no_match_info += b.no_match_info;
+    }
+
+    fn result(&self, share: impl Fn(u64) -> f64) -> WhatIfResult {
+        WhatIfResult {
+            mode: self.mode.unwrap_or_default(),
+            max_ttft_penalty_ms: self.max.flatten(),
+            peak_prefill_throughput: self.peak.flatten(),
+            released: self.released,
+            released_share: share(self.released),
+            pinned_worse: self.pinned_worse,
+            pinned_worse_share: share(self.pinned_worse),
+            unknown: self.unknown,
+            no_match_info: self.no_match_info,
+        }
+    }
+}
+
+/// A candidate config resolved for one deployment: its label, and the
+/// config or the EPP's message when it is not valid there.
+pub type ResolvedCandidate = (String, Result<Config, String>);
+
+/// One candidate's counts, and why it was not replayed where it was not.
+#[derive(Clone, Debug, Default)]
+struct CandidateAcc {
+    label: String,
+    acc: WhatIfAcc,
+    invalid: u64,
+    error: Option<String>,
 }
 
 /// Merges a value that must agree across a set: `None` = nothing yet,
@@ -383,6 +485,11 @@ pub struct StatsAcc {
     config_peak: Option<Option<f64>>,
     censored: SignedHistogram,
     what_if: Vec<WhatIfAcc>,
+    /// The config in force replayed.
+    current: WhatIfAcc,
+    /// `--candidate-config` and `--what-if` rows (empty until the first
+    /// [`StatsAcc::add_candidates`]).
+    candidates: Vec<CandidateAcc>,
     traced: TracedAcc,
 }
 
@@ -407,6 +514,8 @@ impl StatsAcc {
             config_peak: None,
             censored: SignedHistogram::new(),
             what_if: vec![WhatIfAcc::default(); n_what_if],
+            current: WhatIfAcc::default(),
+            candidates: Vec::new(),
             traced: TracedAcc::default(),
         }
     }
@@ -515,29 +624,31 @@ impl StatsAcc {
             self.censored.record(m);
         }
 
+        self.current.count(config, &in_force, self.pinned_min_ms);
+
         for (acc, spec) in self.what_if.iter_mut().zip(specs) {
             let c = spec.apply(config);
-            acc.mode = Some(c.penalty_mode);
-            agree(&mut acc.max, c.max_ttft_penalty_ms);
-            agree(&mut acc.peak, c.peak_prefill_throughput);
-            let r = replay(s, &c);
-            match r.outcome {
-                None => acc.unknown += 1,
-                Some(o) => {
-                    if o.is_release() {
-                        acc.released += 1;
-                    }
-                    let bar = pinned_worse_bar(&c);
-                    if o == Outcome::Sticky
-                        && r.gate_input_ms
-                            .is_some_and(|g| g >= self.pinned_min_ms && g < bar)
-                    {
-                        acc.pinned_worse += 1;
-                    }
+            acc.count(&c, &replay(s, &c), self.pinned_min_ms);
+        }
+    }
+
+    /// Replays the sample last [`add`](StatsAcc::add)ed under each candidate
+    /// config `(label, config)`, as resolved for its deployment (`Err`: the
+    /// EPP's message when the candidate is not valid there).
+    pub fn add_candidates(&mut self, s: &GateSample, candidates: &[ResolvedCandidate]) {
+        for (label, _) in candidates.iter().skip(self.candidates.len()) {
+            self.candidates.push(CandidateAcc {
+                label: label.clone(),
+                ..CandidateAcc::default()
+            });
+        }
+        for (acc, (_, c)) in self.candidates.iter_mut().zip(candidates) {
+            match c {
+                Ok(c) => acc.acc.count(c, &replay(s, c), self.pinned_min_ms),
+                Err(e) => {
+                    acc.invalid += 1;
+                    acc.error.get_or_insert_with(|| e.clone());
                 }
-            }
-            if r.no_match_info {
-                acc.no_match_info += 1;
             }
         }
     }
@@ -585,13 +696,21 @@ impl StatsAcc {
             self.what_if.resize(o.what_if.len(), WhatIfAcc::default());
         }
         for (a, b) in self.what_if.iter_mut().zip(&o.what_if) {
-            a.mode = a.mode.or(b.mode);
-            agree_merge(&mut a.max, b.max);
-            agree_merge(&mut a.peak, b.peak);
-            a.released += b.released;
-            a.pinned_worse += b.pinned_worse;
-            a.unknown += b.unknown;
-            a.no_match_info += b.no_match_info;
+            a.merge(b);
+        }
+        self.current.merge(&o.current);
+        for b in o.candidates.iter().skip(self.candidates.len()) {
+            self.candidates.push(CandidateAcc {
+                label: b.label.clone(),
+                ..CandidateAcc::default()
+            });
+        }
+        for (a, b) in self.candidates.iter_mut().zip(&o.candidates) {
+            a.acc.merge(&b.acc);
+            a.invalid += b.invalid;
+            if a.error.is_none() {
+                a.error.clone_from(&b.error);
+            }
         }
     }
 
@@ -684,19 +803,20 @@ impl StatsAcc {
                     move_max_ms: self.censored.max(),
                 }
             },
-            what_if: self
-                .what_if
+            what_if: self.what_if.iter().map(|a| a.result(share)).collect(),
+            current: CurrentResult {
+                replayed: self.current.result(share),
+                logged_released: self.released,
+                logged_released_share: share(self.released),
+            },
+            candidates: self
+                .candidates
                 .iter()
-                .map(|a| WhatIfResult {
-                    mode: a.mode.unwrap_or_default(),
-                    max_ttft_penalty_ms: a.max.flatten(),
-                    peak_prefill_throughput: a.peak.flatten(),
-                    released: a.released,
-                    released_share: share(a.released),
-                    pinned_worse: a.pinned_worse,
-                    pinned_worse_share: share(a.pinned_worse),
-                    unknown: a.unknown,
-                    no_match_info: a.no_match_info,
+                .map(|c| CandidateResult {
+                    label: c.label.clone(),
+                    result: c.acc.result(share),
+                    invalid: c.invalid,
+                    error: c.error.clone(),
                 })
                 .collect(),
             traced: (self.traced.decisions > 0).then(|| self.traced.finish()),

@@ -79,6 +79,8 @@ pub fn parse_what_if(spec: &str) -> anyhow::Result<Map<String, Value>> {
 impl CandidateArgs {
     /// The candidates, in the order given: config files, then what-ifs.
     pub fn candidates(&self) -> anyhow::Result<Vec<CandidateConfig>> {
+        crate::bounds::check_list("--candidate-config", self.candidate_config.len())?;
+        crate::bounds::check_list("--what-if", self.what_if.len())?;
         let mut out = Vec::new();
         for path in &self.candidate_config {
             let text = std::fs::read_to_string(path)

@@ -7,6 +7,7 @@ use gatecal_analysis::gate_dist::GateDistOptions;
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::whatif::{WhatIfSpec, matched_tokens_specs};
 use gatecal_cli::bounds::{MAX_BINS, check_list, parse_window};
+use gatecal_cli::candidates::CandidateArgs;
 use gatecal_cli::duration::parse_seconds;
 use gatecal_cli::filter_args::FilterArgs;
 use gatecal_cli::pipeline::InputArgs;
@@ -29,6 +30,10 @@ Examples:
 
   Two deployments, each named and with its own config:
     gate-dist prod=epp-a.log.gz staging=epp-b.log.gz --config prod=prod.yaml
+
+  Compare a candidate config and a what-if with the config in force:
+    gate-dist epp.log --candidate-config new-epp-config.yaml \\
+        --what-if 'peakPrefillThroughput=3000,maxTTFTPenaltyMs=1500'
 
   Keep the decisions, replay them later at another peak throughput:
     gate-dist epp.log --emit-decisions d.jsonl
@@ -63,6 +68,10 @@ pub struct Args {
 
     #[command(flatten)]
     pub filter: FilterArgs,
+
+    /// Configs replayed beside the current one.
+    #[command(flatten)]
+    pub candidates: CandidateArgs,
 
     /// Override peakPrefillThroughput of the config (tokens/s).
     #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::filter_args::finite)]
@@ -180,6 +189,7 @@ impl Args {
             },
             pinned_worse_min_ms: self.pinned_worse_min,
             what_if,
+            candidates: self.candidates.candidates()?,
             window_s: self.window,
             histogram_bins: self.bins,
             time_range,

@@ -31,6 +31,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let others: Vec<(&str, &Path)> = config_paths
         .iter()
         .map(|p| ("--config", p.as_path()))
+        .chain(
+            args.candidates
+                .candidate_config
+                .iter()
+                .map(|p| ("--candidate-config", Path::new(p))),
+        )
         .collect();
     let mut outputs = Outputs::new(&files, &others);
     let emit = match &args.input.emit_decisions {
@@ -111,6 +117,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for d in &report.deployments {
             let mut lines = gatecal_render::sections::config_notes(&d.name, &d.config);
             lines.extend(gatecal_render::sections::replay_notes(&d.name, &d.stats));
+            for c in &d.stats.candidates {
+                if let Some(e) = &c.error {
+                    lines.push(format!(
+                        "warning: {}: candidate {}: not valid for this deployment's config: {e}",
+                        d.name, c.label
+                    ));
+                }
+            }
             for w in lines.iter().filter_map(|l| l.strip_prefix("warning: ")) {
                 gatecal_cli::term::eprint("gate-dist", gatecal_cli::term::Level::Warning, w);
             }

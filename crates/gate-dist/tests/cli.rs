@@ -490,3 +490,181 @@ fn the_startup_peak_is_the_peak_in_force() {
     assert_eq!(c["parameters"]["peakPrefillThroughput"], 9000.0);
     assert_eq!(c["parameter_sources"]["peakPrefillThroughput"], "flag");
 }
+
+#[test]
+fn candidates_sit_beside_the_current_row_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let cand = dir.path().join("cand.yaml");
+    std::fs::write(
+        &cand,
+        "plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {peakPrefillThroughput: 3000, maxTTFTPenaltyMs: 700}\n",
+    )
+    .unwrap();
+    let cand = cand.to_str().unwrap();
+    let log = fixture("demo/glm-like.log.gz");
+    let args = [
+        log.as_str(),
+        "--candidate-config",
+        cand,
+        "--what-if",
+        "maxTTFTPenaltyMs=5000",
+        "--what-if",
+        "peakPrefillThroughput=3000,maxTTFTPenaltyMs=5000",
+    ];
+    let v = json(&[&args[..], &["--format", "json", "--window", "10m"]].concat());
+    let d = &v["deployments"][0];
+    // The current row: the config in force replayed, the logged releases beside.
+    let cur = &d["current"];
+    assert_eq!(cur["max_ttft_penalty_ms"], d["bar_ms"]);
+    assert_eq!(cur["released"], d["replay"]["replayed_released"]);
+    assert_eq!(cur["logged_released"], d["released"]);
+    assert_eq!(cur["logged_released_share"], d["released_share"]);
+    let c = d["candidates"].as_array().unwrap();
+    assert_eq!(c.len(), 3);
+    assert_eq!(c[0]["label"], format!("file:{cand}"));
+    assert_eq!(
+        (
+            c[0]["max_ttft_penalty_ms"].as_f64(),
+            c[0]["peak_prefill_throughput"].as_f64()
+        ),
+        (Some(700.0), Some(3000.0))
+    );
+    assert_eq!(c[1]["label"], "what-if maxTTFTPenaltyMs=5000");
+    assert_eq!(c[0]["error"], serde_json::Value::Null);
+    // The what-if over the config in force is the built-in 5 s replay.
+    let at_5s = d["what_if"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["mode"] == "static" && w["max_ttft_penalty_ms"] == 5000.0)
+        .unwrap();
+    for k in [
+        "released",
+        "pinned_worse",
+        "unknown",
+        "peak_prefill_throughput",
+    ] {
+        assert_eq!(c[1][k], at_5s[k], "{k}");
+    }
+    // A fifth of the peak at the same bar: every gate input five times
+    // larger, so at least as many releases.
+    assert_eq!(c[2]["peak_prefill_throughput"], 3000.0);
+    assert!(c[2]["released"].as_u64() > c[1]["released"].as_u64());
+    // Windows carry the rows too, and add up to the whole.
+    let windows = d["windows"].as_array().unwrap();
+    assert!(windows.len() > 1);
+    let sum: u64 = windows
+        .iter()
+        .map(|w| w["candidates"][2]["released"].as_u64().unwrap())
+        .sum();
+    assert_eq!(Some(sum), c[2]["released"].as_u64());
+    assert_eq!(v["overall"]["candidates"][2]["released"], c[2]["released"]);
+
+    let text = |format: &str| {
+        let out = run(&[&args[..], &["--format", format, "--wide"]].concat());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let released = c[2]["released"].as_u64().unwrap();
+    for format in ["table", "markdown"] {
+        let t = text(format);
+        let row = t
+            .lines()
+            .find(|l| {
+                l.contains("what-if peakPrefillThroughput=3000,maxTTFTPenaltyMs=5000")
+                    && !l.contains("--what-if")
+            })
+            .unwrap_or_else(|| panic!("{format}: {t}"));
+        assert!(row.contains(&format!("{released} (")), "{format}: {row}");
+        let cur = t
+            .lines()
+            .find(|l| l.contains("current") && l.contains("static, bar"))
+            .unwrap();
+        assert!(cur.contains("logged"), "{format}: {cur}");
+        assert!(t.contains(&format!("file:{cand}")), "{format}");
+    }
+    let csv = text("csv");
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (config, rel, rule_peak) = (
+        col("config"),
+        col("released"),
+        col("rule_peak_prefill_throughput"),
+    );
+    let mut rdr = csv.lines().skip(1).map(|l| {
+        // The labels hold commas: read the quoted field as one.
+        let mut fields = Vec::new();
+        let mut cur = String::new();
+        let mut quoted = false;
+        for ch in l.chars() {
+            match ch {
+                '"' => quoted = !quoted,
+                ',' if !quoted => fields.push(std::mem::take(&mut cur)),
+                _ => cur.push(ch),
+            }
+        }
+        fields.push(cur);
+        fields
+    });
+    let row = rdr
+        .find(|f| f[config] == "what-if peakPrefillThroughput=3000,maxTTFTPenaltyMs=5000")
+        .expect("the what-if's CSV row");
+    assert_eq!(row.len(), header.len());
+    assert_eq!(row[rel], released.to_string());
+    assert_eq!(row[rule_peak], "3000");
+    assert!(csv.lines().any(|l| l.ends_with(",current,")), "{csv}");
+}
+
+#[test]
+fn a_candidate_invalid_for_the_config_in_force_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("epp.yaml");
+    std::fs::write(
+        &yaml,
+        "plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {maxTTFTPenaltyMs: 5000, maxInFlightRequestsDelta: 2}\n",
+    )
+    .unwrap();
+    let out = run(&[
+        &fixture("glm-like/epp.log"),
+        "--config",
+        yaml.to_str().unwrap(),
+        "--what-if",
+        "maxTTFTPenaltyMs=0",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &v["deployments"][0];
+    let c = &d["candidates"][0];
+    let e = c["error"].as_str().unwrap();
+    assert!(
+        e.contains("maxTTFTPenaltyMs must be > 0 when maxInFlightRequestsDelta"),
+        "{e}"
+    );
+    assert_eq!(c["invalid"], d["decisions"]);
+    assert_eq!(c["released"], 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("candidate what-if maxTTFTPenaltyMs=0"),
+        "{stderr}"
+    );
+    // The candidate file is an input: -o may not overwrite it.
+    let out = run(&[
+        &fixture("glm-like/epp.log"),
+        "--candidate-config",
+        yaml.to_str().unwrap(),
+        "-o",
+        yaml.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--candidate-config"));
+}

@@ -606,10 +606,10 @@ fn markdown_opens_with_a_summary_and_embeds_the_svg() {
     assert!(table.starts_with("| :--- | ---: | ---: |"), "{table}");
     let rules = md
         .lines()
-        .skip_while(|l| !l.starts_with("| deployment | rule |"))
+        .skip_while(|l| !l.starts_with("| deployment | config | rule |"))
         .nth(1)
         .unwrap();
-    assert!(rules.starts_with("| :--- | :--- | ---: |"), "{rules}");
+    assert!(rules.starts_with("| :--- | :--- | :--- | ---: |"), "{rules}");
 }
 
 #[test]

@@ -78,6 +78,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .iter()
                 .map(|p| ("--calibration", Path::new(*p))),
         )
+        .chain(
+            args.candidates
+                .candidate_config
+                .iter()
+                .map(|p| ("--candidate-config", Path::new(p))),
+        )
         .collect();
     let mut outputs = Outputs::new(&files, &others);
     let emit = match &args.input.emit_decisions {

@@ -20,14 +20,19 @@
 //! `evidence_traced,traced_decisions,traced_joined,validation_pairs,
 //! abs_error_p50_ms,abs_error_p90_ms,reconstructed_p50_ms,
 //! reconstructed_p90_ms,traced_p50_ms,traced_p90_ms` (the reconstruction
-//! against the traced input; empty without traces), and per outcome
-//! `outcome_<name>`. Empty cells are unknown or not applicable.
+//! against the traced input; empty without traces), per outcome
+//! `outcome_<name>`, then `config` (`current` on the row of the config in
+//! force replayed, whose `released` is the replayed count beside the
+//! `in_force` row's logged one; the label of a `--candidate-config` or
+//! `--what-if` row; empty on the other rows) and `config_error` (why a
+//! candidate is not valid for the deployment). Empty cells are unknown or
+//! not applicable.
 
 use std::io::{self, Write};
 
 use gatecal_analysis::gate_dist::GateDistReport;
 use gatecal_analysis::recommend::RecommendReport;
-use gatecal_analysis::stats::Stats;
+use gatecal_analysis::stats::{Stats, WhatIfResult};
 use gatecal_filter::Outcome;
 
 use crate::Renderer;
@@ -123,8 +128,14 @@ fn header() -> Vec<String> {
     for o in Outcome::ALL {
         h.push(format!("outcome_{}", o.as_str()));
     }
+    h.extend(TAIL.iter().map(|s| s.to_string()));
     h
 }
+
+/// The last columns: which config a replayed row is (`current`, the
+/// candidate's label, empty for the what-ifs and `in_force`), and why a
+/// candidate was not valid for the deployment.
+const TAIL: [&str; 2] = ["config", "config_error"];
 
 /// The rows of one set of decisions: `in_force` (the figures as the
 /// deployment ran), then one per what-if.
@@ -192,9 +203,10 @@ fn rows(name: &str, window: Option<(f64, f64)>, peak: Option<f64>, s: &Stats) ->
     for o in Outcome::ALL {
         r.push(s.outcomes.get(o.as_str()).copied().unwrap_or(0).to_string());
     }
+    r.extend([String::new(), String::new()]);
     let width = r.len();
     let mut out = vec![r];
-    for wi in &s.what_if {
+    let what_if = |wi: &WhatIfResult, config: &str, error: Option<&str>| {
         let mut r = vec![
             field(name),
             ws.clone(),
@@ -209,8 +221,17 @@ fn rows(name: &str, window: Option<(f64, f64)>, peak: Option<f64>, s: &Stats) ->
             wi.pinned_worse_share.to_string(),
             wi.unknown.to_string(),
         ];
-        r.resize(width, String::new());
-        out.push(r);
+        r.resize(width - 2, String::new());
+        r.push(field(config));
+        r.push(error.map(field).unwrap_or_default());
+        r
+    };
+    out.push(what_if(&s.current.replayed, "current", None));
+    for wi in &s.what_if {
+        out.push(what_if(wi, "", None));
+    }
+    for c in &s.candidates {
+        out.push(what_if(&c.result, &c.label, c.error.as_deref()));
     }
     out
 }

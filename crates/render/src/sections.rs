@@ -2,7 +2,7 @@
 
 use gatecal_analysis::gate_dist::{GateDistReport, HistogramBins, InputSummary};
 use gatecal_analysis::recommend::{RecommendReport, RowKind};
-use gatecal_analysis::stats::Stats;
+use gatecal_analysis::stats::{Stats, WhatIfResult};
 use gatecal_filter::{Outcome, PenaltyMode};
 
 use crate::num::{bar, count, count_pct, ms, pct, utc};
@@ -73,6 +73,35 @@ fn q(v: Option<f64>, small: bool) -> String {
     } else {
         m
     }
+}
+
+/// One row of the what-if table: deployment, config label, rule, peak,
+/// released, pinned, unknown, no match info.
+fn what_if_row(name: &str, label: &str, w: &WhatIfResult) -> Vec<String> {
+    let rule = match w.mode {
+        PenaltyMode::Static => format!("static, bar {}", bar(w.max_ttft_penalty_ms)),
+        PenaltyMode::MatchedTokens => match w.max_ttft_penalty_ms {
+            Some(m) if m > 0.0 => format!("matchedTokens, ceiling {}", bar(Some(m))),
+            Some(_) => s("matchedTokens, no ceiling"),
+            None => s("matchedTokens, mixed ceilings"),
+        },
+    };
+    vec![
+        name.to_string(),
+        label.to_string(),
+        rule,
+        w.peak_prefill_throughput
+            .map(|p| crate::num::group(p.round() as i64))
+            .unwrap_or_else(|| s("mixed")),
+        count_pct(w.released, w.released_share),
+        count_pct(w.pinned_worse, w.pinned_worse_share),
+        count(w.unknown),
+        if w.mode == PenaltyMode::MatchedTokens {
+            count(w.no_match_info)
+        } else {
+            s("–")
+        },
+    ]
 }
 
 /// The marker of quantiles over fewer than 20 values.
@@ -554,37 +583,46 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
     });
 
     let mut rows = Vec::new();
+    let mut notes = vec![s(
+        "Every decision replayed through the filter core. current: the config in force, released as replayed (and as logged). \
+         Unknown: gate input not known, in neither count. \
+         No match info: the break-even test was skipped (held) for lack of matched tokens.",
+    )];
     for d in &r.deployments {
-        for w in &d.stats.what_if {
-            let rule = match w.mode {
-                PenaltyMode::Static => format!("static, bar {}", bar(w.max_ttft_penalty_ms)),
-                PenaltyMode::MatchedTokens => match w.max_ttft_penalty_ms {
-                    Some(m) if m > 0.0 => format!("matchedTokens, ceiling {}", bar(Some(m))),
-                    Some(_) => s("matchedTokens, no ceiling"),
-                    None => s("matchedTokens, mixed ceilings"),
-                },
-            };
-            rows.push(vec![
-                d.name.clone(),
-                rule,
-                w.peak_prefill_throughput
-                    .map(|p| crate::num::group(p.round() as i64))
-                    .unwrap_or_else(|| s("mixed")),
-                count_pct(w.released, w.released_share),
-                count_pct(w.pinned_worse, w.pinned_worse_share),
-                count(w.unknown),
-                if w.mode == PenaltyMode::MatchedTokens {
-                    count(w.no_match_info)
-                } else {
-                    s("–")
-                },
-            ]);
+        let st = &d.stats;
+        let cur = &st.current;
+        let mut row = what_if_row(&d.name, "current", &cur.replayed);
+        row[4] = format!(
+            "{}, logged {}",
+            count_pct(cur.replayed.released, cur.replayed.released_share),
+            count_pct(cur.logged_released, cur.logged_released_share)
+        );
+        rows.push(row);
+        for w in &st.what_if {
+            rows.push(what_if_row(&d.name, "–", w));
+        }
+        for c in &st.candidates {
+            let mut row = what_if_row(&d.name, &c.label, &c.result);
+            if c.invalid == st.decisions && c.invalid > 0 {
+                row[2] = s("not valid here (see below)");
+                row[3] = s("–");
+            }
+            rows.push(row);
+            if let Some(e) = &c.error {
+                notes.push(format!(
+                    "warning: {}: candidate {}: not valid for this deployment's config ({} decision(s) not replayed): {e}",
+                    d.name,
+                    c.label,
+                    count(c.invalid)
+                ));
+            }
         }
     }
     out.push(Section {
         title: s("What if"),
         headers: vec![
             s("deployment"),
+            s("config"),
             s("rule"),
             s("peak tok/s"),
             s("released"),
@@ -593,10 +631,7 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
             s("no match info"),
         ],
         rows,
-        notes: vec![s(
-            "Every decision replayed through the filter core. Unknown: gate input not known, in neither count. \
-             No match info: the break-even test was skipped (held) for lack of matched tokens.",
-        )],
+        notes,
     });
 
     let windows: Vec<Vec<String>> = r
