@@ -609,7 +609,10 @@ fn markdown_opens_with_a_summary_and_embeds_the_svg() {
         .skip_while(|l| !l.starts_with("| deployment | config | rule |"))
         .nth(1)
         .unwrap();
-    assert!(rules.starts_with("| :--- | :--- | :--- | ---: |"), "{rules}");
+    assert!(
+        rules.starts_with("| :--- | :--- | :--- | ---: |"),
+        "{rules}"
+    );
 }
 
 #[test]
