@@ -33,7 +33,9 @@
 //!   no completion and counts as saturated time with no tokens. Each run's
 //!   first line is left out (its interval holds the backlog's start,
 //!   possibly idle time). A span's tokens are its lines' rate times their
-//!   own interval (v1: the cadence, the median gap; v0: the gap).
+//!   own interval (v1: the cadence, the median gap; v0: the gap). A
+//!   line's time is its epoch time, else (year unknown) its month, day
+//!   and time of day, which keep the gaps.
 //! * *The span's own hit rate (v1).* The rolling rate at line `k` of a
 //!   span whose window still holds `W` tokens from before it is
 //!   `H_k = (h0 W + h S_k) / (W + S_k)` (`h0` the rate at the span's start,
@@ -458,6 +460,20 @@ pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
     Some((est, [lo.max(0.0), hi], n as u64))
 }
 
+/// Seconds from the start of a (non-leap) year to a stats line's month,
+/// day and time, for lines whose year is unknown: the estimator only
+/// needs the gaps between an engine's lines, which this keeps (a run
+/// across New Year's Eve is cut there).
+fn relative_time(s: &VllmStats) -> Option<f64> {
+    const DAYS_BEFORE: [u32; 12] = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+    let m = usize::from(s.month);
+    if !(1..=12).contains(&m) || s.day == 0 {
+        return None;
+    }
+    let day = DAYS_BEFORE[m - 1] + u32::from(s.day) - 1;
+    Some(f64::from(day) * 86_400.0 + f64::from(s.seconds_of_day))
+}
+
 impl VllmEstimator {
     /// Adds one stats line.
     pub fn push(&mut self, s: &VllmStats) {
@@ -473,7 +489,7 @@ impl VllmEstimator {
             .entry(engine)
             .or_default()
             .push(Line {
-                ts: s.ts,
+                ts: s.ts.or_else(|| relative_time(s)),
                 rate: if s.prompt_throughput.is_finite() {
                     s.prompt_throughput.max(0.0)
                 } else {
@@ -742,6 +758,28 @@ mod tests {
         assert!((est.value - want).abs() < 1.0, "{}", est.value);
         assert_eq!(est.samples, 19);
         assert_eq!(est.engines, 1);
+    }
+
+    #[test]
+    fn lines_without_a_year_keep_their_gaps() {
+        // Two saturated runs of 6 lines 10 minutes apart, the year unknown
+        // (a vLLM log read alone): the gap ends the first run, so each run
+        // loses its first line and the idle time is not counted.
+        let mut e = VllmEstimator::default();
+        for (start, n) in [(36_000u32, 6), (36_600, 6)] {
+            for k in 0..n {
+                let mut l = line(0.0, "p-0", 10_000.0, 2, 0.0);
+                l.ts = None;
+                l.month = 8;
+                l.day = 21;
+                l.seconds_of_day = start + 10 * k;
+                e.push(&l);
+            }
+        }
+        let est = &e.estimates()["d"];
+        assert_eq!(est.source, PeakSource::VllmStats);
+        assert_eq!(est.samples, 10);
+        assert!((est.value - 10_000.0).abs() < 1e-6, "{}", est.value);
     }
 
     #[test]
