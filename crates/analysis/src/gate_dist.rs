@@ -268,6 +268,9 @@ pub struct InputSummary {
     /// Requests evicted because the open requests held more than the
     /// assembler's byte budget (64 MiB; one request at most 8 MiB).
     pub requests_evicted_for_memory: u64,
+    /// Decisions seen twice (the same log given twice, overlapping
+    /// captures), counted once ([`crate::dedup`]).
+    pub duplicates: crate::dedup::Duplicates,
     /// The first malformed lines, `file:line: why`.
     pub first_malformed: Vec<String>,
     /// Trace inputs and the join of their decisions with the logs' (absent

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use gatecal_analysis::dedup::{DecisionKey, DuplicateCheck, Duplicates};
 use gatecal_analysis::gate_dist::{InputSummary, TraceSummary};
 use gatecal_analysis::input::DecisionInput;
 use gatecal_analysis::records::RecordSink;
@@ -94,6 +95,8 @@ pub struct Inputs {
     pub ledger: Ledger,
     /// The trace inputs and their join with the logs; `None` without any.
     pub traces: Option<TraceSummary>,
+    /// Decisions seen twice, counted once.
+    pub duplicates: Duplicates,
 }
 
 /// The ledger as reported.
@@ -112,6 +115,7 @@ pub fn summary(inputs: &Inputs) -> InputSummary {
         decisions_incomplete: t.decisions_incomplete,
         decisions_evicted: t.decisions_evicted,
         requests_evicted_for_memory: t.requests_evicted_for_memory,
+        duplicates: inputs.duplicates,
         first_malformed: t.first_malformed.iter().map(|m| m.to_string()).collect(),
         traces: inputs.traces.clone(),
     }
@@ -428,9 +432,11 @@ pub fn input_files(args: &InputArgs) -> anyhow::Result<InputFiles> {
 const SKIPPED_LISTED: usize = 20;
 
 /// Reads every input file, calling `on_decision` (with each decision, by
-/// value) and `on_vllm` in log order. Files not read (see
-/// [`gatecal_parser::Ledger::skipped`]) are listed on stderr, prefixed
-/// with `bin`.
+/// value) and `on_vllm` in log order. A decision seen before (the same
+/// deployment, request id, profile, filter instance and time;
+/// [`gatecal_analysis::dedup`]) is dropped and counted, with a warning on
+/// stderr. Files not read (see [`gatecal_parser::Ledger::skipped`]) are
+/// listed on stderr, prefixed with `bin`.
 pub fn read_inputs(
     args: &InputArgs,
     files: InputFiles,
@@ -470,9 +476,20 @@ pub fn read_inputs(
         opts.progress = Some(p.clone());
         crate::progress::Display::start(p, decisions.clone())
     });
+    let mut seen = DuplicateCheck::default();
     let result = parse_files(files, &opts, |item| match item {
         Item::Decision(d) => {
             decisions.fetch_add(1, Ordering::Relaxed);
+            if !seen.admit(&DecisionKey {
+                deployment: &d.deployment,
+                request_id: d.request_id.as_deref(),
+                profile: d.profile.as_deref(),
+                filter: d.filter.as_deref(),
+                ts: d.ts,
+                traced: d.completion == Completion::Traced,
+            }) {
+                return;
+            }
             if let Some(d) = join.push(*d) {
                 on_decision(d);
             }
@@ -493,8 +510,18 @@ pub fn read_inputs(
         Err(e) => return Err(anyhow::Error::from(e)),
     };
     report_skipped(bin, &ledger);
+    let duplicates = seen.found();
+    if !args.quiet
+        && let Some(w) = gatecal_render::sections::duplicates_note(&duplicates)
+    {
+        crate::term::eprint(bin, crate::term::Level::Warning, &w);
+    }
     let traces = (trace_inputs > 0 || join.traced > 0).then(|| join.summary(&ledger));
-    Ok(Inputs { ledger, traces })
+    Ok(Inputs {
+        ledger,
+        traces,
+        duplicates,
+    })
 }
 
 /// Lists the files not read on stderr: the first [`SKIPPED_LISTED`], then

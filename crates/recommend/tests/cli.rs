@@ -558,3 +558,37 @@ fn since_and_until_split_the_decisions_but_not_the_peak() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--since must be before --until"));
 }
+
+#[test]
+fn the_same_log_under_two_names_counts_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = std::fs::read(fixture("glm-like/epp.log")).unwrap();
+    let (a, b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    std::fs::write(&a, &log).unwrap();
+    std::fs::write(&b, &log).unwrap();
+    let vllm = fixture("glm-like/vllm");
+    let json = |inputs: &[&str]| {
+        let mut args = inputs.to_vec();
+        args.extend([vllm.as_str(), "--format", "json"]);
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let (once, _) = json(&[a]);
+    let (twice, err) = json(&[a, b]);
+    let n = once["input"]["decisions_assembled"].as_u64().unwrap();
+    assert!(n > 0);
+    assert_eq!(twice["input"]["duplicates"]["decisions"], n);
+    assert_eq!(once["input"]["duplicates"]["decisions"], 0);
+    assert_eq!(twice["deployments"], once["deployments"]);
+    assert!(
+        err.contains(&format!("{n} decision(s) seen twice")),
+        "{err}"
+    );
+}

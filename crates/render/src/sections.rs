@@ -291,9 +291,31 @@ pub fn input_section(i: &InputSummary) -> Section {
                     t.note
                 )
             })
+            .chain(duplicates_note(&i.duplicates).map(|n| format!("duplicates: {n}")))
             .chain(i.first_malformed.iter().map(|m| format!("malformed: {m}")))
             .collect(),
     }
+}
+
+/// The note on decisions seen twice, when any were (or could not be
+/// checked): the input table's footnote and the binaries' warning.
+pub fn duplicates_note(d: &gatecal_analysis::dedup::Duplicates) -> Option<String> {
+    let mut parts = Vec::new();
+    if d.decisions > 0 {
+        parts.push(format!(
+            "{} decision(s) seen twice (same deployment, request id, profile, filter instance and time) \
+             are counted once: a log given twice, or overlapping captures",
+            count(d.decisions)
+        ));
+    }
+    if d.unchecked > 0 {
+        parts.push(format!(
+            "{} decision(s) older than the duplicate check's memory (about the newest {} decisions) were not checked",
+            count(d.unchecked),
+            count(gatecal_analysis::dedup::MAX_FINGERPRINTS as u64)
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn tps(v: f64) -> String {
