@@ -35,6 +35,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod agreement;
 pub mod dedup;
 pub mod epp_config;
 pub mod from_parser;

@@ -7,9 +7,9 @@
 //! `{"status":"success","data":{"resultType":"matrix","result":[{"metric":
 //! {labels},"values":[[unix seconds, "value"], …]}, …]}}`, or the bare
 //! `result` array (`[{"metric":…,"values":…}, …]`, what `promtool query
-//! range -o json` prints). Recognised by content ([`looks_like_query_range`]),
-//! gzip or not, under any name. The series used (others are counted and
-//! ignored):
+//! range -o json` prints), its keys in any order. Recognised by content
+//! ([`looks_like_query_range`]), gzip or not, under any name. The series
+//! used (others are counted and ignored):
 //!
 //! * `vllm:prompt_tokens_by_source_total{source="local_compute"}`: prompt
 //!   tokens this engine computed (newer builds), else
@@ -87,7 +87,13 @@ pub fn looks_like_query_range(head: &[u8]) -> bool {
     let text = String::from_utf8_lossy(&head[..head.len().min(4096)]);
     let t = text.trim_start();
     if t.starts_with('{') {
-        t.contains("\"resultType\"") && t.contains("\"matrix\"")
+        // Keys in any order (`jq -S` sorts `result` before `resultType`,
+        // which may then lie past the head).
+        (t.contains("\"resultType\"") && t.contains("\"matrix\""))
+            || (t.contains("\"data\"")
+                && t.contains("\"result\"")
+                && t.contains("\"metric\"")
+                && t.contains("\"values\""))
     } else if let Some(rest) = t.strip_prefix('[') {
         let r = rest.trim_start();
         r.starts_with('{') && r.contains("\"metric\"") && r.contains("\"values\"")
@@ -179,6 +185,58 @@ fn increments(c: &BTreeMap<i64, f64>) -> BTreeMap<i64, f64> {
 }
 
 impl PromEstimator {
+    /// Per deployment, each engine's prefix-cache counters as increments
+    /// per scrape interval, `(time, queries, hits)` (for the hit rate
+    /// compared with the stats lines, [`crate::agreement`]); the series are
+    /// tied to engines and deployments as for [`PromEstimator::estimates`].
+    pub fn prefix_cache_increments(
+        &self,
+        deployment_of: impl Fn(&str) -> Option<String>,
+    ) -> BTreeMap<String, Vec<crate::agreement::CounterIncrements>> {
+        // Per engine: its deployment, queries and hits by time (ms).
+        type Counters = (String, BTreeMap<i64, f64>, BTreeMap<i64, f64>);
+        let mut engines: BTreeMap<String, Counters> = BTreeMap::new();
+        for s in &self.series {
+            let Some(pod) = s.labels.get("pod").or_else(|| s.labels.get("instance")) else {
+                continue;
+            };
+            let queries = match s.metric.trim_end_matches("_total") {
+                "vllm:prefix_cache_queries" => true,
+                "vllm:prefix_cache_hits" => false,
+                _ => continue,
+            };
+            let key = format!(
+                "{pod}#{}",
+                s.labels.get("engine").map(String::as_str).unwrap_or("0")
+            );
+            let e = engines.entry(key).or_insert_with(|| {
+                (
+                    deployment_of(pod)
+                        .or_else(|| s.labels.get("namespace").cloned())
+                        .unwrap_or_else(|| gatecal_parser::pod_owner(pod).to_string()),
+                    BTreeMap::new(),
+                    BTreeMap::new(),
+                )
+            });
+            let target = if queries { &mut e.1 } else { &mut e.2 };
+            for &(t, v) in &s.samples {
+                target.insert((t * 1000.0).round() as i64, v);
+            }
+        }
+        let mut out: BTreeMap<String, Vec<crate::agreement::CounterIncrements>> = BTreeMap::new();
+        for (dep, q, h) in engines.into_values() {
+            let (q, h) = (increments(&q), increments(&h));
+            let inc: crate::agreement::CounterIncrements = q
+                .iter()
+                .filter_map(|(t, dq)| Some((*t as f64 / 1000.0, *dq, *h.get(t)?)))
+                .collect();
+            if !inc.is_empty() {
+                out.entry(dep).or_default().push(inc);
+            }
+        }
+        out
+    }
+
     /// Adds the series of one response.
     pub fn push(&mut self, series: Vec<PromSeries>) {
         self.read += series.len() as u64;
@@ -346,6 +404,18 @@ mod tests {
             b"  [{\"metric\":{\"__name__\":\"x\"},\"values\":[[1,\"2\"]]}]"
         ));
         assert!(!looks_like_query_range(b"{\"ts\":1,\"msg\":\"x\"}"));
+        // Sorted keys, the resultType past the head.
+        let sorted = format!(
+            "{{\"data\":{{\"result\":[{{\"metric\":{{\"__name__\":\"x\"}},\"values\":[{}[1,\"2\"]]}}],\"resultType\":\"matrix\"}},\"status\":\"success\"}}",
+            "[0,\"1\"],".repeat(1000)
+        );
+        assert!(looks_like_query_range(sorted.as_bytes()));
+        assert_eq!(
+            parse_query_range(sorted.as_bytes()).unwrap()[0]
+                .samples
+                .len(),
+            1001
+        );
         assert!(!looks_like_query_range(b"INFO 08-21 14:36:14 x"));
         let e = parse_query_range(
             b"{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":\"parse error\"}",

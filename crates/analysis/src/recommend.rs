@@ -53,6 +53,7 @@ use gatecal_filter::{Config, Outcome, PenaltyMode, TtftSource, decide_verdict};
 use gatecal_parser::VllmStats;
 use serde::Serialize;
 
+use crate::agreement::{LineHitRates, SourceDisagreement};
 use crate::gate_dist::{ConfigSet, InputSummary, SourcedConfig};
 use crate::hist::SignedHistogram;
 use crate::input::{DecisionInput, MatchedSource};
@@ -309,6 +310,10 @@ pub struct DeploymentRec {
     pub rows: Vec<Row>,
     /// The recommendation; `null` without matched tokens.
     pub recommended: Option<Recommended>,
+    /// Figures on which the vLLM log lines and the Prometheus counters
+    /// disagree beyond their intervals ([`crate::agreement`]); each is in
+    /// `warnings` too.
+    pub source_disagreements: Vec<SourceDisagreement>,
     /// Warnings.
     pub warnings: Vec<String>,
 }
@@ -438,6 +443,9 @@ pub struct Recommend {
     reorder: Reorder,
     deps: BTreeMap<String, Dep>,
     vllm: Vec<VllmStats>,
+    /// The v1 lines' prefix cache hit rates, per `(deployment, pod)` as
+    /// the parser gave them, for [`crate::agreement`].
+    line_hit_rates: BTreeMap<(String, Option<String>), LineHitRates>,
     prometheus: PromEstimator,
     /// Endpoint pod name (namespace and `-rank-N` removed) -> deployment,
     /// from the endpoints the EPP decisions name.
@@ -476,6 +484,7 @@ impl Recommend {
             configs,
             deps: BTreeMap::new(),
             vllm: Vec::new(),
+            line_hit_rates: BTreeMap::new(),
             prometheus: PromEstimator::default(),
             pods: HashMap::new(),
             sink: None,
@@ -594,6 +603,10 @@ impl Recommend {
     pub fn push_vllm(&mut self, s: &VllmStats) {
         let mut s = s.clone();
         self.cap.admit(&mut s.deployment);
+        if s.prefix_cache_hit_rate_pct.is_some() {
+            let key = (s.deployment.clone(), s.pod.clone());
+            self.line_hit_rates.entry(key).or_default().push(&s);
+        }
         self.vllm.push(s);
     }
 
@@ -623,7 +636,19 @@ impl Recommend {
         let vllm = est.estimates();
         let pods = std::mem::take(&mut self.pods);
         let prom = self.prometheus.estimates(|p| pods.get(p).cloned());
+        let prom_hits = self
+            .prometheus
+            .prefix_cache_increments(|p| pods.get(p).cloned());
         self.pods = pods;
+        let mut line_hits: BTreeMap<String, LineHitRates> = BTreeMap::new();
+        for ((dep, pod), h) in std::mem::take(&mut self.line_hit_rates) {
+            let dep = pod
+                .as_deref()
+                .and_then(|p| self.pods.get(p))
+                .cloned()
+                .unwrap_or(dep);
+            line_hits.entry(dep).or_default().extend(h);
+        }
         let mut names: Vec<String> = self.deps.keys().cloned().collect();
         for k in vllm.keys().chain(prom.keys()) {
             if !names.contains(k) {
@@ -639,7 +664,18 @@ impl Recommend {
                 .unwrap_or_else(|| self.configs.lookup(&name, None).clone());
             let peak =
                 self.choose_peak(&name, vllm.get(&name), prom.get(&name), &config.parameters);
-            deployments.push(self.deployment(name, dep, config, peak));
+            let mut disagreements = Vec::new();
+            if let (Some(v), Some(p)) = (vllm.get(&name), prom.get(&name)) {
+                disagreements.extend(crate::agreement::peak(v, p));
+            }
+            if let (Some(l), Some(p)) = (line_hits.get(&name), prom_hits.get(&name)) {
+                disagreements.extend(crate::agreement::hit_rate(l, p));
+            }
+            let mut rec = self.deployment(name, dep, config, peak);
+            rec.warnings
+                .extend(disagreements.iter().map(|d| d.message.clone()));
+            rec.source_disagreements = disagreements;
+            deployments.push(rec);
         }
         RecommendReport {
             schema: SCHEMA,
@@ -963,6 +999,7 @@ impl Recommend {
             current,
             rows,
             recommended,
+            source_disagreements: Vec::new(),
             warnings,
         }
     }

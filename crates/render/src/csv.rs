@@ -264,13 +264,19 @@ impl Renderer for Csv {
         // One line per deployment and row (current, static, matchedTokens, candidates).
         writeln!(
             w,
-            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings"
+            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings,source_disagreements"
         )?;
         for d in &report.deployments {
             let p = &d.peak_prefill_throughput;
             let b = &d.break_even_ms;
             let t = &d.break_even_tokens;
             let oi = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
+            let disagreements = d
+                .source_disagreements
+                .iter()
+                .map(|x| x.message.as_str())
+                .collect::<Vec<_>>()
+                .join(" | ");
             for r in &d.rows {
                 let recommended = d.recommended.as_ref().is_some_and(|x| {
                     r.kind != gatecal_analysis::recommend::RowKind::Current
@@ -311,6 +317,7 @@ impl Renderer for Csv {
                     r.unknown.to_string(),
                     r.no_match_info.to_string(),
                     d.warnings.len().to_string(),
+                    field(&disagreements),
                 ];
                 writeln!(w, "{}", row.join(","))?;
             }
