@@ -132,15 +132,17 @@ pub fn write_list(
             (Some(a), Some(b)) => format!("{} .. {} UTC", utc(a), utc(b)),
             _ => "no times".into(),
         };
+        // Names come from the logs: one line each, no control character.
+        let plain = |t: &str| gatecal_render::escape::terminal(t).into_owned();
         writeln!(
             w,
             "{}\n  decisions: {}\n  time: {range}\n  config: {}\n  EPP pods: {}\n  endpoint pods: {}\n  vLLM pods: {}",
-            r.name,
+            plain(r.name),
             r.decisions,
-            r.config_source,
-            s.epp_pods.show(),
-            s.endpoint_pods.show(),
-            s.vllm_pods.show(),
+            plain(r.config_source),
+            plain(&s.epp_pods.show()),
+            plain(&s.endpoint_pods.show()),
+            plain(&s.vllm_pods.show()),
         )?;
     }
     Ok(())

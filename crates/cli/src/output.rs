@@ -71,7 +71,10 @@ pub fn exit(bin: &str, result: anyhow::Result<()>) -> ExitCode {
             ExitCode::from(EXIT_NO_DECISIONS)
         }
         Err(e) if e.downcast_ref::<StrictFailure>().is_some() => {
-            eprintln!("{bin}: {e:#}");
+            eprintln!(
+                "{bin}: {}",
+                gatecal_render::escape::terminal(&format!("{e:#}"))
+            );
             ExitCode::from(1)
         }
         Err(e) => {

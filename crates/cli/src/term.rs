@@ -29,8 +29,11 @@ pub enum Level {
     Note,
 }
 
-/// `BIN: LEVEL: MESSAGE`, the level coloured when `colour`.
+/// `BIN: LEVEL: MESSAGE`, the level coloured when `colour`. The message
+/// is made plain for a terminal (it may quote log text: a deployment or
+/// file name): one line, no control character.
 pub fn message(bin: &str, level: Level, msg: &str, colour: bool) -> String {
+    let msg = gatecal_render::escape::terminal(msg);
     let (word, code) = match level {
         Level::Error => ("error", "1;31"),
         Level::Warning => ("warning", "1;33"),
@@ -63,6 +66,19 @@ mod tests {
         assert!(colour_allowed(None));
         assert!(colour_allowed(Some("".as_ref())));
         assert!(!colour_allowed(Some("1".as_ref())));
+    }
+
+    #[test]
+    fn log_text_in_a_message_stays_plain() {
+        assert_eq!(
+            message(
+                "gate-dist",
+                Level::Error,
+                "found: a\n## b \x1b[31mc\x07",
+                false
+            ),
+            "gate-dist: error: found: a ## b [31mc"
+        );
     }
 
     #[test]
