@@ -772,7 +772,7 @@ fn handle(
     }
     sample.request_id = request_id;
     if let (Some(sink), Some(r)) = (sink.as_mut(), d.record.take()) {
-        sink(crate::records::complete(*r, &sample, sc));
+        sink(crate::records::complete(*r, &sample, sc, &d));
     }
     let n = opts.what_if.len();
     let pmin = opts.pinned_worse_min_ms;

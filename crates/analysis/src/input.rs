@@ -107,6 +107,15 @@ pub enum MatchedSource {
     PdDecider,
     /// The prefix scorer's score × the PD decider's prompt length.
     PrefixScorePrompt,
+    /// Decision records written by an earlier analysis (`--emit-decisions`)
+    /// and read back: the matched tokens it took from the P/D decider.
+    RecordsFromPdDecider,
+    /// Read-back records: matched tokens first taken from the prefix
+    /// scorer's score × the prompt length.
+    RecordsFromPrefixScorePrompt,
+    /// Read-back records that do not say where their matched tokens came
+    /// from (written before records named it).
+    RecordsFromUnknownSource,
 }
 
 impl MatchedSource {
@@ -116,6 +125,53 @@ impl MatchedSource {
             MatchedSource::DecisionRecords => "decision_records",
             MatchedSource::PdDecider => "pd_decider",
             MatchedSource::PrefixScorePrompt => "prefix_score_x_prompt",
+            MatchedSource::RecordsFromPdDecider => "decision_records_from_pd_decider",
+            MatchedSource::RecordsFromPrefixScorePrompt => {
+                "decision_records_from_prefix_score_x_prompt"
+            }
+            MatchedSource::RecordsFromUnknownSource => "decision_records_from_unknown_source",
         }
+    }
+
+    /// The source first read, as a record names it (`gate.matched_source`):
+    /// a read-back record's origin; `None` when unknown.
+    pub fn origin(self) -> Option<MatchedSource> {
+        match self {
+            MatchedSource::RecordsFromPdDecider => Some(MatchedSource::PdDecider),
+            MatchedSource::RecordsFromPrefixScorePrompt => Some(MatchedSource::PrefixScorePrompt),
+            MatchedSource::RecordsFromUnknownSource => None,
+            s => Some(s),
+        }
+    }
+
+    /// The label of matched tokens read back from a record that names
+    /// `origin` as their source (`None`: it names none, or one unknown).
+    pub fn read_back(origin: Option<&str>) -> MatchedSource {
+        match origin {
+            Some("decision_records") => MatchedSource::DecisionRecords,
+            Some("pd_decider") => MatchedSource::RecordsFromPdDecider,
+            Some("prefix_score_x_prompt") => MatchedSource::RecordsFromPrefixScorePrompt,
+            _ => MatchedSource::RecordsFromUnknownSource,
+        }
+    }
+}
+
+impl DecisionInput {
+    /// Where the matched tokens of this decision's sample come from, in the
+    /// reconstruction's order: a version-2 record's gate (read back, with
+    /// the source it names), the exact candidates' match info, the logged
+    /// hit ([`DecisionInput::matched_source`]).
+    pub fn matched_origin(&self) -> Option<MatchedSource> {
+        let traced_only = self.traced.is_some_and(|t| !t.joined);
+        if traced_only {
+            return self.matched_source;
+        }
+        if let Some(r) = &self.recorded {
+            return Some(MatchedSource::read_back(r.gate.matched_source.as_deref()));
+        }
+        if self.exact.is_some() {
+            return Some(MatchedSource::DecisionRecords);
+        }
+        self.matched_source
     }
 }

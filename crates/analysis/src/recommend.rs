@@ -540,7 +540,7 @@ impl Recommend {
             return;
         }
         if let (Some(sink), Some(r)) = (self.sink.as_mut(), d.record.as_ref()) {
-            sink(crate::records::complete((**r).clone(), &s, &sc));
+            sink(crate::records::complete((**r).clone(), &s, &sc, d));
         }
         let dep = self
             .deps
@@ -574,11 +574,9 @@ impl Recommend {
             && has_sticky
         {
             dep.matched.push((d.ts, m));
-            let src = if d.exact.is_some() {
-                MatchedSource::DecisionRecords
-            } else {
-                d.matched_source.unwrap_or(MatchedSource::PdDecider)
-            };
+            let src = d
+                .matched_origin()
+                .unwrap_or(MatchedSource::RecordsFromUnknownSource);
             *dep.sources.entry(src).or_default() += 1;
         }
         let ci = match dep.configs.iter().position(|c| *c == sc.parameters) {

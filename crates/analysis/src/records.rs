@@ -12,6 +12,7 @@
 use gatecal_parser::{CandidateRecord, ConfigRecord, DecisionRecord, GateRecord, ReplayRecord};
 
 use crate::gate_dist::SourcedConfig;
+use crate::input::{DecisionInput, MatchedSource};
 use crate::reconstruct::{GateSample, Replay};
 
 /// Receives each completed record, in the order the analysis processed the
@@ -39,13 +40,28 @@ pub fn gate_record(s: &GateSample) -> GateRecord {
         logged_bar_ms: s.logged_bar_ms.filter(|b| b.is_finite()),
         censored_ms: s.censored_ms,
         logged_peak: s.logged_peak,
+        matched_source: None,
     }
 }
 
-/// Completes a decision's record with its sample and the config in force.
-pub fn complete(mut r: DecisionRecord, s: &GateSample, config: &SourcedConfig) -> DecisionRecord {
+/// Completes a decision's record with its sample, the config in force, and
+/// where the decision's matched tokens first came from (`d`'s
+/// [`DecisionInput::matched_origin`], so that records read back name it).
+pub fn complete(
+    mut r: DecisionRecord,
+    s: &GateSample,
+    config: &SourcedConfig,
+    d: &DecisionInput,
+) -> DecisionRecord {
     r.v = gatecal_parser::RECORD_VERSION;
-    r.gate = Some(gate_record(s));
+    let mut g = gate_record(s);
+    if g.matched_tokens.is_some() {
+        g.matched_source = d
+            .matched_origin()
+            .and_then(MatchedSource::origin)
+            .map(|m| m.as_str().to_string());
+    }
+    r.gate = Some(g);
     let mut c = ConfigRecord::of(&config.source, &config.parameters);
     c.parameter_sources = config
         .parameter_sources

@@ -188,3 +188,35 @@ fn a_decision_without_a_gate_input_is_counted_unknown() {
     // The what-ifs do not guess it: unknown, in neither count.
     assert_eq!(d["what_if"][0]["unknown"], 1);
 }
+
+#[test]
+fn records_name_where_their_matched_tokens_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+        .arg(root().join("fixtures/pd-disagg/epp.log"))
+        .args(["-q", "-o"])
+        .arg(dir.path().join("r.json"))
+        .arg("--emit-decisions")
+        .arg(&d)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&d).unwrap();
+    let mut with_tokens = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let g = &v["gate"];
+        if g["matched_tokens"].is_i64() {
+            with_tokens += 1;
+            assert_eq!(g["matched_source"], "pd_decider", "{line}");
+        } else {
+            assert!(g.get("matched_source").is_none(), "{line}");
+        }
+    }
+    assert!(with_tokens > 0);
+}

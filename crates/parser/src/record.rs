@@ -62,6 +62,10 @@ pub struct GateRecord {
     /// The peak the EPP logged (`prefillThroughput`), tokens/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logged_peak: Option<f64>,
+    /// Where `matched_tokens` were first read (`decision_records`,
+    /// `pd_decider`, `prefix_score_x_prompt`, or any later label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched_source: Option<String>,
 }
 
 /// The filter config in force for the decision, and where it came from

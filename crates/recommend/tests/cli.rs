@@ -134,10 +134,89 @@ fn decision_records_give_the_same_recommendation() {
         .unwrap();
     let from_log = strip(out);
     assert!(from_log["deployments"].as_array().unwrap().len() > 1);
-    let back = strip(run(&[records.to_str().unwrap(), "--format", "json"]));
+    let mut back = strip(run(&[records.to_str().unwrap(), "--format", "json"]));
+    // The same figures; only the matched tokens' labels (if any) say they
+    // were read back from records, and from which source.
+    for d in back["deployments"].as_array_mut().unwrap() {
+        let sources = d["matched_tokens"]["sources"].as_object_mut().unwrap();
+        let labels: Vec<String> = sources.keys().cloned().collect();
+        for l in labels {
+            let first = l
+                .strip_prefix("decision_records_from_")
+                .unwrap_or_else(|| panic!("{l}: not labelled as read back"));
+            let n = sources.remove(&l).unwrap();
+            sources.insert(first.to_string(), n);
+        }
+    }
     assert_eq!(from_log, back);
     let first = std::fs::read_to_string(&records).unwrap();
     assert!(first.starts_with(r#"{"v":2,"#), "{}", &first[..40]);
+}
+
+#[test]
+fn read_back_records_label_their_matched_tokens_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("d.jsonl");
+    let sources = |args: &[&str]| -> serde_json::Value {
+        let out = run(&[args, &["--format", "json", "-q"]].concat());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["deployments"][0]["matched_tokens"]["sources"].clone()
+    };
+    // From the log: the P/D decider's lines.
+    let log = fixture("pd-disagg/epp.log");
+    let from_log = sources(&[&log]);
+    let n = from_log["pd_decider"].as_u64().unwrap();
+    assert!(n > 0, "{from_log}");
+    // gate-dist writes the records; each names its matched tokens' source.
+    let out = Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args([&log, "-q", "--format", "json", "--emit-decisions"])
+        .arg(&records)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&records).unwrap();
+    assert_eq!(
+        text.matches(r#""matched_source":"pd_decider""#).count(),
+        text.matches(r#""matched_tokens":"#).count()
+    );
+    let back = sources(&[records.to_str().unwrap()]);
+    assert_eq!(
+        back,
+        serde_json::json!({ "decision_records_from_pd_decider": n })
+    );
+    // Written again from the records, they keep the first source.
+    let again = dir.path().join("again.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args([
+            records.to_str().unwrap(),
+            "-q",
+            "--format",
+            "json",
+            "--emit-decisions",
+        ])
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(sources(&[again.to_str().unwrap()]), back);
+    // Records that do not name it say so.
+    let unnamed = dir.path().join("unnamed.jsonl");
+    std::fs::write(
+        &unnamed,
+        text.replace(r#","matched_source":"pd_decider""#, ""),
+    )
+    .unwrap();
+    assert_eq!(
+        sources(&[unnamed.to_str().unwrap()]),
+        serde_json::json!({ "decision_records_from_unknown_source": n })
+    );
+    // Records with exact match info are exact, read back or not.
+    assert!(sources(&[&fixture("glm-like/truth.jsonl")])["decision_records"].as_u64() > Some(0));
 }
 
 /// An input without decisions or vLLM stats exits 3, with the likely cause.
