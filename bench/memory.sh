@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Peak RSS of gate-dist on the memory-bound cases (bench/memory_cases.py):
 # open requests with large endpoint dumps, millions of open request ids,
-# tens of thousands of deployments. Run by `just memory`; the figures are
-# in docs/performance.md ("Memory bounds").
+# tens of thousands of deployments; and of recommend on millions of vLLM
+# stats lines. Run by `just memory`; the figures are in
+# docs/performance.md ("Memory bounds").
 #
 # Environment:
 #   MEMORY_DIR        where the cases are written (default /tmp/gatecal-memory;
-#                     about 4.5 GB; deleted at the end unless MEMORY_KEEP=1)
+#                     about 5.6 GB; deleted at the end unless MEMORY_KEEP=1)
 #   MEMORY_THREADS    thread counts to run (default "2 8")
 #   CARGO_TARGET_DIR  honoured (default target/)
 set -euo pipefail
@@ -20,10 +21,11 @@ timer=/usr/bin/time
 [[ -x "$timer" ]] || { echo "memory: $timer (GNU time) is needed for the peak RSS" >&2; exit 2; }
 
 cd "$root"
-cargo build --release --locked -p gate-dist --bin gate-dist
-bin="$target/release/gate-dist"
+cargo build --release --locked -p gate-dist --bin gate-dist -p gatecal-recommend --bin recommend
 mkdir -p "$dir"
-for case in big-dumps huge-dumps open-ids namespaces; do
+for case in big-dumps huge-dumps open-ids namespaces vllm-lines; do
+    bin="$target/release/gate-dist"
+    [[ "$case" == vllm-lines ]] && bin="$target/release/recommend"
     log="$dir/$case.log"
     [[ -f "$log" ]] || nice -n 10 python3 "$here/memory_cases.py" "$case" "$log"
     size=$(stat -c %s "$log")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the memory-bound cases of docs/performance.md ("Memory bounds")
-as EPP logs: each stresses one thing the assembler or the analysis holds
-while a request is open or a deployment is tracked.
+as EPP logs (and one vLLM log): each stresses one thing the assembler or
+the analysis holds while a request is open, a deployment is tracked or a
+peak is estimated.
 
     memory_cases.py CASE OUT
 
@@ -15,8 +16,12 @@ CASE is one of
                  never completed: 250 MB
   namespaces     50,000 complete decisions, each in its own namespace (so
                  its own deployment): 200 MB
+  vllm-lines     4,000,000 vLLM v1 stats lines (`kubectl logs --prefix`)
+                 of 64 engines, one each 10 s for 7.2 days, saturated
+                 runs and idle stretches (read by recommend): 1.05 GB
 """
 import sys
+import time
 
 HEAD = '{"level":"debug","ts":%.6f,"caller":"scheduling/scheduler_profile.go:155","msg":"%s","x-request-id":"%s"'
 ENDPOINT = ('{"ID":{"Namespace":"%s","Name":"pool-decode-%06d-rank-0"},"Name":"pool-decode-%06d",'
@@ -65,6 +70,26 @@ def namespaces(out, n):
         out.write(("\n".join(lines) + "\n").encode())
 
 
+VLLM = ("[pod/glm-5-2-decode-nhkmj6mrpl-p%02d/vllm] INFO %s [loggers.py:123] Engine 000: "
+        "Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "
+        "Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%\n")
+
+
+def vllm_lines(out, n, pods=64):
+    # Every 10 s each engine logs one line; an engine is saturated (requests
+    # waiting, high prompt throughput) for 8 of every 20 intervals.
+    for step in range(n // pods):
+        stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime(T0 + step * 10))
+        lines = []
+        for p in range(pods):
+            phase = (step + p) % 20
+            busy = phase < 8
+            rate = 15000.0 + 37.0 * ((step * 7 + p) % 50) if busy else 300.0 + (step + p) % 40
+            lines.append(VLLM % (p, stamp, rate, 80.0, 12 if busy else 1, 5 if busy else 0,
+                                 60.0 if busy else 4.0, 40.0 + (step + p) % 30))
+        out.write("".join(lines).encode())
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -78,6 +103,8 @@ def main():
             open_ids(out, 2_000_000)
         elif case == "namespaces":
             namespaces(out, 50_000)
+        elif case == "vllm-lines":
+            vllm_lines(out, 4_000_000)
         else:
             sys.exit(__doc__)
 

@@ -329,6 +329,22 @@ pub struct RecommendReport {
     pub deployments: Vec<DeploymentRec>,
     /// Deployments past the cap, pooled into one ([`crate::pool`]).
     pub pooled: crate::pool::Pooled,
+    /// vLLM stats lines past the cap, not used.
+    pub vllm_cut: VllmCut,
+}
+
+/// vLLM stats lines kept at most; the peak estimate and the hit-rate
+/// agreement use the first ones read (about 64 MiB of them; at one line
+/// per engine each 10 s, 120 engine-days).
+pub const MAX_VLLM_LINES: usize = 1 << 20;
+
+/// The vLLM stats lines not used, past [`MAX_VLLM_LINES`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct VllmCut {
+    /// Lines read past the cap (not used).
+    pub lines: u64,
+    /// The cap in force.
+    pub max_lines: usize,
 }
 
 /// What a decision keeps for the replays at the end of the input (the
@@ -442,7 +458,13 @@ pub struct Recommend {
     recon: Reconstructor,
     reorder: Reorder,
     deps: BTreeMap<String, Dep>,
-    vllm: Vec<VllmStats>,
+    /// The vLLM stats lines, per `(deployment, pod)` as the parser gave
+    /// them (the deployment a pod belongs to may be known only from later
+    /// EPP decisions), as the estimator keeps them: a few numbers a line.
+    vllm: BTreeMap<(String, Option<String>), VllmEstimator>,
+    /// Stats lines kept, and cut past [`MAX_VLLM_LINES`].
+    vllm_lines: u64,
+    vllm_cut: VllmCut,
     /// The v1 lines' prefix cache hit rates, per `(deployment, pod)` as
     /// the parser gave them, for [`crate::agreement`].
     line_hit_rates: BTreeMap<(String, Option<String>), LineHitRates>,
@@ -483,7 +505,12 @@ impl Recommend {
             opts,
             configs,
             deps: BTreeMap::new(),
-            vllm: Vec::new(),
+            vllm: BTreeMap::new(),
+            vllm_lines: 0,
+            vllm_cut: VllmCut {
+                lines: 0,
+                max_lines: MAX_VLLM_LINES,
+            },
             line_hit_rates: BTreeMap::new(),
             prometheus: PromEstimator::default(),
             pods: HashMap::new(),
@@ -498,6 +525,13 @@ impl Recommend {
     /// [`RecommendReport::pooled`].
     pub fn with_max_deployments(mut self, max: usize) -> Recommend {
         self.cap = crate::pool::DeploymentCap::new(max);
+        self
+    }
+
+    /// Keeps at most `max` vLLM stats lines (default [`MAX_VLLM_LINES`]);
+    /// the rest are counted in [`RecommendReport::vllm_cut`].
+    pub fn with_max_vllm_lines(mut self, max: usize) -> Recommend {
+        self.vllm_cut.max_lines = max;
         self
     }
 
@@ -598,14 +632,25 @@ impl Recommend {
     ///
     /// Every line counts, whatever `--since`/`--until` say: the peak is a
     /// property of the engines, and vLLM's own lines often carry no year.
+    ///
+    /// Memory: each line is kept as a few numbers (about 64 bytes, with its
+    /// hit rate), [`MAX_VLLM_LINES`] at most; the lines past that are not
+    /// used, and counted in [`RecommendReport::vllm_cut`].
     pub fn push_vllm(&mut self, s: &VllmStats) {
-        let mut s = s.clone();
-        self.cap.admit(&mut s.deployment);
-        if s.prefix_cache_hit_rate_pct.is_some() {
-            let key = (s.deployment.clone(), s.pod.clone());
-            self.line_hit_rates.entry(key).or_default().push(&s);
+        if self.vllm_lines >= self.vllm_cut.max_lines as u64 {
+            self.vllm_cut.lines += 1;
+            return;
         }
-        self.vllm.push(s);
+        self.vllm_lines += 1;
+        let mut deployment = s.deployment.clone();
+        self.cap.admit(&mut deployment);
+        let key = (deployment, s.pod.clone());
+        if s.prefix_cache_hit_rate_pct.is_some() {
+            self.line_hit_rates.entry(key.clone()).or_default().push(s);
+        }
+        // The estimator keys its lines by the deployment given here; they
+        // move to the deployment of their pod at the end.
+        self.vllm.entry(key).or_default().push(s);
     }
 
     /// Adds the series of one Prometheus `query_range` response.
@@ -621,15 +666,13 @@ impl Recommend {
             self.process(&x);
         }
         let mut est = VllmEstimator::default();
-        for s in &self.vllm {
-            match s.pod.as_deref().and_then(|p| self.pods.get(p)) {
-                Some(dep) if *dep != s.deployment => {
-                    let mut t = s.clone();
-                    t.deployment = dep.clone();
-                    est.push(&t);
-                }
-                _ => est.push(s),
-            }
+        for ((dep, pod), lines) in std::mem::take(&mut self.vllm) {
+            let dep = pod
+                .as_deref()
+                .and_then(|p| self.pods.get(p))
+                .cloned()
+                .unwrap_or(dep);
+            lines.move_into(&mut est, &dep);
         }
         let vllm = est.estimates();
         let pods = std::mem::take(&mut self.pods);
@@ -680,6 +723,7 @@ impl Recommend {
             input,
             deployments,
             pooled: self.cap.pooled().clone(),
+            vllm_cut: self.vllm_cut,
         }
     }
 
@@ -1430,6 +1474,48 @@ mod tests {
 
     /// vLLM stats that show no prompt throughput give no estimate: the
     /// peak falls back to the next source, and 0 is never recommended.
+    #[test]
+    fn vllm_lines_past_the_cap_are_counted_and_not_used() {
+        let push = |r: &mut Recommend, n: u32| {
+            for i in 0..n {
+                r.push_vllm(&VllmStats {
+                    deployment: "d".into(),
+                    pod: Some("p".into()),
+                    ts: Some(1000.0 + 10.0 * f64::from(i)),
+                    engine: Some("0".into()),
+                    prompt_throughput: if i < 40 { 9000.0 } else { 30000.0 },
+                    running: Some(2),
+                    waiting: Some(3),
+                    ..VllmStats::default()
+                });
+            }
+        };
+        let peak = |max: usize, n: u32| {
+            let mut r = Recommend::new(RecommendOptions::default(), ConfigSet::default())
+                .with_max_vllm_lines(max);
+            push(&mut r, n);
+            let rep = r.finish(InputSummary::default());
+            (
+                rep.deployments[0].peak_prefill_throughput.clone(),
+                rep.vllm_cut,
+            )
+        };
+        let (first, cut) = peak(40, 80);
+        assert_eq!(
+            cut,
+            VllmCut {
+                lines: 40,
+                max_lines: 40
+            }
+        );
+        let (alone, none) = peak(MAX_VLLM_LINES, 40);
+        assert_eq!(none.lines, 0);
+        assert_eq!(first, alone);
+        assert_eq!(first.source, PeakSource::VllmStats);
+        let (all, _) = peak(MAX_VLLM_LINES, 80);
+        assert!(all.value > first.value, "{} {}", all.value, first.value);
+    }
+
     #[test]
     fn a_zero_vllm_estimate_is_no_estimate() {
         let mut r = Recommend::new(RecommendOptions::default(), ConfigSet::default());

@@ -511,6 +511,26 @@ impl VllmEstimator {
             });
     }
 
+    /// Stats lines kept.
+    pub fn lines(&self) -> usize {
+        self.engines
+            .values()
+            .flat_map(|e| e.values())
+            .map(Vec::len)
+            .sum()
+    }
+
+    /// Moves every engine's lines into `into`, as deployment `deployment`'s
+    /// (an engine already there keeps its lines, these after them).
+    pub fn move_into(self, into: &mut VllmEstimator, deployment: &str) {
+        let to = into.engines.entry(deployment.to_string()).or_default();
+        for engines in self.engines.into_values() {
+            for (engine, lines) in engines {
+                to.entry(engine).or_default().extend(lines);
+            }
+        }
+    }
+
     /// The estimate of each deployment seen.
     pub fn estimates(&self) -> BTreeMap<String, PeakEstimate> {
         let mut out = BTreeMap::new();

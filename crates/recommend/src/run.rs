@@ -166,6 +166,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     {
         eprintln!("recommend: warning: {w}");
     }
+    if let Some(w) = gatecal_render::sections::vllm_cut_note(&report.vllm_cut)
+        && !args.input.quiet
+    {
+        gatecal_cli::term::eprint("recommend", gatecal_cli::term::Level::Warning, &w);
+    }
     if report.deployments.is_empty() {
         return Err(no_decisions(
             "no filter decisions or vLLM stats",

@@ -297,6 +297,18 @@ pub fn input_section(i: &InputSummary) -> Section {
     }
 }
 
+/// The note on vLLM stats lines past the cap, when any were: the peak
+/// section's footnote and recommend's warning.
+pub fn vllm_cut_note(c: &gatecal_analysis::recommend::VllmCut) -> Option<String> {
+    (c.lines > 0).then(|| {
+        format!(
+            "{} vLLM stats line(s) past the first {} were not used (the peak and the hit rates come from the first ones read)",
+            count(c.lines),
+            count(c.max_lines as u64)
+        )
+    })
+}
+
 /// The note on decisions seen twice, when any were (or could not be
 /// checked): the input table's footnote and the binaries' warning.
 pub fn duplicates_note(d: &gatecal_analysis::dedup::Duplicates) -> Option<String> {
@@ -362,6 +374,7 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
             .deployments
             .iter()
             .map(|d| format!("{}: {}", d.name, d.peak_prefill_throughput.method))
+            .chain(vllm_cut_note(&r.vllm_cut))
             .collect(),
     });
     out.push(Section {
