@@ -52,6 +52,45 @@ fn per_endpoint_loads(d: &Decision) -> Option<Vec<gatecal_filter::Candidate>> {
         .collect()
 }
 
+/// Tokens per block of the approximate prefix producer: vLLM's default
+/// block size (16) raised to the producer's 64-token floor, what its
+/// default `autoTune` gives on a default vLLM.
+pub const APPROXIMATE_BLOCK_SIZE_TOKENS: i64 = 64;
+
+/// Tokens per block of the precise prefix producer: vLLM's default block
+/// size (its block keys must be the engine's blocks).
+pub const PRECISE_BLOCK_SIZE_TOKENS: i64 = 16;
+
+/// The precise producer's matched tokens: the most match blocks of any
+/// endpoint (`Produce completed`'s `scores`, whole blocks) times
+/// [`PRECISE_BLOCK_SIZE_TOKENS`]. The best sticky endpoint's own count is
+/// not logged by endpoint name (the scores are keyed by address): exact when
+/// one endpoint is sticky, else at most `(1 − affinityThreshold) ×
+/// blockKeys` blocks above it.
+fn precise_matched(p: &gatecal_parser::PrefixProducers) -> Option<i64> {
+    let m = p.precise_max_match_blocks?.floor() as i64;
+    (m > 0).then(|| m.saturating_mul(PRECISE_BLOCK_SIZE_TOKENS))
+}
+
+/// The approximate producer's matched tokens: the best surviving endpoint's
+/// prefix score × `total # blocks` (the score is match blocks over total
+/// blocks), else the longest cached prefix (its one `Found cached servers`
+/// line per block, an upper bound exact when the best sticky endpoint holds
+/// it), times [`APPROXIMATE_BLOCK_SIZE_TOKENS`].
+fn approximate_matched(
+    p: &gatecal_parser::PrefixProducers,
+    best_score: Option<f64>,
+) -> Option<i64> {
+    if p.approx_cached_blocks == 0 {
+        return None;
+    }
+    let blocks = match (best_score, p.approx_total_blocks) {
+        (Some(s), Some(t)) if s.is_finite() && s >= 0.0 => (s * t).round() as i64,
+        _ => i64::from(p.approx_cached_blocks),
+    };
+    (blocks > 0).then(|| blocks.saturating_mul(APPROXIMATE_BLOCK_SIZE_TOKENS))
+}
+
 impl From<&Decision> for DecisionInput {
     fn from(d: &Decision) -> DecisionInput {
         DecisionInput::from(d.clone())
@@ -114,6 +153,7 @@ impl From<Decision> for DecisionInput {
             candidates,
             chosen,
             hit_prefix_tokens,
+            producers,
             recorded,
             ..
         } = d;
@@ -131,27 +171,36 @@ impl From<Decision> for DecisionInput {
                 in_flight_tokens: c.in_flight_tokens,
             })
             .collect();
-        // Matched tokens: the PD decider's hit, else the best prefix score of a
-        // survivor times the prompt length.
-        let decider = hit_prefix_tokens.map(|h| h.round() as i64);
-        let scored_hit = decider.is_none().then(|| {
-            let p = prompt?;
-            let best = scored
-                .iter()
-                .filter(|e| {
-                    survivors
-                        .as_ref()
-                        .is_none_or(|s| s.iter().any(|x| x == &e.endpoint))
-                })
-                .filter_map(|e| e.prefix_score)
-                .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))))?;
-            Some((best * p as f64).round() as i64)
-        });
-        let (hit, matched_source) = match (decider, scored_hit.flatten()) {
-            (Some(h), _) => (Some(h), Some(MatchedSource::PdDecider)),
-            (None, Some(h)) => (Some(h), Some(MatchedSource::PrefixScorePrompt)),
-            (None, None) => (None, None),
-        };
+        // Matched tokens, from the first source the request's lines give.
+        let best_score = scored
+            .iter()
+            .filter(|e| {
+                survivors
+                    .as_ref()
+                    .is_none_or(|s| s.iter().any(|x| x == &e.endpoint))
+            })
+            .filter_map(|e| e.prefix_score)
+            .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
+        let (hit, matched_source) = [
+            (
+                hit_prefix_tokens.map(|h| h.round() as i64),
+                MatchedSource::PdDecider,
+            ),
+            (precise_matched(&producers), MatchedSource::PreciseProducer),
+            (
+                approximate_matched(&producers, best_score),
+                MatchedSource::ApproximateProducer,
+            ),
+            (
+                prompt
+                    .zip(best_score)
+                    .map(|(p, b)| (b * p as f64).round() as i64),
+                MatchedSource::PrefixScorePrompt,
+            ),
+        ]
+        .into_iter()
+        .find_map(|(h, s)| Some((h?, s)))
+        .map_or((None, None), |(h, s)| (Some(h), Some(s)));
         DecisionInput {
             deployment,
             ts,
@@ -182,6 +231,53 @@ impl From<Decision> for DecisionInput {
 mod tests {
     use super::*;
     use gatecal_parser::{ParseOptions, parse_slice};
+
+    fn producers(approx: (u32, Option<f64>), precise: Option<f64>) -> Decision {
+        Decision {
+            producers: gatecal_parser::PrefixProducers {
+                approx_cached_blocks: approx.0,
+                approx_total_blocks: approx.1,
+                precise_total_blocks: precise.map(|_| 50.0),
+                precise_max_match_blocks: precise,
+            },
+            ..Decision::default()
+        }
+    }
+
+    #[test]
+    fn prefix_producers_give_matched_tokens_in_blocks() {
+        let input = |d: Decision| {
+            let i = DecisionInput::from(d);
+            (i.hit_prefix_tokens, i.matched_source)
+        };
+        // Approximate, no prefix score: the longest prefix, 6 blocks of 64.
+        assert_eq!(
+            input(producers((6, Some(7.0)), None)),
+            (Some(384), Some(MatchedSource::ApproximateProducer))
+        );
+        // With the prefix scorer's score of the surviving endpoint: 0.5 × 10.
+        let mut d = producers((8, Some(10.0)), None);
+        let mut c = gatecal_parser::CandidateObs::new("llm/p-0");
+        c.token_load = Some(100.0);
+        c.scores = vec![("prefix-cache-scorer/prefix-cache-scorer".into(), 0.5)];
+        d.candidates = vec![c];
+        assert_eq!(
+            input(d.clone()),
+            (Some(5 * 64), Some(MatchedSource::ApproximateProducer))
+        );
+        // The precise producer's whole blocks win over the approximate one.
+        d.producers.precise_total_blocks = Some(50.0);
+        d.producers.precise_max_match_blocks = Some(45.9);
+        assert_eq!(
+            input(d.clone()),
+            (Some(45 * 16), Some(MatchedSource::PreciseProducer))
+        );
+        // The P/D decider's exact tokens win over both.
+        d.hit_prefix_tokens = Some(1408.0);
+        assert_eq!(input(d), (Some(1408), Some(MatchedSource::PdDecider)));
+        // No match anywhere: no matched tokens.
+        assert_eq!(input(producers((0, None), Some(0.0))), (None, None));
+    }
 
     #[test]
     fn per_endpoint_ttft_builds_are_exact() {

@@ -107,12 +107,25 @@ pub enum MatchedSource {
     PdDecider,
     /// The prefix scorer's score × the PD decider's prompt length.
     PrefixScorePrompt,
+    /// The precise prefix producer's `Produce completed` (`-v=5`): the
+    /// largest of its per-endpoint match blocks × its block size.
+    PreciseProducer,
+    /// The approximate prefix producer's `Found cached servers` (`-v=5`):
+    /// the best sticky endpoint's prefix score × `total # blocks` (else the
+    /// longest cached prefix, one line per block) × its block size.
+    ApproximateProducer,
     /// Decision records written by an earlier analysis (`--emit-decisions`)
     /// and read back: the matched tokens it took from the P/D decider.
     RecordsFromPdDecider,
     /// Read-back records: matched tokens first taken from the prefix
     /// scorer's score × the prompt length.
     RecordsFromPrefixScorePrompt,
+    /// Read-back records: matched tokens first taken from the precise
+    /// prefix producer.
+    RecordsFromPreciseProducer,
+    /// Read-back records: matched tokens first taken from the approximate
+    /// prefix producer.
+    RecordsFromApproximateProducer,
     /// Read-back records that do not say where their matched tokens came
     /// from (written before records named it).
     RecordsFromUnknownSource,
@@ -125,9 +138,15 @@ impl MatchedSource {
             MatchedSource::DecisionRecords => "decision_records",
             MatchedSource::PdDecider => "pd_decider",
             MatchedSource::PrefixScorePrompt => "prefix_score_x_prompt",
+            MatchedSource::PreciseProducer => "precise_producer",
+            MatchedSource::ApproximateProducer => "approximate_producer",
             MatchedSource::RecordsFromPdDecider => "decision_records_from_pd_decider",
             MatchedSource::RecordsFromPrefixScorePrompt => {
                 "decision_records_from_prefix_score_x_prompt"
+            }
+            MatchedSource::RecordsFromPreciseProducer => "decision_records_from_precise_producer",
+            MatchedSource::RecordsFromApproximateProducer => {
+                "decision_records_from_approximate_producer"
             }
             MatchedSource::RecordsFromUnknownSource => "decision_records_from_unknown_source",
         }
@@ -139,6 +158,10 @@ impl MatchedSource {
         match self {
             MatchedSource::RecordsFromPdDecider => Some(MatchedSource::PdDecider),
             MatchedSource::RecordsFromPrefixScorePrompt => Some(MatchedSource::PrefixScorePrompt),
+            MatchedSource::RecordsFromPreciseProducer => Some(MatchedSource::PreciseProducer),
+            MatchedSource::RecordsFromApproximateProducer => {
+                Some(MatchedSource::ApproximateProducer)
+            }
             MatchedSource::RecordsFromUnknownSource => None,
             s => Some(s),
         }
@@ -151,6 +174,8 @@ impl MatchedSource {
             Some("decision_records") => MatchedSource::DecisionRecords,
             Some("pd_decider") => MatchedSource::RecordsFromPdDecider,
             Some("prefix_score_x_prompt") => MatchedSource::RecordsFromPrefixScorePrompt,
+            Some("precise_producer") => MatchedSource::RecordsFromPreciseProducer,
+            Some("approximate_producer") => MatchedSource::RecordsFromApproximateProducer,
             _ => MatchedSource::RecordsFromUnknownSource,
         }
     }

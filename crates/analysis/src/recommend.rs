@@ -1213,7 +1213,7 @@ impl Recommend {
 }
 
 /// What to do when no decision carries matched tokens.
-pub const MISSING_MATCHED: &str = "no decision carries matched tokens; they come from decision records (--emit-decisions of a build that records match info) or the P/D decider's `Computed hit percentage for prefix cache` line (-v=4); at -v=5 (TRACE) the precise prefix producer's `Produce completed` and the approximate one's `Found cached servers` lines carry them too, but are not read yet";
+pub const MISSING_MATCHED: &str = "no decision carries matched tokens; they come from decision records (--emit-decisions of a build that records match info), the P/D decider's `Computed hit percentage for prefix cache` line (-v=4), or at -v=5 (TRACE) the precise prefix producer's `Produce completed` and the approximate one's `Found cached servers` lines (best with the prefix scorer's `Calculated score` lines)";
 
 /// Exact nearest-rank quantile (`k = ceil(q n)`) of sorted values.
 fn nearest_rank(sorted: &[i64], q: f64) -> Option<i64> {

@@ -468,6 +468,7 @@ impl Assembler {
             }
             d.prompt_tokens = r.prompt_tokens;
             d.hit_prefix_tokens = r.hit_prefix_tokens;
+            d.producers = r.producers;
             if d.source.line == 0 {
                 d.source.line = r.first_line;
             }

@@ -97,6 +97,8 @@ pub(crate) enum Kind {
     Score,
     TokenLoad,
     HitPercentage,
+    CachedServers,
+    ProduceCompleted,
     PickerCompleted,
     Handled,
 }
@@ -139,6 +141,8 @@ pub(crate) fn kind_of(msg: &[u8]) -> Option<Kind> {
             Kind::FiltersCompleted
         }
         b"Computed hit percentage for prefix cache" => Kind::HitPercentage,
+        b"Found cached servers" => Kind::CachedServers,
+        b"Produce completed" => Kind::ProduceCompleted,
         b"Completed running picker plugin successfully" => Kind::PickerCompleted,
         _ => return None,
     })
@@ -689,6 +693,34 @@ fn build<'a>(
             Event::HitPercentage {
                 prompt_tokens,
                 hit_prefix_tokens,
+            }
+        }
+        Kind::CachedServers => {
+            let total_blocks = f.num(Key::TotalBlocks, &mut flags);
+            if first_bad(&[("total # blocks", total_blocks)], is_count).is_some() {
+                return out_of_range(shape, "total # blocks");
+            }
+            Event::CachedServers { total_blocks }
+        }
+        Kind::ProduceCompleted => {
+            // Other producers log the same message with other keys (the
+            // P2P source producer's `bestCachedTokens`): not read.
+            let (true, Some(scores)) = (f.get(Key::BlockKeys).is_some(), f.get(Key::Scores)) else {
+                return Class::Ignored(shape);
+            };
+            let Some(total_blocks) = f.num(Key::BlockKeys, &mut flags) else {
+                return out_of_range(shape, "blockKeys");
+            };
+            if !is_count(total_blocks) {
+                return out_of_range(shape, "blockKeys");
+            }
+            let Some((endpoints, max_match_blocks)) = fields::max_member(scores) else {
+                return out_of_range(shape, "scores");
+            };
+            Event::PreciseProduced {
+                total_blocks,
+                max_match_blocks,
+                endpoints,
             }
         }
         Kind::PickerCompleted => Event::PickerCompleted {

@@ -244,6 +244,30 @@ impl CandidateObs {
     }
 }
 
+/// What the prefix producers logged at `-v=5` (TRACE) for a request, before
+/// it was scheduled (every decision of the request carries it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PrefixProducers {
+    /// `Found cached servers` lines of the approximate producer: one per
+    /// block of the longest prefix some endpoint holds (summed over the
+    /// request's prompts).
+    pub approx_cached_blocks: u32,
+    /// Their `total # blocks` (the largest seen): blocks of the prompt.
+    pub approx_total_blocks: Option<f64>,
+    /// `blockKeys` of the precise producer's `Produce completed`.
+    pub precise_total_blocks: Option<f64>,
+    /// The largest of its `scores`: the most match blocks (tier-weighted)
+    /// of any endpoint.
+    pub precise_max_match_blocks: Option<f64>,
+}
+
+impl PrefixProducers {
+    /// Whether no producer line was seen.
+    pub fn is_empty(&self) -> bool {
+        *self == PrefixProducers::default()
+    }
+}
+
 /// One scheduling decision of one prefix-cache-affinity-filter instance:
 /// one per (request id, profile run, filter instance).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -310,6 +334,9 @@ pub struct Decision {
     pub prompt_tokens: Option<f64>,
     /// `absolute hit prefix len (tokens)` of that line.
     pub hit_prefix_tokens: Option<f64>,
+    /// The prefix producers' `-v=5` lines of this request.
+    #[serde(skip_serializing_if = "PrefixProducers::is_empty")]
+    pub producers: PrefixProducers,
     /// `targetModelName` (or `resolvedTargetModel`, `model`) of the filter line.
     pub model: Option<String>,
     /// The EPP pod, from the kubectl `[pod/NAME/CONTAINER] ` prefix.

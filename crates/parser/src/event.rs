@@ -150,6 +150,24 @@ pub enum Event<S = String, L = Vec<String>> {
         /// `absolute hit prefix len (tokens)`.
         hit_prefix_tokens: Option<f64>,
     },
+    /// `Found cached servers` (the approximate prefix producer, `-v=5`): one
+    /// line per block of the longest prefix some endpoint holds.
+    CachedServers {
+        /// `total # blocks` of the prompt.
+        total_blocks: Option<f64>,
+    },
+    /// `Produce completed` of the precise prefix producer (`-v=5`), with
+    /// `blockKeys` and `scores` (other producers' lines of that message are
+    /// not read).
+    PreciseProduced {
+        /// `blockKeys`: blocks of the prompt.
+        total_blocks: f64,
+        /// The largest of `scores` (match blocks per endpoint address,
+        /// tier-weighted).
+        max_match_blocks: f64,
+        /// Endpoints in `scores`.
+        endpoints: u32,
+    },
     /// `Completed running picker plugin successfully`.
     PickerCompleted {
         /// The endpoints of `result.TargetEndpoints`, normalised.
@@ -243,6 +261,16 @@ impl<S, L> Event<S, L> {
             } => Event::HitPercentage {
                 prompt_tokens,
                 hit_prefix_tokens,
+            },
+            Event::CachedServers { total_blocks } => Event::CachedServers { total_blocks },
+            Event::PreciseProduced {
+                total_blocks,
+                max_match_blocks,
+                endpoints,
+            } => Event::PreciseProduced {
+                total_blocks,
+                max_match_blocks,
+                endpoints,
             },
             Event::PickerCompleted { targets } => Event::PickerCompleted {
                 targets: m.l(targets),

@@ -67,6 +67,26 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// The members of an object of counts (the precise prefix producer's
+/// `scores`, `{"ip:port": match blocks}`): how many, and the largest value
+/// (0 for an empty object). `None` when it is not such an object (a value
+/// that is not a finite number at least 0).
+pub(crate) fn max_member(v: Val<'_>) -> Option<(u32, f64)> {
+    let Val::Obj(raw) = v else { return None };
+    let (mut n, mut max, mut ok) = (0u32, 0.0f64, true);
+    let walked = crate::json::obj_members(raw, |_, _, v| {
+        let mut flags = ValueFlags::default();
+        match number(v, &mut flags) {
+            Some(x) if x.is_finite() && x >= 0.0 => {
+                n = n.saturating_add(1);
+                max = max.max(x);
+            }
+            _ => ok = false,
+        }
+    });
+    (walked && ok).then_some((n, max))
+}
+
 /// A number as f64: JSON numbers of any length, and the strings zap writes
 /// for NaN and infinities. Flags values `>= 1e300` and non-finite strings.
 pub(crate) fn number(v: Val<'_>, flags: &mut ValueFlags) -> Option<f64> {

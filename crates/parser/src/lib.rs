@@ -138,6 +138,8 @@
 //! | `Calculated score` | `"plugin":"token-load-scorer/token-load-scorer","endpoint":{"name":"p-0","namespace":"llm"},"score":0.997` | [`Event::Score`] |
 //! | `TokenLoadScorer scoring` | `"endpoint":"llm/p-0","tokenLoad":12288,"score":0.997` | [`Event::TokenLoad`] |
 //! | `Computed hit percentage for prefix cache` | `"absolute hit prefix len (tokens)":1408,"prompt length (token)":1600` | [`Event::HitPercentage`] |
+//! | `Found cached servers` (approximate prefix producer, V5) | `"cachedServersError":"json: unsupported type: …","total # blocks":10` | [`Event::CachedServers`] |
+//! | `Produce completed` (precise prefix producer, V5) | `"blockKeys":50,"scores":{"10.0.0.1:8000":45.5}` | [`Event::PreciseProduced`] |
 //! | `Completed running picker plugin successfully` | `"result":{"TargetEndpoints":[…],"ScoredCandidates":null}` | [`Event::PickerCompleted`] |
 //! | `Request handled` | `"endpoint":"10.0.0.2:8000"` | [`Event::RequestHandled`] |
 //!
@@ -230,7 +232,8 @@ pub use assemble::{
     DeploymentNaming, PoolNames, endpoint_pod, pod_deployment,
 };
 pub use decision::{
-    CandidateObs, Completion, Decision, FilterExtras, FilterMsg, SourceLoc, ValueFlags,
+    CandidateObs, Completion, Decision, FilterExtras, FilterMsg, PrefixProducers, SourceLoc,
+    ValueFlags,
 };
 pub use error::ParseError;
 pub use event::{Event, FilterLine, LineMeta};

@@ -918,3 +918,62 @@ fn dump_cut_inside_is_malformed_not_short() {
     let p = parse_slice("whole.log", before.as_bytes(), &ParseOptions::default()).unwrap();
     assert_eq!(p.ledger.counts.lines_used, 1);
 }
+
+#[test]
+fn prefix_producers_at_v5() {
+    let o = parse("producers_v5.log");
+    // Used: 8 + 6 `Found cached servers`, the precise `Produce completed`;
+    // ignored: the P2P producer's `Produce completed` and the indexer's
+    // state line, besides the usual ones.
+    assert_eq!(lines(&o), (51, 46, 5, 0));
+    let by_id = |id: &str| {
+        o.decisions
+            .iter()
+            .find(|d| d.request_id.as_deref() == Some(id))
+            .unwrap()
+            .producers
+    };
+    let a1 = by_id("approx-1");
+    assert_eq!(a1.approx_cached_blocks, 8);
+    assert_eq!(a1.approx_total_blocks, Some(10.0));
+    assert_eq!(a1.precise_max_match_blocks, None);
+    let a2 = by_id("approx-2");
+    assert_eq!(
+        (a2.approx_cached_blocks, a2.approx_total_blocks),
+        (6, Some(7.0))
+    );
+    let p = by_id("precise-1");
+    assert_eq!(p.approx_cached_blocks, 0);
+    assert_eq!(p.precise_total_blocks, Some(50.0));
+    assert_eq!(p.precise_max_match_blocks, Some(45.5));
+    // The prefix scorer's scores are the candidates' own.
+    let d = o
+        .decisions
+        .iter()
+        .find(|d| d.request_id.as_deref() == Some("approx-1"))
+        .unwrap();
+    let c = d.candidate("llm/p-0").unwrap();
+    assert!(
+        c.scores
+            .contains(&("prefix-cache-scorer/prefix-cache-scorer".into(), 0.8))
+    );
+
+    // Values out of their domain are malformed lines, named.
+    let bad = [
+        r#"{"level":"trace","ts":1787322974.1,"caller":"approximateprefix/plugin.go:326","msg":"Found cached servers","x-request-id":"b","total # blocks":-3}"#,
+        r#"{"level":"trace","ts":1787322974.2,"logger":"precise-prefix-cache-producer/p","caller":"preciseprefixcache/producer.go:411","msg":"Produce completed","x-request-id":"b","blockKeys":5,"scores":{"10.0.0.1:8000":"x"}}"#,
+        r#"{"level":"trace","ts":1787322974.3,"logger":"precise-prefix-cache-producer/p","caller":"preciseprefixcache/producer.go:411","msg":"Produce completed","x-request-id":"b","blockKeys":-1,"scores":{}}"#,
+    ];
+    let p = parse_slice(
+        "bad.log",
+        bad.join("\n").as_bytes(),
+        &ParseOptions::default(),
+    )
+    .unwrap();
+    let m = &p.ledger.counts.first_malformed;
+    let reasons: Vec<String> = m.iter().map(|x| x.reason.to_string()).collect();
+    assert_eq!(p.ledger.counts.lines_malformed, 3, "{reasons:?}");
+    assert!(reasons[0].contains("total # blocks"), "{reasons:?}");
+    assert!(reasons[1].contains("scores"), "{reasons:?}");
+    assert!(reasons[2].contains("blockKeys"), "{reasons:?}");
+}

@@ -219,6 +219,71 @@ fn read_back_records_label_their_matched_tokens_as_such() {
     assert!(sources(&[&fixture("glm-like/truth.jsonl")])["decision_records"].as_u64() > Some(0));
 }
 
+#[test]
+fn prefix_producer_lines_at_v5_give_the_break_even_in_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = fixture("edge/producers_v5.log");
+    let records = dir.path().join("d.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args([&log, "--format", "json", "-q", "--emit-decisions"])
+        .arg(&records)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &v["deployments"][0];
+    // approx-1: prefix score 0.8 of 10 blocks; approx-2: the longest cached
+    // prefix, 6 blocks; both of 64 tokens. precise-1: 45 whole blocks of 16.
+    assert_eq!(
+        d["matched_tokens"]["sources"],
+        serde_json::json!({ "approximate_producer": 2, "precise_producer": 1 })
+    );
+    assert_eq!(d["matched_tokens"]["missing"], serde_json::Value::Null);
+    let t = &d["break_even_tokens"];
+    assert_eq!(
+        (
+            t["count"].as_u64(),
+            t["p10"].as_i64(),
+            t["p50"].as_i64(),
+            t["p90"].as_i64()
+        ),
+        (Some(3), Some(384), Some(512), Some(720))
+    );
+    // The labels in the table, and read back from the records.
+    let table =
+        String::from_utf8(run(&[&log, "--format", "table", "--wide", "-q"]).stdout).unwrap();
+    assert!(table.contains("approximate_producer 2"), "{table}");
+    assert!(table.contains("precise_producer 1"), "{table}");
+    let back = run(&[records.to_str().unwrap(), "--format", "json", "-q"]);
+    let back: serde_json::Value = serde_json::from_slice(&back.stdout).unwrap();
+    assert_eq!(
+        back["deployments"][0]["matched_tokens"]["sources"],
+        serde_json::json!({
+            "decision_records_from_approximate_producer": 2,
+            "decision_records_from_precise_producer": 1
+        })
+    );
+    // Without any source, the report names the lines that would give them.
+    let none = run(&[&fixture("glm-like/epp.log"), "--format", "json", "-q"]);
+    let none: serde_json::Value = serde_json::from_slice(&none.stdout).unwrap();
+    let missing = none["deployments"][0]["matched_tokens"]["missing"]
+        .as_str()
+        .unwrap();
+    for needle in [
+        "-v=4",
+        "-v=5",
+        "Produce completed",
+        "Found cached servers",
+        "Calculated score",
+    ] {
+        assert!(missing.contains(needle), "{needle}: {missing}");
+    }
+}
+
 /// An input without decisions or vLLM stats exits 3, with the likely cause.
 #[test]
 fn no_decisions_exit_3_with_the_cause() {

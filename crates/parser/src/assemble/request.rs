@@ -38,6 +38,7 @@ pub(super) struct Req {
     pub(super) done: Vec<Box<Decision>>,
     pub(super) prompt_tokens: Option<f64>,
     pub(super) hit_prefix_tokens: Option<f64>,
+    pub(super) producers: crate::decision::PrefixProducers,
     pub(super) handled_endpoint: Option<String>,
     /// The last decision of the run is a `not_applicable` inferred from a
     /// completion line, with no filter activity since.
@@ -157,6 +158,7 @@ impl Req {
             done: Vec::new(),
             prompt_tokens: None,
             hit_prefix_tokens: None,
+            producers: crate::decision::PrefixProducers::default(),
             handled_endpoint: None,
             last_na: false,
             // A request at -v=4 logs about 15 used lines: no regrowth for most.
@@ -373,6 +375,21 @@ impl Req {
                 if r.decider_run.is_none() {
                     r.decider_run = Some(r.run);
                 }
+            }
+            Event::CachedServers { total_blocks } => {
+                let p = &mut r.producers;
+                p.approx_cached_blocks = p.approx_cached_blocks.saturating_add(1);
+                if let Some(t) = total_blocks {
+                    p.approx_total_blocks = Some(p.approx_total_blocks.map_or(t, |x| x.max(t)));
+                }
+            }
+            Event::PreciseProduced {
+                total_blocks,
+                max_match_blocks,
+                ..
+            } => {
+                r.producers.precise_total_blocks = Some(total_blocks);
+                r.producers.precise_max_match_blocks = Some(max_match_blocks);
             }
             Event::RunningFilter { plugin } => {
                 let plugin = text.string(plugin);

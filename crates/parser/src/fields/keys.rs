@@ -82,6 +82,9 @@ keys! {
     RemainingEndpoints = b"remainingEndpoints",
     HitPrefixTokens = b"absolute hit prefix len (tokens)",
     PromptLength = b"prompt length (token)",
+    TotalBlocks = b"total # blocks",
+    BlockKeys = b"blockKeys",
+    Scores = b"scores",
     Result = b"result",
 }
 
