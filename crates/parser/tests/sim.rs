@@ -70,6 +70,7 @@ fn variants() -> Vec<(&'static str, Variant)> {
         noise,
         old_encoding,
         full_dumps,
+        producers_v5: false,
     };
     vec![
         ("plain", Variant::default()),
@@ -281,6 +282,7 @@ fn threads_give_the_same_items_and_ledger() {
         noise: true,
         old_encoding: false,
         full_dumps: true,
+        producers_v5: false,
     };
     for variant in [Variant::default(), all] {
         let out = run(&s, 2, &variant);

@@ -75,6 +75,11 @@ struct GenArgs {
     /// Also write the `Before running … plugins` endpoint dumps.
     #[arg(long)]
     full_dumps: bool,
+    /// Also write the prefix producers' `-v=5` lines (`Found cached servers`
+    /// and the prefix scorer's scores, or the precise producer's `Produce
+    /// completed`).
+    #[arg(long)]
+    producers_v5: bool,
     /// Do not write vLLM logs.
     #[arg(long)]
     no_vllm: bool,
@@ -247,6 +252,7 @@ fn generate(a: &GenArgs) -> Result<()> {
         noise: a.noise,
         old_encoding: a.old_encoding,
         full_dumps: a.full_dumps,
+        producers_v5: a.producers_v5,
     };
     let vllm = !a.no_vllm && a.target_bytes.is_none();
     if !(0.0..=1.0).contains(&a.trace_sample_ratio) {

@@ -112,6 +112,72 @@ impl Writer<'_> {
     }
 }
 
+/// The approximate prefix producer's block floor: blocks of at least this
+/// many tokens are taken as its (smaller ones as the precise producer's).
+const APPROX_MIN_BLOCK_TOKENS: i64 = 64;
+
+/// What the prefix producers log at `-v=5` for a request, before its
+/// profiles: with 64-token blocks the approximate producer's `Found cached
+/// servers`, one line per block of the longest prefix a candidate holds;
+/// else the precise producer's `Produce completed` with each candidate's
+/// match blocks by address.
+fn producer_lines(
+    w: &mut Writer<'_>,
+    dep: &Deployment,
+    st: &DepState,
+    req: &Request,
+    rid: &str,
+    d: Option<&DirectorCtx<'_>>,
+) {
+    let Some(run) = req.runs.first() else { return };
+    let total = run
+        .cands
+        .iter()
+        .filter_map(|c| c.total_blocks)
+        .max()
+        .unwrap_or(0);
+    if dep.block_size >= APPROX_MIN_BLOCK_TOKENS {
+        let longest = run
+            .cands
+            .iter()
+            .filter_map(|c| c.match_blocks)
+            .max()
+            .unwrap_or(0);
+        for _ in 0..longest {
+            let l = w
+                .start(5, "approximateprefix/plugin.go:326", "Found cached servers")
+                .ctx(rid, d)
+                .str(
+                    "cachedServersError",
+                    "json: unsupported type: map[approximateprefix.ServerID]struct {}",
+                )
+                .int("total # blocks", total);
+            w.push(l);
+        }
+    } else {
+        let pool = &st.pools[run.pool];
+        let scores: Vec<String> = run
+            .cands
+            .iter()
+            .enumerate()
+            .map(|(p, c)| {
+                let info = &pool.endpoints[run.order[p]];
+                format!(
+                    "{}:{}",
+                    json_str(&format!("{}:{}", info.ip, info.port)),
+                    c.match_blocks.unwrap_or(0)
+                )
+            })
+            .collect();
+        let l = w
+            .start(5, "preciseprefixcache/producer.go:411", "Produce completed")
+            .ctx(rid, d)
+            .int("blockKeys", total)
+            .raw("scores", &format!("{{{}}}", scores.join(",")));
+        w.push(l);
+    }
+}
+
 /// Renders a request's lines into `out` and its decisions into `truth`.
 #[allow(clippy::too_many_arguments)]
 pub fn render(
@@ -120,6 +186,7 @@ pub fn render(
     req: &Request,
     enc: Encoding,
     full_dumps: bool,
+    producers_v5: bool,
     rng: &mut Rng,
     seq: &mut u64,
     out: &mut Vec<Line>,
@@ -162,6 +229,9 @@ pub fn render(
         .ctx(rid, d);
     w.push(l);
     w.tick(100, 600);
+    if producers_v5 {
+        producer_lines(&mut w, dep, st, req, rid, d);
+    }
 
     for (k, run) in req.runs.iter().enumerate() {
         let profile = dep.pools[run.pool].profile.as_str();
@@ -195,7 +265,16 @@ pub fn render(
             .str("profile", profile);
         w.push(l);
         profile_lines(
-            &mut w, dep, st, req, run, profile, rid, d, full_dumps, truth,
+            &mut w,
+            dep,
+            st,
+            req,
+            run,
+            profile,
+            rid,
+            d,
+            (full_dumps, producers_v5),
+            truth,
         );
         let l = w
             .start(
@@ -328,7 +407,7 @@ fn profile_lines(
     profile: &str,
     rid: &str,
     d: Option<&DirectorCtx<'_>>,
-    full_dumps: bool,
+    (full_dumps, producers_v5): (bool, bool),
     truth: &mut Vec<TruthRecord>,
 ) {
     let pool = &st.pools[run.pool];
@@ -447,6 +526,25 @@ fn profile_lines(
             .raw("endpoint", &id_object(info(p)))
             .float("score", score);
         w.push(l);
+    }
+    // With the approximate producer, the prefix scorer: match over total
+    // blocks of each scored endpoint.
+    if producers_v5 && dep.block_size >= APPROX_MIN_BLOCK_TOKENS {
+        for &i in &map_order {
+            let (p, _, _) = run.scored[i];
+            let c = &run.cands[p];
+            let score = match (c.match_blocks, c.total_blocks) {
+                (Some(m), Some(t)) if t > 0 => m as f64 / t as f64,
+                _ => 0.0,
+            };
+            let l = w
+                .start(4, &format!("{SP}:251"), "Calculated score")
+                .ctx(rid, d)
+                .str("plugin", "prefix-cache-scorer/prefix-cache-scorer")
+                .raw("endpoint", &id_object(info(p)))
+                .float("score", score);
+            w.push(l);
+        }
     }
     let l = w
         .start(

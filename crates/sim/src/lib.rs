@@ -134,6 +134,14 @@ pub struct Variant {
     /// Also write the `Before running filter plugins` / `Before running
     /// scorer plugins` endpoint dumps (real at `-v=4`, but large).
     pub full_dumps: bool,
+    /// Also write what the prefix producers log at `-v=5` (TRACE): a
+    /// deployment with 64-token blocks runs the approximate producer (its
+    /// `Found cached servers`, one line per block of the longest cached
+    /// prefix, and the prefix scorer's `Calculated score` per candidate);
+    /// one with smaller blocks the precise producer (its `Produce
+    /// completed`, match blocks per endpoint address). Real at `-v=5`, and
+    /// long: a line per cached block.
+    pub producers_v5: bool,
 }
 
 /// Everything one run produces.

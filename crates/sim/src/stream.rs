@@ -253,6 +253,7 @@ pub(crate) fn drive(
                 &req,
                 enc,
                 variant.full_dumps,
+                variant.producers_v5,
                 &mut render_rng,
                 &mut seq,
                 &mut lines,
