@@ -25,9 +25,10 @@
 //! # Method and error bound
 //!
 //! A series belongs to an engine by its `pod` label (else `instance`) and
-//! its `engine` label, and to a deployment by the pod: the deployment whose
-//! EPP decisions name that pod, else its `namespace` label, else the pod's
-//! owner. Counters are differenced sample to sample, a drop being a
+//! its `engine` label, and to a deployment by the pod: the deployment
+//! `deployment_of` gives (recommend: the one whose EPP decisions name that
+//! pod, else the one of that pod's vLLM lines), else its `namespace`
+//! label, else the pod's owner. Counters are differenced sample to sample, a drop being a
 //! restart (the increment is then the new value, as `increase()` does).
 //! An interval between two samples is saturated when the waiting gauge is
 //! above zero at both ends; runs of at least [`MIN_RUN`] saturated samples

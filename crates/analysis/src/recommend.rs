@@ -666,20 +666,26 @@ impl Recommend {
             self.process(&x);
         }
         let mut est = VllmEstimator::default();
+        // The deployment of each pod whose vLLM lines were read: a
+        // Prometheus series of that pod goes with them, even when no EPP
+        // decision names the pod.
+        let mut line_pods: HashMap<String, String> = HashMap::new();
         for ((dep, pod), lines) in std::mem::take(&mut self.vllm) {
             let dep = pod
                 .as_deref()
                 .and_then(|p| self.pods.get(p))
                 .cloned()
                 .unwrap_or(dep);
+            if let Some(p) = pod {
+                line_pods.entry(p).or_insert_with(|| dep.clone());
+            }
             lines.move_into(&mut est, &dep);
         }
         let vllm = est.estimates();
         let pods = std::mem::take(&mut self.pods);
-        let prom = self.prometheus.estimates(|p| pods.get(p).cloned());
-        let prom_hits = self
-            .prometheus
-            .prefix_cache_increments(|p| pods.get(p).cloned());
+        let deployment_of = |p: &str| pods.get(p).or_else(|| line_pods.get(p)).cloned();
+        let prom = self.prometheus.estimates(deployment_of);
+        let prom_hits = self.prometheus.prefix_cache_increments(deployment_of);
         self.pods = pods;
         let mut line_hits: BTreeMap<String, LineHitRates> = BTreeMap::new();
         for ((dep, pod), h) in std::mem::take(&mut self.line_hit_rates) {

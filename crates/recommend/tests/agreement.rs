@@ -180,3 +180,25 @@ fn every_simulated_deployment_agrees_with_its_own_counters() {
     }
     assert!(both >= 8, "{both} deployments with both estimates");
 }
+
+#[test]
+fn a_pods_counters_go_with_its_log_lines() {
+    // The sample EPP log names only some of glm-5-2's pods; the counters of
+    // the others belong with their vLLM lines, not to a deployment named
+    // after the namespace.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/eight-deployments");
+    let path = |p: &str| root.join(p).to_string_lossy().into_owned();
+    let names = |inputs: &[String]| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(&report(inputs, "json")).unwrap();
+        v["deployments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let without = names(&[path("epp.log"), path("vllm")]);
+    let with = names(&[path("epp.log"), path("vllm"), path("prometheus")]);
+    assert_eq!(with, without);
+    assert!(with.iter().any(|n| n == "glm-5-2"), "{with:?}");
+}
