@@ -2,6 +2,8 @@
 //! [`crate::reconstruct`]): the uncached tokens of each request in flight,
 //! drained front first at the deployment's measured drain rate.
 
+use std::collections::BTreeSet;
+
 use rustc_hash::FxHashMap;
 
 use serde::Serialize;
@@ -160,6 +162,13 @@ impl Obs {
     }
 }
 
+/// The bits of `ts` arranged so that signed integer order is
+/// `f64::total_cmp`'s order.
+fn order_key(ts: f64) -> i64 {
+    let b = ts.to_bits() as i64;
+    b ^ ((((b >> 63) as u64) >> 1) as i64)
+}
+
 /// Rate samples kept per deployment for the drain estimate.
 pub(crate) const DRAIN_SAMPLES: usize = 512;
 /// Samples needed before carried-forward loads are drained.
@@ -170,8 +179,16 @@ pub(crate) const MIN_DRAIN_SAMPLES: usize = 8;
 pub(crate) struct DepTracker {
     /// Each endpoint's index in `eps`.
     index: FxHashMap<String, usize>,
-    /// The endpoints' queues, in order of first sight.
-    pub(crate) eps: Vec<Obs>,
+    /// The endpoints' queues, in order of first sight. Changed only through
+    /// [`DepTracker::insert`] and [`DepTracker::ep_mut`], which keep
+    /// `by_ts` in step.
+    eps: Vec<Obs>,
+    /// `(time key, index)` of every endpoint with a known time: the
+    /// endpoints observed since a time, found without a scan of all of
+    /// them (a deployment may hold thousands: the pooled one).
+    by_ts: BTreeSet<(i64, usize)>,
+    /// Endpoints with no known time (always fresh).
+    untimed: BTreeSet<usize>,
     /// Recent `(tokens gone, seconds)` pairs of busy endpoints (a ring of
     /// `DRAIN_SAMPLES`).
     pub(crate) rates: Vec<(f64, f64)>,
@@ -200,8 +217,64 @@ impl DepTracker {
 
     /// Adds an endpoint not seen before.
     pub(crate) fn insert(&mut self, endpoint: &str, o: Obs) {
-        self.index.insert(endpoint.to_string(), self.eps.len());
+        let i = self.eps.len();
+        self.index.insert(endpoint.to_string(), i);
+        self.file(i, o.ts);
         self.eps.push(o);
+    }
+
+    /// An endpoint's queue.
+    pub(crate) fn ep(&self, i: usize) -> &Obs {
+        &self.eps[i]
+    }
+
+    /// Changes an endpoint's queue (its time index follows).
+    pub(crate) fn ep_mut<R>(&mut self, i: usize, f: impl FnOnce(&mut Obs) -> R) -> R {
+        let before = self.eps[i].ts;
+        let r = f(&mut self.eps[i]);
+        let after = self.eps[i].ts;
+        if before.to_bits() != after.to_bits() {
+            if before.is_nan() {
+                self.untimed.remove(&i);
+            } else {
+                self.by_ts.remove(&(order_key(before), i));
+            }
+            self.file(i, after);
+        }
+        r
+    }
+
+    fn file(&mut self, i: usize, ts: f64) {
+        if ts.is_nan() {
+            self.untimed.insert(i);
+        } else {
+            self.by_ts.insert((order_key(ts), i));
+        }
+    }
+
+    /// Calls `f` with every endpoint estimated no longer than `staleness`
+    /// seconds before `ts` (`ts - o.ts <= staleness`), or with an unknown
+    /// time on either side; in no particular order. Only the endpoints
+    /// observed since about `ts - staleness` are visited.
+    pub(crate) fn each_fresh(&self, ts: f64, staleness: f64, mut f: impl FnMut(usize, &Obs)) {
+        let from = ts - staleness - 1.0;
+        if ts.is_nan() || from.is_nan() {
+            for (i, o) in self.eps.iter().enumerate() {
+                f(i, o);
+            }
+            return;
+        }
+        for &i in &self.untimed {
+            f(i, &self.eps[i]);
+        }
+        // One second below the bound, then the exact test: the subtraction
+        // rounds.
+        for &(_, i) in self.by_ts.range((order_key(from), 0)..) {
+            let o = &self.eps[i];
+            if ts - o.ts <= staleness {
+                f(i, o);
+            }
+        }
     }
 
     /// An endpoint's in-flight tokens at `ts`, drained since its observation.

@@ -281,14 +281,17 @@ fn release_ceiling(config: &Config, st: i64, nt: i64, matched: Option<i64>) -> i
 /// load this model missed.
 fn raise_non_sticky(t: &mut DepTracker, staleness: f64, ts: f64, sticky: &[usize], floor: f64) {
     let rate = t.rate;
-    for (i, o) in t.eps.iter_mut().enumerate() {
-        if sticky.contains(&i) || !(ts.is_nan() || o.ts.is_nan() || ts - o.ts <= staleness) {
-            continue;
+    let mut low = Vec::new();
+    t.each_fresh(ts, staleness, |i, o| {
+        if !sticky.contains(&i) && o.at(ts, rate) < floor {
+            low.push(i);
         }
-        let now = o.at(ts, rate);
-        if now < floor {
+    });
+    for i in low {
+        t.ep_mut(i, |o| {
+            let now = o.at(ts, rate);
             o.add(ts, floor - now, rate);
-        }
+        });
     }
 }
 
@@ -770,7 +773,7 @@ fn learn_sticky_uncached(
         let (Some(load), Some(i)) = (e.token_load, id) else {
             continue;
         };
-        let o = &t.eps[i];
+        let o = t.ep(i);
         let fresh = ts - o.ts <= staleness;
         if fresh && t.rate.is_some() && o.at(ts, t.rate) == 0.0 {
             t.add_sticky_uncached(load);
@@ -813,7 +816,7 @@ fn uncached_keep_all(
         .zip(ids)
         .filter_map(|(e, &id)| {
             let load = e.token_load?;
-            let prior = &t.eps[id?];
+            let prior = t.ep(id?);
             let fresh = ts.is_nan() || prior.ts.is_nan() || ts - prior.ts <= staleness;
             fresh.then_some(load - prior.total())
         })
@@ -853,7 +856,7 @@ fn update_keep_all(
                 let sticky_share = typical.filter(|&u_s| {
                     u_s < uncached
                         && id.is_some_and(|i| {
-                            let o = &t.eps[i];
+                            let o = t.ep(i);
                             ts - o.ts <= staleness && load - o.at(ts, t.rate) < 0.5 * uncached
                         })
                 });
@@ -889,11 +892,10 @@ fn route(t: &mut DepTracker, d: &DecisionInput, ids: &[Option<usize>], ts: f64) 
     // An endpoint new to the tracker may have been added by this decision's
     // measurements.
     match id.or_else(|| t.id(chosen)) {
-        Some(i) => {
-            let o = &mut t.eps[i];
+        Some(i) => t.ep_mut(i, |o| {
             let before = o.at(ts, rate);
             o.add(ts, load - before, rate);
-        }
+        }),
         None => t.insert(chosen, Obs::new(ts, load)),
     }
 }
@@ -909,13 +911,15 @@ fn update(t: &mut DepTracker, staleness: f64, ts: f64, id: Option<usize>, ep: &s
         t.insert(ep, Obs::new(ts, tokens));
         return;
     };
-    let o = &mut t.eps[i];
     // Lines can be slightly out of order: keep the newest observation.
-    if ts < o.ts {
+    if ts < t.ep(i).ts {
         return;
     }
-    let (before, dt) = (o.total(), ts - o.ts);
-    o.measure(ts, tokens, rate, before);
+    let (before, dt) = t.ep_mut(i, |o| {
+        let (before, dt) = (o.total(), ts - o.ts);
+        o.measure(ts, tokens, rate, before);
+        (before, dt)
+    });
     if before > 0.0 && tokens > 0.0 && dt > 0.2 && dt <= staleness {
         t.add_rate(before - tokens, dt);
     }
@@ -925,16 +929,15 @@ fn update(t: &mut DepTracker, staleness: f64, ts: f64, id: Option<usize>, ep: &s
 /// indices `sticky`) and were estimated no longer than `staleness` seconds
 /// before `ts`.
 fn best_fresh_excluding(t: &DepTracker, staleness: f64, ts: f64, sticky: &[usize]) -> Option<f64> {
-    t.eps
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !sticky.contains(i))
-        .filter(|(_, o)| {
-            // Unknown times on either side: trust the carry-forward.
-            ts.is_nan() || o.ts.is_nan() || ts - o.ts <= staleness
-        })
-        .map(|(_, o)| t.now(o, ts))
-        .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.min(v))))
+    // Unknown times on either side: trust the carry-forward.
+    let mut best: Option<f64> = None;
+    t.each_fresh(ts, staleness, |i, o| {
+        if !sticky.contains(&i) {
+            let v = t.now(o, ts);
+            best = Some(best.map_or(v, |b| b.min(v)));
+        }
+    });
+    best
 }
 
 #[cfg(test)]
