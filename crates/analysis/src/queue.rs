@@ -339,3 +339,61 @@ pub struct DrainRate {
     /// Samples taken over the whole input.
     pub samples: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The endpoints `each_fresh` visits, sorted.
+    fn fresh(t: &DepTracker, ts: f64, staleness: f64) -> Vec<usize> {
+        let mut v = Vec::new();
+        t.each_fresh(ts, staleness, |i, _| v.push(i));
+        v.sort_unstable();
+        v
+    }
+
+    /// Every endpoint passing the freshness test, by a scan.
+    fn scan(t: &DepTracker, ts: f64, staleness: f64) -> Vec<usize> {
+        (0..t.eps.len())
+            .filter(|&i| {
+                let o = t.ep(i);
+                ts.is_nan() || o.ts.is_nan() || ts - o.ts <= staleness
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_time_index_finds_the_fresh_endpoints_as_a_scan_does() {
+        let mut t = DepTracker::default();
+        // Times in and out of order, repeated, unknown, far apart.
+        let times = [
+            100.0,
+            130.0,
+            f64::NAN,
+            99.5,
+            130.0,
+            1e9,
+            -5.0,
+            160.25,
+            100.0 + 1e-9,
+        ];
+        for (i, &ts) in times.iter().enumerate() {
+            t.insert(&format!("ns/p-{i}"), Obs::new(ts, 100.0));
+        }
+        // Estimates move forward (and an unknown time becomes known).
+        t.ep_mut(0, |o| o.add(140.0, 10.0, None));
+        t.ep_mut(2, |o| o.add(150.0, 10.0, None));
+        t.ep_mut(3, |o| o.measure(90.0, 5.0, None, 100.0));
+        for ts in [f64::NAN, 100.0, 129.0, 130.0, 145.0, 190.0, 1e9 + 1.0] {
+            for staleness in [0.0, 1e-9, 30.0, 60.0, f64::INFINITY] {
+                assert_eq!(
+                    fresh(&t, ts, staleness),
+                    scan(&t, ts, staleness),
+                    "ts {ts} staleness {staleness}"
+                );
+            }
+        }
+        // Observed at 140 or later (a future observation too).
+        assert_eq!(fresh(&t, 150.0, 10.0), vec![0, 2, 5, 7]);
+    }
+}

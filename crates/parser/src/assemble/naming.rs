@@ -151,6 +151,9 @@ pub struct PoolNames {
     pool_of: FxMap<String, u32>,
     /// Each pool's name and namespace.
     pools: Vec<(String, Option<String>)>,
+    /// The pools of each name, in order of creation (names are looked up
+    /// without a scan of every pool: there may be tens of thousands).
+    by_name: FxMap<String, Vec<u32>>,
     /// Union-find parent of each pool (a root is its own parent).
     parent: Vec<u32>,
     roots: Vec<u32>,
@@ -170,8 +173,9 @@ impl PoolNames {
     }
 
     fn add(&mut self, name: String, ns: Option<String>) -> u32 {
+        let i = self.pools.len() as u32;
+        self.by_name.entry(name.clone()).or_default().push(i);
         self.pools.push((name, ns));
-        let i = (self.pools.len() - 1) as u32;
         self.parent.push(i);
         i
     }
@@ -223,16 +227,26 @@ impl PoolNames {
                 let ns = endpoints
                     .iter()
                     .find_map(|e| split_slash(e).map(|(n, _)| n.to_string()));
-                let same = |x: &(String, Option<String>), name: &str| x.0 == name && x.1 == ns;
-                let name = match self.pools.iter().find(|x| x.0 == owner) {
+                // The first pool named after the owner.
+                let first = self
+                    .by_name
+                    .get(owner)
+                    .and_then(|v| v.first())
+                    .map(|&i| &self.pools[i as usize]);
+                let name = match first {
                     Some(x) if x.1 != ns => match &ns {
                         Some(n) => format!("{owner}.{n}"),
                         None => owner.to_string(),
                     },
                     _ => owner.to_string(),
                 };
-                match self.pools.iter().position(|x| same(x, &name)) {
-                    Some(i) => self.find(i as u32),
+                // The first pool of that name and namespace.
+                let same = self
+                    .by_name
+                    .get(&name)
+                    .and_then(|v| v.iter().copied().find(|&i| self.pools[i as usize].1 == ns));
+                match same {
+                    Some(i) => self.find(i),
                     None => self.add(name, ns),
                 }
             }
