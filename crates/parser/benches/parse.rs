@@ -4,7 +4,8 @@
 //! that message (an ignored one, which must stay on the prefilter path, and
 //! used ones, which are scanned and assembled); and the same run's trace
 //! spans as OTLP/JSON lines (the Collector's `file` exporter), every
-//! request traced.
+//! request traced, read as inputs are read (the exporter lines' fast path)
+//! and by the general trace reader alone.
 //!
 //! ```text
 //! cargo bench -p gatecal-parser --bench parse
@@ -13,7 +14,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gatecal_parser::{ParseOptions, parse_slice};
+use gatecal_parser::{ParseOptions, parse_slice, trace_reference};
 use gatecal_sim::{Variant, run, scenario, write_traces};
 
 /// About `bytes` of simulated log (whole lines).
@@ -104,15 +105,28 @@ fn trace_sample(bytes: usize) -> Vec<u8> {
     v
 }
 
+/// The trace lines read as `gate-dist` reads them (the fast path for the
+/// exporter's lines), and by the general reader alone, side by side.
 fn parse_traces(c: &mut Criterion) {
     let traces = trace_sample(8 << 20);
     let mut g = c.benchmark_group("parse_traces");
     g.throughput(Throughput::Bytes(traces.len() as u64));
     g.sample_size(20);
     let opts = ParseOptions::default();
+    let fast = parse_slice("bench/traces.jsonl", &traces, &opts).expect("parse");
+    let general =
+        trace_reference::parse_slice("bench/traces.jsonl", &traces, &opts).expect("parse");
+    assert_eq!(fast.items.len(), general.items.len());
     g.bench_function("otlp_json_lines", |b| {
         b.iter(|| {
             let p = parse_slice("bench/traces.jsonl", black_box(&traces), &opts).expect("parse");
+            black_box(p.items.len())
+        })
+    });
+    g.bench_function("otlp_json_lines_general_reader", |b| {
+        b.iter(|| {
+            let p = trace_reference::parse_slice("bench/traces.jsonl", black_box(&traces), &opts)
+                .expect("parse");
             black_box(p.items.len())
         })
     });

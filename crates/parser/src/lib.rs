@@ -223,6 +223,7 @@ mod record;
 mod sniff;
 mod time;
 mod trace;
+pub mod trace_reference;
 mod vllm;
 
 use std::io::Read;

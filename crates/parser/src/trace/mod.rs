@@ -1,0 +1,624 @@
+//! OpenTelemetry trace input: the EPP's `filter_prefix_cache_affinity` spans
+//! as decisions whose gate input is exact.
+//!
+//! # Shapes read
+//!
+//! * OTLP/JSON as the OpenTelemetry Collector's `file` exporter writes it:
+//!   one `ExportTraceServiceRequest` object per line, `resourceSpans` →
+//!   `scopeSpans` (or the older `instrumentationLibrarySpans`) → `spans`;
+//!   attributes `[{"key", "value": {"stringValue" | "intValue" |
+//!   "doubleValue" | "boolValue"}}]`, 64-bit integers as strings or
+//!   numbers, `startTimeUnixNano` as a string or a number;
+//! * Tempo's trace-by-id response: the same objects under `batches`
+//!   (`/api/traces/ID`) or `trace.resourceSpans` (`/api/v2/traces/ID`);
+//!   Jaeger's `/api/v3` responses under `result.resourceSpans`;
+//! * Jaeger's query API response (`/api/traces`, `/api/traces/ID`):
+//!   `{"data": [{"traceID", "spans": [{"spanID", "operationName",
+//!   "references": [{"refType": "CHILD_OF", "spanID"}], "startTime" (µs),
+//!   "tags": [{"key", "type", "value"}], "processID"}], "processes": {ID:
+//!   {"serviceName", "tags"}}}]}`.
+//!
+//! Any of them may be pretty-printed over many lines, and gzip-compressed.
+//! Span and trace ids are compared as written (hex or base64), never
+//! decoded.
+//!
+//! # Decisions
+//!
+//! One decision per `filter_prefix_cache_affinity` span: outcome from
+//! `llm_d.epp.filter.decision`, the exact gate input from
+//! `llm_d.epp.filter.ttft_penalty_ms` (set whenever the TTFT gate was
+//! evaluated, held or released), `sticky_endpoints`, `candidate_endpoints`,
+//! `affinity_threshold`, `gen_ai.request.id` and `gen_ai.request.model`;
+//! the profile is `llm_d.epp.scheduling.profile.name` of the nearest
+//! `run_scheduler_profile` ancestor (the filter span's parent is the
+//! profile's filter-stage span, whose parent is the profile run). The
+//! deployment comes from the resource attributes the Collector's
+//! `k8sattributes` processor adds (see [`DeploymentNaming::resolve_traced`]).
+//!
+//! # Bounds
+//!
+//! A document (one line of the `file` exporter, or one whole Jaeger or
+//! Tempo response) is parsed as a whole: it may be at most
+//! [`crate::ParseOptions::max_trace_document_bytes`] (256 MiB by default);
+//! a longer one is counted as malformed and skipped. A span's ancestors end
+//! after it, so an exporter writes them in the same document or a later
+//! one: a filter span whose profile span is not in its own document waits
+//! for it among at most [`MAX_PENDING`] waiting decisions; when that many
+//! wait, the oldest is emitted without a profile (counted in
+//! [`crate::Counts::trace_decisions_without_profile`]), and so are those
+//! still waiting at the end of the input. Memory is bounded by one document
+//! and the waiting decisions, never by the input's size.
+//!
+//! # Fast path
+//!
+//! A document is first read by [`fast`], written for the lines the
+//! Collector's `file` exporter writes: one `{"resourceSpans": [...]}`
+//! object, members in any order. It walks the
+//! bytes once, checks the JSON grammar as it goes, builds nothing for the
+//! spans it does not read (only their ids), and reads the attributes of the
+//! filter and profile spans into the same [`values::SpanAttrs`] the
+//! general reader ([`general`], serde) fills. Anything else (another
+//! document shape, bytes that are not UTF-8, an escape where a value is
+//! read, a duplicate member, a value of an unexpected type, any syntax
+//! error) sends the whole document to the general reader, so an input is
+//! read, counted and reported the same either way; the tests hold the two
+//! to the same decisions on every simulated trace and on malformed ones.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::io::Read;
+
+use gatecal_filter::Outcome;
+use rustc_hash::FxHashMap;
+
+use crate::assemble::DeploymentNaming;
+use crate::decision::{Completion, Decision, FilterMsg, SourceLoc};
+use crate::error::ParseError;
+use crate::ledger::{Counts, InputFormat, InputLedger, MalformedLine, MalformedReason};
+use crate::lines::{Line, LineReader};
+use crate::{Item, ParseOptions};
+
+use values::{ResourceIds, Scalar, SpanAttrs, count_u32};
+
+mod fast;
+mod general;
+#[cfg(test)]
+mod tests;
+mod values;
+
+/// The span the filter opens for every call.
+pub const FILTER_SPAN: &str = "filter_prefix_cache_affinity";
+/// The span of one scheduling profile run.
+pub const PROFILE_SPAN: &str = "run_scheduler_profile";
+/// Attribute of [`PROFILE_SPAN`]: the profile's name.
+pub const ATTR_PROFILE: &str = "llm_d.epp.scheduling.profile.name";
+/// Attribute of [`FILTER_SPAN`]: the outcome (the metric's label).
+pub const ATTR_DECISION: &str = "llm_d.epp.filter.decision";
+/// Attribute of [`FILTER_SPAN`]: `bestStickyTTFT - bestNonStickyTTFT`, ms,
+/// set whenever the TTFT gate was evaluated.
+pub const ATTR_PENALTY: &str = "llm_d.epp.filter.ttft_penalty_ms";
+/// Attribute of [`FILTER_SPAN`]: endpoints meeting the affinity threshold.
+pub const ATTR_STICKY: &str = "llm_d.epp.filter.sticky_endpoints";
+/// Attribute of [`FILTER_SPAN`]: endpoints the filter saw.
+pub const ATTR_CANDIDATES: &str = "llm_d.epp.filter.candidate_endpoints";
+/// Attribute of [`FILTER_SPAN`]: the configured affinity threshold.
+pub const ATTR_THRESHOLD: &str = "llm_d.epp.filter.affinity_threshold";
+/// Attribute of [`FILTER_SPAN`]: the request's `x-request-id`.
+pub const ATTR_REQUEST_ID: &str = "gen_ai.request.id";
+/// Attribute of [`FILTER_SPAN`]: the target model.
+pub const ATTR_MODEL: &str = "gen_ai.request.model";
+
+/// Decisions waiting for their profile span at most.
+pub const MAX_PENDING: usize = 100_000;
+/// Default of [`crate::ParseOptions::max_trace_document_bytes`]: 256 MiB.
+pub const DEFAULT_MAX_TRACE_DOCUMENT_BYTES: usize = 256 << 20;
+/// Ancestors followed from a filter span to its profile span at most.
+const MAX_HOPS: usize = 16;
+
+/// Whether the start of an input (after decompression) is a trace document:
+/// a JSON object whose first member is `resourceSpans` or `batches` (an
+/// array), `trace` or `result` (an object), or Jaeger's `data` (an array).
+/// Zap lines start with `level` or `ts`, decision records with `v`.
+pub fn looks_like_traces(head: &[u8]) -> bool {
+    let ws = |s: &[u8]| -> usize { s.iter().take_while(|c| c.is_ascii_whitespace()).count() };
+    let mut i = ws(head);
+    if head.get(i) != Some(&b'{') {
+        return false;
+    }
+    i += 1;
+    i += ws(&head[i..]);
+    if head.get(i) != Some(&b'"') {
+        return false;
+    }
+    let rest = &head[i + 1..];
+    let Some(end) = memchr::memchr(b'"', rest) else {
+        return false;
+    };
+    let key = &rest[..end];
+    let mut j = end + 1;
+    j += ws(&rest[j..]);
+    if rest.get(j) != Some(&b':') {
+        return false;
+    }
+    j += 1;
+    j += ws(&rest[j..]);
+    let open = rest.get(j).copied();
+    match key {
+        b"resourceSpans" | b"batches" | b"data" => open == Some(b'['),
+        b"trace" | b"result" => open == Some(b'{'),
+        _ => false,
+    }
+}
+
+/// Whether one line starts a trace document ([`looks_like_traces`]), or is
+/// the second line of a pretty-printed one: a `resourceSpans`, `batches` or
+/// `data` member opening an array.
+pub(crate) fn looks_like_trace_line(line: &[u8]) -> bool {
+    if looks_like_traces(line) {
+        return true;
+    }
+    let t = line.trim_ascii_start();
+    ["\"resourceSpans\"", "\"batches\"", "\"data\""]
+        .iter()
+        .any(|k| {
+            t.strip_prefix(k.as_bytes())
+                .map(|r| r.trim_ascii_start())
+                .and_then(|r| r.strip_prefix(b":"))
+                .is_some_and(|r| r.trim_ascii_start().starts_with(b"["))
+        })
+}
+
+/// A span as the linking needs it.
+struct SpanRef<'a> {
+    id: Cow<'a, str>,
+    parent: Option<Cow<'a, str>>,
+    /// The profile name, for a [`PROFILE_SPAN`].
+    profile: Option<Option<Cow<'a, str>>>,
+}
+
+/// The decisions of a document's filter spans, each with its parent's id.
+type Filters<'a> = Vec<(Box<Decision>, Option<Cow<'a, str>>)>;
+
+/// A decision waiting for its profile span.
+struct Waiting {
+    decision: Box<Decision>,
+    /// Ancestors followed so far.
+    hops: usize,
+}
+
+/// Reads one trace input.
+pub(crate) struct TraceReader<'o> {
+    display: String,
+    naming: DeploymentNaming,
+    opts: &'o ParseOptions,
+    counts: Counts,
+    line: u64,
+    /// A document spread over several lines: its bytes so far.
+    doc: Vec<u8>,
+    /// Its first line.
+    doc_first: u64,
+    /// JSON nesting state of `doc`: depth, inside a string, after a backslash.
+    depth: i64,
+    in_str: bool,
+    esc: bool,
+    /// Waiting decisions by the span id they wait for.
+    pending: FxHashMap<String, Vec<Waiting>>,
+    /// Waiting keys, oldest first (resolved keys are skipped when popped).
+    order: VecDeque<String>,
+    waiting: usize,
+    /// Whether documents are tried on the fast path first.
+    fast: bool,
+    /// Documents read by the fast path.
+    fast_documents: u64,
+    /// Spans and filter spans of the last document read.
+    last_spans: usize,
+    last_filters: usize,
+}
+
+impl<'o> TraceReader<'o> {
+    pub(crate) fn new(display: &str, naming: DeploymentNaming, opts: &'o ParseOptions) -> Self {
+        TraceReader {
+            display: display.to_string(),
+            naming,
+            opts,
+            counts: Counts::default(),
+            line: 0,
+            doc: Vec::new(),
+            doc_first: 0,
+            depth: 0,
+            in_str: false,
+            esc: false,
+            pending: FxHashMap::default(),
+            order: VecDeque::new(),
+            waiting: 0,
+            fast: true,
+            fast_documents: 0,
+            last_spans: 0,
+            last_filters: 0,
+        }
+    }
+
+    fn malformed_at(&mut self, line: u64, reason: MalformedReason) -> Result<(), ParseError> {
+        self.counts.lines_malformed += 1;
+        let m = MalformedLine {
+            at: SourceLoc {
+                file: self.display.clone(),
+                line,
+            },
+            reason,
+        };
+        if self.opts.strict {
+            return Err(ParseError::Malformed(m));
+        }
+        if self.counts.first_malformed.len() < self.opts.keep_malformed {
+            self.counts.first_malformed.push(m);
+        }
+        Ok(())
+    }
+
+    /// Counts `n` lines of a document, starting at `first`.
+    fn account(
+        &mut self,
+        first: u64,
+        n: u64,
+        result: Result<bool, serde_json::Error>,
+    ) -> Result<(), ParseError> {
+        self.counts.shapes.trace += n;
+        match result {
+            Ok(true) => self.counts.lines_used += n,
+            Ok(false) => self.counts.lines_ignored += n,
+            Err(e) => {
+                let reason = MalformedReason::BadTrace(e.to_string());
+                self.malformed_at(first, reason)?;
+                self.counts.lines_malformed += n - 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn scan(&mut self, bytes: &[u8]) {
+        for &c in bytes {
+            if self.in_str {
+                if self.esc {
+                    self.esc = false;
+                } else if c == b'\\' {
+                    self.esc = true;
+                } else if c == b'"' {
+                    self.in_str = false;
+                }
+            } else {
+                match c {
+                    b'"' => self.in_str = true,
+                    b'{' | b'[' => self.depth += 1,
+                    b'}' | b']' => self.depth -= 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// One line (without its `\n`).
+    pub(crate) fn line(
+        &mut self,
+        raw: &[u8],
+        sink: &mut dyn FnMut(Item),
+    ) -> Result<(), ParseError> {
+        self.line += 1;
+        self.counts.lines_total += 1;
+        if !self.doc.is_empty() {
+            if self.doc.len() + raw.len() + 1 > self.opts.max_trace_document_bytes.max(1) {
+                let first = self.doc_first;
+                let n = self.line - first + 1;
+                self.doc = Vec::new();
+                self.counts.shapes.trace += n;
+                self.malformed_at(
+                    first,
+                    MalformedReason::TooLong {
+                        bytes: self.opts.max_trace_document_bytes as u64,
+                    },
+                )?;
+                self.counts.lines_malformed += n - 1;
+                self.depth = 0;
+                self.in_str = false;
+                self.esc = false;
+                return Ok(());
+            }
+            self.doc.extend_from_slice(raw);
+            self.doc.push(b'\n');
+            self.scan(raw);
+            if self.depth <= 0 && !self.in_str {
+                let doc = std::mem::take(&mut self.doc);
+                let first = self.doc_first;
+                let r = self.document(&doc, first, sink);
+                self.account(first, self.line - first + 1, r)?;
+                self.depth = 0;
+            }
+            return Ok(());
+        }
+        let t = crate::classify::trim_end(raw);
+        let start = t.iter().take_while(|c| c.is_ascii_whitespace()).count();
+        let t = &t[start..];
+        if t.is_empty() {
+            self.counts.shapes.blank += 1;
+            self.counts.lines_ignored += 1;
+            return Ok(());
+        }
+        let line = self.line;
+        match self.document(t, line, sink) {
+            Err(e) if e.is_eof() => {
+                // The document goes on over the next lines (pretty-printed).
+                self.doc.extend_from_slice(t);
+                self.doc.push(b'\n');
+                self.doc_first = line;
+                self.depth = 0;
+                self.in_str = false;
+                self.esc = false;
+                self.scan(t);
+                Ok(())
+            }
+            r => self.account(line, 1, r),
+        }
+    }
+
+    /// Reads one document; returns whether it held any span read.
+    fn document(
+        &mut self,
+        bytes: &[u8],
+        line: u64,
+        sink: &mut dyn FnMut(Item),
+    ) -> Result<bool, serde_json::Error> {
+        // Sized as the last document was (documents of one input are alike).
+        let mut spans: Vec<SpanRef<'_>> = Vec::with_capacity(self.last_spans);
+        let mut filters: Filters<'_> = Vec::with_capacity(self.last_filters);
+        if self.fast && fast::read(self, bytes, line, &mut spans, &mut filters).is_some() {
+            self.fast_documents += 1;
+        } else {
+            spans.clear();
+            filters.clear();
+            general::read(self, bytes, line, &mut spans, &mut filters)?;
+        }
+        self.last_spans = spans.len().min(1 << 16);
+        self.last_filters = filters.len().min(1 << 16);
+        Ok(self.link(&spans, filters, sink))
+    }
+
+    /// Gives each decision of a document its profile (or leaves it waiting
+    /// for an ancestor of a later document); returns whether the document
+    /// held any span read.
+    fn link(
+        &mut self,
+        spans: &[SpanRef<'_>],
+        filters: Filters<'_>,
+        sink: &mut dyn FnMut(Item),
+    ) -> bool {
+        self.counts.trace_spans += spans.len() as u64;
+        let used = !filters.is_empty() || spans.iter().any(|s| s.profile.is_some());
+        let mut by_id: FxHashMap<&str, usize> =
+            FxHashMap::with_capacity_and_hasher(spans.len(), Default::default());
+        by_id.extend(spans.iter().enumerate().map(|(i, s)| (s.id.as_ref(), i)));
+        // Decisions of earlier documents waiting for a span of this one.
+        if self.waiting > 0 {
+            let mut resumed = Vec::new();
+            for (i, s) in spans.iter().enumerate() {
+                if let Some(w) = self.pending.remove(s.id.as_ref()) {
+                    resumed.push((i, w));
+                }
+            }
+            for (i, ws) in resumed {
+                self.waiting -= ws.len();
+                for w in ws {
+                    self.walk(w, Some(&spans[i].id), spans, &by_id, sink);
+                }
+            }
+        }
+        for (d, parent) in filters {
+            self.walk(
+                Waiting {
+                    decision: d,
+                    hops: 0,
+                },
+                parent.as_deref(),
+                spans,
+                &by_id,
+                sink,
+            );
+        }
+        while self.waiting > MAX_PENDING {
+            self.evict_oldest(sink);
+        }
+        used
+    }
+
+    /// Follows `next` (the id of an ancestor) up to a profile span: emits the
+    /// decision when found (or when the chain ends), else leaves it waiting
+    /// for the first ancestor not in this document.
+    fn walk<'s>(
+        &mut self,
+        mut w: Waiting,
+        mut next: Option<&'s str>,
+        spans: &'s [SpanRef<'_>],
+        by_id: &FxHashMap<&str, usize>,
+        sink: &mut dyn FnMut(Item),
+    ) {
+        loop {
+            let Some(id) = next.take() else {
+                // A root without a profile span above the filter span.
+                self.emit(w.decision, false, sink);
+                return;
+            };
+            if w.hops >= MAX_HOPS {
+                self.emit(w.decision, false, sink);
+                return;
+            }
+            w.hops += 1;
+            match by_id.get(id) {
+                Some(&i) => {
+                    let s = &spans[i];
+                    if let Some(p) = &s.profile {
+                        w.decision.profile = p.as_deref().map(str::to_string);
+                        self.emit(w.decision, true, sink);
+                        return;
+                    }
+                    next = s.parent.as_deref();
+                }
+                None => {
+                    self.order.push_back(id.to_string());
+                    self.pending.entry(id.to_string()).or_default().push(w);
+                    self.waiting += 1;
+                    if self.order.len() > 4 * MAX_PENDING {
+                        let pending = &self.pending;
+                        self.order.retain(|k| pending.contains_key(k));
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn evict_oldest(&mut self, sink: &mut dyn FnMut(Item)) {
+        while let Some(k) = self.order.pop_front() {
+            if let Some(ws) = self.pending.remove(&k) {
+                self.waiting -= ws.len();
+                for w in ws {
+                    self.emit(w.decision, false, sink);
+                }
+                return;
+            }
+        }
+        self.waiting = 0;
+    }
+
+    fn emit(&mut self, d: Box<Decision>, with_profile: bool, sink: &mut dyn FnMut(Item)) {
+        if !with_profile {
+            self.counts.trace_decisions_without_profile += 1;
+        }
+        self.counts.count_decision(d.completion, true);
+        sink(Item::Decision(d));
+    }
+
+    /// The decision of one filter span.
+    fn decision(
+        &self,
+        ids: &ResourceIds,
+        a: SpanAttrs<'_>,
+        ts: Option<f64>,
+        line: u64,
+    ) -> Box<Decision> {
+        let outcome = a.decision.and_then(|v| match v {
+            Scalar::Str(s) => Outcome::parse(&s),
+            v => v.into_string().as_deref().and_then(Outcome::parse),
+        });
+        let model = a.model.and_then(Scalar::into_string);
+        let deployment = self.naming.resolve_traced(
+            ids.deployment.as_deref(),
+            ids.pod.as_deref(),
+            ids.service.as_deref(),
+            ids.namespace.as_deref().or(model.as_deref()),
+        );
+        Box::new(Decision {
+            deployment,
+            ts: ts.filter(|t| t.is_finite()),
+            completion: Completion::Traced,
+            traced: true,
+            source: SourceLoc {
+                file: self.display.clone(),
+                line,
+            },
+            epp_pod: ids.pod.clone(),
+            outcome,
+            message: match outcome {
+                Some(Outcome::Sticky) => FilterMsg::NarrowedToSticky,
+                Some(Outcome::NoMatch) => FilterMsg::NoSticky,
+                Some(Outcome::Exploration) => FilterMsg::ExplorationSkip,
+                Some(Outcome::LoadOverride) => FilterMsg::TtftGateBroken,
+                Some(Outcome::MissingSignal) => FilterMsg::MissingSignal,
+                Some(Outcome::RequestLoadOverride) => FilterMsg::RequestGateBroken,
+                Some(Outcome::NotApplicable) | None => FilterMsg::None,
+            },
+            traced_penalty_ms: a.penalty.and_then(|v| v.as_f64()),
+            sticky: a.sticky.and_then(|v| v.as_f64()).and_then(count_u32),
+            total: a.candidates.and_then(|v| v.as_f64()).and_then(count_u32),
+            affinity_threshold: a.threshold.and_then(|v| v.as_f64()),
+            request_id: a.request_id.and_then(Scalar::into_string),
+            model,
+            ..Decision::default()
+        })
+    }
+
+    /// Ends the input: emits the decisions still waiting, without a profile.
+    pub(crate) fn finish(
+        mut self,
+        sink: &mut dyn FnMut(Item),
+        bytes: u64,
+        compressed: u64,
+        gzip: bool,
+    ) -> Result<InputLedger, ParseError> {
+        if !self.doc.is_empty() {
+            // A document cut at the end of the input.
+            let first = self.doc_first;
+            let n = self.line - first + 1;
+            self.doc = Vec::new();
+            self.counts.shapes.trace += n;
+            self.malformed_at(
+                first,
+                MalformedReason::BadTrace("document cut at the end of the input".into()),
+            )?;
+            self.counts.lines_malformed += n - 1;
+        }
+        while self.waiting > 0 && !self.order.is_empty() {
+            self.evict_oldest(sink);
+        }
+        self.counts.bytes = bytes;
+        self.counts.bytes_compressed = compressed;
+        Ok(InputLedger {
+            name: self.display,
+            deployment: self.naming.explicit,
+            gzip,
+            format: InputFormat::Traces,
+            counts: self.counts,
+        })
+    }
+}
+
+/// Reads a whole trace stream (already decompressed) on this thread.
+pub(crate) fn run<R: Read>(
+    reader: R,
+    display: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    sink: &mut dyn FnMut(Item),
+) -> Result<(InputLedger, u64), ParseError> {
+    run_with(reader, display, naming, opts, sink, true).map(|(il, bytes, _)| (il, bytes))
+}
+
+/// [`run`], with the fast path or without it; also returns how many
+/// documents the fast path read.
+pub(crate) fn run_with<R: Read>(
+    reader: R,
+    display: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    sink: &mut dyn FnMut(Item),
+    fast: bool,
+) -> Result<(InputLedger, u64, u64), ParseError> {
+    let mut lines = LineReader::new(reader, opts.max_trace_document_bytes);
+    let mut tr = TraceReader::new(display, naming, opts);
+    tr.fast = fast;
+    loop {
+        match lines.next_line() {
+            Ok(Some(Line::Text(t))) => tr.line(t, sink)?,
+            Ok(Some(Line::TooLong(n))) => {
+                tr.line += 1;
+                tr.counts.lines_total += 1;
+                tr.counts.shapes.trace += 1;
+                let l = tr.line;
+                tr.malformed_at(l, MalformedReason::TooLong { bytes: n })?;
+            }
+            Ok(None) => break,
+            Err(e) => return Err(ParseError::io(display, e)),
+        }
+    }
+    let bytes = lines.bytes;
+    let fast_documents = tr.fast_documents;
+    Ok((tr.finish(sink, bytes, bytes, false)?, bytes, fast_documents))
+}
