@@ -393,3 +393,52 @@ mod mutations {
         }
     }
 }
+
+/// A filter line with a number out of range, or no number where one is
+/// due, is malformed (counted, named by its key) and still its request's
+/// filter line: the decision is counted `unknown`, never lost nor taken
+/// for `not_applicable`, at every thread count.
+#[test]
+fn a_malformed_filter_line_makes_its_decision_unknown() {
+    let cases = [
+        ("glm-like/epp.log", "sticky", "-1", "sticky"),
+        ("glm-like/epp.log", "total", "\"NaN\"", "total"),
+        (
+            "glm-like/epp.log",
+            "affinityThreshold",
+            "1e400",
+            "affinityThreshold",
+        ),
+        ("glm-like-v1/epp.log", "penalty", "\"x\"", "penalty"),
+        ("glm-like-v1/epp.log", "maxPenalty", "true", "maxPenalty"),
+    ];
+    for (file, key, bad, named) in cases {
+        let base = fixture(file);
+        let good = audit(&parse(&base, 1));
+        let g = &good.overall.stats;
+        let (log, n) = replace_number(&base, key, bad);
+        assert!(n > 0, "{file} {key}");
+        for threads in [1, 2, 4] {
+            let p = parse(&log, threads);
+            let c = &p.ledger.counts;
+            assert_eq!(c.lines_out_of_range, n, "{key} {bad}, {threads} threads");
+            assert_eq!(c.lines_malformed, n, "{key} {bad}");
+            assert_eq!(
+                c.first_malformed[0].reason,
+                MalformedReason::OutOfRange(named)
+            );
+            let r = audit(&p);
+            let s = &r.overall.stats;
+            assert_eq!(s.decisions, g.decisions, "{key} {bad}: no decision lost");
+            assert_eq!(
+                s.outcomes["not_applicable"], g.outcomes["not_applicable"],
+                "{key} {bad}"
+            );
+            assert_eq!(
+                s.outcomes["unknown"],
+                g.outcomes["unknown"] + n,
+                "{key} {bad}: one unknown decision per malformed filter line"
+            );
+        }
+    }
+}

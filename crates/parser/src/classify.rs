@@ -562,10 +562,44 @@ fn build<'a>(
                 ("stickyCost", x.sticky_cost),
                 ("nonStickyCost", x.non_sticky_cost),
             ];
-            if let Some(k) =
-                first_bad(&counts, is_count).or_else(|| first_bad(&reals, f64::is_finite))
+            // A numeric key whose value is no number (`"penalty":"x"`).
+            let numeric = [
+                (Key::AffinityThreshold, "affinityThreshold"),
+                (Key::Tau, "tau"),
+                (Key::Total, "total"),
+                (Key::Sticky, "sticky"),
+                (Key::BestStickyTtft, "bestStickyTTFT"),
+                (Key::BestNonStickyTtft, "bestNonStickyTTFT"),
+                (Key::Penalty, "penalty"),
+                (Key::MaxPenalty, "maxPenalty"),
+                (Key::PrefillThroughput, "prefillThroughput"),
+            ];
+            let not_a_number = numeric.iter().find_map(|&(key, name)| {
+                let v = f.get(key)?;
+                fields::number(v, &mut ValueFlags::default())
+                    .is_none()
+                    .then_some(name)
+            });
+            if let Some(k) = first_bad(&counts, is_count)
+                .or_else(|| first_bad(&reals, f64::is_finite))
+                .or(not_a_number)
             {
-                return out_of_range(shape, k);
+                // The line is malformed, but it is still this request's
+                // filter line: with a request id, its decision is made
+                // with no value and an unknown outcome (not lost, nor taken
+                // for `not_applicable`).
+                if request_id.is_none() {
+                    return out_of_range(shape, k);
+                }
+                l = FilterLine {
+                    msg,
+                    flags: ValueFlags {
+                        out_of_range: Some(k),
+                        ..ValueFlags::default()
+                    },
+                    ..FilterLine::default()
+                };
+                flags = l.flags;
             }
             l.flags = flags;
             Event::Filter(Box::new(l))

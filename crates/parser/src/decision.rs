@@ -113,6 +113,11 @@ pub struct ValueFlags {
     pub huge: bool,
     /// A number was logged as the string `"NaN"`, `"+Inf"` or `"-Inf"`.
     pub non_finite: bool,
+    /// The key of a filter line's number outside its domain (a negative
+    /// count, a non-finite threshold) or no number at all: the line is
+    /// counted malformed, and its decision's outcome is unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out_of_range: Option<&'static str>,
 }
 
 impl ValueFlags {
@@ -121,6 +126,7 @@ impl ValueFlags {
         ValueFlags {
             huge: self.huge || other.huge,
             non_finite: self.non_finite || other.non_finite,
+            out_of_range: self.out_of_range.or(other.out_of_range),
         }
     }
 }

@@ -188,7 +188,12 @@ impl<'o> Engine<'o> {
                     model,
                     pod,
                 } = u;
-                self.counts.lines_used += 1;
+                match flags.out_of_range {
+                    // A filter line with a number out of range: counted
+                    // malformed, and still its request's filter line.
+                    Some(k) => self.malformed(MalformedReason::OutOfRange(k))?,
+                    None => self.counts.lines_used += 1,
+                }
                 if flags.huge {
                     self.counts.values_huge += 1;
                 }

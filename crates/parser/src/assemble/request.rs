@@ -322,6 +322,8 @@ impl Req {
 fn apply_filter_line(d: &mut Decision, l: FilterLine) {
     d.message = l.msg;
     d.outcome = match l.msg {
+        // A malformed line: which message, but no value to trust.
+        _ if l.flags.out_of_range.is_some() => None,
         FilterMsg::SessionCostGate => match (l.extras.sticky_cost, l.extras.non_sticky_cost) {
             (Some(s), Some(n)) if s <= n => Some(gatecal_filter::Outcome::Sticky),
             (Some(_), Some(_)) => Some(gatecal_filter::Outcome::LoadOverride),
