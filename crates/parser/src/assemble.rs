@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 
 use crate::arena::Arena;
 use crate::decision::{Completion, Decision};
-use crate::event::{ArenaEvent, Event, LineMeta};
+use crate::event::{ArenaEvent, Event, LineMeta, Scope};
 
 /// Request ids are hashed with FxHash (fast; the keys are not adversarial).
 type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
@@ -255,12 +255,7 @@ impl Assembler {
             self.startup_peak
                 .insert(ctx.pod.unwrap_or_default().to_vec(), p);
         }
-        if matches!(
-            event,
-            Event::VllmStats(_)
-                | Event::PeakPrefillResolved { .. }
-                | Event::CalibrationSkipped { .. }
-        ) {
+        if event.scope() == Scope::Pod {
             return;
         }
         let ts = ctx.ts;

@@ -14,11 +14,12 @@ use std::sync::OnceLock;
 use memchr::memmem::Finder;
 
 use crate::arena::Arena;
-use crate::decision::{FilterMsg, ValueFlags};
+use crate::decision::ValueFlags;
 use crate::event::{ArenaEvent, Event, FilterLine, LineMeta};
 use crate::fields::{self, Fields, Key};
 use crate::json::{self, Val};
 use crate::ledger::{LineShape, MalformedReason};
+use crate::messages::{Kind, kind_of};
 use crate::vllm;
 
 /// The classification of one line.
@@ -78,74 +79,6 @@ fn raw_model<'a>(f: &Fields<'a>) -> Option<RawStr<'a>> {
     raw_str(f, Key::TargetModelName)
         .or_else(|| raw_str(f, Key::ResolvedTargetModel))
         .or_else(|| raw_str(f, Key::Model))
-}
-
-/// The message kinds the parser reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Filter(FilterMsg),
-    EndpointTtft,
-    PeakResolved,
-    CalibrationSkipped,
-    Received,
-    Profile,
-    BeforeFilters,
-    RunningFilter,
-    FilterCompleted,
-    EliminatedAll,
-    FiltersCompleted,
-    Score,
-    TokenLoad,
-    HitPercentage,
-    CachedServers,
-    ProduceCompleted,
-    PickerCompleted,
-    Handled,
-}
-
-pub(crate) const FILTER_PREFIX: &[u8] = b"PrefixCacheAffinityFilter: ";
-
-/// Looks a message up in the table of messages the parser reads.
-#[inline]
-pub(crate) fn kind_of(msg: &[u8]) -> Option<Kind> {
-    if let Some(rest) = msg.strip_prefix(FILTER_PREFIX) {
-        return Some(match rest {
-            b"narrowed to sticky" => Kind::Filter(FilterMsg::NarrowedToSticky),
-            b"TTFT load gate broken" => Kind::Filter(FilterMsg::TtftGateBroken),
-            b"no sticky endpoints" => Kind::Filter(FilterMsg::NoSticky),
-            b"exploration skip, keeping all" => Kind::Filter(FilterMsg::ExplorationSkip),
-            b"epsilon skip, keeping all" => Kind::Filter(FilterMsg::EpsilonSkip),
-            b"TTFT load gate skipped, missing signal" => Kind::Filter(FilterMsg::MissingSignal),
-            b"in-flight tokens load gate broken" => Kind::Filter(FilterMsg::TokensGateBroken),
-            b"in-flight request gate broken" => Kind::Filter(FilterMsg::RequestGateBroken),
-            b"session cost gate" => Kind::Filter(FilterMsg::SessionCostGate),
-            b"calculated endpoint TTFT" => Kind::EndpointTtft,
-            b"peak prefill throughput resolved" => Kind::PeakResolved,
-            b"calibration skipped, keeping peakPrefillThroughput default" => {
-                Kind::CalibrationSkipped
-            }
-            _ => return None,
-        });
-    }
-    Some(match msg {
-        b"Calculated score" => Kind::Score,
-        b"TokenLoadScorer scoring" => Kind::TokenLoad,
-        b"EPP received request" => Kind::Received,
-        b"Request handled" => Kind::Handled,
-        b"Running scheduler profile" => Kind::Profile,
-        b"Before running filter plugins" => Kind::BeforeFilters,
-        b"Running filter plugin" => Kind::RunningFilter,
-        b"Completed running filter plugin successfully" => Kind::FilterCompleted,
-        b"Filter eliminated all endpoints" => Kind::EliminatedAll,
-        b"Completed running filter plugins" | b"Completed running filter plugins successfully" => {
-            Kind::FiltersCompleted
-        }
-        b"Computed hit percentage for prefix cache" => Kind::HitPercentage,
-        b"Found cached servers" => Kind::CachedServers,
-        b"Produce completed" => Kind::ProduceCompleted,
-        b"Completed running picker plugin successfully" => Kind::PickerCompleted,
-        _ => return None,
-    })
 }
 
 fn msg_finder() -> &'static Finder<'static> {
@@ -493,15 +426,7 @@ fn build<'a>(
     let request_id = raw_str(f, Key::RequestId);
     // The model is read from the lines that start or name a decision only
     // (every request-path line repeats it).
-    let model = if matches!(
-        kind,
-        Kind::Filter(_)
-            | Kind::Profile
-            | Kind::RunningFilter
-            | Kind::FilterCompleted
-            | Kind::EliminatedAll
-            | Kind::EndpointTtft
-    ) {
+    let model = if kind.reads_model() {
         raw_model(f)
     } else {
         None
@@ -779,6 +704,7 @@ fn build<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::FilterMsg;
 
     /// [`super::classify`] with an arena of its own.
     fn classify(body: &[u8]) -> Class<'_> {

@@ -191,7 +191,44 @@ pub(crate) trait MapStrings<S, L, S2, L2> {
     fn l(&mut self, l: L) -> L2;
 }
 
+/// What an event belongs to, for the assembler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// A request's line: buffered under its request id and replayed, in
+    /// `ts` order, when the request closes.
+    Request,
+    /// A line of the EPP pod as a whole (its startup lines) or of vLLM:
+    /// read by the assembler as it comes, never part of a request.
+    Pod,
+}
+
 impl<S, L> Event<S, L> {
+    /// Whether the event belongs to a request or to the pod. Every event
+    /// is named here, so that a new one must say.
+    pub(crate) fn scope(&self) -> Scope {
+        match self {
+            Event::PeakPrefillResolved { .. }
+            | Event::CalibrationSkipped { .. }
+            | Event::VllmStats(_) => Scope::Pod,
+            Event::Filter(_)
+            | Event::EndpointTtft { .. }
+            | Event::ReceivedRequest
+            | Event::SchedulerProfile { .. }
+            | Event::BeforeFilters { .. }
+            | Event::RunningFilter { .. }
+            | Event::FilterCompleted { .. }
+            | Event::FilterEliminatedAll { .. }
+            | Event::FiltersCompleted { .. }
+            | Event::Score { .. }
+            | Event::TokenLoad { .. }
+            | Event::HitPercentage { .. }
+            | Event::CachedServers { .. }
+            | Event::PreciseProduced { .. }
+            | Event::PickerCompleted { .. }
+            | Event::RequestHandled { .. } => Scope::Request,
+        }
+    }
+
     /// The same event with its strings and lists converted by `m`.
     pub(crate) fn map<S2, L2>(self, m: &mut impl MapStrings<S, L, S2, L2>) -> Event<S2, L2> {
         match self {

@@ -134,7 +134,7 @@
 //! | `Running filter plugin` | `"plugin":"loose-affinity-filter/prefix-cache-affinity-filter"` | [`Event::RunningFilter`] |
 //! | `Completed running filter plugin successfully` | `"plugin":"…","endpoints":[…]` | [`Event::FilterCompleted`] |
 //! | `Filter eliminated all endpoints` | `"plugin":"…","endpointsBefore":4` | [`Event::FilterEliminatedAll`] |
-//! | `Completed running filter plugins` / `… successfully` | `"remainingEndpoints":2` | [`Event::FiltersCompleted`] |
+//! | `Completed running filter plugins` / `Completed running filter plugins successfully` | `"remainingEndpoints":2` | [`Event::FiltersCompleted`] |
 //! | `Calculated score` | `"plugin":"token-load-scorer/token-load-scorer","endpoint":{"name":"p-0","namespace":"llm"},"score":0.997` | [`Event::Score`] |
 //! | `TokenLoadScorer scoring` | `"endpoint":"llm/p-0","tokenLoad":12288,"score":0.997` | [`Event::TokenLoad`] |
 //! | `Computed hit percentage for prefix cache` | `"absolute hit prefix len (tokens)":1408,"prompt length (token)":1600` | [`Event::HitPercentage`] |
@@ -218,6 +218,7 @@ mod input;
 mod json;
 mod ledger;
 mod lines;
+mod messages;
 mod progress;
 mod record;
 mod sniff;

@@ -111,35 +111,78 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
 /// Slots of the key table (a power of two, several times [`NKEYS`]).
 const SLOTS: usize = 512;
 
+/// Seeds [`build`] tries before it gives up.
+const MAX_SEEDS: u32 = 1 << 12;
+
 /// A collision-free table of the keys: `slots[slot(name, seed)]` is the
 /// index of the key spelled `name`, `u8::MAX` for an empty slot.
 struct KeyTable {
-    seed: u32,
+    seed: u64,
     slots: [u8; SLOTS],
 }
 
-/// The slot of a key spelling: its length and first, second and last bytes,
-/// mixed with `seed`.
+/// What [`slot`] reads of a key spelling: its length and its first,
+/// second, middle and last bytes, each in its own bits (two spellings give
+/// the same value exactly when all of those are the same).
 #[inline(always)]
-const fn slot(b: &[u8], seed: u32) -> usize {
+const fn hashed(b: &[u8]) -> u64 {
     let n = b.len();
     let first = if n > 0 { b[0] } else { 0 };
     let second = if n > 1 { b[1] } else { 0 };
+    let middle = if n > 0 { b[n / 2] } else { 0 };
     let last = if n > 0 { b[n - 1] } else { 0 };
-    let x = (n as u32) ^ ((first as u32) << 8) ^ ((second as u32) << 16) ^ ((last as u32) << 24);
-    (x.wrapping_mul(seed) >> 23) as usize % SLOTS
+    (first as u64)
+        | ((second as u64) << 8)
+        | ((middle as u64) << 16)
+        | ((last as u64) << 24)
+        | ((n as u64) << 32)
 }
 
-/// The key table, built at compile time: the first odd multiplier that
-/// separates all keys.
-static KEY_TABLE: KeyTable = {
-    let mut seed: u32 = 0x9E37_79B1;
-    loop {
+/// The slot of a key spelling: [`hashed`] times `seed`, its top bits.
+#[inline(always)]
+const fn slot(b: &[u8], seed: u64) -> usize {
+    (hashed(b).wrapping_mul(seed) >> (64 - SLOTS.trailing_zeros())) as usize
+}
+
+/// Why no key table could be built from a list of spellings.
+#[derive(Debug, PartialEq, Eq)]
+enum Unbuildable {
+    /// More keys than a slot can index (`u8::MAX` marks an empty slot).
+    TooMany,
+    /// The keys at these two indices look the same to [`hashed`]: no seed
+    /// can give them different slots.
+    Indistinct(usize, usize),
+    /// No seed among the first [`MAX_SEEDS`] gives every key its own slot.
+    NoSeed,
+}
+
+/// The key table of `names`: the first seed (odd multiplier) of a fixed
+/// sequence that gives every key its own slot. Bounded: when it cannot
+/// succeed (two keys [`hashed`] alike) it says so at once, and it tries
+/// [`MAX_SEEDS`] seeds at most.
+const fn build(names: &[&[u8]]) -> Result<KeyTable, Unbuildable> {
+    if names.len() >= u8::MAX as usize {
+        return Err(Unbuildable::TooMany);
+    }
+    let mut i = 0;
+    while i < names.len() {
+        let mut j = i + 1;
+        while j < names.len() {
+            if hashed(names[i]) == hashed(names[j]) {
+                return Err(Unbuildable::Indistinct(i, j));
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut tries = 0;
+    while tries < MAX_SEEDS {
         let mut slots = [u8::MAX; SLOTS];
         let mut i = 0;
         let mut free = true;
-        while i < NKEYS {
-            let s = slot(NAMES[i], seed);
+        while i < names.len() {
+            let s = slot(names[i], seed);
             if slots[s] != u8::MAX {
                 free = false;
                 break;
@@ -148,10 +191,80 @@ static KEY_TABLE: KeyTable = {
             i += 1;
         }
         if free {
-            break KeyTable { seed, slots };
+            return Ok(KeyTable { seed, slots });
         }
-        seed = seed.wrapping_add(0x6A09_E668) | 1;
+        seed = seed.wrapping_add(0x6A09_E667_F3BC_C908) | 1;
+        tries += 1;
     }
+    Err(Unbuildable::NoSeed)
+}
+
+/// A message built at compile time (a `const` panic takes one `&str`).
+struct Message {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl Message {
+    const fn new() -> Message {
+        Message {
+            buf: [0; 512],
+            len: 0,
+        }
+    }
+
+    /// Appends `s` (cut at the buffer's end).
+    const fn push(mut self, s: &[u8]) -> Message {
+        let mut i = 0;
+        while i < s.len() && self.len < self.buf.len() {
+            self.buf[self.len] = s[i];
+            self.len += 1;
+            i += 1;
+        }
+        self
+    }
+
+    const fn as_str(&self) -> &str {
+        match std::str::from_utf8(self.buf.split_at(self.len).0) {
+            Ok(s) => s,
+            Err(_) => "the key table cannot be built (see crates/parser/src/fields/keys.rs)",
+        }
+    }
+}
+
+impl Unbuildable {
+    /// What went wrong and what to do, naming the keys of `names` concerned.
+    const fn message(&self, names: &[&[u8]]) -> Message {
+        let m = Message::new().push(b"the key table of crates/parser/src/fields/keys.rs: ");
+        match *self {
+            Unbuildable::TooMany => m.push(
+                b"254 keys at most (a slot is a u8, u8::MAX marks an empty one): \
+                  make `KeyTable::slots` a [u16; SLOTS] with u16::MAX as the empty mark",
+            ),
+            Unbuildable::Indistinct(i, j) => m
+                .push(b"the keys `")
+                .push(names[i])
+                .push(b"` and `")
+                .push(names[j])
+                .push(
+                    b"` have the same length and the same first, second, middle and last \
+                      bytes, all that `hashed` reads: no seed can tell them apart. Make \
+                      `hashed` also read a byte in which they differ (each byte in its own \
+                      bits, so that two spellings hash alike only when those bytes are equal)",
+                ),
+            Unbuildable::NoSeed => m.push(
+                b"no seed among the first MAX_SEEDS gives every key its own slot: \
+                  double SLOTS (a power of two)",
+            ),
+        }
+    }
+}
+
+/// The key table, built at compile time; a build that cannot succeed
+/// fails to compile with [`Unbuildable::message`].
+static KEY_TABLE: KeyTable = match build(&NAMES) {
+    Ok(t) => t,
+    Err(e) => panic!("{}", e.message(&NAMES).as_str()),
 };
 
 #[cfg(test)]
@@ -175,5 +288,41 @@ mod tests {
         ] {
             assert_eq!(Key::of(other), None);
         }
+    }
+
+    /// A plausible key whose length and first, second and last bytes are
+    /// those of a key already read (`stickyRequests`) still gets a table.
+    #[test]
+    fn a_lookalike_key_still_builds() {
+        let mut names = NAMES.to_vec();
+        names.push(b"stickyPrefills");
+        let t = build(&names).expect("a table");
+        let mut seen = std::collections::HashSet::new();
+        for n in &names {
+            let s = slot(n, t.seed);
+            assert!(seen.insert(s), "{}", String::from_utf8_lossy(n));
+            assert_eq!(
+                usize::from(t.slots[s]),
+                names.iter().position(|m| m == n).unwrap()
+            );
+        }
+    }
+
+    /// Keys the hash cannot tell apart, and too many keys, are refused at
+    /// once with a message naming the keys and what to change.
+    #[test]
+    fn unbuildable_tables_say_why() {
+        let names: [&[u8]; 3] = [b"ts", b"stickyPrefills", b"stickyPrefixes"];
+        let e = build(&names).err().expect("refused");
+        assert_eq!(e, Unbuildable::Indistinct(1, 2));
+        let m = e.message(&names);
+        let m = m.as_str();
+        assert!(m.contains("`stickyPrefills` and `stickyPrefixes`"), "{m}");
+        assert!(m.contains("Make `hashed` also read a byte"), "{m}");
+        let many: Vec<Vec<u8>> = (0..300).map(|i| format!("key{i}").into_bytes()).collect();
+        let many: Vec<&[u8]> = many.iter().map(Vec::as_slice).collect();
+        let e = build(&many).err().expect("refused");
+        assert_eq!(e, Unbuildable::TooMany);
+        assert!(e.message(&many).as_str().contains("[u16; SLOTS]"));
     }
 }
