@@ -2,7 +2,8 @@
 //! quotes and backslashes of 64 bytes as bit masks, a run of digits, and
 //! the UTF-8 check of a value. Every `unsafe` block of the crate is here,
 //! each with its reason beside it; each search has a portable twin for
-//! other targets.
+//! other targets, which the `portable-search` feature forces on x86-64 too
+//! (so that CI compiles and tests it there).
 
 /// `b` as a string if it is valid UTF-8. The values of zap lines are
 /// short and ASCII, and `std::str::from_utf8` costs about five instructions
@@ -24,12 +25,12 @@ pub(crate) fn utf8(b: &[u8]) -> Option<&str> {
 #[inline(always)]
 pub(crate) fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
     let inline_end = b.len().min(from.saturating_add(64));
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(feature = "portable-search")))]
     // SAFETY: `inline_search` only needs SSE2, which is part of the x86-64
     // baseline: every x86-64 CPU has it (the compiler assumes it already).
     #[allow(unsafe_code)]
     let (j, found) = unsafe { inline_search(b, from, inline_end) };
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), feature = "portable-search"))]
     let (j, found) = inline_search(b, from, inline_end);
     if found.is_some() {
         return found;
@@ -48,7 +49,7 @@ pub(crate) fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
 
 /// Searches `b[from..end]` in whole 16-byte steps: the match, or where the
 /// steps stopped (fewer than 16 bytes before `end`).
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", not(feature = "portable-search")))]
 #[target_feature(enable = "sse2")]
 #[inline]
 fn inline_search(b: &[u8], from: usize, end: usize) -> (usize, Option<usize>) {
@@ -79,7 +80,7 @@ fn inline_search(b: &[u8], from: usize, end: usize) -> (usize, Option<usize>) {
 
 /// Searches `b[from..end]` in whole 8-byte words (SWAR): the match, or
 /// where the words stopped (fewer than 8 bytes before `end`).
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(any(not(target_arch = "x86_64"), feature = "portable-search"))]
 #[inline(always)]
 fn inline_search(b: &[u8], from: usize, end: usize) -> (usize, Option<usize>) {
     const LO: u64 = 0x0101_0101_0101_0101;
@@ -137,11 +138,11 @@ pub(crate) fn digit_run(b: &[u8], from: usize) -> usize {
 /// The quote and backslash bit masks of 64 bytes (bit `i` for byte `i`).
 #[inline(always)]
 pub(super) fn chunk_masks(w: &[u8; 64]) -> (u64, u64) {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(feature = "portable-search")))]
     // SAFETY: as for `inline_search`: SSE2 is part of the x86-64 baseline.
     #[allow(unsafe_code)]
     let m = unsafe { chunk_masks_sse2(w) };
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), feature = "portable-search"))]
     let m = {
         let (mut q, mut s) = (0u64, 0u64);
         for (i, &c) in w.iter().enumerate() {
@@ -153,7 +154,7 @@ pub(super) fn chunk_masks(w: &[u8; 64]) -> (u64, u64) {
     m
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", not(feature = "portable-search")))]
 #[target_feature(enable = "sse2")]
 #[inline]
 fn chunk_masks_sse2(w: &[u8; 64]) -> (u64, u64) {
@@ -175,6 +176,44 @@ fn chunk_masks_sse2(w: &[u8; 64]) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The masks of 64 bytes are those of a byte-by-byte comparison,
+    /// whichever twin is compiled.
+    #[test]
+    fn chunk_masks_match_a_byte_loop() {
+        let mut w = [0u8; 64];
+        for round in 0..512u32 {
+            for (i, b) in w.iter_mut().enumerate() {
+                let x = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(round * 97) >> 7;
+                *b = match x % 11 {
+                    0 => b'"',
+                    1 => b'\\',
+                    2 => 0x80 | (x as u8),
+                    _ => b'a' + (x % 26) as u8,
+                };
+            }
+            let (mut q, mut s) = (0u64, 0u64);
+            for (i, &c) in w.iter().enumerate() {
+                q |= u64::from(c == b'"') << i;
+                s |= u64::from(c == b'\\') << i;
+            }
+            assert_eq!(chunk_masks(&w), (q, s), "round {round}");
+        }
+    }
+
+    /// The digit run is the count of leading ASCII digits, at every
+    /// offset and length.
+    #[test]
+    fn digit_run_counts_leading_digits() {
+        let text = b"1234567890123456789x0/9:a12345678901234567 89";
+        for from in 0..text.len() {
+            for end in from..=text.len() {
+                let b = &text[..end];
+                let want = b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+                assert_eq!(digit_run(b, from), want, "{from} {end}");
+            }
+        }
+    }
 
     #[test]
     fn quote_search_matches_memchr() {
