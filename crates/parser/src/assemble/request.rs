@@ -22,10 +22,9 @@ pub(super) struct Req {
     pub(super) run_active: bool,
     /// In [`Req::text`].
     pub(super) run_candidates: Option<Spans>,
-    pub(super) last_survivors: Option<Vec<String>>,
-    /// The last survivors are those of `run_decisions[k]` (kept there, not
-    /// copied); exclusive with `last_survivors`.
-    pub(super) last_survivors_in: Option<usize>,
+    /// The survivors of the run's last filter call, which the next filter
+    /// of the run starts from.
+    pub(super) last_survivors: LastSurvivors,
     pub(super) running_filter: Option<String>,
     pub(super) instances: Vec<String>,
     // Decisions are boxed while assembled: a decision is several hundred
@@ -55,6 +54,18 @@ pub(super) struct Req {
 /// Bytes of a line as an owned string (lossily if not UTF-8).
 fn owned(b: &[u8]) -> String {
     crate::json::lossy(b).into_owned()
+}
+
+/// Where the survivors of a run's last filter call are: none yet (the next
+/// filter starts from the run's candidates), owned by the request (a call
+/// whose decision is not the run's), or those of the run's decision `k`
+/// (kept there, not copied).
+#[derive(Debug, Default)]
+pub(super) enum LastSurvivors {
+    #[default]
+    None,
+    Owned(Vec<String>),
+    Of(usize),
 }
 
 /// An event waiting in its request's buffer, its strings in the request's
@@ -148,8 +159,7 @@ impl Req {
             run: 0,
             run_active: false,
             run_candidates: None,
-            last_survivors: None,
-            last_survivors_in: None,
+            last_survivors: LastSurvivors::None,
             running_filter: None,
             instances: Vec::new(),
             pending: None,
@@ -177,11 +187,14 @@ impl Req {
         line: u64,
         ts: Option<f64>,
     ) -> Box<Decision> {
-        let survivors = self
-            .last_survivors_in
-            .and_then(|k| self.run_decisions.get(k))
-            .and_then(|d| d.survivors.as_ref())
-            .or(self.last_survivors.as_ref());
+        let survivors = match &self.last_survivors {
+            LastSurvivors::None => None,
+            LastSurvivors::Owned(v) => Some(v),
+            LastSurvivors::Of(k) => self
+                .run_decisions
+                .get(*k)
+                .and_then(|d| d.survivors.as_ref()),
+        };
         let cands = match (survivors, self.run_candidates) {
             (Some(v), _) => v.iter().map(CandidateObs::new).collect(),
             (None, Some(c)) => text
@@ -227,8 +240,7 @@ impl Req {
             self.done.append(&mut self.run_decisions);
         }
         self.run_candidates = None;
-        self.last_survivors = None;
-        self.last_survivors_in = None;
+        self.last_survivors = LastSurvivors::None;
         self.running_filter = None;
         self.instances.clear();
     }
@@ -304,15 +316,13 @@ impl Req {
             let has_survivors = d.survivors.is_some();
             self.run_decisions.push(d);
             if has_survivors {
-                self.last_survivors = None;
-                self.last_survivors_in = Some(self.run_decisions.len() - 1);
+                self.last_survivors = LastSurvivors::Of(self.run_decisions.len() - 1);
             }
         }
         self.pending_has_outcome = false;
         self.instances.push(name.to_string());
         if let Some(s) = survivors {
-            self.last_survivors = Some(s);
-            self.last_survivors_in = None;
+            self.last_survivors = LastSurvivors::Owned(s);
         }
         self.running_filter = None;
         self.run_active = true;
@@ -361,8 +371,7 @@ impl Req {
                     r.new_run();
                 }
                 r.run_candidates = Some(endpoints);
-                r.last_survivors = None;
-                r.last_survivors_in = None;
+                r.last_survivors = LastSurvivors::None;
             }
             Event::HitPercentage {
                 prompt_tokens,
@@ -475,8 +484,7 @@ impl Req {
                             c.survived = Some(false);
                         }
                     }
-                    r.last_survivors = Some(Vec::new());
-                    r.last_survivors_in = None;
+                    r.last_survivors = LastSurvivors::Owned(Vec::new());
                 } else {
                     r.complete_filter(text, &plugin, Some(Vec::new()), file, line, ts, infer);
                 }

@@ -184,7 +184,10 @@ mod tests {
         let mut w = [0u8; 64];
         for round in 0..512u32 {
             for (i, b) in w.iter_mut().enumerate() {
-                let x = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(round * 97) >> 7;
+                let x = (i as u32)
+                    .wrapping_mul(2_654_435_761)
+                    .wrapping_add(round * 97)
+                    >> 7;
                 *b = match x % 11 {
                     0 => b'"',
                     1 => b'\\',
