@@ -11,14 +11,34 @@
 //! (which buffers its events until it closes), and makes owned strings only
 //! of those a decision keeps. A block's arena is recycled with the block: the
 //! steady state allocates nothing.
+//!
+//! A span is an offset: read against another arena, or against its own
+//! after it was cleared, it gives other bytes (or none). Debug builds
+//! (tests, fuzzing) tag every span with the arena and the filling of it
+//! that made it, and reading one elsewhere panics; release builds carry no
+//! tag and read such a span as whatever is at its offsets, within bounds.
 
 use std::borrow::Cow;
+
+/// Which arena, and which filling of it (a cleared arena is a new one),
+/// made a span: debug builds only. `0` is no arena (a default, empty span).
+#[cfg(debug_assertions)]
+type Owner = u64;
+
+/// A fresh [`Owner`].
+#[cfg(debug_assertions)]
+fn next_owner() -> Owner {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
 
 /// A string in an [`Arena`]: `text[start..end]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Span {
     start: usize,
     end: usize,
+    #[cfg(debug_assertions)]
+    owner: Owner,
 }
 
 /// A list of strings in an [`Arena`]: `spans[start..end]`.
@@ -26,16 +46,38 @@ pub(crate) struct Span {
 pub(crate) struct Spans {
     start: usize,
     end: usize,
+    #[cfg(debug_assertions)]
+    owner: Owner,
 }
 
 /// Strings and lists of strings, appended.
-#[derive(Default)]
 pub(crate) struct Arena {
     text: Vec<u8>,
     spans: Vec<Span>,
+    #[cfg(debug_assertions)]
+    owner: Owner,
+}
+
+impl Default for Arena {
+    fn default() -> Arena {
+        Arena::with_capacity(0, 0)
+    }
 }
 
 impl Arena {
+    /// Panics unless a span or list (made by `owner`, empty or not) was
+    /// made by this arena since it was last cleared; an empty default one
+    /// reads as empty anywhere. Debug builds only.
+    #[cfg(debug_assertions)]
+    #[inline]
+    fn check(&self, owner: Owner, empty: bool) {
+        assert!(
+            owner == self.owner || (owner == 0 && empty),
+            "a span read against an arena that did not make it \
+             (another arena, or this one before it was cleared)"
+        );
+    }
+
     /// Bytes the arena holds on the heap (its capacity).
     pub(crate) fn heap_bytes(&self) -> usize {
         self.text.capacity() + self.spans.capacity() * std::mem::size_of::<Span>()
@@ -46,6 +88,8 @@ impl Arena {
         Arena {
             text: Vec::with_capacity(bytes),
             spans: Vec::with_capacity(items),
+            #[cfg(debug_assertions)]
+            owner: next_owner(),
         }
     }
 
@@ -53,6 +97,10 @@ impl Arena {
     pub(crate) fn clear(&mut self) {
         self.text.clear();
         self.spans.clear();
+        #[cfg(debug_assertions)]
+        {
+            self.owner = next_owner();
+        }
     }
 
     /// Appends bytes (a string as written: UTF-8 unless the line was not).
@@ -63,6 +111,8 @@ impl Arena {
         Span {
             start,
             end: self.text.len(),
+            #[cfg(debug_assertions)]
+            owner: self.owner,
         }
     }
 
@@ -83,6 +133,8 @@ impl Arena {
         Span {
             start,
             end: self.text.len(),
+            #[cfg(debug_assertions)]
+            owner: self.owner,
         }
     }
 
@@ -104,6 +156,8 @@ impl Arena {
         Spans {
             start,
             end: self.spans.len(),
+            #[cfg(debug_assertions)]
+            owner: self.owner,
         }
     }
 
@@ -113,9 +167,12 @@ impl Arena {
         l.start >= l.end
     }
 
-    /// The bytes of a string (empty for a span of another arena).
+    /// The bytes of a string (in release builds, whatever is at its offsets
+    /// for a span of another arena, never out of bounds; a panic in debug builds).
     #[inline]
     pub(crate) fn bytes(&self, s: Span) -> &[u8] {
+        #[cfg(debug_assertions)]
+        self.check(s.owner, s.start >= s.end);
         self.text.get(s.start..s.end).unwrap_or_default()
     }
 
@@ -131,9 +188,12 @@ impl Arena {
         self.str(s).into_owned()
     }
 
-    /// The items of a list (empty for a list of another arena).
+    /// The items of a list (as [`Arena::bytes`] for a list of another
+    /// arena).
     #[inline]
     pub(crate) fn list(&self, l: Spans) -> &[Span] {
+        #[cfg(debug_assertions)]
+        self.check(l.owner, l.start >= l.end);
         self.spans.get(l.start..l.end).unwrap_or_default()
     }
 
@@ -164,9 +224,38 @@ mod tests {
         assert_eq!(a.string(bad), "\u{fffd}x");
         assert!(!Arena::is_empty_list(l));
         assert!(Arena::is_empty_list(a.list_from(a.list_start())));
+        assert!(a.list(Spans::default()).is_empty());
+        assert_eq!(a.bytes(Span::default()), b"");
+    }
+
+    /// A span read against an arena that did not make it: a panic in debug
+    /// builds; in release builds, whatever is at its offsets, in bounds.
+    #[test]
+    fn spans_of_another_arena_are_caught() {
+        let mut a = Arena::default();
+        let x = a.push(b"abc");
+        let start = a.list_start();
+        a.push_item(x);
+        let l = a.list_from(start);
+        let mut b = Arena::default();
+        b.push(b"xyz");
         a.clear();
-        // Spans of the old contents read as empty, never out of bounds.
-        assert_eq!(a.bytes(x), b"");
-        assert!(a.list(l).is_empty());
+        let read =
+            |f: &dyn Fn() -> usize| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
+        for got in [
+            read(&|| a.bytes(x).len()),
+            read(&|| a.list(l).len()),
+            read(&|| b.bytes(x).len()),
+            read(&|| b.list(l).len()),
+        ] {
+            if cfg!(debug_assertions) {
+                assert_eq!(got, None);
+            } else {
+                assert!(got.is_some());
+            }
+        }
+        assert_eq!(read(&|| a.bytes(x).len()).unwrap_or(0), 0);
+        let q = b.push(b"q");
+        assert_eq!(b.bytes(q), b"q");
     }
 }
