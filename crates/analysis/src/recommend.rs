@@ -465,6 +465,9 @@ pub struct Recommend {
     /// Stats lines kept, and cut past [`MAX_VLLM_LINES`].
     vllm_lines: u64,
     vllm_cut: VllmCut,
+    /// The requests the decisions routed, for the peak (see
+    /// [`VllmEstimator::push_decision`]).
+    routed: VllmEstimator,
     /// The v1 lines' prefix cache hit rates, per `(deployment, pod)` as
     /// the parser gave them, for [`crate::agreement`].
     line_hit_rates: BTreeMap<(String, Option<String>), LineHitRates>,
@@ -511,6 +514,7 @@ impl Recommend {
                 lines: 0,
                 max_lines: MAX_VLLM_LINES,
             },
+            routed: VllmEstimator::default(),
             line_hit_rates: BTreeMap::new(),
             prometheus: PromEstimator::default(),
             pods: HashMap::new(),
@@ -566,6 +570,7 @@ impl Recommend {
                 self.pods.insert(pod.to_string(), d.deployment.clone());
             }
         }
+        self.routed.push_decision(d);
         let sc = self.configs.for_decision(d).into_owned();
         let s = self.recon.sample(d, &sc.parameters);
         // Outside `--since`/`--until`: it warmed the reconstruction up, and
@@ -665,7 +670,7 @@ impl Recommend {
         for x in due {
             self.process(&x);
         }
-        let mut est = VllmEstimator::default();
+        let mut est = std::mem::take(&mut self.routed);
         // The deployment of each pod whose vLLM lines were read: a
         // Prometheus series of that pod goes with them, even when no EPP
         // decision names the pod.

@@ -35,7 +35,8 @@
 //!   possibly idle time). A span's tokens are its lines' rate times their
 //!   own interval (v1: the cadence, the median gap; v0: the gap). A
 //!   line's time is its epoch time, else (year unknown) its month, day
-//!   and time of day, which keep the gaps.
+//!   and time of day, which keep the gaps. A run with a completion-to-
+//!   completion window (below) is measured over it instead.
 //! * *The span's own hit rate (v1).* The rolling rate at line `k` of a
 //!   span whose window still holds `W` tokens from before it is
 //!   `H_k = (h0 W + h S_k) / (W + S_k)` (`h0` the rate at the span's start,
@@ -50,23 +51,51 @@
 //!   exact up to the prompt straddling each line; when the window slides,
 //!   the request-counted window is not token-linear and the cap on `W`
 //!   keeps the estimate near the last rate.
+//! * *The span's own requests (v1, with the EPP's decisions).* When the
+//!   decisions name the endpoint each request was sent to and its prefix
+//!   match there (decision records with `chosen_endpoint`; see
+//!   [`VllmEstimator::push_decision`]), the span is measured from
+//!   completion to completion instead (`own_window`, `routed_hit`):
+//!   vLLM schedules first come, first served and `Waiting` are the latest
+//!   arrivals, so the requests scheduled between the run's first and last
+//!   lines are known; from the completion of the prefill in progress at
+//!   the first line to that of the one in progress at the last, the engine
+//!   computed exactly their uncached tokens (`Σ prompt − matched`), with no
+//!   prompt straddling either end and no lagged hit rate. The alignment is
+//!   checked against the tokens the lines counted; a span that fails it
+//!   falls back to the rolling fit. A run with no completion inside (one
+//!   prompt straddling it) says nothing of the rate and is left out. Lines
+//!   without a year take the decisions' year.
 //! * *Estimate.* Computed tokens (`× (1 − h)` per span for v1) summed over
 //!   all spans of the deployment's engines, divided by their seconds: a
 //!   ratio of sums, because v1 lands a long prompt in one interval.
 //! * *90 % interval.* A bootstrap over saturated intervals (600 replicates,
-//!   5th–95th percentile, half-widths scaled by `1 + 2/n`), then widened by
-//!   the bounded biases: the prompt straddling each end of a span (half its
-//!   largest interval's tokens, each way) and the hit-rate bounds above,
-//!   each weighted by its span's share of tokens.
-//! * *Error.* Measured across 4 seeds of every scenario with saturated
-//!   engines (`cargo test -p gatecal-recommend --test peak_sweep --
-//!   --nocapture`, table in docs/methodology.md §6): median error 0.8 %
-//!   over runs with at least 8 saturated intervals, within 10 % in 56 of
-//!   60, the interval holding the truth in 60 of 60, no wider than 40 % of
-//!   the estimate in 43 of 60. The misses: long prompts at ~3k tok/s
-//!   (8–15 %: few prompts per span, each straddling a span's ends), and a
-//!   deployment saturated only 16–24 intervals (18–30 %, with a wide
-//!   interval).
+//!   5th–95th percentile, half-widths scaled by `1 + 2/n`), widened by the
+//!   prompt straddling each end of a span (half its largest interval's
+//!   tokens each way; half an interval's mean tokens for a
+//!   completion-to-completion span, whose ends are instants inside an
+//!   interval) and the computed share's error, each weighted by its
+//!   span's share of tokens. With every span measured from its own
+//!   requests, the terms are independent errors (interval sampling, the
+//!   end instants, one request of misalignment either way) and are added
+//!   in quadrature, given at least [`QUADRATURE_MIN_INTERVALS`]
+//!   intervals; otherwise (the rolling hit rate's range is a bound on a
+//!   bias; a short saturation is known only at a few snapshots, between
+//!   which the engine may have idled) every term is added in full.
+//! * *Error.* Measured across seeds 1–4 of every scenario with saturated
+//!   engines, and checked on seeds 5–8 held out (`cargo test -p
+//!   gatecal-recommend --test peak_sweep -- --nocapture`, tables in
+//!   docs/methodology.md §6), over runs with at least 8 saturated
+//!   intervals. With the decision records: median error 0.4 % (held out
+//!   0.6 %), within 10 % in 59 of 60 (56), the interval holding the truth
+//!   in 60 of 60 (60 of 60), no wider than 40 % of the estimate in 55 of
+//!   60 (56). The stats lines alone: median 0.9 % (1.2 %), within 10 % in
+//!   58 (55), holding the truth in 60 (59), no wider than 40 % in 43 (43).
+//!   The misses: a deployment saturated in bursts shorter than a few lines
+//!   (`mistral-small`, 9–22 % low, its queue empties between snapshots so
+//!   the engine idles inside "saturated" intervals; wide intervals), and,
+//!   from the stats lines alone, long prompts with drifting hit rates
+//!   (`glm-like`, `agent-drift`: 7–10 %).
 //! * A deployment never saturated has no estimate from this source: its
 //!   highest per-interval rate is given, flagged as thin evidence (it is
 //!   neither a bound nor an estimate).
@@ -152,7 +181,25 @@ struct Line {
     /// `Prefix cache hit rate`, a fraction (v1).
     hit: Option<f64>,
     waiting: bool,
+    /// Requests waiting at the line (`Waiting`/`Pending`).
+    queued: u32,
     v1: bool,
+    /// Whether `ts` is epoch time (the year known), comparable with the
+    /// EPP's decisions.
+    absolute: bool,
+}
+
+/// One request the EPP sent to an engine: `(time, prompt tokens, tokens
+/// of the prompt in the engine's prefix cache)`, from a decision that
+/// names the endpoint it picked and that endpoint's prefix match.
+#[derive(Clone, Copy, Debug)]
+struct Routed {
+    ts: f64,
+    prompt: f64,
+    matched: f64,
+    /// A hash of the request id (`0` when unknown): one request decided by
+    /// several filter instances counts once.
+    request: u64,
 }
 
 /// A stretch of saturated intervals of one engine, reduced to blocks of
@@ -169,6 +216,10 @@ pub(crate) struct Span {
     hit_hi: f64,
     /// Largest tokens of one interval (a proxy of the largest prompt).
     max_interval_tokens: f64,
+    /// Whether the hit rate is the span's own requests' (from the EPP's
+    /// routed requests, [`routed_hit`]) rather than fitted to vLLM's
+    /// rolling rate.
+    routed: bool,
 }
 
 impl Span {
@@ -199,14 +250,21 @@ impl Span {
 #[derive(Clone, Debug, Default)]
 pub struct VllmEstimator {
     engines: BTreeMap<String, BTreeMap<String, Vec<Line>>>,
+    /// Requests routed to each engine, keyed `pod#rank`.
+    routed: BTreeMap<String, Vec<Routed>>,
 }
 
 /// Minimum saturated intervals (over a deployment's engines) for an estimate.
 pub const MIN_SATURATED_INTERVALS: u64 = 3;
 /// Minimum consecutive saturated lines for a run to count.
-pub const MIN_RUN: usize = 5;
+pub const MIN_RUN: usize = 3;
 /// Intervals per bootstrap block.
 pub const BLOCK: usize = 1;
+/// Saturated intervals below which the interval's terms are added in
+/// full even when every span is measured from its own requests: a short
+/// saturation is known only at a few snapshots, and the queue may have
+/// emptied (the engine idled) between them.
+pub const QUADRATURE_MIN_INTERVALS: usize = 8;
 /// Bootstrap replicates.
 const REPLICATES: usize = 600;
 
@@ -225,7 +283,7 @@ pub fn median(v: &mut [f64]) -> Option<f64> {
 }
 
 /// The saturated spans of one engine's lines (sorted by time).
-fn spans(lines: &[Line]) -> Vec<Span> {
+fn spans(lines: &[Line], routed: &[Routed]) -> Vec<Span> {
     let mut gaps: Vec<f64> = lines
         .windows(2)
         .filter_map(|w| match (w[0].ts, w[1].ts) {
@@ -276,10 +334,24 @@ fn spans(lines: &[Line]) -> Vec<Span> {
             }
             j += 1;
         }
-        if j + 1 - i >= MIN_RUN {
-            // The run's first line is left out: its interval holds the
-            // start of the backlog (possibly idle time).
-            let (hit, hit_lo, hit_hi) = match span_hit(&lines[i..=j], &counted[i..=j], history[i]) {
+        // With routed requests, a v1 run with no prefill completing inside
+        // is one prompt straddling it: no measure of the rate.
+        let straddled =
+            !routed.is_empty() && lines[i].v1 && counted[i + 1..=j].iter().all(|c| *c <= 0.0);
+        if j + 1 - i >= MIN_RUN && !straddled {
+            // Which lines' tokens count, and the span's own share of them
+            // computed: completion to completion when the EPP's routed
+            // requests align, else the run less its first line.
+            let (k0, k1, own) = match own_window(lines, &counted, i, j, routed) {
+                Some(w) => w,
+                None => (
+                    i + 1,
+                    j,
+                    routed_hit(&lines[i..=j], &counted[i + 1..=j], routed, 1),
+                ),
+            };
+            let rolling = || span_hit(&lines[i..=j], &counted[i..=j], history[i]);
+            let (hit, hit_lo, hit_hi) = match own.or_else(rolling) {
                 Some(h) => (Some(h.0), h.1, h.2),
                 None => (None, 0.0, 0.0),
             };
@@ -287,10 +359,11 @@ fn spans(lines: &[Line]) -> Vec<Span> {
                 hit,
                 hit_lo,
                 hit_hi,
+                routed: own.is_some(),
                 ..Span::default()
             };
             let mut block = (0.0, 0.0, 0usize);
-            for k in i + 1..=j {
+            for k in k0..=k1 {
                 let l = &lines[k];
                 let gap = match (lines[k - 1].ts, l.ts) {
                     (Some(a), Some(b)) => b - a,
@@ -309,11 +382,124 @@ fn spans(lines: &[Line]) -> Vec<Span> {
             if block.2 > 0 {
                 sp.blocks.push((block.0, block.1));
             }
+            if k1 > j {
+                // Completion to completion: each end is an instant inside
+                // one interval, so it is off by at most an interval's
+                // worth of the span's mean rate (half on average).
+                let secs: f64 = sp.blocks.iter().map(|b| b.1).sum();
+                sp.max_interval_tokens = sp.tokens() / secs.max(1e-9) * cadence;
+            }
             out.push(sp);
         }
         i = j + 1;
     }
     out
+}
+
+/// A span's computed share with its bounds: `(estimate, low, high)`.
+type Share = (f64, f64, f64);
+
+/// The window of a saturated run measured from completion to completion,
+/// with the EPP's routed requests: `(first line, last line, share)` (see
+/// [`routed_hit`]), or `None` when the run is not v1, has no completion
+/// inside, ends with the log, or does not align with the routed requests.
+///
+/// v1 counts a prompt when its prefill completes. The prefill in progress
+/// at the run's first line `i` completes inside the first line `f > i`
+/// with tokens; the one in progress at its last line `j` (the last request
+/// scheduled from the queue) in the first line `l > j` with tokens. From
+/// the first completion to the second the engine computed exactly the
+/// requests scheduled between lines `i` and `j`, so their computed tokens
+/// over the lines `f+1..=l` have no straddling prompt at either end; each
+/// end's time is known to within its interval.
+fn own_window(
+    lines: &[Line],
+    counted: &[f64],
+    i: usize,
+    j: usize,
+    routed: &[Routed],
+) -> Option<(usize, usize, Option<Share>)> {
+    if routed.is_empty() || !lines[i].v1 {
+        return None;
+    }
+    let f = (i + 1..=j).find(|&k| counted[k] > 0.0)?;
+    let l = (j + 1..lines.len())
+        .take_while(|&k| match (lines[j].ts, lines[k].ts) {
+            (Some(a), Some(b)) => b - a <= 120.0,
+            _ => false,
+        })
+        .find(|&k| counted[k] > 0.0)?;
+    let own = routed_hit(&lines[i..=j], &counted[f + 1..=l], routed, 0)?;
+    Some((f + 1, l, Some(own)))
+}
+
+/// The share of a saturated span's counted prompt tokens that the engine
+/// did not compute (its prefix hits, in effect), from the requests the EPP
+/// routed to the engine: `(estimate, low, high)`, or `None` when the span
+/// cannot be aligned with them.
+///
+/// vLLM schedules an engine's requests first come, first served, and a
+/// line's `Waiting` are the latest arrivals not yet scheduled: the
+/// requests scheduled by a line at `t` are those routed to the engine
+/// before `t` less the last `Waiting`. The span's counted prompts are the
+/// requests scheduled between its first and last lines, shifted `back` by
+/// one when the window runs from line to line (v1 counts a prompt one
+/// request after it is scheduled). The share is
+/// `1 − Σ (prompt − matched) / counted`; the same over the sets shifted by
+/// one request each way bounds it (a request counted in a neighbouring
+/// interval). The alignment is checked: the set's prompt tokens must match
+/// the tokens the lines counted to within the largest prompt and a
+/// quarter, else (requests missing from the EPP's logs, another client,
+/// clocks apart) `None`.
+fn routed_hit(
+    lines: &[Line],
+    counted: &[f64],
+    routed: &[Routed],
+    back: usize,
+) -> Option<(f64, f64, f64)> {
+    if routed.is_empty() || lines.iter().any(|l| !l.v1 || !l.absolute) {
+        return None;
+    }
+    let (first, last) = (lines.first()?, lines.last()?);
+    let scheduled = |l: &Line| -> Option<usize> {
+        let t = l.ts?;
+        let arrived = routed.partition_point(|r| r.ts <= t);
+        // The EPP's decisions must cover the span, before and after.
+        if arrived == 0 || arrived == routed.len() {
+            return None;
+        }
+        usize::try_from(l.queued)
+            .ok()
+            .map(|q| arrived.saturating_sub(q))
+    };
+    let (a, b) = (scheduled(first)?, scheduled(last)?);
+    let sums = |a: usize, b: usize| -> (f64, f64) {
+        let b = b.min(routed.len());
+        routed[a.min(b)..b]
+            .iter()
+            .fold((0.0, 0.0), |s, r| (s.0 + r.prompt, s.1 + r.matched))
+    };
+    let (a, b) = (a.saturating_sub(back), b.saturating_sub(back));
+    let (prompt, matched) = sums(a, b);
+    let tokens: f64 = counted.iter().sum();
+    let largest = routed[a.min(b)..b]
+        .iter()
+        .map(|r| r.prompt)
+        .fold(0.0, f64::max);
+    if prompt <= 0.0 || tokens <= 0.0 || (prompt - tokens).abs() > largest + 0.25 * tokens {
+        return None;
+    }
+    let share = |p: f64, m: f64| (1.0 - (p - m) / tokens).clamp(0.0, 1.0);
+    let h = share(prompt, matched);
+    let (mut lo, mut hi) = (h, h);
+    for (x, y) in [(a.saturating_sub(1), b.saturating_sub(1)), (a + 1, b + 1)] {
+        let (p, m) = sums(x, y);
+        if p > 0.0 {
+            lo = lo.min(share(p, m));
+            hi = hi.max(share(p, m));
+        }
+    }
+    Some((h, lo, hi))
 }
 
 /// The prefix hit rate of a saturated span's own requests, from v1's
@@ -439,24 +625,42 @@ pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
     // sqrt(n / (n - 1)) and a t-like factor.
     let small = 1.0 + 2.0 / (n as f64);
     let (mut lo, mut hi) = (est - (est - lo_s) * small, est + (hi_s - est) * small);
-    // Bounded biases, relative: the prompt straddling each end of a span
-    // (at most its largest interval's tokens, half on average, each way),
-    // and the rolling hit rate's lag (v1).
+    // Relative error terms: the prompt straddling each end of a span (at
+    // most its largest interval's tokens, half on average, each way; half
+    // an interval of a completion-to-completion span), and the span's
+    // computed share: the rolling hit rate's lag (v1, a bounded bias) or
+    // the routed requests' alignment (one request either way).
     let mut edge = 0.0;
-    let (mut hit_lo, mut hit_hi) = (0.0f64, 0.0f64);
+    let (mut lag_lo, mut lag_hi) = (0.0f64, 0.0f64);
+    let (mut align_lo, mut align_hi) = (0.0f64, 0.0f64);
     for s in spans {
         let k = s.keep();
         edge += 0.5 * s.max_interval_tokens * k;
         if s.hit.is_some() {
             let w = s.tokens() * k / tokens;
             let rel = |h: f64| if k > 0.0 { (1.0 - h) / k - 1.0 } else { 0.0 };
-            hit_lo += w * rel(s.hit_hi);
-            hit_hi += w * rel(s.hit_lo);
+            if s.routed {
+                align_lo += (w * rel(s.hit_hi)).powi(2);
+                align_hi += (w * rel(s.hit_lo)).powi(2);
+            } else {
+                lag_lo += w * rel(s.hit_hi);
+                lag_hi += w * rel(s.hit_lo);
+            }
         }
     }
     let edge = edge / tokens;
-    lo *= (1.0 - edge) * (1.0 + hit_lo);
-    hi *= (1.0 + edge) * (1.0 + hit_hi);
+    if n >= QUADRATURE_MIN_INTERVALS && spans.iter().all(|s| s.routed) {
+        // Every span measured from its own routed requests, over enough
+        // intervals: the terms are independent errors, added in quadrature
+        // to the bootstrap's.
+        let (bl, bh) = ((est - lo) / est, (hi - est) / est);
+        lo = est * (1.0 - (bl * bl + edge * edge + align_lo).sqrt());
+        hi = est * (1.0 + (bh * bh + edge * edge + align_hi).sqrt());
+    } else {
+        // Bounds on biases: added in full.
+        lo *= (1.0 - edge) * (1.0 + lag_lo - align_lo.sqrt());
+        hi *= (1.0 + edge) * (1.0 + lag_hi + align_hi.sqrt());
+    }
     Some((est, [lo.max(0.0), hi], n as u64))
 }
 
@@ -464,6 +668,9 @@ pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
 /// day and time, for lines whose year is unknown: the estimator only
 /// needs the gaps between an engine's lines, which this keeps (a run
 /// across New Year's Eve is cut there).
+///
+/// With the EPP's decisions (epoch time) the year is the one that puts the
+/// lines nearest to them ([`year_start`]).
 fn relative_time(s: &VllmStats) -> Option<f64> {
     const DAYS_BEFORE: [u32; 12] = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
     let m = usize::from(s.month);
@@ -474,13 +681,112 @@ fn relative_time(s: &VllmStats) -> Option<f64> {
     Some(f64::from(day) * 86_400.0 + f64::from(s.seconds_of_day))
 }
 
+/// `pod#engine`, the engine's number without leading zeros (`Engine 001`
+/// is data-parallel rank 1, the endpoint `<pod>-rank-1`).
+fn engine_key(pod: &str, engine: &str) -> String {
+    match engine.parse::<u32>() {
+        Ok(n) => format!("{pod}#{n}"),
+        Err(_) => format!("{pod}#{engine}"),
+    }
+}
+
+/// Epoch seconds of the 1 January (UTC) of the year that puts a time of
+/// year `rel` ([`relative_time`]) nearest to the epoch time `near`.
+fn year_start(rel: f64, near: f64) -> f64 {
+    let mut start = 0.0f64;
+    let mut year = 1970;
+    loop {
+        let days = if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 {
+            366.0
+        } else {
+            365.0
+        };
+        if start + days * 86_400.0 > near || year > 9999 {
+            break;
+        }
+        start += days * 86_400.0;
+        year += 1;
+    }
+    // The line may be in the year before or after the decisions'.
+    [start - 365.0 * 86_400.0, start, start + 365.0 * 86_400.0]
+        .into_iter()
+        .min_by(|a, b| {
+            ((a + rel) - near)
+                .abs()
+                .total_cmp(&((b + rel) - near).abs())
+        })
+        .unwrap_or(start)
+}
+
 impl VllmEstimator {
+    /// Adds one request the EPP sent to an endpoint (`namespace/name`, the
+    /// name a pod's or `<pod>-rank-<n>`) at `ts` (epoch seconds), with its
+    /// prompt tokens and the tokens of its prefix found in that endpoint's
+    /// cache (a decision record's match for the endpoint it picked). These
+    /// give saturated spans their own computed share (see the module docs).
+    pub fn push_routed(
+        &mut self,
+        endpoint: &str,
+        ts: f64,
+        prompt_tokens: i64,
+        matched_tokens: i64,
+        request_id: Option<&str>,
+    ) {
+        if !ts.is_finite() || prompt_tokens <= 0 {
+            return;
+        }
+        let name = endpoint.rsplit('/').next().unwrap_or(endpoint);
+        let (pod, rank) = match name.rfind("-rank-") {
+            Some(i) if i + 6 < name.len() && name[i + 6..].bytes().all(|c| c.is_ascii_digit()) => {
+                (&name[..i], &name[i + 6..])
+            }
+            _ => (name, "0"),
+        };
+        self.routed
+            .entry(engine_key(pod, rank))
+            .or_default()
+            .push(Routed {
+                ts,
+                prompt: prompt_tokens as f64,
+                matched: matched_tokens.clamp(0, prompt_tokens) as f64,
+                request: request_id.map_or(0, |r| {
+                    r.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+                    }) | 1
+                }),
+            });
+    }
+
+    /// Adds the request of a decision that names the endpoint it was sent
+    /// to and that endpoint's prefix match (a decision record with
+    /// `chosen_endpoint`, or a build logging every candidate's match): see
+    /// [`VllmEstimator::push_routed`]. The prompt is the decision's prompt
+    /// tokens, else the candidate's `total_blocks × block_size`. Other
+    /// decisions are ignored.
+    pub fn push_decision(&mut self, d: &crate::input::DecisionInput) {
+        let (Some(chosen), Some(exact), Some(ts)) = (d.chosen.as_deref(), d.exact.as_ref(), d.ts)
+        else {
+            return;
+        };
+        let Some(c) = exact.iter().find(|c| c.id == chosen) else {
+            return;
+        };
+        let (Some(m), Some(bs)) = (c.match_blocks, c.block_size_tokens) else {
+            return;
+        };
+        let prompt = d
+            .prompt_tokens
+            .or_else(|| c.total_blocks.map(|t| t.saturating_mul(bs)));
+        if let Some(p) = prompt {
+            self.push_routed(chosen, ts, p, m.saturating_mul(bs), d.request_id.as_deref());
+        }
+    }
+
     /// Adds one stats line.
     pub fn push(&mut self, s: &VllmStats) {
-        let engine = format!(
-            "{}#{}",
+        let engine = engine_key(
             s.pod.as_deref().unwrap_or(&s.source.file),
-            s.engine.as_deref().unwrap_or("0")
+            s.engine.as_deref().unwrap_or("0"),
         );
         let v1 = s.version == VllmStatsVersion::V1;
         self.engines
@@ -507,7 +813,9 @@ impl VllmEstimator {
                     None
                 },
                 waiting: s.waiting.unwrap_or(0) > 0,
+                queued: u32::try_from(s.waiting.unwrap_or(0)).unwrap_or(u32::MAX),
                 v1,
+                absolute: s.ts.is_some(),
             });
     }
 
@@ -529,6 +837,9 @@ impl VllmEstimator {
                 to.entry(engine).or_default().extend(lines);
             }
         }
+        for (engine, routed) in self.routed {
+            into.routed.entry(engine).or_default().extend(routed);
+        }
     }
 
     /// The estimate of each deployment seen.
@@ -539,7 +850,7 @@ impl VllmEstimator {
             let mut n_engines = 0;
             let mut highest: f64 = 0.0;
             let mut rates = Vec::new();
-            for lines in engines.values() {
+            for (key, lines) in engines {
                 let mut lines = lines.clone();
                 lines.sort_by(|a, b| {
                     a.ts.unwrap_or(f64::NAN)
@@ -548,7 +859,25 @@ impl VllmEstimator {
                 for l in &lines {
                     highest = highest.max(l.rate * (1.0 - l.hit.unwrap_or(0.0)));
                 }
-                let sp = spans(&lines);
+                let mut routed = self.routed.get(key).cloned().unwrap_or_default();
+                // Lines without a year take the year of the decisions.
+                if let Some(near) = routed.first().map(|r| r.ts) {
+                    let start = lines
+                        .iter()
+                        .find(|l| !l.absolute)
+                        .and_then(|l| l.ts)
+                        .map(|rel| year_start(rel, near));
+                    if let Some(start) = start {
+                        for l in lines.iter_mut().filter(|l| !l.absolute) {
+                            l.ts = l.ts.map(|rel| start + rel);
+                            l.absolute = l.ts.is_some();
+                        }
+                    }
+                }
+                routed.sort_by(|a, b| a.request.cmp(&b.request).then(a.ts.total_cmp(&b.ts)));
+                routed.dedup_by(|b, a| a.request != 0 && a.request == b.request);
+                routed.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+                let sp = spans(&lines, &routed);
                 if !sp.is_empty() {
                     n_engines += 1;
                 }
@@ -800,6 +1129,47 @@ mod tests {
         assert_eq!(est.source, PeakSource::VllmStats);
         assert_eq!(est.samples, 10);
         assert!((est.value - 10_000.0).abs() < 1e-6, "{}", est.value);
+    }
+
+    #[test]
+    fn a_year_for_lines_without_one() {
+        // 2026-08-21 14:00:00 UTC, and the same time of year.
+        let t = 1_787_320_800.0;
+        let rel = (232.0 * 24.0 + 14.0) * 3600.0;
+        assert_eq!(year_start(rel, t) + rel, t);
+        // A line of 31 December next to a decision of 1 January 2027.
+        let jan = 1_798_761_600.0;
+        let dec31 = 364.0 * 86_400.0 + 3600.0;
+        assert_eq!(year_start(dec31, jan) + dec31, jan - 23.0 * 3600.0);
+    }
+
+    #[test]
+    fn routed_requests_need_the_picked_endpoint_and_its_match() {
+        use gatecal_filter::Candidate;
+        let mut e = VllmEstimator::default();
+        let mut d = crate::input::DecisionInput {
+            ts: Some(100.0),
+            request_id: Some("r1".into()),
+            exact: Some(vec![
+                Candidate::new("ns/p-0-rank-1").with_match(30, 40, 16),
+                Candidate::new("ns/p-1").with_match(0, 40, 16),
+            ]),
+            ..crate::input::DecisionInput::default()
+        };
+        // No endpoint picked: nothing routed.
+        e.push_decision(&d);
+        assert!(e.routed.is_empty());
+        d.chosen = Some("ns/p-0-rank-1".into());
+        e.push_decision(&d);
+        // The same request seen by a second filter instance.
+        e.push_decision(&d);
+        let r = &e.routed["p-0#1"];
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].prompt, r[0].matched), (640.0, 480.0));
+        d.chosen = Some("ns/p-1".into());
+        d.prompt_tokens = Some(650);
+        e.push_decision(&d);
+        assert_eq!(e.routed["p-1#0"][0].prompt, 650.0);
     }
 
     #[test]

@@ -181,6 +181,12 @@ pub struct DecisionRecord {
     pub logged_penalty_ms: Option<f64>,
     /// The endpoints the filter saw, in order.
     pub candidates: Vec<CandidateRecord>,
+    /// The endpoint (`namespace/name`) the request was sent to, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen_endpoint: Option<String>,
+    /// The request's prompt tokens, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<i64>,
     /// The gate as analysed (version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateRecord>,
@@ -246,6 +252,11 @@ impl From<&Decision> for DecisionRecord {
                     predicted_ttft_ms: c.predicted_ttft_ms.filter(|p| p.is_finite()),
                 })
                 .collect(),
+            chosen_endpoint: d.chosen.clone(),
+            prompt_tokens: d
+                .prompt_tokens
+                .filter(|p| p.is_finite() && *p >= 0.0)
+                .map(|p| p.round() as i64),
             gate: d.recorded.as_ref().map(|r| r.gate.clone()),
             config: d.recorded.as_ref().and_then(|r| {
                 r.config_record
@@ -310,6 +321,8 @@ impl DecisionRecord {
                     ..CandidateObs::default()
                 })
                 .collect(),
+            chosen: self.chosen_endpoint,
+            prompt_tokens: self.prompt_tokens.map(|p| p as f64),
             completion: Completion::Record,
             ..Decision::default()
         }
