@@ -891,6 +891,15 @@ impl VllmEstimator {
                 all.extend(sp);
             }
             let intervals: u64 = all.iter().map(|s| s.intervals() as u64).sum();
+            let own = all.iter().filter(|s| s.routed).count();
+            let how = if own == 0 {
+                "v1: full prompts × (1 − each saturated run's own prefix hit rate, fitted to the rolling rate)".to_string()
+            } else {
+                format!(
+                    "v1: {own} of {} run(s) measured from completion to completion with the uncached tokens of the requests the decisions routed, the rest × (1 − the run's prefix hit rate fitted to the rolling rate)",
+                    all.len()
+                )
+            };
             let found = (intervals >= MIN_SATURATED_INTERVALS)
                 .then(|| from_spans(&all))
                 .flatten();
@@ -906,7 +915,7 @@ impl VllmEstimator {
                         interval: Some(interval),
                         engines: n_engines,
                         method: format!(
-                            "prompt tokens computed per second over {intervals} saturated interval(s) of {n_engines} engine(s) (v1: full prompts × (1 − each saturated run's own prefix hit rate, fitted to the rolling rate)); 90 % interval from a bootstrap over intervals widened by the straddling prompts and the hit-rate bounds"
+                            "prompt tokens computed per second over {intervals} saturated interval(s) of {n_engines} engine(s) ({how}); 90 % interval from a bootstrap over intervals widened by the straddling prompts and the computed share's bounds"
                         ),
                     }
                 }
