@@ -1,4 +1,4 @@
-//! Decisions seen twice are counted once.
+//! Decisions and vLLM stats lines seen twice are counted once.
 //!
 //! The same log captured twice under two file names, or overlapping
 //! `kubectl logs` captures concatenated, give the same decisions twice. A
@@ -9,13 +9,23 @@
 //! copy of it: the join pairs them). A decision without a request id or a
 //! finite time is never taken for a duplicate.
 //!
-//! Memory: a fingerprint (a 64-bit hash of the key) per decision, kept by
-//! second of log time. At most [`MAX_FINGERPRINTS`] are kept, a second
+//! A vLLM stats line is a duplicate of one seen before when both have the
+//! same deployment, pod, engine (`Engine 000`, or none for v0), wording,
+//! time and values (every number of the line, to the bit). The time is
+//! [`VllmStats::ts`] when known, else the record's month, day and time of
+//! day. Two pods never share a line: an idle engine's line repeats its
+//! values, but only within its own pod.
+//!
+//! Memory: a fingerprint (a 64-bit hash of the key) per decision or stats
+//! line, both kinds in one store, kept by second of log time (a stats line
+//! without an absolute time by its month, day and time of day, counted from
+//! the start of a year: older than any absolute time, forgotten first). At most [`MAX_FINGERPRINTS`] are kept, a second
 //! counting as [`SECOND_COST`] fingerprints besides its own (a set per
 //! second costs about that much): at most about 20 MiB, however sparse the
 //! decisions. Past that the oldest second (by log time) is forgotten, and a later
 //! decision at or before a forgotten second cannot be checked: it is kept,
-//! and counted in [`Duplicates::unchecked`]. Decisions arrive roughly in
+//! and counted in [`Duplicates::unchecked`] (a stats line, in
+//! [`Duplicates::vllm_unchecked`]). Decisions arrive roughly in
 //! time order, so this happens only when a copy starts more than the
 //! remembered span (about [`MAX_FINGERPRINTS`] decisions) before the newest
 //! decision seen: the first part of the second copy of a log over about a
@@ -28,6 +38,7 @@
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
+use gatecal_parser::VllmStats;
 use rustc_hash::FxHashSet;
 use serde::Serialize;
 
@@ -48,6 +59,12 @@ pub struct Duplicates {
     /// Decisions at or before a second whose fingerprints were forgotten
     /// (past [`MAX_FINGERPRINTS`]): kept without the check.
     pub unchecked: u64,
+    /// vLLM stats lines seen before (the same deployment, pod, engine,
+    /// time and values): dropped, so each counts once.
+    pub vllm_stats: u64,
+    /// vLLM stats lines at or before a second whose fingerprints were
+    /// forgotten: kept without the check.
+    pub vllm_unchecked: u64,
 }
 
 /// The key of one decision, as the check compares it.
@@ -67,7 +84,15 @@ pub struct DecisionKey<'a> {
     pub traced: bool,
 }
 
-/// The fingerprints of the decisions seen, by second of log time.
+/// What [`DuplicateCheck::remember`] found.
+enum Seen {
+    New,
+    Before,
+    Unchecked,
+}
+
+/// The fingerprints of the decisions and vLLM stats lines seen, by second
+/// of log time.
 #[derive(Debug)]
 pub struct DuplicateCheck {
     max: usize,
@@ -103,12 +128,6 @@ impl DuplicateCheck {
         let (Some(id), Some(ts)) = (k.request_id, k.ts.filter(|t| t.is_finite())) else {
             return true;
         };
-        // Saturating: any finite time has a second.
-        let second = ts.floor() as i64;
-        if self.horizon.is_some_and(|h| second <= h) {
-            self.found.unchecked += 1;
-            return true;
-        }
         // SipHash with fixed keys: the same fingerprint in every run.
         let mut h = DefaultHasher::new();
         k.deployment.hash(&mut h);
@@ -117,13 +136,87 @@ impl DuplicateCheck {
         k.filter.hash(&mut h);
         ts.to_bits().hash(&mut h);
         k.traced.hash(&mut h);
+        // Saturating: any finite time has a second.
+        match self.remember(ts.floor() as i64, h.finish()) {
+            Seen::New => true,
+            Seen::Unchecked => {
+                self.found.unchecked += 1;
+                true
+            }
+            Seen::Before => {
+                self.found.decisions += 1;
+                false
+            }
+        }
+    }
+
+    /// Whether the vLLM stats line is new (to be analysed); `false` for a
+    /// duplicate of one seen before, which is counted.
+    pub fn admit_vllm(&mut self, s: &VllmStats) -> bool {
+        let mut h = DefaultHasher::new();
+        // Not a decision's fingerprint, whatever the fields.
+        "vllm".hash(&mut h);
+        s.deployment.hash(&mut h);
+        s.pod.hash(&mut h);
+        s.engine.hash(&mut h);
+        (s.version as u8).hash(&mut h);
+        let relative = i64::from(s.month) * 31 * 86_400
+            + i64::from(s.day) * 86_400
+            + i64::from(s.seconds_of_day);
+        let second = match s.ts.filter(|t| t.is_finite()) {
+            Some(ts) => {
+                ts.to_bits().hash(&mut h);
+                ts.floor() as i64
+            }
+            None => {
+                (s.month, s.day, s.seconds_of_day).hash(&mut h);
+                // Before any absolute time of the store: a year counted
+                // from i64::MIN / 2.
+                i64::MIN / 2 + relative
+            }
+        };
+        let bits = |v: Option<f64>| v.map(f64::to_bits);
+        (
+            s.prompt_throughput.to_bits(),
+            bits(s.generation_throughput),
+            s.running,
+            s.waiting,
+            s.swapped,
+            s.deferred,
+            s.preemptions,
+        )
+            .hash(&mut h);
+        (
+            bits(s.gpu_kv_cache_usage_pct),
+            bits(s.cpu_kv_cache_usage_pct),
+            bits(s.prefix_cache_hit_rate_pct),
+            bits(s.mm_cache_hit_rate_pct),
+        )
+            .hash(&mut h);
+        match self.remember(second, h.finish()) {
+            Seen::New => true,
+            Seen::Unchecked => {
+                self.found.vllm_unchecked += 1;
+                true
+            }
+            Seen::Before => {
+                self.found.vllm_stats += 1;
+                false
+            }
+        }
+    }
+
+    /// Looks the fingerprint up in its second, remembering it when new.
+    fn remember(&mut self, second: i64, fingerprint: u64) -> Seen {
+        if self.horizon.is_some_and(|h| second <= h) {
+            return Seen::Unchecked;
+        }
         let set = self.seen.entry(second).or_insert_with(|| {
             self.kept += SECOND_COST;
             FxHashSet::default()
         });
-        if !set.insert(h.finish()) {
-            self.found.decisions += 1;
-            return false;
+        if !set.insert(fingerprint) {
+            return Seen::Before;
         }
         self.kept += 1;
         while self.kept > self.max {
@@ -133,7 +226,7 @@ impl DuplicateCheck {
             self.kept -= set.len() + SECOND_COST;
             self.horizon = Some(self.horizon.map_or(s, |h| h.max(s)));
         }
-        true
+        Seen::New
     }
 
     /// What was found so far.
@@ -179,7 +272,7 @@ mod tests {
             c.found(),
             Duplicates {
                 decisions: 2,
-                unchecked: 0
+                ..Duplicates::default()
             }
         );
     }
@@ -215,7 +308,75 @@ mod tests {
             c.found(),
             Duplicates {
                 decisions: 2,
-                unchecked: 1
+                unchecked: 1,
+                ..Duplicates::default()
+            }
+        );
+    }
+
+    fn stats(pod: &str, ts: Option<f64>, prompt: f64) -> VllmStats {
+        VllmStats {
+            deployment: "a".into(),
+            pod: Some(pod.into()),
+            ts,
+            month: 8,
+            day: 21,
+            seconds_of_day: 50_000,
+            engine: Some("000".into()),
+            prompt_throughput: prompt,
+            running: Some(1),
+            ..VllmStats::default()
+        }
+    }
+
+    #[test]
+    fn a_stats_line_twice_counts_once_and_apart_from_decisions() {
+        let mut c = DuplicateCheck::default();
+        let s = stats("p1", Some(10.0), 100.0);
+        assert!(c.admit_vllm(&s));
+        assert!(!c.admit_vllm(&s));
+        // Another pod, engine, time or value is another line.
+        assert!(c.admit_vllm(&stats("p2", Some(10.0), 100.0)));
+        assert!(c.admit_vllm(&stats("p1", Some(20.0), 100.0)));
+        assert!(c.admit_vllm(&stats("p1", Some(10.0), 100.5)));
+        let mut e = s.clone();
+        e.engine = Some("001".into());
+        assert!(c.admit_vllm(&e));
+        let mut w = s.clone();
+        w.waiting = Some(3);
+        assert!(c.admit_vllm(&w));
+        // Without an absolute time, the record's month, day and time.
+        let r = stats("p1", None, 100.0);
+        assert!(c.admit_vllm(&r));
+        assert!(!c.admit_vllm(&r));
+        let mut later = r.clone();
+        later.seconds_of_day += 10;
+        assert!(c.admit_vllm(&later));
+        // A decision at the same time is not a stats line.
+        assert!(c.admit(&key("a", "r1", 10.0)));
+        assert_eq!(
+            c.found(),
+            Duplicates {
+                vllm_stats: 2,
+                ..Duplicates::default()
+            }
+        );
+    }
+
+    #[test]
+    fn stats_lines_past_the_bound_are_counted_unchecked() {
+        let mut c = DuplicateCheck::new(2 * (1 + SECOND_COST));
+        for ts in [1.0, 2.0, 3.0] {
+            assert!(c.admit_vllm(&stats("p", Some(ts), 5.0)));
+        }
+        assert!(c.admit_vllm(&stats("p", Some(1.0), 5.0)));
+        assert!(!c.admit_vllm(&stats("p", Some(3.0), 5.0)));
+        assert_eq!(
+            c.found(),
+            Duplicates {
+                vllm_stats: 1,
+                vllm_unchecked: 1,
+                ..Duplicates::default()
             }
         );
     }

@@ -95,7 +95,7 @@ pub struct Inputs {
     pub ledger: Ledger,
     /// The trace inputs and their join with the logs; `None` without any.
     pub traces: Option<TraceSummary>,
-    /// Decisions seen twice, counted once.
+    /// Decisions and vLLM stats lines seen twice, counted once.
     pub duplicates: Duplicates,
 }
 
@@ -433,9 +433,10 @@ const SKIPPED_LISTED: usize = 20;
 
 /// Reads every input file, calling `on_decision` (with each decision, by
 /// value) and `on_vllm` in log order. A decision seen before (the same
-/// deployment, request id, profile, filter instance and time;
-/// [`gatecal_analysis::dedup`]) is dropped and counted, with a warning on
-/// stderr. Files not read (see [`gatecal_parser::Ledger::skipped`]) are
+/// deployment, request id, profile, filter instance and time) or a vLLM
+/// stats line seen before (the same deployment, pod, engine, time and
+/// values; [`gatecal_analysis::dedup`]) is dropped and counted, with a
+/// warning on stderr. Files not read (see [`gatecal_parser::Ledger::skipped`]) are
 /// listed on stderr, prefixed with `bin`.
 pub fn read_inputs(
     args: &InputArgs,
@@ -494,7 +495,11 @@ pub fn read_inputs(
                 on_decision(d);
             }
         }
-        Item::VllmStats(s) => on_vllm(&s),
+        Item::VllmStats(s) => {
+            if seen.admit_vllm(&s) {
+                on_vllm(&s);
+            }
+        }
     });
     for d in join.finish() {
         on_decision(d);

@@ -736,3 +736,73 @@ fn the_same_log_under_two_names_counts_once() {
         "{err}"
     );
 }
+
+#[test]
+fn the_same_vllm_logs_in_two_folders_count_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = (dir.path().join("x"), dir.path().join("y"));
+    let mut lines = 0;
+    for d in [&x, &y] {
+        std::fs::create_dir(d).unwrap();
+        for f in std::fs::read_dir(fixture("glm-like/vllm")).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, d.join(f.file_name().unwrap())).unwrap();
+            if d == &x {
+                lines += std::fs::read_to_string(&f)
+                    .unwrap()
+                    .lines()
+                    .filter(|l| l.contains("Avg prompt throughput"))
+                    .count() as u64;
+            }
+        }
+    }
+    assert!(lines > 0);
+    let epp = fixture("glm-like/epp.log");
+    let report = |inputs: &[&Path], format: &str| {
+        let mut args = vec![epp.as_str()];
+        args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+        args.extend(["--format", format]);
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let json = |inputs: &[&Path]| {
+        let (out, err) = report(inputs, "json");
+        (
+            serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+            err,
+        )
+    };
+    let (once, err1) = json(&[&x]);
+    let (twice, err2) = json(&[&x, &y]);
+    let peak = &once["deployments"][0]["peak_prefill_throughput"];
+    assert_eq!(peak["source"], "vllm_stats");
+    assert!(peak["samples"].as_u64().unwrap() > 0);
+    // The peak estimates, their intervals and sample counts, and every
+    // recommendation, as from one copy.
+    assert_eq!(twice["deployments"], once["deployments"]);
+    assert_eq!(once["input"]["duplicates"]["vllm_stats"], 0);
+    assert_eq!(twice["input"]["duplicates"]["vllm_stats"], lines);
+    assert_eq!(twice["input"]["duplicates"]["vllm_unchecked"], 0);
+    assert!(!err1.contains("seen twice"), "{err1}");
+    assert!(
+        err2.contains(&format!("warning: {lines} vLLM stats line(s) seen twice")),
+        "{err2}"
+    );
+    for format in ["table", "markdown"] {
+        let (text, _) = report(&[&x, &y], format);
+        assert!(
+            text.contains(&format!("{lines} vLLM stats line(s) seen twice")),
+            "{format}:\n{text}"
+        );
+        let (text, _) = report(&[&x], format);
+        assert!(!text.contains("seen twice"), "{format}:\n{text}");
+    }
+}

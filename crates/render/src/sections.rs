@@ -309,8 +309,8 @@ pub fn vllm_cut_note(c: &gatecal_analysis::recommend::VllmCut) -> Option<String>
     })
 }
 
-/// The note on decisions seen twice, when any were (or could not be
-/// checked): the input table's footnote and the binaries' warning.
+/// The note on decisions or vLLM stats lines seen twice, when any were
+/// (or could not be checked): the input table's footnote and the binaries' warning.
 pub fn duplicates_note(d: &gatecal_analysis::dedup::Duplicates) -> Option<String> {
     let mut parts = Vec::new();
     if d.decisions > 0 {
@@ -320,10 +320,25 @@ pub fn duplicates_note(d: &gatecal_analysis::dedup::Duplicates) -> Option<String
             count(d.decisions)
         ));
     }
-    if d.unchecked > 0 {
+    if d.vllm_stats > 0 {
         parts.push(format!(
-            "{} decision(s) older than the duplicate check's memory (about the newest {} decisions) were not checked",
-            count(d.unchecked),
+            "{} vLLM stats line(s) seen twice (same deployment, pod, engine, time and values) \
+             are counted once",
+            count(d.vllm_stats)
+        ));
+    }
+    let unchecked: Vec<String> = [
+        (d.unchecked, "decision(s)"),
+        (d.vllm_unchecked, "vLLM stats line(s)"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{} {what}", count(n)))
+    .collect();
+    if !unchecked.is_empty() {
+        parts.push(format!(
+            "{} older than the duplicate check's memory (about the newest {} decisions and stats lines) were not checked",
+            unchecked.join(" and "),
             count(gatecal_analysis::dedup::MAX_FINGERPRINTS as u64)
         ));
     }
