@@ -169,6 +169,16 @@ fn order_key(ts: f64) -> i64 {
     b ^ ((((b >> 63) as u64) >> 1) as i64)
 }
 
+/// Whether an endpoint estimated at `seen` is fresh at `ts`: estimated no
+/// longer than `staleness` seconds before (an estimate from later than `ts`
+/// is fresh too). An unknown time on either side counts as fresh: nothing
+/// says the estimate is old, so the carried-forward load is trusted. The
+/// one rule of the reconstruction (the non-sticky side of a narrowed
+/// decision, the keep-all estimates, the sticky uncached samples).
+pub(crate) fn is_fresh(ts: f64, seen: f64, staleness: f64) -> bool {
+    ts.is_nan() || seen.is_nan() || ts - seen <= staleness
+}
+
 /// Rate samples kept per deployment for the drain estimate.
 pub(crate) const DRAIN_SAMPLES: usize = 512;
 /// Samples needed before carried-forward loads are drained.
@@ -252,10 +262,9 @@ impl DepTracker {
         }
     }
 
-    /// Calls `f` with every endpoint estimated no longer than `staleness`
-    /// seconds before `ts` (`ts - o.ts <= staleness`), or with an unknown
-    /// time on either side; in no particular order. Only the endpoints
-    /// observed since about `ts - staleness` are visited.
+    /// Calls `f` with every endpoint fresh at `ts` ([`is_fresh`]), in no
+    /// particular order. Only the endpoints observed since about
+    /// `ts - staleness` are visited.
     pub(crate) fn each_fresh(&self, ts: f64, staleness: f64, mut f: impl FnMut(usize, &Obs)) {
         let from = ts - staleness - 1.0;
         if ts.is_nan() || from.is_nan() {
@@ -271,7 +280,7 @@ impl DepTracker {
         // rounds.
         for &(_, i) in self.by_ts.range((order_key(from), 0)..) {
             let o = &self.eps[i];
-            if ts - o.ts <= staleness {
+            if is_fresh(ts, o.ts, staleness) {
                 f(i, o);
             }
         }
@@ -355,10 +364,7 @@ mod tests {
     /// Every endpoint passing the freshness test, by a scan.
     fn scan(t: &DepTracker, ts: f64, staleness: f64) -> Vec<usize> {
         (0..t.eps.len())
-            .filter(|&i| {
-                let o = t.ep(i);
-                ts.is_nan() || o.ts.is_nan() || ts - o.ts <= staleness
-            })
+            .filter(|&i| is_fresh(ts, t.ep(i).ts, staleness))
             .collect()
     }
 
@@ -395,5 +401,113 @@ mod tests {
         }
         // Observed at 140 or later (a future observation too).
         assert_eq!(fresh(&t, 150.0, 10.0), vec![0, 2, 5, 7]);
+    }
+
+    /// A queue of requests of 1 000 and 500 uncached tokens at t = 0.
+    fn two_requests() -> Obs {
+        let mut o = Obs::new(0.0, 1_000.0);
+        o.add(0.0, 500.0, None);
+        o
+    }
+
+    fn items(o: &Obs) -> Vec<f64> {
+        o.items.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_queue_drains_front_first_one_whole_request_at_a_time() {
+        let o = two_requests();
+        // No rate, or no time passed: nothing drains.
+        assert_eq!(o.at(10.0, None), 1_500.0);
+        assert_eq!(o.at(0.0, Some(400.0)), 1_500.0);
+        // 400 tokens/s for 2 s = 800 < 1 000: the front request is still
+        // there, and so is all of its load.
+        assert_eq!(o.at(2.0, Some(400.0)), 1_500.0);
+        // For 3 s: 1 200 >= 1 000, the front request is gone; the 200 left
+        // over does not finish the next one (500).
+        assert_eq!(o.at(3.0, Some(400.0)), 500.0);
+        // For 4 s: 1 600 >= 1 000 + 500: both gone.
+        assert_eq!(o.at(4.0, Some(400.0)), 0.0);
+        // Advancing keeps the front request's progress: 800 done at 2 s,
+        // then 1 s more makes 1 200 and the front request finishes.
+        let mut o = two_requests();
+        assert!(!o.advance(2.0, Some(400.0)));
+        assert_eq!(o.head_done, 800.0);
+        assert_eq!(o.at(3.0, Some(400.0)), 500.0);
+        assert!(o.advance(3.0, Some(400.0)));
+        assert_eq!(items(&o), vec![500.0]);
+        assert_eq!(o.head_done, 200.0);
+    }
+
+    #[test]
+    fn a_measurement_keeps_reconciles_or_adds_to_the_queue() {
+        // Within the noise, 2 % of max(1 500, m) + 256 = 286: kept as is.
+        let mut o = two_requests();
+        o.measure(0.0, 1_300.0, None, 1_500.0);
+        assert_eq!(items(&o), vec![1_000.0, 500.0]);
+        // Above it: the 1 500 more join as one block (load this EPP did not
+        // route).
+        o.measure(0.0, 3_000.0, None, 1_500.0);
+        assert_eq!(items(&o), vec![1_000.0, 500.0, 1_500.0]);
+        // Below it: 600 of 3 000 (noise 2 % of 3 000 + 256 = 316). Front
+        // requests that must have finished go: without 1 000, 2 000 >= 600 -
+        // 316; without 500 more, 1 500 >= 284; without the last, 0 < 284:
+        // it stays. Then the newest request gives up the excess, 1 500 -
+        // 600: 600 left.
+        o.measure(0.0, 600.0, None, 3_000.0);
+        assert_eq!(items(&o), vec![600.0]);
+        // An empty measurement empties it.
+        o.measure(0.0, 0.0, None, 600.0);
+        assert!(o.items.is_empty());
+        assert_eq!(o.total(), 0.0);
+        // A measurement drains to its time first: at 400 tokens/s, 3 s
+        // leave 500 of the two requests, which 520 matches within noise.
+        let mut o = two_requests();
+        o.measure(3.0, 520.0, Some(400.0), 1_500.0);
+        assert_eq!(items(&o), vec![500.0]);
+    }
+
+    #[test]
+    fn a_long_queue_merges_its_oldest_requests() {
+        let mut o = Obs::new(0.0, 1.0);
+        for k in 2..=(MAX_QUEUED as u32 + 2) {
+            o.add(0.0, f64::from(k), None);
+        }
+        // 258 requests of 1, 2, ..., 258 tokens: the two oldest merged
+        // twice, 1 + 2 = 3 then 3 + 3 = 6, the total unchanged.
+        assert_eq!(o.items.len(), MAX_QUEUED);
+        assert_eq!(o.items[0], 6.0);
+        assert_eq!(o.total(), f64::from(258 * 259 / 2));
+    }
+
+    #[test]
+    fn freshness_is_one_rule_with_unknown_times_fresh() {
+        assert!(is_fresh(130.0, 100.0, 30.0));
+        assert!(!is_fresh(130.5, 100.0, 30.0));
+        // An estimate from after the decision (lines slightly out of order).
+        assert!(is_fresh(100.0, 105.0, 30.0));
+        assert!(is_fresh(f64::NAN, 100.0, 30.0));
+        assert!(is_fresh(100.0, f64::NAN, 30.0));
+        assert!(is_fresh(f64::NAN, f64::NAN, 0.0));
+    }
+
+    #[test]
+    fn the_drain_rate_is_a_ratio_of_sums_once_there_are_enough_samples() {
+        let mut t = DepTracker::default();
+        for _ in 0..MIN_DRAIN_SAMPLES - 1 {
+            t.add_rate(1_000.0, 2.0);
+        }
+        assert_eq!(t.rate, None);
+        // Eight samples: 7 × 1 000 + 2 200 tokens over 7 × 2 + 0.5 s =
+        // 9 200 / 14.5.
+        t.add_rate(2_200.0, 0.5);
+        assert_eq!(t.rate, Some(9_200.0 / 14.5));
+        // Beyond the ring's 512 samples the oldest go: 512 samples of
+        // (300, 1) leave 300 tokens/s.
+        for _ in 0..DRAIN_SAMPLES {
+            t.add_rate(300.0, 1.0);
+        }
+        assert_eq!(t.rate, Some(300.0));
+        assert_eq!(t.total_samples, (MIN_DRAIN_SAMPLES + DRAIN_SAMPLES) as u64);
     }
 }

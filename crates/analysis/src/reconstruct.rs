@@ -57,6 +57,12 @@
 //!   `max_staleness` seconds before (carried forward). The evidence is
 //!   `reconstructed`; with no fresh non-sticky endpoint it is `unknown`,
 //!   counted and never dropped.
+//! * **Freshness**, one rule wherever a carried-forward estimate is used
+//!   (the non-sticky side above, the keep-all `U`, the sticky share of a
+//!   keep-all endpoint, the sticky uncached samples): an estimate is fresh
+//!   when it is at most `max_staleness` seconds older than the decision; a
+//!   decision or an estimate without a time counts as fresh (nothing says
+//!   it is old).
 //! * **Latency-predictor configs** (`ttftSource: latencyPredictor`): the
 //!   gate compares a model's TTFT predictions, which no line logs; narrowed
 //!   decisions are `unknown`, and only logged breaks give the gate input.
@@ -96,7 +102,7 @@ use serde::Serialize;
 use crate::hist::UNBOUNDED_MS;
 use crate::input::DecisionInput;
 pub use crate::queue::DrainRate;
-use crate::queue::{DepTracker, Obs};
+use crate::queue::{DepTracker, Obs, is_fresh};
 
 /// How a decision's gate input is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -774,8 +780,7 @@ fn learn_sticky_uncached(
             continue;
         };
         let o = t.ep(i);
-        let fresh = ts - o.ts <= staleness;
-        if fresh && t.rate.is_some() && o.at(ts, t.rate) == 0.0 {
+        if is_fresh(ts, o.ts, staleness) && t.rate.is_some() && o.at(ts, t.rate) == 0.0 {
             t.add_sticky_uncached(load);
         }
     }
@@ -817,8 +822,7 @@ fn uncached_keep_all(
         .filter_map(|(e, &id)| {
             let load = e.token_load?;
             let prior = t.ep(id?);
-            let fresh = ts.is_nan() || prior.ts.is_nan() || ts - prior.ts <= staleness;
-            fresh.then_some(load - prior.total())
+            is_fresh(ts, prior.ts, staleness).then_some(load - prior.total())
         })
         .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
     match best_diff {
@@ -857,7 +861,8 @@ fn update_keep_all(
                     u_s < uncached
                         && id.is_some_and(|i| {
                             let o = t.ep(i);
-                            ts - o.ts <= staleness && load - o.at(ts, t.rate) < 0.5 * uncached
+                            is_fresh(ts, o.ts, staleness)
+                                && load - o.at(ts, t.rate) < 0.5 * uncached
                         })
                 });
                 match sticky_share {
@@ -960,5 +965,282 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(hold_floor(&m, 50_000, 0, Some(4_096)), Some(50_000 - 4_096));
+    }
+
+    use crate::input::{LoggedGate, ScoredEndpoint};
+
+    /// A peak of 10 000 tokens/s: 10 tokens per ms, so the arithmetic
+    /// below stays in round numbers.
+    fn config() -> Config {
+        Config {
+            peak_prefill_throughput: 10_000.0,
+            ..Config::default()
+        }
+    }
+
+    fn scored(endpoint: &str, token_load: f64) -> ScoredEndpoint {
+        ScoredEndpoint {
+            endpoint: endpoint.to_string(),
+            token_load: Some(token_load),
+            prefix_score: None,
+            in_flight_tokens: None,
+        }
+    }
+
+    fn decision(ts: Option<f64>, outcome: Outcome, scored: Vec<ScoredEndpoint>) -> DecisionInput {
+        DecisionInput {
+            deployment: "d".to_string(),
+            ts,
+            outcome: Some(outcome),
+            scored,
+            ..DecisionInput::default()
+        }
+    }
+
+    /// The modelled queue of an endpoint of deployment `d`.
+    fn queue(r: &Reconstructor, endpoint: &str) -> f64 {
+        let t = &r.trackers[r.index["d"]];
+        t.ep(t.id(endpoint).expect("endpoint tracked")).total()
+    }
+
+    /// Endpoints `a` at 3 000 and `b` at 1 000 in-flight tokens at `ts`,
+    /// from a keep-all decision whose uncached tokens the decider logged.
+    fn two_endpoints(r: &mut Reconstructor, ts: f64) {
+        let mut d = decision(
+            Some(ts),
+            Outcome::NoMatch,
+            vec![scored("a", 5_000.0), scored("b", 3_000.0)],
+        );
+        // U = prompt - hit = 2 000 - 0.
+        d.prompt_tokens = Some(2_000);
+        d.hit_prefix_tokens = Some(0);
+        let s = r.sample(&d, &config());
+        assert_eq!(s.replay, Replay::Fixed(Outcome::NoMatch));
+        assert_eq!(s.evidence, None, "the gate was not evaluated");
+        // a: 5 000 - 2 000; b: 3 000 - 2 000.
+        assert_eq!((queue(r, "a"), queue(r, "b")), (3_000.0, 1_000.0));
+    }
+
+    #[test]
+    fn keep_all_measures_every_endpoint_less_the_requests_uncached_tokens() {
+        let mut r = Reconstructor::new(ReconstructOptions::default());
+        two_endpoints(&mut r, 100.0);
+        // No prompt logged: U is the largest growth since the last estimate,
+        // max(4 600 - 3 000, 2 900 - 1 000) = 1 900, bounded by the least
+        // tokenLoad (2 900). a: 4 600 - 1 900 = 2 700, within the noise of
+        // its 3 000 (2 % of 3 000 + 256 = 316): kept at 3 000; b: 2 900 -
+        // 1 900 = 1 000, as it was.
+        let d = decision(
+            Some(101.0),
+            Outcome::Exploration,
+            vec![scored("a", 4_600.0), scored("b", 2_900.0)],
+        );
+        r.sample(&d, &config());
+        assert_eq!((queue(&r, "a"), queue(&r, "b")), (3_000.0, 1_000.0));
+        // Growth since the last estimates: a 6 000 - 3 000 = 3 000, b 1 500
+        // - 1 000 = 500 (c is new: no estimate to compare), so U = 3 000,
+        // bounded by the least tokenLoad: 1 500.
+        let d = decision(
+            Some(102.0),
+            Outcome::Exploration,
+            vec![
+                scored("a", 6_000.0),
+                scored("b", 1_500.0),
+                scored("c", 8_000.0),
+            ],
+        );
+        r.sample(&d, &config());
+        // a: 6 000 - 1 500 = 4 500, beyond the noise (2 % of 4 500 + 256 =
+        // 346) above 3 000: the 1 500 more join as a block this EPP did not
+        // route. b: 1 500 - 1 500 = 0: its request must have finished. c:
+        // 8 000 - 1 500 = 6 500.
+        assert_eq!(queue(&r, "a"), 4_500.0);
+        assert_eq!(queue(&r, "b"), 0.0);
+        assert_eq!(queue(&r, "c"), 6_500.0);
+    }
+
+    #[test]
+    fn a_logged_break_gives_the_keep_all_uncached_tokens_from_its_non_sticky_ttft() {
+        let mut r = Reconstructor::new(ReconstructOptions::default());
+        let mut d = decision(
+            Some(100.0),
+            Outcome::LoadOverride,
+            vec![scored("a", 9_000.0), scored("b", 7_000.0)],
+        );
+        d.logged_gate = Some(LoggedGate {
+            best_sticky_ttft_ms: Some(25_000.0),
+            best_non_sticky_ttft_ms: Some(500.0),
+            penalty_ms: 24_500.0,
+            max_penalty_ms: Some(18_000.0),
+        });
+        let s = r.sample(&d, &config());
+        assert_eq!(s.evidence, Some(Evidence::Logged));
+        assert_eq!(s.gate_input_ms, Some(24_500.0));
+        // Sides of 25 000 ms and 500 ms at 10 tokens/ms.
+        assert_eq!(
+            s.replay,
+            Replay::Candidates(two_sided(250_000, 5_000, None))
+        );
+        // bestNonSticky = 500 ms = 5 000 tokens; U = least tokenLoad -
+        // 5 000 = 2 000; a: 9 000 - 2 000, b: 7 000 - 2 000.
+        assert_eq!((queue(&r, "a"), queue(&r, "b")), (7_000.0, 5_000.0));
+    }
+
+    #[test]
+    fn routing_sets_the_chosen_endpoints_queue_to_its_token_load() {
+        let mut r = Reconstructor::new(ReconstructOptions::default());
+        let mut d = decision(
+            Some(100.0),
+            Outcome::NoMatch,
+            vec![scored("a", 5_000.0), scored("b", 3_000.0)],
+        );
+        d.prompt_tokens = Some(2_000);
+        d.hit_prefix_tokens = Some(0);
+        d.chosen = Some("b".to_string());
+        r.sample(&d, &config());
+        // b measured at 3 000 - 2 000 = 1 000, then the request joins it:
+        // in flight 1 000 + its own 2 000 = its tokenLoad, 3 000.
+        assert_eq!((queue(&r, "a"), queue(&r, "b")), (3_000.0, 3_000.0));
+        let t = &r.trackers[r.index["d"]];
+        let b = t.ep(t.id("b").expect("b"));
+        assert_eq!(
+            b.items.iter().copied().collect::<Vec<_>>(),
+            vec![1_000.0, 2_000.0]
+        );
+    }
+
+    /// A narrowed decision at `ts`: `a` the only sticky survivor, its
+    /// tokenLoad 3 400 of which (1 - 0.8) × 2 000 = 400 uncached.
+    fn narrowed(ts: Option<f64>) -> DecisionInput {
+        let mut d = decision(
+            ts,
+            Outcome::Sticky,
+            vec![ScoredEndpoint {
+                prefix_score: Some(0.8),
+                ..scored("a", 3_400.0)
+            }],
+        );
+        d.sticky_count = Some(1);
+        d.total = Some(2);
+        d.survivors = Some(vec!["a".to_string()]);
+        d.prompt_tokens = Some(2_000);
+        d
+    }
+
+    #[test]
+    fn a_narrowed_decision_compares_its_sticky_measurement_with_fresh_non_sticky_loads() {
+        let mut r = Reconstructor::new(ReconstructOptions::default());
+        two_endpoints(&mut r, 100.0);
+        let s = r.sample(&narrowed(Some(105.0)), &config());
+        // Sticky side 3 400 - 400 = 3 000; non-sticky side b, carried
+        // forward (no drain rate yet): 1 000. Input (3 000 - 1 000) / 10 =
+        // 200 ms, under the 18 000 ms bar: held, as logged, no censoring.
+        assert_eq!(s.evidence, Some(Evidence::Reconstructed));
+        assert_eq!(s.gate_input_ms, Some(200.0));
+        assert_eq!(s.censored_ms, None);
+        assert_eq!(s.replay, Replay::Candidates(two_sided(3_000, 1_000, None)));
+    }
+
+    #[test]
+    fn a_narrowed_decision_held_above_the_bar_is_censored_to_the_bar() {
+        let mut r = Reconstructor::new(ReconstructOptions::default());
+        two_endpoints(&mut r, 100.0);
+        let mut d = narrowed(Some(105.0));
+        // Sticky side 200 400 - 400 = 200 000 tokens = 20 000 ms against
+        // b's 100 ms: 19 900 ms, above the 18 000 ms bar, yet the EPP held.
+        d.scored[0].token_load = Some(200_400.0);
+        let s = r.sample(&d, &config());
+        // The least non-sticky load that holds: 200 000 - 180 000 = 20 000
+        // tokens (a penalty of exactly the bar holds), 19 000 more than
+        // b's 1 000, i.e. 1 900 ms.
+        assert_eq!(s.gate_input_ms, Some(18_000.0));
+        assert_eq!(s.censored_ms, Some(1_900.0));
+        assert_eq!(
+            s.replay,
+            Replay::Candidates(two_sided(200_000, 20_000, None))
+        );
+    }
+
+    #[test]
+    fn a_non_sticky_load_older_than_the_staleness_is_not_used() {
+        // Estimated at 100; 30 s is the default staleness: fresh at 130,
+        // stale at 130.5.
+        for (ts, evidence) in [(130.0, Evidence::Reconstructed), (130.5, Evidence::Unknown)] {
+            let mut r = Reconstructor::new(ReconstructOptions::default());
+            two_endpoints(&mut r, 100.0);
+            let s = r.sample(&narrowed(Some(ts)), &config());
+            assert_eq!(s.evidence, Some(evidence), "at {ts}");
+            assert_eq!(
+                s.gate_input_ms.is_some(),
+                evidence == Evidence::Reconstructed
+            );
+        }
+        // A shorter staleness drops it sooner.
+        let mut r = Reconstructor::new(ReconstructOptions {
+            max_staleness_s: 4.0,
+            ..ReconstructOptions::default()
+        });
+        two_endpoints(&mut r, 100.0);
+        let s = r.sample(&narrowed(Some(105.0)), &config());
+        assert_eq!(s.evidence, Some(Evidence::Unknown));
+    }
+
+    #[test]
+    fn a_decision_without_a_time_trusts_the_carried_forward_loads() {
+        // Unknown time: fresh by the one rule, so b's 1 000 is used as at
+        // any time within the staleness.
+        let mut r = Reconstructor::new(ReconstructOptions::default());
+        two_endpoints(&mut r, 100.0);
+        let s = r.sample(&narrowed(None), &config());
+        assert_eq!(s.evidence, Some(Evidence::Reconstructed));
+        assert_eq!(s.gate_input_ms, Some(200.0));
+        // And a keep-all decision without a time takes U from the loads
+        // carried forward: max(4 500 - 3 000, 2 500 - 1 000) = 1 500,
+        // leaving both queues as they were.
+        let mut r = Reconstructor::new(ReconstructOptions::default());
+        two_endpoints(&mut r, 100.0);
+        let d = decision(
+            None,
+            Outcome::Exploration,
+            vec![scored("a", 4_500.0), scored("b", 2_500.0)],
+        );
+        r.sample(&d, &config());
+        assert_eq!((queue(&r, "a"), queue(&r, "b")), (3_000.0, 1_000.0));
+    }
+
+    #[test]
+    fn measurements_of_busy_endpoints_give_the_drain_rate() {
+        let mut r = Reconstructor::new(ReconstructOptions::default());
+        // Endpoint a measured every second, 1 000 tokens fewer each time
+        // (more than the noise, 2 % + 256, so each is a new estimate):
+        // 10 000, 9 000, ... Each pair after the first measurement is a
+        // sample (1 000 gone in 1 s); the rate is used from the eighth.
+        for k in 0..9 {
+            let ts = 100.0 + f64::from(k);
+            let mut d = decision(
+                Some(ts),
+                Outcome::NoMatch,
+                vec![scored("a", 12_000.0 - 1_000.0 * f64::from(k))],
+            );
+            d.prompt_tokens = Some(2_000);
+            d.hit_prefix_tokens = Some(0);
+            r.sample(&d, &config());
+            assert_eq!(queue(&r, "a"), 10_000.0 - 1_000.0 * f64::from(k));
+            let rates = r.drain_rates();
+            if k < 8 {
+                assert!(rates.is_empty(), "{k} samples");
+            } else {
+                assert_eq!(rates["d"].median, 1_000.0);
+                assert_eq!(rates["d"].samples, 8);
+            }
+        }
+        // Queues now drain at 1 000 tokens/s, front first, one whole
+        // request at a time: b's 1 000 (one request) is there until 1 s
+        // has passed, then gone.
+        two_endpoints(&mut r, 200.0);
+        let t = &r.trackers[r.index["d"]];
+        let b = t.ep(t.id("b").expect("b"));
+        assert_eq!(t.now(b, 200.99), 1_000.0);
+        assert_eq!(t.now(b, 201.0), 0.0);
     }
 }
