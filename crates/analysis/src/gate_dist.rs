@@ -411,10 +411,13 @@ struct DepAcc {
     candidates: Vec<(Option<String>, Vec<ResolvedCandidate>)>,
 }
 
-/// Decisions of one deployment held back until the log shows the bar of
-/// each of its filter instances (at most this many; then the config known
-/// so far is used).
-pub const MAX_PENDING_PER_DEPLOYMENT: usize = 1 << 15;
+/// Decisions held back, all deployments together, until the log shows the
+/// bar of each of their filter instances. Past this many, the deployment
+/// with the most waiting decisions is settled with the config known so far
+/// (its later values are reported as disagreements). A waiting decision
+/// holds its candidates (about 1.5 KiB with 8 endpoints), so this bounds
+/// the wait's memory to about 12 MiB whatever the number of deployments.
+pub const MAX_PENDING_DECISIONS: usize = 1 << 13;
 
 /// What the log shows of one filter instance's config: the first value of
 /// each parameter.
@@ -536,6 +539,8 @@ pub struct GateDist {
     sink: Option<RecordSink>,
     /// Per deployment, its filter instances and waiting decisions.
     states: HashMap<String, DepState>,
+    /// Decisions waiting in `states`, all deployments together.
+    pending: usize,
     cap: crate::pool::DeploymentCap,
 }
 
@@ -557,6 +562,7 @@ impl GateDist {
             deps: BTreeMap::new(),
             sink: None,
             states: HashMap::new(),
+            pending: 0,
             cap: crate::pool::DeploymentCap::default(),
         }
     }
@@ -607,11 +613,22 @@ impl GateDist {
         st.instances[i].learn(&d);
         if !st.settled {
             st.pending.push(d);
-            if st.instances.iter().all(Instance::bar_known)
-                || st.pending.len() >= MAX_PENDING_PER_DEPLOYMENT
-            {
+            self.pending += 1;
+            if st.instances.iter().all(Instance::bar_known) {
                 let dep = st.pending[0].deployment.clone();
                 self.settle(&dep);
+            } else if self.pending >= MAX_PENDING_DECISIONS {
+                // The most waiting decisions, ties to the first name: the
+                // same choice in every run.
+                let dep = self
+                    .states
+                    .iter()
+                    .filter(|(_, st)| !st.pending.is_empty())
+                    .max_by(|a, b| a.1.pending.len().cmp(&b.1.pending.len()).then(b.0.cmp(a.0)))
+                    .map(|(name, _)| name.clone());
+                if let Some(dep) = dep {
+                    self.settle(&dep);
+                }
             }
             return;
         }
@@ -633,6 +650,7 @@ impl GateDist {
             return;
         };
         st.settled = true;
+        self.pending -= st.pending.len();
         for d in std::mem::take(&mut st.pending) {
             let Some(inst) = st.instances.iter_mut().find(|x| x.filter == d.filter) else {
                 continue;
@@ -1061,6 +1079,29 @@ mod tests {
             (s.replay.logged_released, s.replay.replayed_released),
             (1, 1)
         );
+    }
+
+    #[test]
+    fn decisions_waiting_for_a_bar_are_bounded_across_deployments() {
+        let mut g = GateDist::new(GateDistOptions::default(), ConfigSet::default());
+        // No gate line ever shows a bar: without the bound every decision
+        // would wait until the end.
+        let n = 3 * MAX_PENDING_DECISIONS;
+        let mut most = 0;
+        for i in 0..n {
+            let mut d = keep_all(i as f64 * 0.01, 1_000.0, 1_000.0);
+            d.deployment = ["d1", "d2", "d3"][i % 3].into();
+            g.push(d);
+            most = most.max(g.pending);
+        }
+        assert!(most < MAX_PENDING_DECISIONS, "{most}");
+        let r = g.finish(InputSummary::default());
+        assert_eq!(r.deployments.len(), 3);
+        let total: u64 = r.deployments.iter().map(|d| d.stats.decisions).sum();
+        assert_eq!(total, n as u64, "every decision is analysed once");
+        for d in &r.deployments {
+            assert_eq!(d.config.source_of("maxTTFTPenaltyMs"), ParamSource::Default);
+        }
     }
 
     #[test]
