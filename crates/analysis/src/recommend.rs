@@ -49,7 +49,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use gatecal_filter::{Config, Outcome, PenaltyMode, TtftSource, decide_verdict};
+use gatecal_filter::{Config, Outcome, PenaltyMode, TtftSource, decide_verdict, ttft_ms};
 use gatecal_parser::VllmStats;
 use serde::Serialize;
 
@@ -839,7 +839,7 @@ impl Recommend {
         let mut all = SignedHistogram::new();
         let mut windows: BTreeMap<i64, SignedHistogram> = BTreeMap::new();
         for (ts, m) in matched_list {
-            let be = *m as f64 / p * 1000.0;
+            let be = ttft_ms(*m as f64, p);
             all.record(be);
             if let (Some(w), Some(t)) = (self.opts.window_s, ts) {
                 windows
@@ -895,8 +895,8 @@ impl Recommend {
                     non_sticky,
                     matched,
                 } if matched > 0 => Some((
-                    (sticky - non_sticky) as f64 / p * 1000.0,
-                    matched as f64 / p * 1000.0,
+                    ttft_ms((sticky - non_sticky) as f64, p),
+                    ttft_ms(matched as f64, p),
                 )),
                 _ => None,
             })
@@ -1112,9 +1112,7 @@ impl Recommend {
                 let g_ref = match *k {
                     Kept::Gate {
                         sticky, non_sticky, ..
-                    } if p > 0.0 && p.is_finite() => {
-                        Some((sticky - non_sticky) as f64 / p * 1000.0)
-                    }
+                    } if p > 0.0 && p.is_finite() => Some(ttft_ms((sticky - non_sticky) as f64, p)),
                     Kept::Predicted { sticky, non_sticky } => Some(sticky - non_sticky),
                     _ => None,
                 };
@@ -1125,7 +1123,7 @@ impl Recommend {
                     && matched > 0
                     && let Some(g) = g_ref
                 {
-                    let b = matched as f64 / p * 1000.0;
+                    let b = ttft_ms(matched as f64, p);
                     scored += 1;
                     excess += excess_ms(g, b, rel);
                 }

@@ -96,7 +96,9 @@
 
 use rustc_hash::FxHashMap;
 
-use gatecal_filter::{Candidate, Config, Outcome, TtftSource, best_by_ttft, decide_verdict};
+use gatecal_filter::{
+    Candidate, Config, Outcome, TtftSource, best_by_ttft, decide_verdict, ttft_ms,
+};
 use serde::Serialize;
 
 use crate::hist::UNBOUNDED_MS;
@@ -561,7 +563,7 @@ impl Reconstructor {
                             let held = hold_floor(config, st, nt, matched);
                             let nt = match held {
                                 Some(h) if h > nt => {
-                                    s.censored_ms = Some((h - nt) as f64 / peak * 1000.0);
+                                    s.censored_ms = Some(ttft_ms((h - nt) as f64, peak));
                                     if feedback {
                                         raise_non_sticky(t, staleness, ts, sticky, h as f64);
                                     }
@@ -570,7 +572,7 @@ impl Reconstructor {
                                 _ => nt,
                             };
                             s.evidence = Some(Evidence::Reconstructed);
-                            s.gate_input_ms = Some(st.saturating_sub(nt) as f64 / peak * 1000.0);
+                            s.gate_input_ms = Some(ttft_ms(st.saturating_sub(nt) as f64, peak));
                             s.replay = Replay::Candidates(two_sided(st, nt, matched));
                         }
                         _ => {
@@ -730,7 +732,7 @@ fn given(d: &DecisionInput, r: &gatecal_parser::Recorded, config: &Config, s: &m
         if let Some(h) = hold_floor(config, st_t, nt0, s.matched_tokens) {
             nt.in_flight_tokens = Some(h);
             s.censored_ms =
-                (h > nt0).then(|| (h - nt0) as f64 / config.peak_prefill_throughput * 1000.0);
+                (h > nt0).then(|| ttft_ms((h - nt0) as f64, config.peak_prefill_throughput));
         }
     }
     if let (false, Replay::Candidates(c)) = (same, &s.replay) {

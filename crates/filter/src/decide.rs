@@ -188,7 +188,10 @@ fn endpoint_ttft(config: &Config, c: &Candidate) -> Option<f64> {
                 (None, MissingSignal::AsZero) => 0,
                 (None, MissingSignal::KeepAll) => return None,
             };
-            Some(tokens as f64 / config.peak_prefill_throughput * 1000.0)
+            Some(crate::ttft_ms(
+                tokens as f64,
+                config.peak_prefill_throughput,
+            ))
         }
     }
 }
@@ -248,7 +251,7 @@ fn request_ttft(config: &Config, c: &Candidate) -> Option<f64> {
         TtftSource::LatencyPredictor => Some(base),
         TtftSource::PrefillThroughput => {
             let uncached = c.uncached_tokens()?;
-            Some(base + uncached as f64 / config.peak_prefill_throughput * 1000.0)
+            Some(base + crate::ttft_ms(uncached as f64, config.peak_prefill_throughput))
         }
     }
 }

@@ -88,13 +88,27 @@ pub use decide::{
     decide, decide_verdict,
 };
 
+/// The time in ms to prefill `tokens` at `peak_prefill_throughput`
+/// tokens/s, `tokens / peak_prefill_throughput * 1000`: the filter's TTFT
+/// of an endpoint's in-flight tokens on the throughput path, and the
+/// difference in ms of two sides that differ by `tokens`. The one place
+/// this conversion is written; every crate calls it.
+///
+/// ```
+/// assert_eq!(gatecal_filter::ttft_ms(15928.0, 15928.0), 1000.0);
+/// assert_eq!(gatecal_filter::ttft_ms(500.0, 10_000.0), 50.0);
+/// ```
+pub fn ttft_ms(tokens: f64, peak_prefill_throughput: f64) -> f64 {
+    tokens / peak_prefill_throughput * 1000.0
+}
+
 /// The break-even bar of a request in ms: the static `maxTTFTPenaltyMs` at
-/// which static and matched-tokens modes agree for it,
-/// `matched_tokens / peak_prefill_throughput * 1000`.
+/// which static and matched-tokens modes agree for it, the [`ttft_ms`] of
+/// its matched tokens.
 ///
 /// ```
 /// assert_eq!(gatecal_filter::break_even_ms(15928, 15928.0), 1000.0);
 /// ```
 pub fn break_even_ms(matched_tokens: i64, peak_prefill_throughput: f64) -> f64 {
-    matched_tokens as f64 / peak_prefill_throughput * 1000.0
+    ttft_ms(matched_tokens as f64, peak_prefill_throughput)
 }

@@ -458,7 +458,7 @@ impl Req {
                         .filter(|x| x.is_finite() && x.abs() < 9.0e18)
                         .map(|x| x as i64);
                     c.ttft_ms = match (in_flight_tokens, throughput) {
-                        (Some(t), Some(p)) if p > 0.0 => Some(t / p * 1000.0),
+                        (Some(t), Some(p)) if p > 0.0 => Some(gatecal_filter::ttft_ms(t, p)),
                         _ => None,
                     };
                 }
