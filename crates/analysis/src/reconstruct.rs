@@ -63,6 +63,10 @@
 //!   when it is at most `max_staleness` seconds older than the decision; a
 //!   decision or an estimate without a time counts as fresh (nothing says
 //!   it is old).
+//! * **Unknown outcomes** (a malformed filter line, say): the decision's
+//!   own gate stays unknown, but its scorer lines measure the endpoints as
+//!   a keep-all decision's do, and its request is routed: later decisions
+//!   keep their evidence.
 //! * **Latency-predictor configs** (`ttftSource: latencyPredictor`): the
 //!   gate compares a model's TTFT predictions, which no line logs; narrowed
 //!   decisions are `unknown`, and only logged breaks give the gate input.
@@ -492,10 +496,6 @@ impl Reconstructor {
         // Matched tokens of the best sticky endpoint, when the decider logged them.
         let matched = d.hit_prefix_tokens;
         s.matched_tokens = matched;
-        let Some(outcome) = d.outcome else {
-            s.replay = Replay::Unknown;
-            return s;
-        };
         let staleness = self.opts.max_staleness_s;
         let feedback = self.opts.censor_feedback;
         // The deployment's tracker and this decision's endpoints in it,
@@ -505,8 +505,8 @@ impl Reconstructor {
         ids.clear();
         ids.extend(d.scored.iter().map(|e| t.id(&e.endpoint)));
         let ids = &ids[..];
-        match outcome {
-            Outcome::Sticky => {
+        match d.outcome {
+            Some(Outcome::Sticky) => {
                 let is_sticky = |ep: &str| match &d.survivors {
                     Some(v) => v.iter().any(|x| x == ep),
                     None => d.scored.iter().any(|e| e.endpoint == ep),
@@ -583,7 +583,7 @@ impl Reconstructor {
                 }
                 route(t, d, ids, ts);
             }
-            Outcome::LoadOverride => {
+            Some(Outcome::LoadOverride) => {
                 let g = d.logged_gate;
                 // A NaN penalty (zap's `"NaN"`) says nothing: unknown.
                 let penalty = g.map(|g| g.penalty_ms).filter(|p| !p.is_nan());
@@ -639,7 +639,9 @@ impl Reconstructor {
                 route(t, d, ids, ts);
             }
             o => {
-                s.replay = Replay::Fixed(o);
+                // An unknown outcome (a malformed filter line, say) stays
+                // unknown, but its scorer lines still measure the queues.
+                s.replay = o.map_or(Replay::Unknown, Replay::Fixed);
                 let u = uncached_keep_all(t, staleness, d, ids, None);
                 update_keep_all(t, staleness, d, ids, ts, u, est);
                 route(t, d, ids, ts);
@@ -1244,5 +1246,55 @@ mod tests {
         let b = t.ep(t.id("b").expect("b"));
         assert_eq!(t.now(b, 200.99), 1_000.0);
         assert_eq!(t.now(b, 201.0), 0.0);
+    }
+
+    /// A decision whose outcome is unknown (its filter line malformed)
+    /// stays unknown, but its scorer lines still measure the queues: the
+    /// next narrowed decision finds its non-sticky side in them.
+    #[test]
+    fn an_unknown_outcome_still_feeds_the_loads() {
+        let c = Config::default();
+        let first = DecisionInput {
+            deployment: "d".into(),
+            ts: Some(100.0),
+            request_id: Some("r1".into()),
+            outcome: None,
+            prompt_tokens: Some(1_000),
+            hit_prefix_tokens: Some(0),
+            scored: vec![scored("ns/a", 9_000.0), scored("ns/b", 3_000.0)],
+            chosen: Some("ns/b".into()),
+            ..DecisionInput::default()
+        };
+        // Narrowed to `a`: only its scorer line, the non-sticky side (`b`)
+        // is carried forward.
+        let second = DecisionInput {
+            deployment: "d".into(),
+            ts: Some(101.0),
+            request_id: Some("r2".into()),
+            outcome: Some(Outcome::Sticky),
+            sticky_count: Some(1),
+            total: Some(2),
+            survivors: Some(vec!["ns/a".into()]),
+            prompt_tokens: Some(1_000),
+            hit_prefix_tokens: Some(800),
+            scored: vec![scored("ns/a", 8_400.0)],
+            chosen: Some("ns/a".into()),
+            ..DecisionInput::default()
+        };
+        let mut r = Reconstructor::new(ReconstructOptions::default());
+        let s1 = r.sample(&first, &c);
+        assert_eq!(s1.outcome, None);
+        assert_eq!(s1.evidence, None);
+        assert_eq!(s1.replay, Replay::Unknown);
+        let s2 = r.sample(&second, &c);
+        assert_eq!(s2.evidence, Some(Evidence::Reconstructed));
+        // Sticky: 8400 - 200 uncached; non-sticky: `b` routed the first
+        // request (its `tokenLoad`, 3000), not drained yet (no rate).
+        let want = (8_200.0 - 3_000.0) / c.peak_prefill_throughput * 1000.0;
+        let got = s2.gate_input_ms.unwrap();
+        assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+        // Without the first decision the non-sticky side is unknown.
+        let mut r = Reconstructor::new(ReconstructOptions::default());
+        assert_eq!(r.sample(&second, &c).evidence, Some(Evidence::Unknown));
     }
 }
