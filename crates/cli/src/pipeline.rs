@@ -21,6 +21,20 @@ use rustc_hash::FxHashMap;
 
 use crate::output::{Destination, StrictFailure};
 
+/// `--input-format`: how to read the inputs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InputFormatArg {
+    /// From each input's content.
+    #[default]
+    Auto,
+    /// EPP (and vLLM) logs.
+    Logs,
+    /// Decision records (JSON lines).
+    Decisions,
+    /// OpenTelemetry traces (OTLP/JSON, Jaeger, Tempo).
+    Traces,
+}
+
 /// The input flags both binaries take.
 #[derive(clap::Args, Debug, Clone)]
 pub struct InputArgs {
@@ -30,11 +44,9 @@ pub struct InputArgs {
     /// are detected by content.
     #[arg(required_unless_present = "generate", value_name = "INPUT")]
     pub inputs: Vec<String>,
-    /// `logs`, `decisions` (JSON lines), `traces` (OTLP/JSON, Jaeger, Tempo),
-    /// or `auto` (from each input's content).
-    #[arg(long, value_name = "FORMAT", default_value = "auto",
-          value_parser = ["auto", "logs", "decisions", "traces"])]
-    pub input_format: String,
+    /// How to read the inputs.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = InputFormatArg::Auto)]
+    pub input_format: InputFormatArg,
     /// Fail (exit 1) on the first malformed line instead of counting it.
     #[arg(long)]
     pub strict: bool,
@@ -70,11 +82,11 @@ impl InputArgs {
     /// The parser options these flags ask for.
     pub fn parse_options(&self) -> ParseOptions {
         ParseOptions {
-            format: match self.input_format.as_str() {
-                "logs" => InputFormat::Logs,
-                "decisions" => InputFormat::Decisions,
-                "traces" => InputFormat::Traces,
-                _ => InputFormat::Auto,
+            format: match self.input_format {
+                InputFormatArg::Auto => InputFormat::Auto,
+                InputFormatArg::Logs => InputFormat::Logs,
+                InputFormatArg::Decisions => InputFormat::Decisions,
+                InputFormatArg::Traces => InputFormat::Traces,
             },
             strict: self.strict,
             year: self.year,
@@ -618,4 +630,45 @@ pub fn take_prometheus(
         out.push((display, series));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod input_format_tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        inputs: InputArgs,
+    }
+
+    fn format_of(args: &[&str]) -> Result<InputFormat, String> {
+        Cli::try_parse_from(args)
+            .map(|c| c.inputs.parse_options().format)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn input_format_is_one_of_four_named_values() {
+        assert_eq!(format_of(&["x", "in.log"]), Ok(InputFormat::Auto));
+        for (name, f) in [
+            ("auto", InputFormat::Auto),
+            ("logs", InputFormat::Logs),
+            ("decisions", InputFormat::Decisions),
+            ("traces", InputFormat::Traces),
+        ] {
+            assert_eq!(format_of(&["x", "--input-format", name, "in"]), Ok(f));
+        }
+        let e = format_of(&["x", "--input-format", "otlp", "in"]).unwrap_err();
+        assert!(
+            e.contains("invalid value 'otlp' for '--input-format <FORMAT>'"),
+            "{e}"
+        );
+        assert!(
+            e.contains("[possible values: auto, logs, decisions, traces]"),
+            "{e}"
+        );
+    }
 }
