@@ -84,13 +84,37 @@ pub fn exit(bin: &str, result: anyhow::Result<()>) -> ExitCode {
     }
 }
 
+/// `--format`: the report's format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormatArg {
+    /// Aligned text (the default on a terminal).
+    Table,
+    /// Markdown, with SVG histograms beside an `-o` file.
+    #[value(alias = "md")]
+    Markdown,
+    /// One JSON document (the default otherwise).
+    Json,
+    /// Comma-separated values.
+    Csv,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Format {
+        match f {
+            FormatArg::Table => Format::Table,
+            FormatArg::Markdown => Format::Markdown,
+            FormatArg::Json => Format::Json,
+            FormatArg::Csv => Format::Csv,
+        }
+    }
+}
+
 /// The format asked for, or the default: a table on a terminal, JSON otherwise.
-pub fn resolve_format(asked: Option<&str>, output_is_terminal: bool) -> anyhow::Result<Format> {
+pub fn resolve_format(asked: Option<FormatArg>, output_is_terminal: bool) -> Format {
     match asked {
-        Some(s) => Format::parse(s)
-            .with_context(|| format!("unknown --format {s:?} (table, markdown, json, csv)")),
-        None if output_is_terminal => Ok(Format::Table),
-        None => Ok(Format::Json),
+        Some(f) => f.into(),
+        None if output_is_terminal => Format::Table,
+        None => Format::Json,
     }
 }
 
@@ -121,7 +145,7 @@ fn format_name(f: Format) -> &'static str {
 /// `.csv`, `.txt`); else a table on a terminal and JSON otherwise. A
 /// `--format` that contradicts the extension is an error, and so is
 /// `-o json` (a bare format name as the file), with a hint.
-pub fn report_format(asked: Option<&str>, output: Option<&Path>) -> anyhow::Result<Format> {
+pub fn report_format(asked: Option<FormatArg>, output: Option<&Path>) -> anyhow::Result<Format> {
     let output = output.filter(|p| p.as_os_str() != "-");
     if let Some(p) = output
         && let Some(name) = p.to_str()
@@ -141,11 +165,12 @@ pub fn report_format(asked: Option<&str>, output: Option<&Path>) -> anyhow::Resu
     let implied = output.and_then(format_of_path);
     match (asked, implied) {
         (Some(a), Some(i)) => {
-            let f = resolve_format(Some(a), false)?;
+            let f = resolve_format(Some(a), false);
             if f != i {
                 bail!(
-                    "--format {a} but -o {} names a {} file: drop --format, or give the file \
+                    "--format {} but -o {} names a {} file: drop --format, or give the file \
                      a name that fits",
+                    format_name(f),
                     output.map(|p| p.display().to_string()).unwrap_or_default(),
                     format_name(i)
                 );
@@ -153,7 +178,7 @@ pub fn report_format(asked: Option<&str>, output: Option<&Path>) -> anyhow::Resu
             Ok(f)
         }
         (None, Some(i)) => Ok(i),
-        (a, None) => resolve_format(a, stdout_is_terminal(output)),
+        (a, None) => Ok(resolve_format(a, stdout_is_terminal(output))),
     }
 }
 
@@ -496,7 +521,11 @@ mod tests {
     #[test]
     fn formats_from_the_output_name() {
         let p = |s: &str| Some(Path::new(s).to_path_buf());
-        let f = |a: Option<&str>, o: Option<PathBuf>| report_format(a, o.as_deref());
+        let f = |a: Option<&str>, o: Option<PathBuf>| {
+            let a =
+                a.map(|a| <FormatArg as clap::ValueEnum>::from_str(a, false).expect("a format"));
+            report_format(a, o.as_deref())
+        };
         assert_eq!(f(None, p("r.md")).unwrap(), Format::Markdown);
         assert_eq!(f(None, p("r.JSON")).unwrap(), Format::Json);
         assert_eq!(f(None, p("out/r.csv")).unwrap(), Format::Csv);
@@ -543,10 +572,38 @@ mod tests {
 
     #[test]
     fn formats() {
-        assert_eq!(resolve_format(None, true).unwrap(), Format::Table);
-        assert_eq!(resolve_format(None, false).unwrap(), Format::Json);
-        assert_eq!(resolve_format(Some("md"), false).unwrap(), Format::Markdown);
-        assert!(resolve_format(Some("xml"), false).is_err());
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[arg(long, value_enum)]
+            format: Option<FormatArg>,
+        }
+        let asked = |args: &[&str]| {
+            Cli::try_parse_from(args)
+                .map(|c| c.format)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(resolve_format(None, true), Format::Table);
+        assert_eq!(resolve_format(None, false), Format::Json);
+        for (name, f) in [
+            ("table", Format::Table),
+            ("markdown", Format::Markdown),
+            ("md", Format::Markdown),
+            ("json", Format::Json),
+            ("csv", Format::Csv),
+        ] {
+            let a = asked(&["x", "--format", name]).expect(name);
+            assert_eq!(resolve_format(a, true), f, "{name}");
+        }
+        let e = asked(&["x", "--format", "xml"]).unwrap_err();
+        assert!(
+            e.contains("invalid value 'xml' for '--format <FORMAT>'"),
+            "{e}"
+        );
+        assert!(
+            e.contains("[possible values: table, markdown, json, csv]"),
+            "{e}"
+        );
     }
 
     #[test]

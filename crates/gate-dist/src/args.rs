@@ -118,10 +118,10 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", value_parser = parse_window)]
     pub window: Option<f64>,
 
-    /// Output format: table, markdown, json, csv [default: from -o's extension,
-    /// else table on a terminal, json otherwise].
-    #[arg(long, value_name = "FORMAT")]
-    pub format: Option<String>,
+    /// Output format [default: from -o's extension, else table on a
+    /// terminal, json otherwise].
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub format: Option<gatecal_cli::output::FormatArg>,
 
     /// Write the report to FILE instead of stdout. Without --format, the
     /// extension picks the format: .md, .json, .csv, .txt (a table).

@@ -22,7 +22,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut filter = args.filter.clone();
     filter.peak_prefill_throughput = args.peak_prefill_throughput;
     let configs = filter.config_set()?;
-    let format = report_format(args.format.as_deref(), args.output.as_deref())?;
+    let format = report_format(args.format, args.output.as_deref())?;
     let width = table_width(args.output.as_deref(), args.wide);
     // Every output is opened, and checked against the inputs, before any
     // input is read.

@@ -104,10 +104,10 @@ pub struct Args {
     #[arg(long, value_name = "MS", default_value_t = 5000.0, value_parser = gatecal_cli::filter_args::finite)]
     pub pinned_worse_min: f64,
 
-    /// Output format: table, markdown, json, csv [default: from -o's extension,
-    /// else table on a terminal, json otherwise].
-    #[arg(long, value_name = "FORMAT")]
-    pub format: Option<String>,
+    /// Output format [default: from -o's extension, else table on a
+    /// terminal, json otherwise].
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub format: Option<gatecal_cli::output::FormatArg>,
 
     /// Write the report to FILE instead of stdout. Without --format, the
     /// extension picks the format: .md, .json, .csv, .txt (a table).

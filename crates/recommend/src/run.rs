@@ -44,7 +44,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         })?;
         calibration.insert(dep, est);
     }
-    let format = report_format(args.format.as_deref(), args.output.as_deref())?;
+    let format = report_format(args.format, args.output.as_deref())?;
     let width = table_width(args.output.as_deref(), args.wide);
     let opts = RecommendOptions {
         reconstruct: ReconstructOptions {
