@@ -1,6 +1,6 @@
 //! From the parser's assembled [`Decision`] to the analysis' [`DecisionInput`].
 
-use gatecal_parser::{Completion, Decision, FilterMsg};
+use gatecal_parser::{Completion, Decision, FilterMsg, GatePenalty};
 
 use crate::input::{DecisionInput, LoggedGate, MatchedSource, ScoredEndpoint};
 
@@ -102,11 +102,11 @@ impl From<&Decision> for DecisionInput {
 impl From<Decision> for DecisionInput {
     fn from(d: Decision) -> DecisionInput {
         let logged_gate = match d.message {
-            FilterMsg::TtftGateBroken => d.penalty.map(|p| LoggedGate {
+            FilterMsg::TtftGateBroken => d.logged_penalty_ms().map(|p| LoggedGate {
                 best_sticky_ttft_ms: d.best_sticky_ttft_ms,
                 best_non_sticky_ttft_ms: d.best_non_sticky_ttft_ms,
                 penalty_ms: p,
-                max_penalty_ms: d.max_penalty,
+                max_penalty_ms: d.gate_max_penalty().and_then(GatePenalty::ms),
             }),
             _ => None,
         };

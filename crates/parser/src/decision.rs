@@ -314,9 +314,11 @@ pub struct Decision {
     /// `bestNonStickyTTFT` of a `TTFT load gate broken` line, ms.
     pub best_non_sticky_ttft_ms: Option<f64>,
     /// `penalty` of a gate line: the gate input the EPP logged (ms for the
-    /// TTFT gate, tokens for the V2 tokens gate).
+    /// TTFT gate, tokens for the V2 tokens gate); read it with its unit
+    /// through [`Decision::gate_penalty`].
     pub penalty: Option<f64>,
-    /// `maxPenalty` of a gate line (ms; tokens for the V2 tokens gate).
+    /// `maxPenalty` of a gate line (ms; tokens for the V2 tokens gate); with
+    /// its unit: [`Decision::gate_max_penalty`].
     pub max_penalty: Option<f64>,
     /// `affinityThreshold` (`tau` in G0) of the filter line.
     pub affinity_threshold: Option<f64>,
@@ -375,12 +377,49 @@ pub struct Decision {
     pub traced: bool,
 }
 
+/// A gate line's `penalty` or `maxPenalty` with its unit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GatePenalty {
+    /// Milliseconds of TTFT (`TTFT load gate broken`, and every gate line
+    /// but the tokens gate's).
+    Ms(f64),
+    /// In-flight tokens (`in-flight tokens load gate broken`, V2).
+    Tokens(f64),
+}
+
+impl GatePenalty {
+    /// The milliseconds, for a penalty in ms.
+    pub fn ms(self) -> Option<f64> {
+        match self {
+            GatePenalty::Ms(v) => Some(v),
+            GatePenalty::Tokens(_) => None,
+        }
+    }
+}
+
 impl Decision {
+    /// [`Decision::penalty`] with its unit, which the message decides.
+    pub fn gate_penalty(&self) -> Option<GatePenalty> {
+        self.penalty.map(|v| self.with_unit(v))
+    }
+
+    /// [`Decision::max_penalty`] with its unit, which the message decides.
+    pub fn gate_max_penalty(&self) -> Option<GatePenalty> {
+        self.max_penalty.map(|v| self.with_unit(v))
+    }
+
+    fn with_unit(&self, v: f64) -> GatePenalty {
+        match self.message {
+            FilterMsg::TokensGateBroken => GatePenalty::Tokens(v),
+            _ => GatePenalty::Ms(v),
+        }
+    }
+
     /// The gate input the EPP logged in ms: the `penalty` of a `TTFT load
     /// gate broken` line. `None` for every other message.
     pub fn logged_penalty_ms(&self) -> Option<f64> {
         match self.message {
-            FilterMsg::TtftGateBroken => self.penalty,
+            FilterMsg::TtftGateBroken => self.gate_penalty().and_then(GatePenalty::ms),
             _ => None,
         }
     }
@@ -388,5 +427,27 @@ impl Decision {
     /// The candidate for an endpoint id, if present.
     pub fn candidate(&self, endpoint: &str) -> Option<&CandidateObs> {
         self.candidates.iter().find(|c| c.endpoint == endpoint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_penalty_is_in_tokens_only_on_the_tokens_gate_line() {
+        let mut d = Decision {
+            message: FilterMsg::TtftGateBroken,
+            penalty: Some(19_000.0),
+            max_penalty: Some(18_000.0),
+            ..Decision::default()
+        };
+        assert_eq!(d.gate_penalty(), Some(GatePenalty::Ms(19_000.0)));
+        assert_eq!(d.gate_max_penalty(), Some(GatePenalty::Ms(18_000.0)));
+        assert_eq!(d.logged_penalty_ms(), Some(19_000.0));
+        d.message = FilterMsg::TokensGateBroken;
+        assert_eq!(d.gate_penalty(), Some(GatePenalty::Tokens(19_000.0)));
+        assert_eq!(d.gate_penalty().and_then(GatePenalty::ms), None);
+        assert_eq!(d.logged_penalty_ms(), None);
     }
 }

@@ -234,8 +234,8 @@ pub use assemble::{
     DeploymentNaming, PoolNames, endpoint_pod, pod_deployment,
 };
 pub use decision::{
-    CandidateObs, Completion, Decision, FilterExtras, FilterMsg, PrefixProducers, SourceLoc,
-    ValueFlags,
+    CandidateObs, Completion, Decision, FilterExtras, FilterMsg, GatePenalty, PrefixProducers,
+    SourceLoc, ValueFlags,
 };
 pub use error::ParseError;
 pub use event::{Event, FilterLine, LineMeta};
