@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use gatecal_analysis::dedup::{DecisionKey, DuplicateCheck, Duplicates};
-use gatecal_analysis::gate_dist::{InputSummary, TraceSummary};
+use gatecal_analysis::gate_dist::{GateDist, GateDistReport, InputSummary, TraceSummary};
 use gatecal_analysis::input::DecisionInput;
+use gatecal_analysis::recommend::{Recommend, RecommendReport};
 use gatecal_analysis::records::RecordSink;
 use gatecal_parser::{
     Completion, Decision, DecisionRecord, DecisionWriter, InputFiles, InputFormat, InputSource,
@@ -18,6 +19,8 @@ use gatecal_parser::{
     parse_files,
 };
 use rustc_hash::FxHashMap;
+
+use crate::deployments::DeploymentIndex;
 
 use crate::output::{Destination, StrictFailure};
 
@@ -430,6 +433,125 @@ pub fn decision_input(d: Decision, emit: bool) -> DecisionInput {
     let mut input = DecisionInput::from(d);
     input.record = record;
     input
+}
+
+/// An analysis the inputs feed: the audit of `gate-dist`
+/// ([`GateDist`]) or the calibration of `recommend` ([`Recommend`]). It
+/// reorders the decisions it is given within its window
+/// ([`gatecal_analysis::reorder`]) and reconstructs each one's gate input
+/// ([`gatecal_analysis::reconstruct`]).
+pub trait Analysis: Sized {
+    /// What [`Analysis::finish`] returns.
+    type Report;
+    /// Whether it reads vLLM stats lines (and `--list-deployments` lists
+    /// the deployments they name).
+    const READS_VLLM: bool;
+    /// Hands every decision record to `sink` (`--emit-decisions`).
+    fn with_records(self, sink: RecordSink) -> Self;
+    /// Adds one decision, in log order.
+    fn push_decision(&mut self, d: DecisionInput);
+    /// Adds one vLLM stats line (called only when [`Analysis::READS_VLLM`]).
+    fn push_vllm(&mut self, _s: &VllmStats) {}
+    /// The report, given the inputs' ledger.
+    fn finish(self, input: InputSummary) -> Self::Report;
+}
+
+impl Analysis for GateDist {
+    type Report = GateDistReport;
+    const READS_VLLM: bool = false;
+    fn with_records(self, sink: RecordSink) -> Self {
+        GateDist::with_records(self, sink)
+    }
+    fn push_decision(&mut self, d: DecisionInput) {
+        self.push(d);
+    }
+    fn finish(self, input: InputSummary) -> GateDistReport {
+        GateDist::finish(self, input)
+    }
+}
+
+impl Analysis for Recommend {
+    type Report = RecommendReport;
+    const READS_VLLM: bool = true;
+    fn with_records(self, sink: RecordSink) -> Self {
+        Recommend::with_records(self, sink)
+    }
+    fn push_decision(&mut self, d: DecisionInput) {
+        Recommend::push_decision(self, d);
+    }
+    fn push_vllm(&mut self, s: &VllmStats) {
+        Recommend::push_vllm(self, s);
+    }
+    fn finish(self, input: InputSummary) -> RecommendReport {
+        Recommend::finish(self, input)
+    }
+}
+
+/// What [`analyse`] gives back.
+pub struct Analysed<R> {
+    /// The analysis' report.
+    pub report: R,
+    /// What the inputs gave.
+    pub inputs: Inputs,
+    /// The deployments seen (filled only with `--list-deployments`).
+    pub index: DeploymentIndex,
+}
+
+/// The stage both binaries run: reads every input ([`read_inputs`]),
+/// feeds its decisions (those `--window` admits, with their records when
+/// `emitter` writes them) and, when the analysis reads them, its vLLM stats
+/// lines to `analysis`, indexes the deployments for `--list-deployments`,
+/// finishes the analysis and then the emitter.
+pub fn analyse<A: Analysis>(
+    args: &InputArgs,
+    files: InputFiles,
+    bin: &str,
+    window_s: Option<f64>,
+    emitter: Option<Emitter>,
+    mut analysis: A,
+) -> anyhow::Result<Analysed<A::Report>> {
+    if let Some(e) = &emitter {
+        analysis = analysis.with_records(e.sink());
+    }
+    let emit = emitter.is_some();
+    let list = args.list_deployments;
+    let mut windows = crate::bounds::WindowBound::new(window_s);
+    // Both callbacks reach the analysis and the index.
+    let state = RefCell::new((analysis, DeploymentIndex::default()));
+    let inputs = read_inputs(
+        args,
+        files,
+        bin,
+        |d| {
+            let (analysis, index) = &mut *state.borrow_mut();
+            if list {
+                index.decision(&d);
+            }
+            if windows.admit(d.ts) {
+                analysis.push_decision(decision_input(d, emit));
+            }
+        },
+        |s| {
+            if A::READS_VLLM {
+                let (analysis, index) = &mut *state.borrow_mut();
+                if list {
+                    index.vllm(s);
+                }
+                analysis.push_vllm(s);
+            }
+        },
+    )?;
+    windows.finish()?;
+    let (analysis, index) = state.into_inner();
+    let report = analysis.finish(summary(&inputs));
+    if let Some(e) = emitter {
+        e.finish()?;
+    }
+    Ok(Analysed {
+        report,
+        inputs,
+        index,
+    })
 }
 
 /// The input files the flags name, folders and globs expanded (no file is

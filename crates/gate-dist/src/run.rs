@@ -5,13 +5,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use gatecal_analysis::gate_dist::{GateDist, GateDistReport};
 use gatecal_analysis::stats::Stats;
-use gatecal_cli::deployments::{DeploymentIndex, Listed, check_names, write_list};
+use gatecal_cli::deployments::{Listed, check_names, write_list};
 use gatecal_cli::output::{
     Destination, OutputFile, Outputs, report_format, report_renderer, run_info, table_width,
 };
-use gatecal_cli::pipeline::{
-    Emitter, decision_input, input_files, no_decisions, read_inputs, summary,
-};
+use gatecal_cli::pipeline::{Analysed, Emitter, analyse, input_files, no_decisions};
 use gatecal_render::svg::{SvgHistogram, histogram_svg};
 
 use crate::args::Args;
@@ -52,33 +50,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let out = outputs.open("-o", args.output.as_deref(), &mut files)?;
     let emitter = Emitter::open(&args.input, emit)?;
-    let mut audit = GateDist::new(opts, configs);
-    if let Some(e) = &emitter {
-        audit = audit.with_records(e.sink());
-    }
-    let emit = emitter.is_some();
-    let mut windows = gatecal_cli::bounds::WindowBound::new(args.window);
     let list = args.input.list_deployments;
-    let mut index = DeploymentIndex::default();
-    let inputs = read_inputs(
+    let Analysed {
+        report,
+        inputs,
+        index,
+    } = analyse(
         &args.input,
         files,
         "gate-dist",
-        |d| {
-            if list {
-                index.decision(&d);
-            }
-            if windows.admit(d.ts) {
-                audit.push(decision_input(d, emit));
-            }
-        },
-        |_| {},
+        args.window,
+        emitter,
+        GateDist::new(opts, configs),
     )?;
-    windows.finish()?;
-    let report = audit.finish(summary(&inputs));
-    if let Some(e) = emitter {
-        e.finish()?;
-    }
     let found: Vec<&str> = report.deployments.iter().map(|d| d.name.as_str()).collect();
     if list {
         let rows: Vec<Listed> = report

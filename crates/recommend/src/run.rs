@@ -1,6 +1,5 @@
 //! Wiring: inputs and calibration files -> analysis -> render.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -9,10 +8,10 @@ use gatecal_analysis::epp_config::{ParamChanges, emit, minimal_config};
 use gatecal_analysis::recommend::{Recommend, RecommendOptions, RecommendReport};
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::throughput::from_calibration_text;
-use gatecal_cli::deployments::{DeploymentIndex, Listed, check_names, write_list};
+use gatecal_cli::deployments::{Listed, check_names, write_list};
 use gatecal_cli::output::{Outputs, report_format, report_renderer, run_info, table_width};
 use gatecal_cli::pipeline::{
-    Emitter, decision_input, input_files, no_decisions, read_inputs, summary, take_prometheus,
+    Analysed, Emitter, analyse, input_files, no_decisions, take_prometheus,
 };
 
 use crate::args::Args;
@@ -97,38 +96,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for (_, series) in prometheus {
         recommend.push_prometheus(series);
     }
-    if let Some(e) = &emitter {
-        recommend = recommend.with_records(e.sink());
-    }
-    let emit = emitter.is_some();
-    let rec = RefCell::new(recommend);
-    let mut windows = gatecal_cli::bounds::WindowBound::new(args.window);
     let list = args.input.list_deployments;
-    let index = RefCell::new(DeploymentIndex::default());
-    let inputs = read_inputs(
+    let Analysed {
+        report,
+        inputs,
+        index,
+    } = analyse(
         &args.input,
         files,
         "recommend",
-        |d| {
-            if list {
-                index.borrow_mut().decision(&d);
-            }
-            if windows.admit(d.ts) {
-                rec.borrow_mut().push_decision(decision_input(d, emit));
-            }
-        },
-        |s| {
-            if list {
-                index.borrow_mut().vllm(s);
-            }
-            rec.borrow_mut().push_vllm(s)
-        },
+        args.window,
+        emitter,
+        recommend,
     )?;
-    windows.finish()?;
-    let report = rec.into_inner().finish(summary(&inputs));
-    if let Some(e) = emitter {
-        e.finish()?;
-    }
     let found: Vec<&str> = report.deployments.iter().map(|d| d.name.as_str()).collect();
     let check = || {
         check_names("--config", args.filter.config_names(), &found)?;
@@ -150,7 +130,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 config_source: &d.current.config.source,
             })
             .collect();
-        let index = index.into_inner();
         out.write(|w| write_list(w, &rows, &index))?;
         return check();
     }
