@@ -1,39 +1,4 @@
-//! Decisions and vLLM stats lines seen twice are counted once.
-//!
-//! The same log captured twice under two file names, or overlapping
-//! `kubectl logs` captures concatenated, give the same decisions twice. A
-//! decision is a duplicate of one seen before when both have the same
-//! deployment, request id, scheduling profile, filter instance and time
-//! (`ts`, to the bit), and both come from logs or decision records, or both
-//! from trace spans (a traced decision is the span of a log decision, not a
-//! copy of it: the join pairs them). A decision without a request id or a
-//! finite time is never taken for a duplicate.
-//!
-//! A vLLM stats line is a duplicate of one seen before when both have the
-//! same deployment, pod, engine (`Engine 000`, or none for v0), wording,
-//! time and values (every number of the line, to the bit). The time is
-//! [`VllmStats::ts`] when known, else the record's month, day and time of
-//! day. Two pods never share a line: an idle engine's line repeats its
-//! values, but only within its own pod.
-//!
-//! Memory: a fingerprint (a 64-bit hash of the key) per decision or stats
-//! line, both kinds in one store, kept by second of log time (a stats line
-//! without an absolute time by its month, day and time of day, counted from
-//! the start of a year: older than any absolute time, forgotten first). At most [`MAX_FINGERPRINTS`] are kept, a second
-//! counting as [`SECOND_COST`] fingerprints besides its own (a set per
-//! second costs about that much): at most about 20 MiB, however sparse the
-//! decisions. Past that the oldest second (by log time) is forgotten, and a later
-//! decision at or before a forgotten second cannot be checked: it is kept,
-//! and counted in [`Duplicates::unchecked`] (a stats line, in
-//! [`Duplicates::vllm_unchecked`]). Decisions arrive roughly in
-//! time order, so this happens only when a copy starts more than the
-//! remembered span (about [`MAX_FINGERPRINTS`] decisions) before the newest
-//! decision seen: the first part of the second copy of a log over about a
-//! million decisions, or captures that overlap by more than that.
-//!
-//! A 64-bit fingerprint takes two different decisions of the same second
-//! for one with a probability of about `n² / 2⁶⁵` for `n` decisions in that
-//! second: below 10⁻¹³ at 1,000 decisions a second.
+//! Decisions and vLLM stats lines seen twice are counted once (see [`DuplicateCheck`]).
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -93,6 +58,41 @@ enum Seen {
 
 /// The fingerprints of the decisions and vLLM stats lines seen, by second
 /// of log time.
+///
+/// The same log captured twice under two file names, or overlapping
+/// `kubectl logs` captures concatenated, give the same decisions twice. A
+/// decision is a duplicate of one seen before when both have the same
+/// deployment, request id, scheduling profile, filter instance and time
+/// (`ts`, to the bit), and both come from logs or decision records, or both
+/// from trace spans (a traced decision is the span of a log decision, not a
+/// copy of it: the join pairs them). A decision without a request id or a
+/// finite time is never taken for a duplicate.
+///
+/// A vLLM stats line is a duplicate of one seen before when both have the
+/// same deployment, pod, engine (`Engine 000`, or none for v0), wording,
+/// time and values (every number of the line, to the bit). The time is
+/// [`VllmStats::ts`] when known, else the record's month, day and time of
+/// day. Two pods never share a line: an idle engine's line repeats its
+/// values, but only within its own pod.
+///
+/// Memory: a fingerprint (a 64-bit hash of the key) per decision or stats
+/// line, both kinds in one store, kept by second of log time (a stats line
+/// without an absolute time by its month, day and time of day, counted from
+/// the start of a year: older than any absolute time, forgotten first). At most [`MAX_FINGERPRINTS`] are kept, a second
+/// counting as [`SECOND_COST`] fingerprints besides its own (a set per
+/// second costs about that much): at most about 20 MiB, however sparse the
+/// decisions. Past that the oldest second (by log time) is forgotten, and a later
+/// decision at or before a forgotten second cannot be checked: it is kept,
+/// and counted in [`Duplicates::unchecked`] (a stats line, in
+/// [`Duplicates::vllm_unchecked`]). Decisions arrive roughly in
+/// time order, so this happens only when a copy starts more than the
+/// remembered span (about [`MAX_FINGERPRINTS`] decisions) before the newest
+/// decision seen: the first part of the second copy of a log over about a
+/// million decisions, or captures that overlap by more than that.
+///
+/// A 64-bit fingerprint takes two different decisions of the same second
+/// for one with a probability of about `n² / 2⁶⁵` for `n` decisions in that
+/// second: below 10⁻¹³ at 1,000 decisions a second.
 #[derive(Debug)]
 pub struct DuplicateCheck {
     max: usize,

@@ -269,7 +269,7 @@ pub struct InputSummary {
     /// assembler's byte budget (64 MiB; one request at most 8 MiB).
     pub requests_evicted_for_memory: u64,
     /// Decisions seen twice (the same log given twice, overlapping
-    /// captures), counted once ([`crate::dedup`]).
+    /// captures), counted once ([`crate::DuplicateCheck`]).
     pub duplicates: crate::dedup::Duplicates,
     /// The first malformed lines, `file:line: why`.
     pub first_malformed: Vec<String>,
@@ -394,7 +394,7 @@ pub struct GateDistReport {
     pub deployments: Vec<DeploymentReport>,
     /// Over all deployments.
     pub overall: OverallReport,
-    /// Deployments past the cap, pooled into one ([`crate::pool`]).
+    /// Deployments past the cap, pooled into one ([`crate::Pooled`]).
     pub pooled: crate::pool::Pooled,
 }
 
@@ -568,8 +568,8 @@ impl GateDist {
     }
 
     /// Tracks at most `max` deployments (default
-    /// [`crate::pool::MAX_DEPLOYMENTS`]); the decisions of the others are
-    /// pooled into [`crate::pool::OTHER_DEPLOYMENT`] and counted in
+    /// [`crate::MAX_DEPLOYMENTS`]); the decisions of the others are
+    /// pooled into [`crate::OTHER_DEPLOYMENT`] and counted in
     /// [`GateDistReport::pooled`].
     pub fn with_max_deployments(mut self, max: usize) -> GateDist {
         self.cap = crate::pool::DeploymentCap::new(max);
@@ -577,7 +577,7 @@ impl GateDist {
     }
 
     /// Adds one decision. Decisions may arrive slightly out of time order
-    /// (see [`crate::reorder`]).
+    /// (see [`crate::Reorder`]).
     pub fn push(&mut self, mut d: DecisionInput) {
         self.cap.admit(&mut d.deployment);
         // The buffer is taken out while it hands the decisions now due

@@ -1,26 +1,4 @@
-//! A histogram of signed values (ms) on top of HdrHistogram.
-//!
-//! # Method
-//!
-//! HdrHistogram records non-negative integers. The gate input is negative
-//! whenever the sticky endpoint is the less loaded one, so values are split by
-//! sign: `v >= 0` goes to a histogram of `round(v * 100)` (units of 10 µs),
-//! `v < 0` to a second histogram of `round(-v * 100)`. Nothing is clamped.
-//! Both keep 3 significant digits, so every recorded value is represented
-//! within 0.1 % of itself (plus the 5 µs rounding to the unit).
-//!
-//! Quantiles are *nearest rank* over the exact count: for quantile `q` in
-//! `[0, 1]` and `n` values the answer is the `k`-th smallest with
-//! `k = max(1, ceil(q * n))`. Ranks `k <= n_neg` fall in the negative
-//! histogram, counted from its largest magnitude down; the rest in the
-//! non-negative one. The value returned is the midpoint of the HdrHistogram
-//! bucket holding that rank (`median_equivalent`), so it differs from the
-//! exact order statistic by at most half a bucket: 0.05 % relative, plus 5 µs.
-//!
-//! Values that are not finite, or whose magnitude is at least `1e300` (the
-//! EPP logs `f64::MAX` as the penalty on the predictor path when a side has
-//! no prediction), are not recorded; they are counted in
-//! [`SignedHistogram::unbounded`] so that a figure never hides them.
+//! A histogram of signed values (ms) on top of HdrHistogram (see [`SignedHistogram`]).
 
 use hdrhistogram::Histogram;
 
@@ -32,6 +10,28 @@ pub const UNBOUNDED_MS: f64 = 1e300;
 const MAX_RECORDED_MS: f64 = 1e11;
 
 /// A histogram of signed millisecond values with exact count, min and max.
+///
+/// # Method
+///
+/// HdrHistogram records non-negative integers. The gate input is negative
+/// whenever the sticky endpoint is the less loaded one, so values are split by
+/// sign: `v >= 0` goes to a histogram of `round(v * 100)` (units of 10 µs),
+/// `v < 0` to a second histogram of `round(-v * 100)`. Nothing is clamped.
+/// Both keep 3 significant digits, so every recorded value is represented
+/// within 0.1 % of itself (plus the 5 µs rounding to the unit).
+///
+/// Quantiles are *nearest rank* over the exact count: for quantile `q` in
+/// `[0, 1]` and `n` values the answer is the `k`-th smallest with
+/// `k = max(1, ceil(q * n))`. Ranks `k <= n_neg` fall in the negative
+/// histogram, counted from its largest magnitude down; the rest in the
+/// non-negative one. The value returned is the midpoint of the HdrHistogram
+/// bucket holding that rank (`median_equivalent`), so it differs from the
+/// exact order statistic by at most half a bucket: 0.05 % relative, plus 5 µs.
+///
+/// Values that are not finite, or whose magnitude is at least `1e300` (the
+/// EPP logs `f64::MAX` as the penalty on the predictor path when a side has
+/// no prediction), are not recorded; they are counted in
+/// [`SignedHistogram::unbounded`] so that a figure never hides them.
 #[derive(Clone, Debug)]
 pub struct SignedHistogram {
     neg: Histogram<u64>,

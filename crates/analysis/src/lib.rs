@@ -5,9 +5,32 @@
 //! input of every decision with an evidence label
 //! ([`reconstruct`]), replays decisions through the filter core under other
 //! configs ([`whatif`]), builds distributions on a signed HdrHistogram
-//! ([`hist`]), and assembles the `gatecal.gate-dist/v2` report
+//! ([`SignedHistogram`]), and assembles the `gatecal.gate-dist/v2` report
 //! ([`gate_dist`]). Every estimator's method and error bound is written in the
-//! docs of the module that computes it.
+//! docs of the module or type that computes it.
+//!
+//! # API
+//!
+//! The entry points:
+//!
+//! - [`gate_dist::GateDist`]: the audit of `gate-dist`, its options
+//!   ([`gate_dist::GateDistOptions`], [`gate_dist::ConfigSet`]) and report
+//!   ([`gate_dist::GateDistReport`]);
+//! - [`recommend::Recommend`]: the calibration of `recommend`, its options
+//!   ([`recommend::RecommendOptions`]) and report
+//!   ([`recommend::RecommendReport`]);
+//! - [`input::DecisionInput`]: a decision as both take it (from the parser's
+//!   `Decision`, or a decision record of [`records`]);
+//! - [`reconstruct`]: the gate input's reconstruction and its options;
+//!   [`throughput`]: the peak prefill throughput estimators; [`whatif`]:
+//!   candidate configs; [`stats`]: the distributions a report holds;
+//!   [`epp_config`]: the EPP's config files, read and written back;
+//!   [`prometheus`]: Prometheus `query_range` responses and the peak from
+//!   them; [`agreement`]: where the vLLM log lines and Prometheus disagree;
+//! - at the crate root, the pieces the binaries' input stage and reports
+//!   use: duplicate detection ([`DuplicateCheck`]), the reorder buffer
+//!   ([`Reorder`]), the deployment cap ([`Pooled`]) and the histogram
+//!   ([`SignedHistogram`]).
 //!
 //! # Example
 //!
@@ -36,19 +59,25 @@
 #![forbid(unsafe_code)]
 
 pub mod agreement;
-pub mod dedup;
 pub mod epp_config;
-pub mod from_parser;
 pub mod gate_dist;
-pub mod hist;
 pub mod input;
-pub mod pool;
 pub mod prometheus;
-mod queue;
 pub mod recommend;
 pub mod reconstruct;
 pub mod records;
-pub mod reorder;
 pub mod stats;
 pub mod throughput;
 pub mod whatif;
+
+mod dedup;
+mod from_parser;
+mod hist;
+mod pool;
+mod queue;
+mod reorder;
+
+pub use dedup::{DecisionKey, DuplicateCheck, Duplicates, MAX_FINGERPRINTS, SECOND_COST};
+pub use hist::SignedHistogram;
+pub use pool::{MAX_DEPLOYMENTS, OTHER_DEPLOYMENT, Pooled};
+pub use reorder::{DEFAULT_REORDER_WINDOW_S, Reorder};

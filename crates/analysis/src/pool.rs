@@ -1,9 +1,4 @@
-//! A bound on the deployments tracked: memory and the report's size grow
-//! with them (each holds histograms, windows, endpoint trackers; the SVG
-//! output draws one file each), so past [`MAX_DEPLOYMENTS`] the decisions
-//! of every further deployment are pooled into one named
-//! [`OTHER_DEPLOYMENT`], and how many were pooled is reported. The first
-//! deployments seen are kept (the order of the input).
+//! The bound on the deployments tracked (see [`Pooled`]).
 
 use rustc_hash::FxHashSet;
 use serde::Serialize;
@@ -15,6 +10,13 @@ pub const MAX_DEPLOYMENTS: usize = 256;
 pub const OTHER_DEPLOYMENT: &str = "(other deployments)";
 
 /// What was pooled, as reported.
+///
+/// A bound on the deployments tracked: memory and the report's size grow
+/// with them (each holds histograms, windows, endpoint trackers; the SVG
+/// output draws one file each), so past [`MAX_DEPLOYMENTS`] the decisions
+/// of every further deployment are pooled into one named
+/// [`OTHER_DEPLOYMENT`], and how many were pooled is reported. The first
+/// deployments seen are kept (the order of the input).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Pooled {
     /// Distinct deployment names pooled into [`OTHER_DEPLOYMENT`].

@@ -327,7 +327,7 @@ pub struct RecommendReport {
     pub input: InputSummary,
     /// Per deployment, sorted by name.
     pub deployments: Vec<DeploymentRec>,
-    /// Deployments past the cap, pooled into one ([`crate::pool`]).
+    /// Deployments past the cap, pooled into one ([`crate::Pooled`]).
     pub pooled: crate::pool::Pooled,
     /// vLLM stats lines past the cap, not used.
     pub vllm_cut: VllmCut,
@@ -524,8 +524,8 @@ impl Recommend {
     }
 
     /// Tracks at most `max` deployments (default
-    /// [`crate::pool::MAX_DEPLOYMENTS`]); the others are pooled into
-    /// [`crate::pool::OTHER_DEPLOYMENT`] and counted in
+    /// [`crate::MAX_DEPLOYMENTS`]); the others are pooled into
+    /// [`crate::OTHER_DEPLOYMENT`] and counted in
     /// [`RecommendReport::pooled`].
     pub fn with_max_deployments(mut self, max: usize) -> Recommend {
         self.cap = crate::pool::DeploymentCap::new(max);
@@ -546,7 +546,7 @@ impl Recommend {
         self
     }
 
-    /// Adds one decision (in roughly log order, see [`crate::reorder`]).
+    /// Adds one decision (in roughly log order, see [`crate::Reorder`]).
     pub fn push_decision(&mut self, mut d: DecisionInput) {
         self.cap.admit(&mut d.deployment);
         let mut due = Vec::new();

@@ -13,7 +13,7 @@
 //!
 //! # Method
 //!
-//! Decisions are first put back in log-time order ([`crate::reorder`]). Per
+//! Decisions are first put back in log-time order ([`crate::Reorder`]). Per
 //! deployment, a tracker then keeps, for every endpoint, a model of its queue:
 //! the uncached tokens of each request in flight, oldest first, as of the
 //! endpoint's last estimate.
@@ -219,7 +219,7 @@ pub struct ReconstructOptions {
     /// Longest time, in seconds, a carried-forward load is trusted. Default 30.
     pub max_staleness_s: f64,
     /// Decisions are put back in time order within this many seconds of log
-    /// time before reconstruction ([`crate::reorder`]). Default 30.
+    /// time before reconstruction ([`crate::Reorder`]). Default 30.
     pub reorder_window_s: f64,
     /// Whether a censored hold also raises the queue model of the
     /// non-sticky endpoints it bounds (see [`hold_floor`]). Default false:

@@ -1,14 +1,4 @@
-//! Putting decisions back in log-time order.
-//!
-//! The parser emits a decision when its request completes (`Request
-//! handled`), so a decision can come out after a later request's decision.
-//! The reconstruction carries endpoint loads forward and must see decisions
-//! in the order the EPP made them, so they pass through a buffer that
-//! releases a decision once the newest decision time seen is more than
-//! `window` seconds past it, oldest first (ties in arrival order).
-//! Memory is bounded by the decisions of one window: they wait in slots that
-//! are reused, so a decision costs no allocation of its own. Decisions
-//! without a time pass straight through.
+//! Putting decisions back in log-time order (see [`Reorder`]).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -56,6 +46,16 @@ fn order_key(ts: f64) -> i64 {
 }
 
 /// A reorder buffer.
+///
+/// The parser emits a decision when its request completes (`Request
+/// handled`), so a decision can come out after a later request's decision.
+/// The reconstruction carries endpoint loads forward and must see decisions
+/// in the order the EPP made them, so they pass through a buffer that
+/// releases a decision once the newest decision time seen is more than
+/// `window` seconds past it, oldest first (ties in arrival order).
+/// Memory is bounded by the decisions of one window: they wait in slots that
+/// are reused, so a decision costs no allocation of its own. Decisions
+/// without a time pass straight through.
 pub struct Reorder {
     window: f64,
     heap: BinaryHeap<Entry>,

@@ -32,7 +32,7 @@ pub struct EvidenceCounts {
     pub unknown: u64,
 }
 
-/// A distribution's size and quantiles (nearest rank, ms; see [`crate::hist`]).
+/// A distribution's size and quantiles (nearest rank, ms; see [`crate::SignedHistogram`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Distribution {
     /// Values in the distribution.

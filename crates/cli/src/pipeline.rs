@@ -8,11 +8,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gatecal_analysis::dedup::{DecisionKey, DuplicateCheck, Duplicates};
 use gatecal_analysis::gate_dist::{GateDist, GateDistReport, InputSummary, TraceSummary};
 use gatecal_analysis::input::DecisionInput;
 use gatecal_analysis::recommend::{Recommend, RecommendReport};
 use gatecal_analysis::records::RecordSink;
+use gatecal_analysis::{DecisionKey, DuplicateCheck, Duplicates};
 use gatecal_parser::{
     Completion, Decision, DecisionRecord, DecisionWriter, InputFiles, InputFormat, InputSource,
     InputSpec, Item, Ledger, ParseError, ParseOptions, Progress, VllmStats, count_trace_files,
@@ -438,7 +438,7 @@ pub fn decision_input(d: Decision, emit: bool) -> DecisionInput {
 /// An analysis the inputs feed: the audit of `gate-dist`
 /// ([`GateDist`]) or the calibration of `recommend` ([`Recommend`]). It
 /// reorders the decisions it is given within its window
-/// ([`gatecal_analysis::reorder`]) and reconstructs each one's gate input
+/// ([`gatecal_analysis::Reorder`]) and reconstructs each one's gate input
 /// ([`gatecal_analysis::reconstruct`]).
 pub trait Analysis: Sized {
     /// What [`Analysis::finish`] returns.
@@ -569,7 +569,7 @@ const SKIPPED_LISTED: usize = 20;
 /// value) and `on_vllm` in log order. A decision seen before (the same
 /// deployment, request id, profile, filter instance and time) or a vLLM
 /// stats line seen before (the same deployment, pod, engine, time and
-/// values; [`gatecal_analysis::dedup`]) is dropped and counted, with a
+/// values; [`gatecal_analysis::DuplicateCheck`]) is dropped and counted, with a
 /// warning on stderr. Files not read (see [`gatecal_parser::Ledger::skipped`]) are
 /// listed on stderr, prefixed with `bin`.
 pub fn read_inputs(
@@ -685,14 +685,14 @@ fn report_skipped(bin: &str, ledger: &Ledger) {
 }
 
 /// The warning when deployments past the cap were pooled, if any were.
-pub fn pooled_warning(p: &gatecal_analysis::pool::Pooled) -> Option<String> {
+pub fn pooled_warning(p: &gatecal_analysis::Pooled) -> Option<String> {
     (p.decisions > 0).then(|| {
         format!(
             "more than {} deployments: {} more ({} decisions) pooled into {:?}",
             p.max_deployments,
             p.deployments,
             p.decisions,
-            gatecal_analysis::pool::OTHER_DEPLOYMENT
+            gatecal_analysis::OTHER_DEPLOYMENT
         )
     })
 }

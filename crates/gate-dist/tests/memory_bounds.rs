@@ -3,8 +3,8 @@
 
 use gatecal_analysis::gate_dist::{ConfigSet, GateDist, GateDistOptions, InputSummary};
 use gatecal_analysis::input::DecisionInput;
-use gatecal_analysis::pool::{MAX_DEPLOYMENTS, OTHER_DEPLOYMENT, Pooled};
 use gatecal_analysis::recommend::{Recommend, RecommendOptions};
+use gatecal_analysis::{MAX_DEPLOYMENTS, OTHER_DEPLOYMENT, Pooled};
 use gatecal_parser::{ParseOptions, parse_slice};
 
 /// `n` complete decisions, each in its own namespace (its own deployment).

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::Command;
 
-use gatecal_analysis::hist::SignedHistogram;
+use gatecal_analysis::SignedHistogram;
 use gatecal_analysis::stats::Distribution;
 use gatecal_sim::{TruthRecord, Variant, is_sampled, run, scenario, scenario_names, write_traces};
 

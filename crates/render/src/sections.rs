@@ -311,7 +311,7 @@ pub fn vllm_cut_note(c: &gatecal_analysis::recommend::VllmCut) -> Option<String>
 
 /// The note on decisions or vLLM stats lines seen twice, when any were
 /// (or could not be checked): the input table's footnote and the binaries' warning.
-pub fn duplicates_note(d: &gatecal_analysis::dedup::Duplicates) -> Option<String> {
+pub fn duplicates_note(d: &gatecal_analysis::Duplicates) -> Option<String> {
     let mut parts = Vec::new();
     if d.decisions > 0 {
         parts.push(format!(
@@ -339,7 +339,7 @@ pub fn duplicates_note(d: &gatecal_analysis::dedup::Duplicates) -> Option<String
         parts.push(format!(
             "{} older than the duplicate check's memory (about the newest {} decisions and stats lines) were not checked",
             unchecked.join(" and "),
-            count(gatecal_analysis::dedup::MAX_FINGERPRINTS as u64)
+            count(gatecal_analysis::MAX_FINGERPRINTS as u64)
         ));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
