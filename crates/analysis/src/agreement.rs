@@ -30,7 +30,7 @@
 //! Each side needs [`MIN_SAMPLES`] samples in the common span (lines with a
 //! hit rate; scrape intervals with queries) to be compared.
 
-use gatecal_parser::VllmStats;
+use gatecal_parser::{VllmStats, epoch_of, year_month_of};
 use serde::Serialize;
 
 use crate::throughput::PeakEstimate;
@@ -116,32 +116,6 @@ pub fn peak(vllm: &PeakEstimate, prom: &PeakEstimate) -> Option<SourceDisagreeme
     })
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The year of an epoch time (UTC).
-fn year_of(epoch: f64) -> i64 {
-    let days = (epoch.clamp(-1e13, 1e13) / 86_400.0).floor() as i64;
-    // 1970 + days / 365.2425, corrected by at most one either way.
-    let mut y = 1970 + (days as f64 / 365.2425).floor() as i64;
-    while days_from_civil(y, 1, 1) > days {
-        y -= 1;
-    }
-    while days_from_civil(y + 1, 1, 1) <= days {
-        y += 1;
-    }
-    y
-}
-
 /// The hit rates of one deployment's v1 stats lines: `(time, rate)`, the
 /// time in epoch seconds when the line has a year, else seconds into its
 /// year (placed at the end, against the counters' year).
@@ -176,15 +150,12 @@ impl LineHitRates {
 
     /// The lines' times and rates, the yearless ones placed near `near`.
     fn placed(&self, near: f64) -> Vec<(f64, f64)> {
-        let y = year_of(near);
+        let y = year_month_of(near).0;
         let mut out: Vec<(f64, f64)> = self.with_year.clone();
         for &(m, d, sod, h) in &self.yearless {
             let best = [y - 1, y, y + 1]
                 .into_iter()
-                .map(|yy| {
-                    days_from_civil(yy, u32::from(m), u32::from(d)) as f64 * 86_400.0
-                        + f64::from(sod)
-                })
+                .map(|yy| epoch_of(yy, m, d, sod))
                 .min_by(|a, b| (a - near).abs().total_cmp(&(b - near).abs()));
             if let Some(t) = best {
                 out.push((t, h));
@@ -324,12 +295,7 @@ mod tests {
     #[test]
     fn yearless_lines_meet_the_counters_in_their_year() {
         // 2026-08-21 14:00:00 UTC.
-        let t0 = days_from_civil(2026, 8, 21) as f64 * 86_400.0 + 14.0 * 3600.0;
-        assert_eq!(year_of(t0), 2026);
-        assert_eq!(
-            year_of(days_from_civil(2024, 12, 31) as f64 * 86_400.0),
-            2024
-        );
+        let t0 = epoch_of(2026, 8, 21, 14 * 3600);
         let mut lines = LineHitRates::default();
         for k in 0..30u32 {
             lines.push(&line(8, 21, 14 * 3600 + 10 * k, 80.0 + f64::from(k % 3)));

@@ -113,7 +113,7 @@
 
 use std::collections::BTreeMap;
 
-use gatecal_parser::{VllmStats, VllmStatsVersion};
+use gatecal_parser::{VllmStats, VllmStatsVersion, epoch_of, year_month_of};
 use serde::Serialize;
 
 /// Where an estimate comes from.
@@ -693,29 +693,17 @@ fn engine_key(pod: &str, engine: &str) -> String {
 /// Epoch seconds of the 1 January (UTC) of the year that puts a time of
 /// year `rel` ([`relative_time`]) nearest to the epoch time `near`.
 fn year_start(rel: f64, near: f64) -> f64 {
-    let mut start = 0.0f64;
-    let mut year = 1970;
-    loop {
-        let days = if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 {
-            366.0
-        } else {
-            365.0
-        };
-        if start + days * 86_400.0 > near || year > 9999 {
-            break;
-        }
-        start += days * 86_400.0;
-        year += 1;
-    }
+    let y = year_month_of(near).0;
     // The line may be in the year before or after the decisions'.
-    [start - 365.0 * 86_400.0, start, start + 365.0 * 86_400.0]
+    [y - 1, y, y + 1]
         .into_iter()
+        .map(|yy| epoch_of(yy, 1, 1, 0))
         .min_by(|a, b| {
             ((a + rel) - near)
                 .abs()
                 .total_cmp(&((b + rel) - near).abs())
         })
-        .unwrap_or(start)
+        .unwrap_or(0.0)
 }
 
 impl VllmEstimator {

@@ -1,7 +1,7 @@
 //! Civil time without a clock: RFC3339 to epoch seconds and back to a year.
 
 /// Days since 1970-01-01 of a proleptic Gregorian date.
-pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = if y >= 0 { y } else { y - 399 } / 400;
     let yoe = y - era * 400;
@@ -12,8 +12,9 @@ pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The (year, month) of an epoch time.
-pub(crate) fn year_month_of(epoch: f64) -> (i64, u32) {
+/// The (year, month) of an epoch time (UTC); a non-finite time reads as
+/// 1970-01.
+pub fn year_month_of(epoch: f64) -> (i64, u32) {
     let epoch = if epoch.is_finite() {
         epoch.clamp(-1e13, 1e13)
     } else {
@@ -107,7 +108,7 @@ pub(crate) fn parse_rfc3339(b: &[u8]) -> Option<f64> {
 }
 
 /// Epoch seconds of a month-day-time in a year, read as UTC.
-pub(crate) fn epoch_of(year: i64, month: u8, day: u8, secs_of_day: u32) -> f64 {
+pub fn epoch_of(year: i64, month: u8, day: u8, secs_of_day: u32) -> f64 {
     (days_from_civil(year, u32::from(month), u32::from(day)) * 86_400 + i64::from(secs_of_day))
         as f64
 }
