@@ -73,10 +73,6 @@ impl<'o> Engine<'o> {
     }
 
     fn malformed(&mut self, reason: MalformedReason) -> Result<(), ParseError> {
-        self.counts.lines_malformed += 1;
-        if matches!(reason, MalformedReason::OutOfRange(_)) {
-            self.counts.lines_out_of_range += 1;
-        }
         let m = MalformedLine {
             at: SourceLoc {
                 file: self.display.clone(),
@@ -84,13 +80,7 @@ impl<'o> Engine<'o> {
             },
             reason,
         };
-        if self.opts.strict {
-            return Err(ParseError::Malformed(m));
-        }
-        if self.counts.first_malformed.len() < self.opts.keep_malformed {
-            self.counts.first_malformed.push(m);
-        }
-        Ok(())
+        self.counts.malformed(m, self.opts)
     }
 
     fn emit_decision(counts: &mut Counts, sink: &mut dyn FnMut(Item), d: Decision) {

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::decision::{Completion, SourceLoc};
+use crate::{ParseError, ParseOptions};
 
 /// Why a line was counted as malformed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -254,6 +255,28 @@ impl Counts {
             }
             self.first_malformed.push(m.clone());
         }
+    }
+
+    /// Counts one malformed line (and, for [`MalformedReason::OutOfRange`],
+    /// one out of range), keeps it among the first ones (up to
+    /// [`ParseOptions::keep_malformed`]), or returns it as the error under
+    /// [`ParseOptions::strict`].
+    pub(crate) fn malformed(
+        &mut self,
+        m: MalformedLine,
+        opts: &ParseOptions,
+    ) -> Result<(), ParseError> {
+        self.lines_malformed += 1;
+        if matches!(m.reason, MalformedReason::OutOfRange(_)) {
+            self.lines_out_of_range += 1;
+        }
+        if opts.strict {
+            return Err(ParseError::Malformed(m));
+        }
+        if self.first_malformed.len() < opts.keep_malformed {
+            self.first_malformed.push(m);
+        }
+        Ok(())
     }
 
     /// Counts one emitted decision by how it was closed.

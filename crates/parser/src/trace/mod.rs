@@ -239,7 +239,6 @@ impl<'o> TraceReader<'o> {
     }
 
     fn malformed_at(&mut self, line: u64, reason: MalformedReason) -> Result<(), ParseError> {
-        self.counts.lines_malformed += 1;
         let m = MalformedLine {
             at: SourceLoc {
                 file: self.display.clone(),
@@ -247,13 +246,7 @@ impl<'o> TraceReader<'o> {
             },
             reason,
         };
-        if self.opts.strict {
-            return Err(ParseError::Malformed(m));
-        }
-        if self.counts.first_malformed.len() < self.opts.keep_malformed {
-            self.counts.first_malformed.push(m);
-        }
-        Ok(())
+        self.counts.malformed(m, self.opts)
     }
 
     /// Counts `n` lines of a document, starting at `first`.
