@@ -24,6 +24,17 @@ fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run gate-dist")
 }
 
+/// The JSON a successful run printed; a failed run fails the test with
+/// `what` and its stderr.
+fn ok_json(out: &Output, what: &str) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{what}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn json(args: &[&str]) -> serde_json::Value {
     let out = run(args);
     assert!(
@@ -276,12 +287,7 @@ fn gzip_on_stdin_with_a_name() {
     let writer = std::thread::spawn(move || stdin.write_all(&bytes));
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&out, "");
     assert_eq!(v["deployments"][0]["name"], "glm-5-2");
     assert_eq!(v["deployments"][0]["decisions"], 1100);
 }
@@ -637,12 +643,7 @@ fn a_candidate_invalid_for_the_config_in_force_says_why() {
         "--format",
         "json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&out, "");
     let d = &v["deployments"][0];
     let c = &d["candidates"][0];
     let e = c["error"].as_str().unwrap();

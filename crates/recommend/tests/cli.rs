@@ -22,6 +22,17 @@ fn run(args: &[&str]) -> Output {
         .expect("run recommend")
 }
 
+/// The JSON a successful run printed; a failed run fails the test with
+/// `what` and its stderr.
+fn ok_json(out: &Output, what: &str) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{what}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
 fn demo_with_vllm_logs() {
     let out = run(&[
@@ -30,12 +41,7 @@ fn demo_with_vllm_logs() {
         "--format",
         "json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&out, "");
     assert_eq!(v["schema"], "gatecal.recommend/v2");
     assert_eq!(v["deployments"].as_array().unwrap().len(), 1);
     let d = &v["deployments"][0];
@@ -159,12 +165,7 @@ fn read_back_records_label_their_matched_tokens_as_such() {
     let records = dir.path().join("d.jsonl");
     let sources = |args: &[&str]| -> serde_json::Value {
         let out = run(&[args, &["--format", "json", "-q"]].concat());
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = ok_json(&out, "");
         v["deployments"][0]["matched_tokens"]["sources"].clone()
     };
     // From the log: the P/D decider's lines.
@@ -229,12 +230,7 @@ fn prefix_producer_lines_at_v5_give_the_break_even_in_tokens() {
         .arg(&records)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&out, "");
     let d = &v["deployments"][0];
     // approx-1: prefix score 0.8 of 10 blocks; approx-2: the longest cached
     // prefix, 6 blocks; both of 64 tokens. precise-1: 45 whole blocks of 16.
@@ -328,12 +324,7 @@ fn prometheus_query_range_gives_the_exact_peak() {
         "--format",
         "json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&out, "");
     let truth = effective_peaks("eight-deployments/summary.json");
     let mut from_prometheus = 0;
     for d in v["deployments"].as_array().unwrap() {
@@ -379,12 +370,7 @@ fn prometheus_files_are_found_by_content_and_bad_ones_named() {
     let a = dir.path().join("prompt_tokens_local_compute.dat");
     let b = dir.path().join("num_requests_waiting.dat");
     let out = run(&[a.to_str().unwrap(), b.to_str().unwrap(), "--format", "json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&out, "");
     let d = &v["deployments"][0];
     assert_eq!(d["peak_prefill_throughput"]["source"], "prometheus");
     // Without an EPP log, the series' namespace names the deployment.
@@ -478,12 +464,7 @@ fn emit_config_round_trips_every_shape() {
             "--format",
             "json",
         ]);
-        assert!(
-            out.status.success(),
-            "{shape}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = ok_json(&out, &format!("{shape}: "));
         let rec = &v["deployments"][0]["recommended"]["params"];
         let new = std::fs::read_to_string(&emitted).unwrap();
         // Only the parameter lines differ.
@@ -514,12 +495,7 @@ fn emit_config_round_trips_every_shape() {
             "--format",
             "json",
         ]);
-        assert!(
-            back.status.success(),
-            "{shape}: {}",
-            String::from_utf8_lossy(&back.stderr)
-        );
-        let b: serde_json::Value = serde_json::from_slice(&back.stdout).unwrap();
+        let b = ok_json(&back, &format!("{shape}: "));
         let p = &b["deployments"][0]["current"]["config"]["parameters"];
         for k in ["penaltyMode", "peakPrefillThroughput", "maxTTFTPenaltyMs"] {
             assert_eq!(p[k], rec[k], "{shape}: {k}");
@@ -577,12 +553,7 @@ fn candidates_side_by_side() {
         "--format",
         "json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&out, "");
     let rows = v["deployments"][0]["rows"].as_array().unwrap();
     let cands: Vec<&serde_json::Value> = rows.iter().filter(|r| r["kind"] == "candidate").collect();
     assert_eq!(cands.len(), 3);
@@ -715,12 +686,7 @@ fn the_same_log_under_two_names_counts_once() {
         let mut args = inputs.to_vec();
         args.extend([vllm.as_str(), "--format", "json"]);
         let out = run(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = ok_json(&out, "");
         (v, String::from_utf8_lossy(&out.stderr).into_owned())
     };
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
