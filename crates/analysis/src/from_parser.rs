@@ -2,7 +2,10 @@
 
 use gatecal_parser::{Completion, Decision, FilterMsg, GatePenalty};
 
-use crate::input::{DecisionInput, LoggedGate, MatchedSource, ScoredEndpoint};
+use crate::input::{
+    DEFAULT_APPROXIMATE_BLOCK_SIZE, DEFAULT_PRECISE_BLOCK_SIZE, DecisionInput, LoggedGate,
+    MatchedSource, ScoredEndpoint,
+};
 
 /// Whether a scorer plugin (`name/type`) scores prefix-cache matches: its
 /// type (after the last `/`) contains `prefix` and not `affinity`.
@@ -52,31 +55,21 @@ fn per_endpoint_loads(d: &Decision) -> Option<Vec<gatecal_filter::Candidate>> {
         .collect()
 }
 
-/// Tokens per block of the approximate prefix producer: vLLM's default
-/// block size (16) raised to the producer's 64-token floor, what its
-/// default `autoTune` gives on a default vLLM.
-pub const APPROXIMATE_BLOCK_SIZE_TOKENS: i64 = 64;
-
-/// Tokens per block of the precise prefix producer: vLLM's default block
-/// size (its block keys must be the engine's blocks).
-pub const PRECISE_BLOCK_SIZE_TOKENS: i64 = 16;
-
-/// The precise producer's matched tokens: the most match blocks of any
-/// endpoint (`Produce completed`'s `scores`, whole blocks) times
-/// [`PRECISE_BLOCK_SIZE_TOKENS`]. The best sticky endpoint's own count is
-/// not logged by endpoint name (the scores are keyed by address): exact when
-/// one endpoint is sticky, else at most `(1 − affinityThreshold) ×
-/// blockKeys` blocks above it.
+/// The precise producer's matched blocks: the most match blocks of any
+/// endpoint (`Produce completed`'s `scores`, whole blocks). The best
+/// sticky endpoint's own count is not logged by endpoint name (the scores
+/// are keyed by address): exact when one endpoint is sticky, else at most
+/// `(1 − affinityThreshold) × blockKeys` blocks above it.
 fn precise_matched(p: &gatecal_parser::PrefixProducers) -> Option<i64> {
     let m = p.precise_max_match_blocks?.floor() as i64;
-    (m > 0).then(|| m.saturating_mul(PRECISE_BLOCK_SIZE_TOKENS))
+    (m > 0).then_some(m)
 }
 
-/// The approximate producer's matched tokens: the best surviving endpoint's
-/// prefix score × `total # blocks` (the score is match blocks over total
-/// blocks), else the longest cached prefix (its one `Found cached servers`
-/// line per block, an upper bound exact when the best sticky endpoint holds
-/// it), times [`APPROXIMATE_BLOCK_SIZE_TOKENS`].
+/// The approximate producer's matched blocks: the best surviving
+/// endpoint's prefix score × `total # blocks` (the score is match blocks
+/// over total blocks), else the longest cached prefix (its one `Found
+/// cached servers` line per block, an upper bound exact when the best
+/// sticky endpoint holds it).
 fn approximate_matched(
     p: &gatecal_parser::PrefixProducers,
     best_score: Option<f64>,
@@ -88,7 +81,7 @@ fn approximate_matched(
         (Some(s), Some(t)) if s.is_finite() && s >= 0.0 => (s * t).round() as i64,
         _ => i64::from(p.approx_cached_blocks),
     };
-    (blocks > 0).then(|| blocks.saturating_mul(APPROXIMATE_BLOCK_SIZE_TOKENS))
+    (blocks > 0).then_some(blocks)
 }
 
 impl From<&Decision> for DecisionInput {
@@ -181,14 +174,22 @@ impl From<Decision> for DecisionInput {
             })
             .filter_map(|e| e.prefix_score)
             .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
+        // The producers' matched blocks, in tokens at their upstream
+        // default block sizes until the analysis sets the ones in force
+        // ([`DecisionInput::set_producer_block_sizes`]).
+        let precise = precise_matched(&producers);
+        let approximate = approximate_matched(&producers, best_score);
         let (hit, matched_source) = [
             (
                 hit_prefix_tokens.map(|h| h.round() as i64),
                 MatchedSource::PdDecider,
             ),
-            (precise_matched(&producers), MatchedSource::PreciseProducer),
             (
-                approximate_matched(&producers, best_score),
+                precise.map(|b| b.saturating_mul(DEFAULT_PRECISE_BLOCK_SIZE)),
+                MatchedSource::PreciseProducer,
+            ),
+            (
+                approximate.map(|b| b.saturating_mul(DEFAULT_APPROXIMATE_BLOCK_SIZE)),
                 MatchedSource::ApproximateProducer,
             ),
             (
@@ -201,6 +202,11 @@ impl From<Decision> for DecisionInput {
         .into_iter()
         .find_map(|(h, s)| Some((h?, s)))
         .map_or((None, None), |(h, s)| (Some(h), Some(s)));
+        let producer_match_blocks = match matched_source {
+            Some(MatchedSource::PreciseProducer) => precise,
+            Some(MatchedSource::ApproximateProducer) => approximate,
+            _ => None,
+        };
         DecisionInput {
             deployment,
             ts,
@@ -223,6 +229,7 @@ impl From<Decision> for DecisionInput {
             prefill_throughput,
             traced,
             matched_source,
+            producer_match_blocks,
         }
     }
 }
@@ -265,6 +272,14 @@ mod tests {
             input(d.clone()),
             (Some(5 * 64), Some(MatchedSource::ApproximateProducer))
         );
+        // The block size in force replaces the default: 5 blocks of 128.
+        let mut sizes = crate::input::ProducerBlockSizes::default();
+        sizes.approximate_producer.tokens = 128;
+        sizes.precise_producer.tokens = 32;
+        let mut i = DecisionInput::from(d.clone());
+        assert_eq!(i.producer_match_blocks, Some(5));
+        i.set_producer_block_sizes(&sizes);
+        assert_eq!(i.hit_prefix_tokens, Some(5 * 128));
         // The precise producer's whole blocks win over the approximate one.
         d.producers.precise_total_blocks = Some(50.0);
         d.producers.precise_max_match_blocks = Some(45.9);
@@ -272,9 +287,20 @@ mod tests {
             input(d.clone()),
             (Some(45 * 16), Some(MatchedSource::PreciseProducer))
         );
+        let mut i = DecisionInput::from(d.clone());
+        i.set_producer_block_sizes(&sizes);
+        assert_eq!(i.hit_prefix_tokens, Some(45 * 32));
         // The P/D decider's exact tokens win over both.
         d.hit_prefix_tokens = Some(1408.0);
-        assert_eq!(input(d), (Some(1408), Some(MatchedSource::PdDecider)));
+        assert_eq!(
+            input(d.clone()),
+            (Some(1408), Some(MatchedSource::PdDecider))
+        );
+        // ... and no producer block size touches them.
+        let mut i = DecisionInput::from(d);
+        assert_eq!(i.producer_match_blocks, None);
+        i.set_producer_block_sizes(&sizes);
+        assert_eq!(i.hit_prefix_tokens, Some(1408));
         // No match anywhere: no matched tokens.
         assert_eq!(input(producers((0, None), Some(0.0))), (None, None));
     }

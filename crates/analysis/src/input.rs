@@ -78,6 +78,13 @@ pub struct DecisionInput {
     pub prefill_throughput: Option<f64>,
     /// Where `hit_prefix_tokens` come from.
     pub matched_source: Option<MatchedSource>,
+    /// When the matched tokens come from a prefix producer's lines
+    /// ([`MatchedSource::ApproximateProducer`],
+    /// [`MatchedSource::PreciseProducer`]): the matched blocks.
+    /// `hit_prefix_tokens` is that times the producer's upstream default
+    /// block size until [`DecisionInput::set_producer_block_sizes`] sets
+    /// the one in force.
+    pub producer_match_blocks: Option<i64>,
     /// The decision's trace span, when it has one (a decision of a trace
     /// input, or a log decision joined to its span).
     pub traced: Option<TracedGate>,
@@ -181,7 +188,105 @@ impl MatchedSource {
     }
 }
 
+/// Where a prefix producer's block size comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockSizeSource {
+    /// The producer's entry in the `--config` file.
+    Config,
+    /// `--prefix-block-size`.
+    Flag,
+    /// Not known from the inputs: the upstream default on a default vLLM.
+    Assumed,
+}
+
+impl BlockSizeSource {
+    /// The label used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockSizeSource::Config => "config",
+            BlockSizeSource::Flag => "flag",
+            BlockSizeSource::Assumed => "assumed",
+        }
+    }
+}
+
+/// The tokens a prefix producer's block holds, and where that comes from.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BlockSize {
+    /// Tokens per block.
+    pub tokens: i64,
+    /// Where the value comes from.
+    pub source: BlockSizeSource,
+    /// How it was found (the file and entry, or the default's reason).
+    pub detail: String,
+}
+
+/// The block sizes that turn the prefix producers' matched blocks into
+/// matched tokens (the `-v=5` lines log blocks, never tokens).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ProducerBlockSizes {
+    /// `approx-prefix-cache-producer` (`Found cached servers`).
+    pub approximate_producer: BlockSize,
+    /// `precise-prefix-cache-producer` (`Produce completed`).
+    pub precise_producer: BlockSize,
+}
+
+/// The approximate producer's block size on upstream defaults: `autoTune`
+/// takes the engines' block size (vLLM's default, 16) and the producer
+/// raises it to its 64-token floor.
+pub const DEFAULT_APPROXIMATE_BLOCK_SIZE: i64 = 64;
+
+/// The precise producer's block size on upstream defaults: its
+/// `tokenProcessorConfig` default, vLLM's default block size.
+pub const DEFAULT_PRECISE_BLOCK_SIZE: i64 = 16;
+
+impl Default for ProducerBlockSizes {
+    fn default() -> Self {
+        ProducerBlockSizes {
+            approximate_producer: BlockSize {
+                tokens: DEFAULT_APPROXIMATE_BLOCK_SIZE,
+                source: BlockSizeSource::Assumed,
+                detail: "upstream default: autoTune takes the engines' block size (vLLM's default 16), raised to the producer's 64-token floor".into(),
+            },
+            precise_producer: BlockSize {
+                tokens: DEFAULT_PRECISE_BLOCK_SIZE,
+                source: BlockSizeSource::Assumed,
+                detail: "upstream default: tokenProcessorConfig's blockSizeTokens, 16".into(),
+            },
+        }
+    }
+}
+
+impl ProducerBlockSizes {
+    /// The block size applied to a matched-token source, if it is a
+    /// producer's lines (records read back carry the tokens they were
+    /// written with).
+    pub fn of(&self, source: MatchedSource) -> Option<&BlockSize> {
+        match source {
+            MatchedSource::ApproximateProducer => Some(&self.approximate_producer),
+            MatchedSource::PreciseProducer => Some(&self.precise_producer),
+            _ => None,
+        }
+    }
+}
+
 impl DecisionInput {
+    /// Sets the matched tokens of a decision whose matched tokens come from
+    /// a prefix producer's lines to its matched blocks times `sizes`'
+    /// block size of that producer; other decisions are left as they are.
+    pub fn set_producer_block_sizes(&mut self, sizes: &ProducerBlockSizes) {
+        let Some(blocks) = self.producer_match_blocks else {
+            return;
+        };
+        let size = match self.matched_source {
+            Some(MatchedSource::ApproximateProducer) => sizes.approximate_producer.tokens,
+            Some(MatchedSource::PreciseProducer) => sizes.precise_producer.tokens,
+            _ => return,
+        };
+        self.hit_prefix_tokens = Some(blocks.saturating_mul(size));
+    }
+
     /// Where the matched tokens of this decision's sample come from, in the
     /// reconstruction's order: a version-2 record's gate (read back, with
     /// the source it names), the exact candidates' match info, the logged

@@ -56,7 +56,7 @@ use serde::Serialize;
 use crate::agreement::{LineHitRates, SourceDisagreement};
 use crate::gate_dist::{ConfigSet, InputSummary, SourcedConfig};
 use crate::hist::SignedHistogram;
-use crate::input::{DecisionInput, MatchedSource};
+use crate::input::{DecisionInput, MatchedSource, ProducerBlockSizes};
 use crate::prometheus::{PromEstimator, PromSeries};
 use crate::reconstruct::{GateSample, ReconstructOptions, Reconstructor, Replay, two_sided};
 use crate::reorder::Reorder;
@@ -91,6 +91,9 @@ pub struct RecommendOptions {
     /// `--since`/`--until`: decisions outside are not counted (they still
     /// warm the reconstruction up); vLLM stats lines all count.
     pub time_range: crate::gate_dist::TimeRange,
+    /// The prefix producers' block sizes: per deployment, or under `""`
+    /// for every other one (the upstream defaults when absent).
+    pub block_sizes: BTreeMap<String, ProducerBlockSizes>,
 }
 
 impl Default for RecommendOptions {
@@ -103,6 +106,21 @@ impl Default for RecommendOptions {
             calibration: BTreeMap::new(),
             candidates: Vec::new(),
             time_range: crate::gate_dist::TimeRange::default(),
+            block_sizes: BTreeMap::new(),
+        }
+    }
+}
+
+impl RecommendOptions {
+    /// The prefix producers' block sizes in force for `deployment`.
+    pub fn block_sizes_of(&self, deployment: &str) -> std::borrow::Cow<'_, ProducerBlockSizes> {
+        match self
+            .block_sizes
+            .get(deployment)
+            .or_else(|| self.block_sizes.get(""))
+        {
+            Some(b) => std::borrow::Cow::Borrowed(b),
+            None => std::borrow::Cow::Owned(ProducerBlockSizes::default()),
         }
     }
 }
@@ -174,6 +192,10 @@ pub struct MatchedTokens {
     pub scored: u64,
     /// When no source gave matched tokens: which log level or producer would.
     pub missing: Option<String>,
+    /// The block sizes that turned the prefix producers' matched blocks
+    /// into tokens (`approximate_producer`, `precise_producer`), and where
+    /// each comes from.
+    pub block_sizes: ProducerBlockSizes,
 }
 
 /// Break-even in tokens: the best sticky endpoint's matched tokens (exact
@@ -548,6 +570,9 @@ impl Recommend {
 
     /// Adds one decision (in roughly log order, see [`crate::Reorder`]).
     pub fn push_decision(&mut self, mut d: DecisionInput) {
+        if d.producer_match_blocks.is_some() {
+            d.set_producer_block_sizes(&self.opts.block_sizes_of(&d.deployment));
+        }
         self.cap.admit(&mut d.deployment);
         let mut due = Vec::new();
         self.reorder.push(d, &mut |x| due.push(x));
@@ -914,6 +939,7 @@ impl Recommend {
             sources,
             scored: scored.len() as u64,
             missing,
+            block_sizes: self.opts.block_sizes_of(&name).into_owned(),
         };
 
         // The rows.

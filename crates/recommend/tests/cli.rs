@@ -280,6 +280,149 @@ fn prefix_producer_lines_at_v5_give_the_break_even_in_tokens() {
     }
 }
 
+/// The producers' block sizes come from the config in force, then from
+/// `--prefix-block-size`, else the upstream defaults, labelled as assumed;
+/// the matched tokens scale with them.
+#[test]
+fn producer_block_sizes_from_the_config_or_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = fixture("edge/producers_v5.log");
+    let config = dir.path().join("epp.yaml");
+    std::fs::write(
+        &config,
+        "\
+apiVersion: v1
+kind: ConfigMap
+data:
+  epp.yaml: |
+    plugins:
+    - type: approx-prefix-cache-producer
+      parameters: {autoTune: false, blockSizeTokens: 128}
+    - type: precise-prefix-cache-producer
+      parameters:
+        tokenProcessorConfig: {blockSizeTokens: 32}
+    - type: prefix-cache-affinity-filter
+",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let rec = |extra: &[&str]| {
+        let mut args = vec![
+            log.as_str(),
+            "--format",
+            "json",
+            "-q",
+            "--peak-prefill-throughput",
+            "1000",
+        ];
+        args.extend_from_slice(extra);
+        let v = ok_json(&run(&args), &format!("{extra:?}"));
+        v["deployments"][0].clone()
+    };
+    let tokens = |d: &serde_json::Value| {
+        let t = &d["break_even_tokens"];
+        [&t["p10"], &t["p50"], &t["p90"]].map(|x| x.as_i64().unwrap())
+    };
+    let sizes = |d: &serde_json::Value| {
+        let b = &d["matched_tokens"]["block_sizes"];
+        [
+            (
+                b["approximate_producer"]["tokens"].as_i64().unwrap(),
+                b["approximate_producer"]["source"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            ),
+            (
+                b["precise_producer"]["tokens"].as_i64().unwrap(),
+                b["precise_producer"]["source"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            ),
+        ]
+    };
+    // Upstream defaults: 8 and 6 approximate blocks of 64, 45 precise of 16.
+    let default = rec(&[]);
+    assert_eq!(tokens(&default), [384, 512, 720]);
+    assert_eq!(
+        sizes(&default),
+        [(64, "assumed".to_string()), (16, "assumed".to_string())]
+    );
+    // The config's sizes double every producer's matched tokens, and the
+    // break-even in ms with them (one reference peak).
+    let from_config = rec(&["--config", config]);
+    assert_eq!(tokens(&from_config), [768, 1024, 1440]);
+    assert_eq!(
+        sizes(&from_config),
+        [(128, "config".to_string()), (32, "config".to_string())]
+    );
+    let ms = |d: &serde_json::Value| d["break_even_ms"]["p50"].as_f64().unwrap();
+    assert!((ms(&from_config) / ms(&default) - 2.0).abs() < 1e-3);
+    let detail = from_config["matched_tokens"]["block_sizes"]["approximate_producer"]["detail"]
+        .as_str()
+        .unwrap();
+    assert!(
+        detail.contains(config) && detail.contains("blockSizeTokens 128"),
+        "{detail}"
+    );
+    // The flag overrides the config for the producer it names.
+    let flagged = rec(&["--config", config, "--prefix-block-size", "approximate=256"]);
+    assert_eq!(tokens(&flagged), [1440, 1536, 2048]);
+    assert_eq!(
+        sizes(&flagged),
+        [(256, "flag".to_string()), (32, "config".to_string())]
+    );
+    // Every format says which block size was used, beside the label.
+    let text = |format: &str, extra: &[&str]| {
+        let mut args = vec![log.as_str(), "--format", format, "--wide", "-q"];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for format in ["table", "markdown", "csv"] {
+        let t = text(format, &[]);
+        assert!(
+            t.contains("approximate_producer 2 (64-token blocks, assumed)"),
+            "{format}: {t}"
+        );
+        assert!(
+            t.contains("precise_producer 1 (16-token blocks, assumed)"),
+            "{format}: {t}"
+        );
+        let t = text(
+            format,
+            &["--prefix-block-size", "precise=32,approximate=128"],
+        );
+        assert!(
+            t.contains("approximate_producer 2 (128-token blocks, flag)"),
+            "{format}: {t}"
+        );
+    }
+    // A bad flag or producer entry is refused, naming it.
+    let bad = run(&[&log, "--prefix-block-size", "approximate=0"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--prefix-block-size"));
+    let bad_cfg = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad_cfg,
+        "plugins:\n- type: approx-prefix-cache-producer\n  parameters: {autoTune: false, blockSizeTokens: 0}\n- type: prefix-cache-affinity-filter\n",
+    )
+    .unwrap();
+    let bad = run(&[&log, "--config", bad_cfg.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("bad.yaml") && err.contains("blockSizeTokens"),
+        "{err}"
+    );
+}
+
 /// An input without decisions or vLLM stats exits 3, with the likely cause.
 #[test]
 fn no_decisions_exit_3_with_the_cause() {

@@ -264,7 +264,7 @@ impl Renderer for Csv {
         // One line per deployment and row (current, static, matchedTokens, candidates).
         writeln!(
             w,
-            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings,source_disagreements"
+            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings,source_disagreements,matched_token_sources"
         )?;
         for d in &report.deployments {
             let p = &d.peak_prefill_throughput;
@@ -318,6 +318,7 @@ impl Renderer for Csv {
                     r.no_match_info.to_string(),
                     d.warnings.len().to_string(),
                     field(&disagreements),
+                    field(&crate::sections::matched_sources(d)),
                 ];
                 writeln!(w, "{}", row.join(","))?;
             }

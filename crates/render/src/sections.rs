@@ -349,6 +349,48 @@ fn tps(v: f64) -> String {
     crate::num::group(v.round() as i64)
 }
 
+/// The block sizes of the producers a deployment's matched tokens come
+/// from, with their labels.
+pub fn producer_block_sizes(
+    d: &gatecal_analysis::recommend::DeploymentRec,
+) -> Vec<(&str, &gatecal_analysis::input::BlockSize)> {
+    let b = &d.matched_tokens.block_sizes;
+    [
+        ("approximate_producer", &b.approximate_producer),
+        ("precise_producer", &b.precise_producer),
+    ]
+    .into_iter()
+    .filter(|(label, _)| d.matched_tokens.sources.contains_key(*label))
+    .collect()
+}
+
+/// A deployment's matched-token sources, `label count`, each producer's
+/// with the block size applied and where it comes from.
+pub fn matched_sources(d: &gatecal_analysis::recommend::DeploymentRec) -> String {
+    let b = &d.matched_tokens.block_sizes;
+    d.matched_tokens
+        .sources
+        .iter()
+        .map(|(k, v)| {
+            let size = match k.as_str() {
+                "approximate_producer" => Some(&b.approximate_producer),
+                "precise_producer" => Some(&b.precise_producer),
+                _ => None,
+            };
+            match size {
+                Some(s) => format!(
+                    "{k} {} ({}-token blocks, {})",
+                    count(*v),
+                    s.tokens,
+                    s.source.as_str()
+                ),
+                None => format!("{k} {}", count(*v)),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Every section of a recommend report, in order.
 pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
     let mut out = vec![input_section(&r.input)];
@@ -413,12 +455,7 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
                 let sources = if d.matched_tokens.sources.is_empty() {
                     s("none")
                 } else {
-                    d.matched_tokens
-                        .sources
-                        .iter()
-                        .map(|(k, v)| format!("{k} {}", count(*v)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    matched_sources(d)
                 };
                 vec![
                     d.name.clone(),
@@ -438,11 +475,25 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
         notes: r
             .deployments
             .iter()
-            .filter_map(|d| {
-                d.matched_tokens
+            .flat_map(|d| {
+                let missing = d
+                    .matched_tokens
                     .missing
                     .as_ref()
-                    .map(|m| format!("{}: {m}", d.name))
+                    .map(|m| format!("{}: {m}", d.name));
+                let sizes = producer_block_sizes(d)
+                    .into_iter()
+                    .map(|(label, b)| {
+                        format!(
+                            "{}: {label}: {}-token blocks ({}): {}",
+                            d.name,
+                            b.tokens,
+                            b.source.as_str(),
+                            b.detail
+                        )
+                    })
+                    .collect::<Vec<_>>();
+                missing.into_iter().chain(sizes)
             })
             .collect(),
     });
