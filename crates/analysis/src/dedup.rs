@@ -30,6 +30,12 @@ pub struct Duplicates {
     /// vLLM stats lines at or before a second whose fingerprints were
     /// forgotten: kept without the check.
     pub vllm_unchecked: u64,
+    /// Prometheus samples read again (the same series, time and value):
+    /// counted once (recommend; [`crate::prometheus::PromEstimator`]).
+    pub prometheus: u64,
+    /// Prometheus samples read again with another value (the same series
+    /// and time): the first read is used, and a warning names them.
+    pub prometheus_conflicts: u64,
 }
 
 /// The key of one decision, as the check compares it.

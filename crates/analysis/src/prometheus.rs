@@ -162,14 +162,61 @@ struct Engine {
     waiting: BTreeMap<i64, f64>,
 }
 
-/// Series pooled from every response, per engine.
+/// A series' identity: its metric and labels.
+type SeriesKey = (String, BTreeMap<String, String>);
+
+/// Samples of one series given again with another value.
+#[derive(Clone, Debug)]
+struct Conflict {
+    /// How many.
+    count: u64,
+    /// The first: time (ms), the value kept, the value not used.
+    first: (i64, f64, f64),
+}
+
+/// Series pooled from every response, each sample once.
+///
+/// The same series (metric and labels) given in several responses (a file
+/// given twice, overlapping ranges) is merged by time: a sample at a time
+/// already read with the same value is a duplicate, counted once
+/// ([`PromEstimator::duplicates`]); with another value it is a conflict:
+/// the first read is kept, and [`PromEstimator::conflicts`] names it.
 #[derive(Clone, Debug, Default)]
 pub struct PromEstimator {
-    series: Vec<PromSeries>,
+    series: BTreeMap<SeriesKey, BTreeMap<i64, f64>>,
     /// Series read, and those of no use here.
     pub read: u64,
     /// Series ignored (another metric, or no pod/instance label).
     pub ignored: u64,
+    /// Samples read again (same series, time and value): counted once.
+    pub duplicates: u64,
+    /// Samples read again with another value, per series.
+    conflicts: BTreeMap<SeriesKey, Conflict>,
+}
+
+/// A sample's time as the estimator keys it: milliseconds.
+fn ms(t: f64) -> i64 {
+    (t * 1000.0).round() as i64
+}
+
+/// A series as Prometheus writes it: `metric{label="value",…}`.
+fn series_name(metric: &str, labels: &BTreeMap<String, String>) -> String {
+    let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    format!("{metric}{{{}}}", l.join(","))
+}
+
+/// The deployment of a series: `deployment_of(pod)`, else its `namespace`
+/// label, else the pod's owner; `None` without a pod or instance label.
+fn series_deployment(
+    labels: &BTreeMap<String, String>,
+    deployment_of: &impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let pod = labels.get("pod").or_else(|| labels.get("instance"))?;
+    Some(
+        deployment_of(pod)
+            .or_else(|| labels.get("namespace").cloned())
+            .unwrap_or_else(|| gatecal_parser::pod_owner(pod).to_string()),
+    )
 }
 
 /// The counter's increments per sample, a drop counting as a restart.
@@ -197,32 +244,28 @@ impl PromEstimator {
         // Per engine: its deployment, queries and hits by time (ms).
         type Counters = (String, BTreeMap<i64, f64>, BTreeMap<i64, f64>);
         let mut engines: BTreeMap<String, Counters> = BTreeMap::new();
-        for s in &self.series {
-            let Some(pod) = s.labels.get("pod").or_else(|| s.labels.get("instance")) else {
+        for ((metric, labels), samples) in &self.series {
+            let Some(pod) = labels.get("pod").or_else(|| labels.get("instance")) else {
                 continue;
             };
-            let queries = match s.metric.trim_end_matches("_total") {
+            let queries = match metric.trim_end_matches("_total") {
                 "vllm:prefix_cache_queries" => true,
                 "vllm:prefix_cache_hits" => false,
                 _ => continue,
             };
             let key = format!(
                 "{pod}#{}",
-                s.labels.get("engine").map(String::as_str).unwrap_or("0")
+                labels.get("engine").map(String::as_str).unwrap_or("0")
             );
             let e = engines.entry(key).or_insert_with(|| {
                 (
-                    deployment_of(pod)
-                        .or_else(|| s.labels.get("namespace").cloned())
-                        .unwrap_or_else(|| gatecal_parser::pod_owner(pod).to_string()),
+                    series_deployment(labels, &deployment_of).unwrap_or_default(),
                     BTreeMap::new(),
                     BTreeMap::new(),
                 )
             });
             let target = if queries { &mut e.1 } else { &mut e.2 };
-            for &(t, v) in &s.samples {
-                target.insert((t * 1000.0).round() as i64, v);
-            }
+            target.extend(samples.iter().map(|(t, v)| (*t, *v)));
         }
         let mut out: BTreeMap<String, Vec<crate::agreement::CounterIncrements>> = BTreeMap::new();
         for (dep, q, h) in engines.into_values() {
@@ -238,10 +281,72 @@ impl PromEstimator {
         out
     }
 
-    /// Adds the series of one response.
+    /// Adds the series of one response, each sample once (see
+    /// [`PromEstimator`]).
     pub fn push(&mut self, series: Vec<PromSeries>) {
         self.read += series.len() as u64;
-        self.series.extend(series);
+        for s in series {
+            let key = (s.metric, s.labels);
+            let merged = self.series.entry(key.clone()).or_default();
+            for (t, v) in s.samples {
+                let t = ms(t);
+                match merged.get(&t) {
+                    None => {
+                        merged.insert(t, v);
+                    }
+                    Some(&kept) if kept == v => self.duplicates += 1,
+                    Some(&kept) => {
+                        self.conflicts
+                            .entry(key.clone())
+                            .and_modify(|c| c.count += 1)
+                            .or_insert(Conflict {
+                                count: 1,
+                                first: (t, kept, v),
+                            });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Samples read again with another value (same series and time).
+    pub fn conflicting_samples(&self) -> u64 {
+        self.conflicts.values().map(|c| c.count).sum()
+    }
+
+    /// Per deployment (tied as for [`PromEstimator::estimates`]), a warning
+    /// naming the samples given twice with different values, with the
+    /// first such sample; the first value read is the one used.
+    pub fn conflicts(
+        &self,
+        deployment_of: impl Fn(&str) -> Option<String>,
+    ) -> BTreeMap<String, String> {
+        let mut per: BTreeMap<String, (u64, String)> = BTreeMap::new();
+        for ((metric, labels), c) in &self.conflicts {
+            let dep = series_deployment(labels, &deployment_of).unwrap_or_default();
+            let e = per.entry(dep).or_insert_with(|| {
+                let (t, kept, other) = c.first;
+                (
+                    0,
+                    format!(
+                        "{} at {}: {kept} then {other}",
+                        series_name(metric, labels),
+                        t as f64 / 1000.0
+                    ),
+                )
+            });
+            e.0 += c.count;
+        }
+        per.into_iter()
+            .map(|(dep, (n, example))| {
+                (
+                    dep,
+                    format!(
+                        "{n} Prometheus sample(s) were given twice with different values (same series and time; first {example}): the first read is used; check that the responses come from one Prometheus and one query"
+                    ),
+                )
+            })
+            .collect()
     }
 
     /// Whether no series was read.
@@ -257,33 +362,29 @@ impl PromEstimator {
     ) -> BTreeMap<String, PeakEstimate> {
         let mut engines: BTreeMap<String, Engine> = BTreeMap::new();
         let mut ignored = 0;
-        for s in &self.series {
-            let pod = s.labels.get("pod").or_else(|| s.labels.get("instance"));
+        for ((metric, labels), samples) in &self.series {
+            let pod = labels.get("pod").or_else(|| labels.get("instance"));
             let Some(pod) = pod else {
                 ignored += 1;
                 continue;
             };
             let key = format!(
                 "{pod}#{}",
-                s.labels.get("engine").map(String::as_str).unwrap_or("0")
+                labels.get("engine").map(String::as_str).unwrap_or("0")
             );
-            let name = s.metric.trim_end_matches("_total");
+            let name = metric.trim_end_matches("_total");
             let e = engines.entry(key).or_insert_with(|| Engine {
-                deployment: deployment_of(pod)
-                    .or_else(|| s.labels.get("namespace").cloned())
-                    .unwrap_or_else(|| gatecal_parser::pod_owner(pod).to_string()),
+                deployment: series_deployment(labels, &deployment_of).unwrap_or_default(),
                 ..Engine::default()
             });
             let target = match name {
-                "vllm:prompt_tokens_by_source" => {
-                    match s.labels.get("source").map(String::as_str) {
-                        Some("local_compute") => &mut e.local_compute,
-                        _ => {
-                            ignored += 1;
-                            continue;
-                        }
+                "vllm:prompt_tokens_by_source" => match labels.get("source").map(String::as_str) {
+                    Some("local_compute") => &mut e.local_compute,
+                    _ => {
+                        ignored += 1;
+                        continue;
                     }
-                }
+                },
                 "vllm:prefix_cache_queries" => &mut e.queries,
                 "vllm:prefix_cache_hits" => &mut e.hits,
                 "vllm:prompt_tokens" => &mut e.prompt,
@@ -294,9 +395,7 @@ impl PromEstimator {
                     continue;
                 }
             };
-            for &(t, v) in &s.samples {
-                target.insert((t * 1000.0).round() as i64, v);
-            }
+            target.extend(samples.iter().map(|(t, v)| (*t, *v)));
         }
         self.ignored = ignored;
         let mut per_dep: BTreeMap<String, (Vec<Span>, u64, &'static str)> = BTreeMap::new();
@@ -428,6 +527,51 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("vector"), "{e}");
+    }
+
+    #[test]
+    fn samples_given_twice_count_once_and_other_values_are_named() {
+        let c: Vec<(f64, f64)> = (0..10)
+            .map(|k| (15.0 * k as f64, 15_000.0 * k as f64))
+            .collect();
+        let w: Vec<(f64, f64)> = (0..10).map(|k| (15.0 * k as f64, 2.0)).collect();
+        let local = |c: &[(f64, f64)]| {
+            parse_query_range(
+                response(
+                    "vllm:prompt_tokens_by_source_total",
+                    ",\"source\":\"local_compute\"",
+                    c,
+                )
+                .as_bytes(),
+            )
+            .unwrap()
+        };
+        let waiting =
+            parse_query_range(response("vllm:num_requests_waiting", "", &w).as_bytes()).unwrap();
+        let dep = |p: &str| (p == "p-0").then(|| "dep".to_string());
+        let mut once = PromEstimator::default();
+        once.push(local(&c));
+        once.push(waiting.clone());
+        let mut twice = once.clone();
+        // The same response again, and one overlapping it by half.
+        twice.push(local(&c));
+        twice.push(local(&c[5..]));
+        assert_eq!(twice.duplicates, 15);
+        assert_eq!(twice.conflicting_samples(), 0);
+        assert_eq!(twice.estimates(dep), once.estimates(dep));
+        assert!(twice.conflicts(dep).is_empty());
+        // Other values at the same times: the first read is used, and the
+        // deployment is warned.
+        let doubled: Vec<(f64, f64)> = c[8..].iter().map(|&(t, v)| (t, 2.0 * v)).collect();
+        twice.push(local(&doubled));
+        assert_eq!(twice.conflicting_samples(), 2);
+        assert_eq!(twice.estimates(dep), once.estimates(dep));
+        let warn = &twice.conflicts(dep)["dep"];
+        assert!(
+            warn.starts_with("2 Prometheus sample(s) were given twice with different values")
+                && warn.contains("at 120: 120000 then 240000"),
+            "{warn}"
+        );
     }
 
     #[test]

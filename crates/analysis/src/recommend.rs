@@ -689,7 +689,9 @@ impl Recommend {
     }
 
     /// The report.
-    pub fn finish(mut self, input: InputSummary) -> RecommendReport {
+    pub fn finish(mut self, mut input: InputSummary) -> RecommendReport {
+        input.duplicates.prometheus = self.prometheus.duplicates;
+        input.duplicates.prometheus_conflicts = self.prometheus.conflicting_samples();
         let mut due = Vec::new();
         self.reorder.finish(&mut |x| due.push(x));
         for x in due {
@@ -716,6 +718,7 @@ impl Recommend {
         let deployment_of = |p: &str| pods.get(p).or_else(|| line_pods.get(p)).cloned();
         let prom = self.prometheus.estimates(deployment_of);
         let prom_hits = self.prometheus.prefix_cache_increments(deployment_of);
+        let mut prom_conflicts = self.prometheus.conflicts(deployment_of);
         self.pods = pods;
         let mut line_hits: BTreeMap<String, LineHitRates> = BTreeMap::new();
         for ((dep, pod), h) in std::mem::take(&mut self.line_hit_rates) {
@@ -748,7 +751,9 @@ impl Recommend {
             if let (Some(l), Some(p)) = (line_hits.get(&name), prom_hits.get(&name)) {
                 disagreements.extend(crate::agreement::hit_rate(l, p));
             }
+            let conflict = prom_conflicts.remove(&name);
             let mut rec = self.deployment(name, dep, config, peak);
+            rec.warnings.extend(conflict);
             rec.warnings
                 .extend(disagreements.iter().map(|d| d.message.clone()));
             rec.source_disagreements = disagreements;

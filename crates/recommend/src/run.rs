@@ -147,6 +147,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     {
         eprintln!("recommend: warning: {w}");
     }
+    if let Some(w) = gatecal_render::sections::prometheus_duplicates_note(&report.input.duplicates)
+        && !args.input.quiet
+    {
+        gatecal_cli::term::eprint("recommend", gatecal_cli::term::Level::Warning, &w);
+    }
     if let Some(w) = gatecal_render::sections::vllm_cut_note(&report.vllm_cut)
         && !args.input.quiet
     {

@@ -499,6 +499,124 @@ fn prometheus_query_range_gives_the_exact_peak() {
     assert!(from_prometheus >= 7, "{from_prometheus}");
 }
 
+/// The same `query_range` responses given twice count each sample once:
+/// the same peaks and intervals as once, the duplicates counted and
+/// warned of; a response with other values for the same series and times
+/// is a warning naming them, not merged silently.
+#[test]
+fn prometheus_responses_given_twice_count_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("fixtures/eight-deployments/prometheus");
+    let copy = dir.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    let mut samples = 0;
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        let text = std::fs::read_to_string(&p).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for s in v["data"]["result"].as_array().unwrap() {
+            samples += s["values"].as_array().unwrap().len() as u64;
+        }
+        std::fs::write(copy.join(p.file_name().unwrap()), text).unwrap();
+    }
+    assert!(samples > 1000, "{samples}");
+    let epp = fixture("eight-deployments/epp.log");
+    let prom = src.to_str().unwrap();
+    let rec = |extra: &[&str]| {
+        let mut args = vec![epp.as_str(), prom, "--format", "json"];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        let v = ok_json(&out, &format!("{extra:?}"));
+        (v, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let peaks = |v: &serde_json::Value| -> Vec<(String, serde_json::Value)> {
+        v["deployments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["name"].as_str().unwrap().to_string(),
+                    d["peak_prefill_throughput"].clone(),
+                )
+            })
+            .collect()
+    };
+    let (once, err1) = rec(&[]);
+    let (twice, err2) = rec(&[copy.to_str().unwrap()]);
+    assert!(
+        peaks(&once)
+            .iter()
+            .filter(|(_, p)| p["source"] == "prometheus")
+            .count()
+            >= 7
+    );
+    assert_eq!(peaks(&twice), peaks(&once));
+    assert_eq!(twice["deployments"], once["deployments"]);
+    assert_eq!(once["input"]["duplicates"]["prometheus"], 0);
+    assert_eq!(twice["input"]["duplicates"]["prometheus"], samples);
+    assert_eq!(twice["input"]["duplicates"]["prometheus_conflicts"], 0);
+    assert!(!err1.contains("Prometheus sample"), "{err1}");
+    // The count as the warning prints it: thousands grouped.
+    let digits = samples.to_string();
+    let grouped: Vec<&str> = digits
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    assert!(
+        err2.contains(&format!(
+            "warning: {} Prometheus sample(s) seen twice (same series, time and value) are counted once",
+            grouped.join(",")
+        )),
+        "{err2}"
+    );
+    // Another response for one series at the same times, other values.
+    let text = std::fs::read_to_string(src.join("prompt_tokens_local_compute.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let series = &mut v["data"]["result"][0];
+    let namespace = series["metric"]["namespace"].as_str().unwrap().to_string();
+    let mut changed = 0;
+    for x in series["values"].as_array_mut().unwrap() {
+        let n: f64 = x[1].as_str().unwrap().parse().unwrap();
+        if n > 0.0 {
+            changed += 1;
+        }
+        x[1] = serde_json::Value::String(format!("{}", n * 2.0));
+    }
+    v["data"]["result"].as_array_mut().unwrap().truncate(1);
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("local.json"), v.to_string()).unwrap();
+    let (mixed, err3) = rec(&[other.to_str().unwrap()]);
+    assert_eq!(
+        mixed["input"]["duplicates"]["prometheus_conflicts"],
+        changed
+    );
+    assert!(err3.contains("seen twice with different values"), "{err3}");
+    let d = mixed["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == namespace.as_str())
+        .unwrap();
+    let w: Vec<&str> = d["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        w.iter().any(|w| w.starts_with(&format!(
+            "{changed} Prometheus sample(s) were given twice with different values"
+        )) && w.contains("vllm:prompt_tokens_by_source_total{")),
+        "{w:?}"
+    );
+    // The first read is used: the peaks are those of the fixture alone.
+    assert_eq!(peaks(&mixed), peaks(&once));
+}
+
 #[test]
 fn prometheus_files_are_found_by_content_and_bad_ones_named() {
     use std::io::Write;

@@ -309,6 +309,25 @@ pub fn vllm_cut_note(c: &gatecal_analysis::recommend::VllmCut) -> Option<String>
     })
 }
 
+/// The note on Prometheus samples given twice, when any were: part of
+/// [`duplicates_note`], and recommend's warning.
+pub fn prometheus_duplicates_note(d: &gatecal_analysis::Duplicates) -> Option<String> {
+    let mut parts = Vec::new();
+    if d.prometheus > 0 {
+        parts.push(format!(
+            "{} Prometheus sample(s) seen twice (same series, time and value) are counted once",
+            count(d.prometheus)
+        ));
+    }
+    if d.prometheus_conflicts > 0 {
+        parts.push(format!(
+            "{} Prometheus sample(s) seen twice with different values (same series and time): the first read is used (the deployments' warnings name them)",
+            count(d.prometheus_conflicts)
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 /// The note on decisions or vLLM stats lines seen twice, when any were
 /// (or could not be checked): the input table's footnote and the binaries' warning.
 pub fn duplicates_note(d: &gatecal_analysis::Duplicates) -> Option<String> {
@@ -327,6 +346,7 @@ pub fn duplicates_note(d: &gatecal_analysis::Duplicates) -> Option<String> {
             count(d.vllm_stats)
         ));
     }
+    parts.extend(prometheus_duplicates_note(d));
     let unchecked: Vec<String> = [
         (d.unchecked, "decision(s)"),
         (d.vllm_unchecked, "vLLM stats line(s)"),
