@@ -99,7 +99,7 @@ impl From<Decision> for DecisionInput {
                 best_sticky_ttft_ms: d.best_sticky_ttft_ms,
                 best_non_sticky_ttft_ms: d.best_non_sticky_ttft_ms,
                 penalty_ms: p,
-                max_penalty_ms: d.gate_max_penalty().and_then(GatePenalty::ms),
+                max_penalty_ms: d.max_penalty.and_then(GatePenalty::ms),
             }),
             _ => None,
         };

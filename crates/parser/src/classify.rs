@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use memchr::memmem::Finder;
 
 use crate::arena::Arena;
-use crate::decision::ValueFlags;
+use crate::decision::{GatePenalty, ValueFlags};
 use crate::event::{ArenaEvent, Event, FilterLine, LineMeta};
 use crate::fields::{self, Fields, Key};
 use crate::json::{self, Val};
@@ -443,8 +443,12 @@ fn build<'a>(
                 sticky: f.num(Key::Sticky, &mut flags),
                 best_sticky_ttft_ms: f.num(Key::BestStickyTtft, &mut flags),
                 best_non_sticky_ttft_ms: f.num(Key::BestNonStickyTtft, &mut flags),
-                penalty: f.num(Key::Penalty, &mut flags),
-                max_penalty: f.num(Key::MaxPenalty, &mut flags),
+                penalty: f
+                    .num(Key::Penalty, &mut flags)
+                    .map(|v| GatePenalty::of(msg, v)),
+                max_penalty: f
+                    .num(Key::MaxPenalty, &mut flags)
+                    .map(|v| GatePenalty::of(msg, v)),
                 ..FilterLine::default()
             };
             let x = &mut l.extras;
@@ -735,8 +739,8 @@ mod tests {
         assert_eq!(u.meta.ts, Some(1755786974.1301));
         let Event::Filter(l) = u.event else { panic!() };
         assert_eq!(l.msg, FilterMsg::TtftGateBroken);
-        assert_eq!(l.penalty, Some(18709.191361125064));
-        assert_eq!(l.max_penalty, Some(18000.0));
+        assert_eq!(l.penalty, Some(GatePenalty::Ms(18709.191361125064)));
+        assert_eq!(l.max_penalty, Some(GatePenalty::Ms(18000.0)));
     }
 
     #[test]

@@ -313,13 +313,12 @@ pub struct Decision {
     pub best_sticky_ttft_ms: Option<f64>,
     /// `bestNonStickyTTFT` of a `TTFT load gate broken` line, ms.
     pub best_non_sticky_ttft_ms: Option<f64>,
-    /// `penalty` of a gate line: the gate input the EPP logged (ms for the
-    /// TTFT gate, tokens for the V2 tokens gate); read it with its unit
-    /// through [`Decision::gate_penalty`].
-    pub penalty: Option<f64>,
-    /// `maxPenalty` of a gate line (ms; tokens for the V2 tokens gate); with
-    /// its unit: [`Decision::gate_max_penalty`].
-    pub max_penalty: Option<f64>,
+    /// `penalty` of a gate line: the gate input the EPP logged, with the
+    /// unit its message logs it in ([`GatePenalty::of`]: ms for the TTFT
+    /// gate, tokens for the V2 tokens gate).
+    pub penalty: Option<GatePenalty>,
+    /// `maxPenalty` of a gate line, with its unit as [`Decision::penalty`].
+    pub max_penalty: Option<GatePenalty>,
     /// `affinityThreshold` (`tau` in G0) of the filter line.
     pub affinity_threshold: Option<f64>,
     /// `sticky` of a `narrowed to sticky` line.
@@ -377,7 +376,10 @@ pub struct Decision {
     pub traced: bool,
 }
 
-/// A gate line's `penalty` or `maxPenalty` with its unit.
+/// A gate line's `penalty` or `maxPenalty` with its unit, which the line's
+/// message decides ([`GatePenalty::of`]). The number is read through the
+/// accessor of its unit only, so a token count cannot be taken for ms.
+/// Serialised as the bare number, as logged.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum GatePenalty {
     /// Milliseconds of TTFT (`TTFT load gate broken`, and every gate line
@@ -387,7 +389,20 @@ pub enum GatePenalty {
     Tokens(f64),
 }
 
+// No larger than the bare `Option<f64>` it replaces: the unit rides in the
+// option's tag.
+const _: () = assert!(size_of::<Option<GatePenalty>>() == size_of::<Option<f64>>());
+
 impl GatePenalty {
+    /// A number logged as `penalty` or `maxPenalty` by a line of `msg`:
+    /// tokens on the V2 tokens gate line, ms on every other.
+    pub fn of(msg: FilterMsg, v: f64) -> GatePenalty {
+        match msg {
+            FilterMsg::TokensGateBroken => GatePenalty::Tokens(v),
+            _ => GatePenalty::Ms(v),
+        }
+    }
+
     /// The milliseconds, for a penalty in ms.
     pub fn ms(self) -> Option<f64> {
         match self {
@@ -395,31 +410,30 @@ impl GatePenalty {
             GatePenalty::Tokens(_) => None,
         }
     }
+
+    /// The tokens, for a penalty in tokens.
+    pub fn tokens(self) -> Option<f64> {
+        match self {
+            GatePenalty::Tokens(v) => Some(v),
+            GatePenalty::Ms(_) => None,
+        }
+    }
+}
+
+impl Serialize for GatePenalty {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            GatePenalty::Ms(v) | GatePenalty::Tokens(v) => s.serialize_f64(v),
+        }
+    }
 }
 
 impl Decision {
-    /// [`Decision::penalty`] with its unit, which the message decides.
-    pub fn gate_penalty(&self) -> Option<GatePenalty> {
-        self.penalty.map(|v| self.with_unit(v))
-    }
-
-    /// [`Decision::max_penalty`] with its unit, which the message decides.
-    pub fn gate_max_penalty(&self) -> Option<GatePenalty> {
-        self.max_penalty.map(|v| self.with_unit(v))
-    }
-
-    fn with_unit(&self, v: f64) -> GatePenalty {
-        match self.message {
-            FilterMsg::TokensGateBroken => GatePenalty::Tokens(v),
-            _ => GatePenalty::Ms(v),
-        }
-    }
-
     /// The gate input the EPP logged in ms: the `penalty` of a `TTFT load
     /// gate broken` line. `None` for every other message.
     pub fn logged_penalty_ms(&self) -> Option<f64> {
         match self.message {
-            FilterMsg::TtftGateBroken => self.gate_penalty().and_then(GatePenalty::ms),
+            FilterMsg::TtftGateBroken => self.penalty.and_then(GatePenalty::ms),
             _ => None,
         }
     }
@@ -436,18 +450,36 @@ mod tests {
 
     #[test]
     fn a_penalty_is_in_tokens_only_on_the_tokens_gate_line() {
+        let ms = GatePenalty::of(FilterMsg::TtftGateBroken, 19_000.0);
+        assert_eq!(ms, GatePenalty::Ms(19_000.0));
+        assert_eq!((ms.ms(), ms.tokens()), (Some(19_000.0), None));
+        assert_eq!(
+            GatePenalty::of(FilterMsg::RequestGateBroken, 18_000.0),
+            GatePenalty::Ms(18_000.0)
+        );
+        let tokens = GatePenalty::of(FilterMsg::TokensGateBroken, 19_000.0);
+        assert_eq!(tokens, GatePenalty::Tokens(19_000.0));
+        assert_eq!((tokens.ms(), tokens.tokens()), (None, Some(19_000.0)));
+
         let mut d = Decision {
             message: FilterMsg::TtftGateBroken,
-            penalty: Some(19_000.0),
-            max_penalty: Some(18_000.0),
+            penalty: Some(ms),
             ..Decision::default()
         };
-        assert_eq!(d.gate_penalty(), Some(GatePenalty::Ms(19_000.0)));
-        assert_eq!(d.gate_max_penalty(), Some(GatePenalty::Ms(18_000.0)));
         assert_eq!(d.logged_penalty_ms(), Some(19_000.0));
-        d.message = FilterMsg::TokensGateBroken;
-        assert_eq!(d.gate_penalty(), Some(GatePenalty::Tokens(19_000.0)));
-        assert_eq!(d.gate_penalty().and_then(GatePenalty::ms), None);
+        // An ms penalty on another message is not the logged gate input.
+        d.message = FilterMsg::RequestGateBroken;
         assert_eq!(d.logged_penalty_ms(), None);
+        // Nor is a token count on the TTFT gate's message.
+        d.message = FilterMsg::TtftGateBroken;
+        d.penalty = Some(tokens);
+        assert_eq!(d.logged_penalty_ms(), None);
+    }
+
+    #[test]
+    fn a_penalty_serialises_as_the_number_logged() {
+        let json = |p| serde_json::to_string(&p).unwrap();
+        assert_eq!(json(GatePenalty::Ms(18709.5)), "18709.5");
+        assert_eq!(json(GatePenalty::Tokens(298000.0)), "298000.0");
     }
 }

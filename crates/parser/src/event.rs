@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::arena::{Arena, Span, Spans};
-use crate::decision::{FilterExtras, FilterMsg, ValueFlags};
+use crate::decision::{FilterExtras, FilterMsg, GatePenalty, ValueFlags};
 use crate::vllm::VllmStats;
 
 /// The context every EPP line may carry: time, level, request id, model keys.
@@ -44,10 +44,10 @@ pub struct FilterLine {
     pub best_sticky_ttft_ms: Option<f64>,
     /// `bestNonStickyTTFT` (ms).
     pub best_non_sticky_ttft_ms: Option<f64>,
-    /// `penalty`.
-    pub penalty: Option<f64>,
-    /// `maxPenalty`.
-    pub max_penalty: Option<f64>,
+    /// `penalty`, in the unit of [`FilterLine::msg`] ([`GatePenalty::of`]).
+    pub penalty: Option<GatePenalty>,
+    /// `maxPenalty`, in the unit of [`FilterLine::msg`].
+    pub max_penalty: Option<GatePenalty>,
     /// Version-specific keys.
     pub extras: FilterExtras,
     /// Flags raised by the line's numbers.

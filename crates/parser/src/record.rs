@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use gatecal_filter::{Config, MissingSignal, Outcome};
 use serde::{Deserialize, Serialize};
 
-use crate::decision::{CandidateObs, Completion, Decision, FilterMsg, SourceLoc};
+use crate::decision::{CandidateObs, Completion, Decision, FilterMsg, GatePenalty, SourceLoc};
 
 /// The format version written.
 pub const RECORD_VERSION: u32 = 2;
@@ -305,7 +305,7 @@ impl DecisionRecord {
             filter: self.filter,
             outcome: self.outcome,
             message,
-            penalty: self.logged_penalty_ms,
+            penalty: self.logged_penalty_ms.map(GatePenalty::Ms),
             source,
             candidates: self
                 .candidates

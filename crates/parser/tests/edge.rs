@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use gatecal_filter::Outcome;
 use gatecal_parser::{
-    Completion, Decision, FilterMsg, InputFormat, InputLedger, InputSpec, Item, LineShape,
-    MalformedReason, ParseError, ParseOptions, VllmStats, VllmStatsVersion, parse_inputs,
-    parse_slice,
+    Completion, Decision, FilterMsg, GatePenalty, InputFormat, InputLedger, InputSpec, Item,
+    LineShape, MalformedReason, ParseError, ParseOptions, VllmStats, VllmStatsVersion,
+    parse_inputs, parse_slice,
 };
 
 fn edge(name: &str) -> PathBuf {
@@ -322,7 +322,7 @@ fn maxfloat_penalty() {
     assert_eq!(lines(&o), (8, 7, 1, 0));
     let d = &o.decisions[0];
     assert_eq!(d.outcome, Some(Outcome::LoadOverride));
-    assert_eq!(d.penalty, Some(f64::MAX));
+    assert_eq!(d.penalty, Some(GatePenalty::Ms(f64::MAX)));
     assert_eq!(d.best_sticky_ttft_ms, Some(f64::MAX));
     assert_eq!(d.best_non_sticky_ttft_ms, Some(125.5));
     assert!(d.flags.huge && !d.flags.non_finite);
@@ -334,7 +334,7 @@ fn nan_inf_strings() {
     let o = parse("nan_inf_strings.log");
     assert_eq!(lines(&o), (8, 7, 1, 0));
     let d = &o.decisions[0];
-    assert!(d.penalty.unwrap().is_nan());
+    assert!(d.penalty.and_then(GatePenalty::ms).unwrap().is_nan());
     assert_eq!(d.best_sticky_ttft_ms, Some(f64::INFINITY));
     assert_eq!(d.best_non_sticky_ttft_ms, Some(f64::NEG_INFINITY));
     assert!(d.flags.non_finite);
@@ -510,7 +510,7 @@ fn all_filter_versions() {
         (v2.message, v2.outcome),
         (FilterMsg::TokensGateBroken, Some(Outcome::LoadOverride))
     );
-    assert_eq!(v2.penalty, Some(298000.0));
+    assert_eq!(v2.penalty, Some(GatePenalty::Tokens(298000.0)));
     assert_eq!(v2.logged_penalty_ms(), None, "tokens, not ms");
     assert_eq!(v2.extras.best_sticky_tokens, Some(300000.0));
     let v5 = by("v5");
@@ -522,7 +522,7 @@ fn all_filter_versions() {
     let v6a = by("v6a");
     assert_eq!(v6a.outcome, Some(Outcome::RequestLoadOverride));
     assert_eq!(v6a.extras.non_sticky_request_ttft_ms, Some(300.25));
-    assert_eq!(v6a.max_penalty, Some(18000.0));
+    assert_eq!(v6a.max_penalty, Some(GatePenalty::Ms(18000.0)));
     assert_eq!(by("v6b").extras.added, Some(2.0));
     let mf = by("mf");
     assert_eq!(mf.outcome, Some(Outcome::NoMatch));
