@@ -66,6 +66,32 @@
 //!   falls back to the rolling fit. A run with no completion inside (one
 //!   prompt straddling it) says nothing of the rate and is left out. Lines
 //!   without a year take the decisions' year.
+//! * *A queue model (v1, with the EPP's decisions).* The windows above
+//!   assume the engine busy from one snapshot to the next; a queue that
+//!   empties between two snapshots reporting waiting requests (short
+//!   bursts) breaks that, and the idle seconds count as prefill time.
+//!   With the decisions each request's arrival (its decision time), its
+//!   uncached tokens `u_n` and its engine are known, and vLLM schedules
+//!   first come, first served, so a prefill completes at
+//!   `f_n = max(a_n, f_{n-1}) + o + u_n / r` (a per-request overhead `o`,
+//!   a rate `r`): the engine idles exactly when every request that arrived
+//!   has completed. Each `(o, r)` and sub-second phase of the lines (vLLM
+//!   prints whole seconds) predicts every line's completed prompt tokens;
+//!   a grid search keeps the fits with the fewest lines off by more than
+//!   half the smallest prompt and 1 % (one more allowed). Their effective
+//!   rate over the requests that waited (`a_n < f_{n-1}`),
+//!   `Σ u_n / Σ (o + u_n / r)`, counts busy time only; the central fit
+//!   (median of the best) is the estimate, the fits' range widened by
+//!   [`QUEUE_RESOLUTION`] the 90 % interval. It is used for a deployment
+//!   when every engine with saturated runs fits (at most one line in ten
+//!   mismatched: else requests are missing from the decisions, another
+//!   client shares the engine, the clocks are apart, or the engine's rate
+//!   varies with its load, as when long prompts share steps with many
+//!   decodes) and at least [`QUEUE_MIN_WAITED`] requests waited; otherwise
+//!   the windows above give the estimate. The model serves one prefill at
+//!   a time; an engine that batches several requests' prefill chunks in
+//!   a step completes them in the same order, so the model holds where
+//!   the fit does.
 //! * *Estimate.* Computed tokens (`× (1 − h)` per span for v1) summed over
 //!   all spans of the deployment's engines, divided by their seconds: a
 //!   ratio of sums, because v1 lands a long prompt in one interval.
@@ -86,16 +112,18 @@
 //!   engines, and checked on seeds 5–8 held out (`cargo test -p
 //!   gatecal-recommend --test peak_sweep -- --nocapture`, tables in
 //!   docs/methodology.md §6), over runs with at least 8 saturated
-//!   intervals. With the decision records: median error 0.4 % (held out
-//!   0.6 %), within 10 % in 59 of 60 (56), the interval holding the truth
-//!   in 60 of 60 (60 of 60), no wider than 40 % of the estimate in 55 of
-//!   60 (56). The stats lines alone: median 0.9 % (1.2 %), within 10 % in
-//!   58 (55), holding the truth in 60 (59), no wider than 40 % in 43 (43).
-//!   The misses: a deployment saturated in bursts shorter than a few lines
-//!   (`mistral-small`, 9–22 % low, its queue empties between snapshots so
-//!   the engine idles inside "saturated" intervals; wide intervals), and,
-//!   from the stats lines alone, long prompts with drifting hit rates
-//!   (`glm-like`, `agent-drift`: 7–10 %).
+//!   intervals. With the decision records: median error 0.3 % (held out
+//!   0.2 %), within 10 % in 60 of 60 (60 of 60), the interval holding the
+//!   truth in 60 of 60 (60), no wider than 40 % of the estimate in 59 of
+//!   60 (59); the bursty deployment the windows missed (`mistral-small`,
+//!   9–22 % low) is within 6 % with the queue model. The stats lines alone:
+//!   median 0.9 % (1.2 %), within 10 % in 58 (55), holding the truth in 60
+//!   (59), no wider than 40 % in 43 (43). The misses: from the stats lines
+//!   alone, the bursty deployment (its queue empties between snapshots)
+//!   and long prompts with drifting hit rates (`glm-like`, `agent-drift`:
+//!   7–10 %); with the decisions, one `glm-like` run per seed set 41–42 %
+//!   wide (long prompts sharing steps with decodes: the queue model does
+//!   not fit, the windows apply).
 //! * A deployment never saturated has no estimate from this source: its
 //!   highest per-interval rate is given, flagged as thin evidence (it is
 //!   neither a bound nor an estimate).
@@ -282,8 +310,9 @@ pub fn median(v: &mut [f64]) -> Option<f64> {
     quantile_sorted(v, 0.5)
 }
 
-/// The saturated spans of one engine's lines (sorted by time).
-fn spans(lines: &[Line], routed: &[Routed]) -> Vec<Span> {
+/// The cadence of one engine's lines (sorted by time) and the tokens each
+/// line counts.
+fn counted_tokens(lines: &[Line]) -> (f64, Vec<f64>) {
     let mut gaps: Vec<f64> = lines
         .windows(2)
         .filter_map(|w| match (w[0].ts, w[1].ts) {
@@ -307,6 +336,12 @@ fn spans(lines: &[Line], routed: &[Routed]) -> Vec<Span> {
             l.rate.max(0.0) * own
         })
         .collect();
+    (cadence, counted)
+}
+
+/// The saturated spans of one engine's lines (sorted by time).
+fn spans(lines: &[Line], routed: &[Routed]) -> Vec<Span> {
+    let (cadence, counted) = counted_tokens(lines);
     let mut history = Vec::with_capacity(lines.len());
     let mut sum = 0.0;
     for c in &counted {
@@ -394,6 +429,182 @@ fn spans(lines: &[Line], routed: &[Routed]) -> Vec<Span> {
         i = j + 1;
     }
     out
+}
+
+/// One engine's first-come-first-served queue, fitted to the EPP's routed
+/// requests and the engine's v1 lines (see the module docs).
+#[derive(Clone, Copy, Debug)]
+struct Queue {
+    /// Uncached tokens of the requests that waited (central fit).
+    tokens: f64,
+    /// Their modelled prefill seconds (central fit).
+    secs: f64,
+    /// The effective rate over every fit as consistent with the lines as
+    /// the best one (one mismatched line more allowed).
+    lo: f64,
+    hi: f64,
+    /// Requests that waited (central fit).
+    waited: usize,
+}
+
+/// Per-request overheads (seconds) the queue model tries.
+const QUEUE_OVERHEADS_S: [f64; 7] = [0.0, 0.02, 0.04, 0.06, 0.08, 0.12, 0.16];
+/// Sub-second phases of the lines' times the queue model tries (vLLM's
+/// log prefix has whole seconds: a line's interval ends up to 1 s after
+/// its printed time).
+const QUEUE_PHASES: usize = 10;
+/// The queue model's 90 % interval is widened by this share each way: the
+/// grid's resolution (1 % in rate, 20–40 ms in overhead).
+pub const QUEUE_RESOLUTION: f64 = 0.02;
+/// Fewest requests that waited, over a deployment's engines, for the
+/// queue model to give the estimate.
+pub const QUEUE_MIN_WAITED: usize = 20;
+
+/// The queue model of one engine: `None` when the lines are not v1 with
+/// their year, the decisions do not cover ten lines, or no fit matches
+/// nine lines in ten (requests missing from the decisions, another
+/// client, clocks apart).
+///
+/// vLLM schedules first come, first served; with `a_n` the EPP's decision
+/// time of the engine's `n`-th request and `u_n` its uncached tokens
+/// (prompt less the match), the prefill of request `n` completes at
+/// `f_n = max(a_n, f_{n-1}) + o + u_n / r`: the engine idles exactly when
+/// every request that arrived has completed. v1 counts each full prompt
+/// in the line whose interval holds its completion, so each `(o, r)` and
+/// phase of the lines predicts every line's prompt tokens; a line matches
+/// when they agree to within half the smallest prompt and 1 %. The fits
+/// with the fewest mismatched lines (one more allowed) give the
+/// effective rate of the requests that waited (`a_n < f_{n-1}`),
+/// `Σ u_n / Σ (o + u_n / r)`: busy time only, whatever the lines'
+/// snapshots say.
+fn queue_model(lines: &[Line], counted: &[f64], cadence: f64, routed: &[Routed]) -> Option<Queue> {
+    if routed.len() < 10 || lines.iter().any(|l| !l.v1 || !l.absolute) {
+        return None;
+    }
+    let (t0, t1) = (routed[0].ts, routed[routed.len() - 1].ts);
+    // Lines whose intervals the decisions cover, the first one a base.
+    let idx: Vec<usize> = (0..lines.len())
+        .filter(|&k| {
+            lines[k]
+                .ts
+                .is_some_and(|t| t > t0 + 2.0 * cadence && t < t1)
+        })
+        .collect();
+    if idx.len() < 10 {
+        return None;
+    }
+    let times: Vec<f64> = idx.iter().filter_map(|&k| lines[k].ts).collect();
+    let obs: Vec<f64> = idx.iter().map(|&k| counted[k]).collect();
+    let min_prompt = routed
+        .iter()
+        .map(|r| r.prompt)
+        .fold(f64::INFINITY, f64::min);
+    let (prompt, uncached) = routed.iter().fold((0.0, 0.0), |s, r| {
+        (s.0 + r.prompt, s.1 + (r.prompt - r.matched).max(1.0))
+    });
+    let busiest = obs.iter().copied().fold(0.0, f64::max) / cadence;
+    let r0 = busiest * uncached / prompt.max(1.0);
+    if r0 <= 0.0 {
+        return None;
+    }
+    // (mismatched lines, waited tokens, their seconds, waited requests), or
+    // `None` once more than `limit` lines mismatch.
+    let eval = |o: f64, r: f64, phi: f64, limit: usize| -> Option<(usize, f64, f64, usize)> {
+        let base = times[0] + phi;
+        let (mut f, mut k, mut acc, mut bad) = (f64::NEG_INFINITY, 0usize, 0.0, 0usize);
+        let (mut wt, mut ws, mut wn) = (0.0, 0.0, 0usize);
+        let close = |k: &mut usize, acc: &mut f64, bad: &mut usize| {
+            if *k > 0 && (*acc - obs[*k]).abs() > 0.5 * min_prompt + 0.01 * obs[*k] {
+                *bad += 1;
+            }
+            *acc = 0.0;
+            *k += 1;
+        };
+        for q in routed {
+            let u = (q.prompt - q.matched).max(1.0);
+            let svc = o + u / r;
+            let waited = q.ts < f;
+            f = f.max(q.ts) + svc;
+            if waited && q.ts > base {
+                wt += u;
+                ws += svc;
+                wn += 1;
+            }
+            while k < times.len() && times[k] + phi < f {
+                close(&mut k, &mut acc, &mut bad);
+            }
+            if bad > limit {
+                return None;
+            }
+            if k < times.len() && f > base {
+                acc += q.prompt;
+            }
+        }
+        while k < times.len() {
+            close(&mut k, &mut acc, &mut bad);
+        }
+        (bad <= limit).then_some((bad, wt, ws, wn))
+    };
+    // Coarse: per overhead, the rate at three phases; then every phase and
+    // finer rates around it.
+    let allowed = (idx.len() - 1) / 10;
+    let mut fits = Vec::new();
+    let mut best = usize::MAX - 1;
+    for o in QUEUE_OVERHEADS_S {
+        // The fewest mismatches and the lowest and highest rates with them.
+        let mut coarse = (usize::MAX, r0, r0);
+        let mut r = 0.2 * r0;
+        while r < 3.0 * r0 {
+            for phi in [0.15, 0.5, 0.85] {
+                if let Some(e) = eval(o, r, phi, coarse.0) {
+                    if e.0 < coarse.0 {
+                        coarse = (e.0, r, r);
+                    } else {
+                        coarse.2 = r;
+                    }
+                }
+            }
+            r *= 1.04;
+        }
+        let mut r = coarse.1 / 1.12;
+        while r < coarse.2 * 1.12 {
+            for p in 0..QUEUE_PHASES {
+                if let Some(e) = eval(o, r, p as f64 / QUEUE_PHASES as f64, best + 1)
+                    && e.2 > 0.0
+                {
+                    best = best.min(e.0);
+                    fits.push(e);
+                }
+            }
+            r *= 1.01;
+        }
+    }
+    let best = fits.iter().map(|e| e.0).min()?;
+    if best > allowed {
+        return None;
+    }
+    let mut ok: Vec<(f64, f64, f64, usize)> = fits
+        .iter()
+        .filter(|e| e.0 <= best + 1)
+        .map(|e| (e.1 / e.2, e.1, e.2, e.3))
+        .collect();
+    ok.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let lo = ok.first()?.0;
+    let hi = ok.last()?.0;
+    // The central fit: the median rate among the best fits.
+    let mut central: Vec<&(f64, f64, f64, usize)> = ok.iter().collect();
+    central.retain(|e| fits.iter().any(|f| f.0 == best && f.1 == e.1 && f.2 == e.2));
+    let c = central
+        .get(central.len() / 2)
+        .copied()
+        .or(ok.get(ok.len() / 2))?;
+    Some(Queue {
+        tokens: c.1,
+        secs: c.2,
+        lo,
+        hi,
+        waited: c.3,
+    })
 }
 
 /// A span's computed share with its bounds: `(estimate, low, high)`.
@@ -664,6 +875,31 @@ pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
     Some((est, [lo.max(0.0), hi], n as u64))
 }
 
+/// The peak from the engines' queue models: `(estimate, [low, high],
+/// requests that waited)`. The bounds combine each engine's range (tokens
+/// over the seconds at its low or high rate), widened by
+/// [`QUEUE_RESOLUTION`].
+fn from_queues(queues: &[Queue]) -> Option<(f64, [f64; 2], u64)> {
+    let tokens: f64 = queues.iter().map(|q| q.tokens).sum();
+    let secs: f64 = queues.iter().map(|q| q.secs).sum();
+    if tokens <= 0.0 || secs <= 0.0 {
+        return None;
+    }
+    let est = tokens / secs;
+    let at = |f: fn(&Queue) -> f64| -> f64 {
+        let s: f64 = queues
+            .iter()
+            .filter(|q| q.tokens > 0.0)
+            .map(|q| q.tokens / f(q).max(1e-9))
+            .sum();
+        tokens / s
+    };
+    let lo = at(|q| q.lo).min(est) * (1.0 - QUEUE_RESOLUTION);
+    let hi = at(|q| q.hi).max(est) * (1.0 + QUEUE_RESOLUTION);
+    let waited: usize = queues.iter().map(|q| q.waited).sum();
+    Some((est, [lo, hi], waited as u64))
+}
+
 /// Seconds from the start of a (non-leap) year to a stats line's month,
 /// day and time, for lines whose year is unknown: the estimator only
 /// needs the gaps between an engine's lines, which this keeps (a run
@@ -838,6 +1074,8 @@ impl VllmEstimator {
             let mut n_engines = 0;
             let mut highest: f64 = 0.0;
             let mut rates = Vec::new();
+            let mut queues: Vec<Queue> = Vec::new();
+            let mut unqueued = 0usize;
             for (key, lines) in engines {
                 let mut lines = lines.clone();
                 lines.sort_by(|a, b| {
@@ -866,6 +1104,15 @@ impl VllmEstimator {
                 routed.dedup_by(|b, a| a.request != 0 && a.request == b.request);
                 routed.sort_by(|a, b| a.ts.total_cmp(&b.ts));
                 let sp = spans(&lines, &routed);
+                if !routed.is_empty() {
+                    let (cadence, counted) = counted_tokens(&lines);
+                    match queue_model(&lines, &counted, cadence, &routed) {
+                        Some(q) => queues.push(q),
+                        None => unqueued += usize::from(!sp.is_empty()),
+                    }
+                } else {
+                    unqueued += usize::from(!sp.is_empty());
+                }
                 if !sp.is_empty() {
                     n_engines += 1;
                 }
@@ -888,8 +1135,24 @@ impl VllmEstimator {
                     all.len()
                 )
             };
+            let waited: usize = queues.iter().map(|q| q.waited).sum();
+            let queued = unqueued == 0 && waited >= QUEUE_MIN_WAITED;
+            let how = if queued {
+                format!(
+                    "v1: a first-come-first-served queue of {} engine(s) fitted to the decisions' arrivals and the lines' completed prompts; the uncached tokens of the {waited} request(s) that waited over their modelled prefill time",
+                    queues.len()
+                )
+            } else {
+                how
+            };
             let found = (intervals >= MIN_SATURATED_INTERVALS)
-                .then(|| from_spans(&all))
+                .then(|| {
+                    if queued {
+                        from_queues(&queues)
+                    } else {
+                        from_spans(&all)
+                    }
+                })
                 .flatten();
             let est = match found {
                 Some((v, interval, _)) => {
@@ -1167,6 +1430,98 @@ mod tests {
         d.prompt_tokens = Some(650);
         e.push_decision(&d);
         assert_eq!(e.routed["p-1#0"][0].prompt, 650.0);
+    }
+
+    /// A synthetic FIFO engine (rate `r`, overhead `o`) fed in bursts: in
+    /// every 10 s interval a burst of 3–5 s of work, then three requests
+    /// around the line, so most snapshots report a waiting request while
+    /// the engine idles half of each interval.
+    fn bursty_engine(e: &mut VllmEstimator, with_decisions: bool) -> f64 {
+        let (r, o, prompt, uncached) = (20_000.0, 0.04, 10_000.0, 6_000.0);
+        let t0 = 1_787_320_800.0;
+        let mut arrivals = Vec::new();
+        for cycle in 0..40 {
+            let start = t0 + 10.0 * f64::from(cycle);
+            for n in 0..8 + cycle % 7 {
+                arrivals.push(start + 0.5 + 0.25 * f64::from(n));
+            }
+            let late = start + 9.7 + 0.07 * f64::from(cycle % 8);
+            arrivals.extend([late, late + 0.05, late + 0.1]);
+        }
+        let mut f = f64::NEG_INFINITY;
+        let mut jobs = Vec::new();
+        for (n, &a) in arrivals.iter().enumerate() {
+            let s = a.max(f);
+            f = s + o + uncached / r;
+            jobs.push((a, s, f));
+            if with_decisions {
+                e.push_routed(
+                    "ns/p-0",
+                    a,
+                    prompt as i64,
+                    (prompt - uncached) as i64,
+                    Some(&format!("r{n}")),
+                );
+            }
+        }
+        // v1 lines every 10 s, printed at whole seconds 0.4 s before the
+        // interval's end.
+        let mut k = 1;
+        loop {
+            let end = t0 + 10.0 * f64::from(k) + 0.4;
+            if end > f + 30.0 {
+                break;
+            }
+            let done = jobs
+                .iter()
+                .filter(|j| j.2 > end - 10.0 && j.2 <= end)
+                .count();
+            let waiting = jobs.iter().filter(|j| j.0 <= end && j.1 > end).count();
+            e.push(&line(
+                (end - 0.4).floor(),
+                "p-0",
+                done as f64 * prompt / 10.0,
+                waiting as u64,
+                40.0,
+            ));
+            k += 1;
+        }
+        uncached / (o + uncached / r)
+    }
+
+    #[test]
+    fn queue_model_counts_busy_time_only() {
+        let mut alone = VllmEstimator::default();
+        let truth = bursty_engine(&mut alone, false);
+        let mut with = VllmEstimator::default();
+        bursty_engine(&mut with, true);
+        let a = &alone.estimates()["d"];
+        let w = &with.estimates()["d"];
+        assert_eq!(w.source, PeakSource::VllmStats);
+        assert!(w.method.contains("first-come-first-served"), "{}", w.method);
+        // The windows count the idle seconds inside saturated intervals.
+        assert!(a.value < 0.6 * truth, "{} against {truth}", a.value);
+        assert!(
+            (w.value - truth).abs() < 0.1 * truth,
+            "{} against {truth}",
+            w.value
+        );
+        let [lo, hi] = w.interval.expect("interval");
+        assert!(lo <= truth && truth <= hi, "[{lo}, {hi}] against {truth}");
+        assert!(hi - lo < 0.3 * w.value, "[{lo}, {hi}]");
+        // Decisions that do not match the lines (another client's requests
+        // missing) fall back to the windows.
+        let mut half = VllmEstimator::default();
+        bursty_engine(&mut half, true);
+        let routed = half.routed.get_mut("p-0#0").expect("routed");
+        let kept: Vec<Routed> = routed.iter().step_by(2).copied().collect();
+        *routed = kept;
+        let h = &half.estimates()["d"];
+        assert!(
+            !h.method.contains("first-come-first-served"),
+            "{}",
+            h.method
+        );
     }
 
     #[test]

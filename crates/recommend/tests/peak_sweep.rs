@@ -203,16 +203,14 @@ fn peak_estimate_error_coverage_and_width_across_seeds() {
         table("With decision records (routed requests)", &with);
     assert!(n >= 15 * seeds.len(), "{n} deployment runs");
     assert!(
-        covered as f64 >= 0.9 * n as f64,
+        covered as f64 >= 0.95 * n as f64,
         "interval holds the truth in {covered} of {n}"
     );
-    assert!(median <= 0.03, "median error {median}");
+    assert!(median <= 0.01, "median error {median}");
+    // Bursty saturation included: the queue model counts busy time only.
+    assert_eq!(within, sat, "within 10 % in {within} of {sat}");
     assert!(
-        within as f64 >= 0.9 * sat as f64,
-        "within 10 % in {within} of {sat}"
-    );
-    assert!(
-        narrow as f64 >= 0.9 * sat as f64,
+        narrow as f64 >= 0.95 * sat as f64,
         "width <= 40 % in {narrow} of {sat}"
     );
     // A miss says so: its interval is wide, or holds the truth.
