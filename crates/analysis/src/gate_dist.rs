@@ -199,6 +199,10 @@ pub struct GateDistOptions {
     pub histogram_bins: usize,
     /// The decisions counted (`--since`, `--until`).
     pub time_range: TimeRange,
+    /// The prefix producers' block sizes: per deployment, or under `""`
+    /// for every other one (the upstream defaults when absent); see
+    /// [`crate::recommend::RecommendOptions::block_sizes`].
+    pub block_sizes: BTreeMap<String, crate::input::ProducerBlockSizes>,
 }
 
 /// The decisions a report counts: those logged in `[since, until)`
@@ -237,6 +241,7 @@ impl Default for GateDistOptions {
             window_s: None,
             histogram_bins: 40,
             time_range: TimeRange::default(),
+            block_sizes: BTreeMap::new(),
         }
     }
 }
@@ -579,6 +584,12 @@ impl GateDist {
     /// Adds one decision. Decisions may arrive slightly out of time order
     /// (see [`crate::Reorder`]).
     pub fn push(&mut self, mut d: DecisionInput) {
+        if d.producer_match_blocks.is_some() {
+            let b = &self.opts.block_sizes;
+            if let Some(sizes) = b.get(&d.deployment).or_else(|| b.get("")) {
+                d.set_producer_block_sizes(sizes);
+            }
+        }
         self.cap.admit(&mut d.deployment);
         // The buffer is taken out while it hands the decisions now due
         // straight to `process` (an empty stand-in allocates nothing).

@@ -7,11 +7,12 @@
 //! then puts the values the log shows over files and defaults (never over a
 //! flag), see [`gatecal_analysis::gate_dist::merge_log`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context, bail};
-use gatecal_analysis::epp_config::filter_entries_from_yaml;
+use gatecal_analysis::epp_config::{filter_entries_from_yaml, producer_block_sizes};
 use gatecal_analysis::gate_dist::{ConfigSet, ParamSource, SourcedConfig};
+use gatecal_analysis::input::{BlockSize, BlockSizeSource, ProducerBlockSizes};
 use gatecal_filter::{Config, MissingSignal};
 use serde_json::{Map, Value};
 
@@ -43,6 +44,14 @@ pub struct FilterArgs {
     /// Override maxInFlightRequestsDelta.
     #[arg(long, value_name = "N")]
     pub max_in_flight_requests_delta: Option<i64>,
+    /// Tokens per block of the prefix producers whose `-v=5` lines give
+    /// matched tokens: `approximate=N` (approx-prefix-cache-producer, as it
+    /// ran: after autoTune and its 64-token floor), `precise=N`
+    /// (precise-prefix-cache-producer), or both, comma separated. Over
+    /// --config's producer entries [default: from --config, else 64 and 16].
+    #[arg(long, value_name = "KIND=TOKENS[,KIND=TOKENS]", value_parser = parse_block_sizes)]
+    pub prefix_block_size: Option<BlockSizeFlag>,
+
     /// Replay with the v0.9.0/v0.10.0 semantics: absent in-flight tokens count
     /// as 0 (default: newer upstream, a side without signal keeps all).
     #[arg(long)]
@@ -174,6 +183,47 @@ impl FilterArgs {
             .filter_map(|spec| spec.split_once('=').map(|(d, _)| d))
             .filter(|d| !d.is_empty())
             .collect()
+    }
+
+    /// The prefix producers' block sizes per deployment (`""`: every
+    /// other one): each `--config` file's producer entries
+    /// ([`producer_block_sizes`]), then `--prefix-block-size` over them,
+    /// else the upstream defaults.
+    pub fn block_sizes(&self) -> anyhow::Result<BTreeMap<String, ProducerBlockSizes>> {
+        let mut out = BTreeMap::new();
+        out.insert(String::new(), ProducerBlockSizes::default());
+        for spec in &self.config {
+            let (dep, path) = match spec.split_once('=') {
+                Some((d, p)) if !d.is_empty() && !p.is_empty() => (d.to_string(), p),
+                _ => (String::new(), spec.as_str()),
+            };
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --config {path}"))?;
+            let mut b = producer_block_sizes(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+            for s in [&mut b.approximate_producer, &mut b.precise_producer] {
+                if s.source == BlockSizeSource::Config {
+                    s.detail = format!("file:{path} {}", s.detail);
+                }
+            }
+            out.insert(dep, b);
+        }
+        if let Some(f) = self.prefix_block_size {
+            for b in out.values_mut() {
+                for (given, s, kind) in [
+                    (f.approximate, &mut b.approximate_producer, "approximate"),
+                    (f.precise, &mut b.precise_producer, "precise"),
+                ] {
+                    if let Some(n) = given {
+                        *s = BlockSize {
+                            tokens: n,
+                            source: BlockSizeSource::Flag,
+                            detail: format!("--prefix-block-size {kind}={n}"),
+                        };
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The config of every deployment.
@@ -309,6 +359,78 @@ mod tests {
         ] {
             let e = format!("{:#}", args.config_set().unwrap_err());
             assert!(e.contains(key) && e.contains("not a finite number"), "{e}");
+        }
+    }
+}
+
+/// `--prefix-block-size`: the producers' block sizes given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockSizeFlag {
+    /// `approximate=N`.
+    pub approximate: Option<i64>,
+    /// `precise=N`.
+    pub precise: Option<i64>,
+}
+
+/// Parses `approximate=N,precise=N` (either, or both, once each; N a whole
+/// number of tokens from 1 to 1048576).
+pub fn parse_block_sizes(s: &str) -> Result<BlockSizeFlag, String> {
+    let mut out = BlockSizeFlag::default();
+    for part in s.split(',') {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?}: expected approximate=TOKENS or precise=TOKENS"))?;
+        let n: i64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=1 << 20).contains(n))
+            .ok_or_else(|| format!("{part:?}: TOKENS must be a whole number from 1 to 1048576"))?;
+        let slot = match k.trim() {
+            "approximate" => &mut out.approximate,
+            "precise" => &mut out.precise,
+            other => {
+                return Err(format!(
+                    "{other:?}: expected approximate or precise (the prefix producers)"
+                ));
+            }
+        };
+        if slot.replace(n).is_some() {
+            return Err(format!("{:?} given twice", k.trim()));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod block_size_tests {
+    use super::*;
+
+    #[test]
+    fn block_size_flag() {
+        assert_eq!(
+            parse_block_sizes("approximate=128,precise=32"),
+            Ok(BlockSizeFlag {
+                approximate: Some(128),
+                precise: Some(32)
+            })
+        );
+        assert_eq!(
+            parse_block_sizes("precise=16").unwrap(),
+            BlockSizeFlag {
+                approximate: None,
+                precise: Some(16)
+            }
+        );
+        for bad in [
+            "",
+            "approximate",
+            "approximate=0",
+            "approximate=1.5",
+            "exact=16",
+            "precise=16,precise=32",
+        ] {
+            assert!(parse_block_sizes(bad).is_err(), "{bad}");
         }
     }
 }

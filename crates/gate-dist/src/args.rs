@@ -193,6 +193,7 @@ impl Args {
             window_s: self.window,
             histogram_bins: self.bins,
             time_range,
+            block_sizes: self.filter.block_sizes()?,
         })
     }
 }

@@ -220,3 +220,64 @@ fn records_name_where_their_matched_tokens_came_from() {
     }
     assert!(with_tokens > 0);
 }
+
+/// The prefix producers' matched tokens use the block sizes of the config
+/// in force (`--config`), or of `--prefix-block-size` over it, as
+/// recommend's do: the records carry them.
+#[test]
+fn producer_matched_tokens_use_the_block_sizes_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = root().join("fixtures/edge/producers_v5.log");
+    let config = dir.path().join("epp.yaml");
+    std::fs::write(
+        &config,
+        "plugins:\n- type: approx-prefix-cache-producer\n  parameters: {autoTune: false, blockSizeTokens: 128}\n- type: prefix-cache-affinity-filter\n",
+    )
+    .unwrap();
+    // Matched tokens per request id, from the records.
+    let matched = |extra: &[&str]| {
+        let records = dir.path().join("d.jsonl");
+        let out = Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+            .arg(&log)
+            .args(["-q", "--format", "json", "--emit-decisions"])
+            .arg(&records)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&records).unwrap();
+        let mut m: Vec<(String, i64)> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|r| {
+                (
+                    r["request_id"].as_str().unwrap().to_string(),
+                    r["gate"]["matched_tokens"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        m.sort();
+        m
+    };
+    let pairs = |v: &[(&str, i64)]| -> Vec<(String, i64)> {
+        v.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+    };
+    // Upstream defaults: 8 and 6 blocks of 64, 45 precise blocks of 16.
+    assert_eq!(
+        matched(&[]),
+        pairs(&[("approx-1", 512), ("approx-2", 384), ("precise-1", 720)])
+    );
+    let config = config.to_str().unwrap();
+    assert_eq!(
+        matched(&["--config", config]),
+        pairs(&[("approx-1", 1024), ("approx-2", 768), ("precise-1", 720)])
+    );
+    assert_eq!(
+        matched(&["--config", config, "--prefix-block-size", "precise=32"]),
+        pairs(&[("approx-1", 1024), ("approx-2", 768), ("precise-1", 1440)])
+    );
+}

@@ -92,14 +92,6 @@ pub struct Args {
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
 
-    /// Tokens per block of the prefix producers whose `-v=5` lines give
-    /// matched tokens: `approximate=N` (approx-prefix-cache-producer, as it
-    /// ran: after autoTune and its 64-token floor), `precise=N`
-    /// (precise-prefix-cache-producer), or both, comma separated. Over
-    /// --config's producer entries [default: from --config, else 64 and 16].
-    #[arg(long, value_name = "KIND=TOKENS[,KIND=TOKENS]", value_parser = parse_block_sizes)]
-    pub prefix_block_size: Option<BlockSizeFlag>,
-
     /// Break-even bar per time window of this length, to show drift (e.g. 1h).
     #[arg(long, value_name = "DURATION", value_parser = parse_window)]
     pub window: Option<f64>,
@@ -125,76 +117,4 @@ pub struct Args {
     /// Draw tables at their full width, even on a narrower terminal.
     #[arg(long)]
     pub wide: bool,
-}
-
-/// `--prefix-block-size`: the producers' block sizes given.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BlockSizeFlag {
-    /// `approximate=N`.
-    pub approximate: Option<i64>,
-    /// `precise=N`.
-    pub precise: Option<i64>,
-}
-
-/// Parses `approximate=N,precise=N` (either, or both, once each; N a whole
-/// number of tokens from 1 to 1048576).
-pub fn parse_block_sizes(s: &str) -> Result<BlockSizeFlag, String> {
-    let mut out = BlockSizeFlag::default();
-    for part in s.split(',') {
-        let (k, v) = part
-            .split_once('=')
-            .ok_or_else(|| format!("{part:?}: expected approximate=TOKENS or precise=TOKENS"))?;
-        let n: i64 = v
-            .trim()
-            .parse()
-            .ok()
-            .filter(|n| (1..=1 << 20).contains(n))
-            .ok_or_else(|| format!("{part:?}: TOKENS must be a whole number from 1 to 1048576"))?;
-        let slot = match k.trim() {
-            "approximate" => &mut out.approximate,
-            "precise" => &mut out.precise,
-            other => {
-                return Err(format!(
-                    "{other:?}: expected approximate or precise (the prefix producers)"
-                ));
-            }
-        };
-        if slot.replace(n).is_some() {
-            return Err(format!("{:?} given twice", k.trim()));
-        }
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn block_size_flag() {
-        assert_eq!(
-            parse_block_sizes("approximate=128,precise=32"),
-            Ok(BlockSizeFlag {
-                approximate: Some(128),
-                precise: Some(32)
-            })
-        );
-        assert_eq!(
-            parse_block_sizes("precise=16").unwrap(),
-            BlockSizeFlag {
-                approximate: None,
-                precise: Some(16)
-            }
-        );
-        for bad in [
-            "",
-            "approximate",
-            "approximate=0",
-            "approximate=1.5",
-            "exact=16",
-            "precise=16,precise=32",
-        ] {
-            assert!(parse_block_sizes(bad).is_err(), "{bad}");
-        }
-    }
 }

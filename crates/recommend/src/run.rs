@@ -4,8 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use gatecal_analysis::epp_config::{ParamChanges, emit, minimal_config, producer_block_sizes};
-use gatecal_analysis::input::{BlockSize, BlockSizeSource, ProducerBlockSizes};
+use gatecal_analysis::epp_config::{ParamChanges, emit, minimal_config};
 use gatecal_analysis::recommend::{Recommend, RecommendOptions, RecommendReport};
 use gatecal_analysis::reconstruct::ReconstructOptions;
 use gatecal_analysis::throughput::from_calibration_text;
@@ -57,7 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         calibration,
         candidates: args.candidates.candidates()?,
         time_range: gatecal_cli::time::time_range(args.since.as_deref(), args.until.as_deref())?,
-        block_sizes: block_sizes(&args)?,
+        block_sizes: args.filter.block_sizes()?,
     };
     // Every output is opened, and checked against the inputs, before any
     // input is read.
@@ -164,46 +163,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ));
     }
     Ok(())
-}
-
-/// The prefix producers' block sizes per deployment (`""`: every other
-/// one): each `--config` file's producer entries, then
-/// `--prefix-block-size` over them.
-fn block_sizes(args: &Args) -> anyhow::Result<BTreeMap<String, ProducerBlockSizes>> {
-    let mut out = BTreeMap::new();
-    out.insert(String::new(), ProducerBlockSizes::default());
-    for spec in &args.filter.config {
-        let (dep, path) = match spec.split_once('=') {
-            Some((d, p)) if !d.is_empty() && !p.is_empty() => (d.to_string(), p),
-            _ => (String::new(), spec.as_str()),
-        };
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read --config {path}"))?;
-        let mut b = producer_block_sizes(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-        for s in [&mut b.approximate_producer, &mut b.precise_producer] {
-            if s.source == BlockSizeSource::Config {
-                s.detail = format!("file:{path} {}", s.detail);
-            }
-        }
-        out.insert(dep, b);
-    }
-    if let Some(f) = args.prefix_block_size {
-        for b in out.values_mut() {
-            for (given, s, kind) in [
-                (f.approximate, &mut b.approximate_producer, "approximate"),
-                (f.precise, &mut b.precise_producer, "precise"),
-            ] {
-                if let Some(n) = given {
-                    *s = BlockSize {
-                        tokens: n,
-                        source: BlockSizeSource::Flag,
-                        detail: format!("--prefix-block-size {kind}={n}"),
-                    };
-                }
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// `--emit-config [DEPLOYMENT=]FILE`: the deployment's config file written
