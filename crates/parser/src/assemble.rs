@@ -429,7 +429,6 @@ impl Assembler {
         }
         r.end_run();
         drop(text);
-        let infer_profiles = !r.saw_profile_line && r.decider_run.is_some();
         // The pool, from every candidate of the request's decisions (a P/D
         // request connects its prefill and decode endpoints): needed only when
         // no EPP pod names the deployment.
@@ -456,9 +455,8 @@ impl Assembler {
                     d.model.clone_from(&r.model);
                 }
             }
-            if infer_profiles {
-                let before = r.decider_run.is_some_and(|k| d.profile_run < k);
-                d.profile = Some(if before { "decode" } else { "prefill" }.to_string());
+            if let Some(profile) = r.profiles.inferred(d.profile_run) {
+                d.profile = Some(profile.to_string());
                 d.profile_inferred = true;
             }
             d.prompt_tokens = r.prompt_tokens;
@@ -668,6 +666,165 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert!(out.iter().all(|d| d.survivors.as_deref() == Some(&[][..])));
         assert!(out.iter().all(|d| d.filter.as_deref() == Some("f")));
+    }
+
+    /// Feeds one request's events (one second apart) and returns its
+    /// decisions as (profile run, profile, message, inferred profile).
+    fn runs(events: Vec<Event>) -> Vec<(u32, Option<String>, FilterMsg, bool)> {
+        let mut a = Assembler::new("t", DeploymentNaming::fallback("d"), limits(10, 1e9));
+        let mut out = Vec::new();
+        let mut emit = |d: Decision| out.push(d);
+        for (i, e) in events.into_iter().enumerate() {
+            a.feed(i as u64 + 1, &meta("r", 1.0 + i as f64), e, &mut emit);
+        }
+        a.finish(&mut emit);
+        out.into_iter()
+            .map(|d| (d.profile_run, d.profile, d.message, d.profile_inferred))
+            .collect()
+    }
+
+    fn profile(p: &str) -> Event {
+        Event::SchedulerProfile {
+            profile: p.to_string(),
+        }
+    }
+
+    fn decider() -> Event {
+        Event::HitPercentage {
+            prompt_tokens: Some(100.0),
+            hit_prefix_tokens: Some(10.0),
+        }
+    }
+
+    fn before(endpoints: &[&str]) -> Event {
+        Event::BeforeFilters {
+            endpoints: endpoints.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    fn s(p: &str) -> Option<String> {
+        Some(p.to_string())
+    }
+
+    #[test]
+    fn a_profile_line_after_a_run_starts_the_next_and_one_before_any_activity_does_not() {
+        let got = runs(vec![
+            profile("a"),
+            // Nothing ran under `a`: `decode` names the same run.
+            profile("decode"),
+            narrowed(),
+            completed(),
+            profile("prefill"),
+            before(&["ns/a", "ns/b"]),
+            narrowed(),
+            completed(),
+        ]);
+        let (sticky, n) = (FilterMsg::NarrowedToSticky, false);
+        assert_eq!(
+            got,
+            [(0, s("decode"), sticky, n), (1, s("prefill"), sticky, n)]
+        );
+    }
+
+    #[test]
+    fn a_decider_line_ends_the_run_it_interrupts_and_names_the_profiles_at_v4() {
+        // At -v=4 (no profile line): the decode run, the decider, the
+        // prefill run.
+        let sticky = FilterMsg::NarrowedToSticky;
+        let got = runs(vec![
+            narrowed(),
+            completed(),
+            decider(),
+            narrowed(),
+            completed(),
+        ]);
+        assert_eq!(
+            got,
+            [
+                (0, s("decode"), sticky, true),
+                (1, s("prefill"), sticky, true)
+            ]
+        );
+        // A run that has its candidates but no filter line yet ends too.
+        let got = runs(vec![before(&["ns/a"]), decider(), narrowed(), completed()]);
+        assert_eq!(got, [(1, s("prefill"), sticky, true)]);
+        // Before any run: the first run is the decider's, all prefill.
+        let got = runs(vec![decider(), narrowed(), completed()]);
+        assert_eq!(got, [(0, s("prefill"), sticky, true)]);
+        // With profile lines, logged profiles win over the decider's order.
+        let got = runs(vec![
+            profile("decode"),
+            narrowed(),
+            completed(),
+            decider(),
+            profile("prefill"),
+            narrowed(),
+            completed(),
+        ]);
+        assert_eq!(
+            got,
+            [
+                (0, s("decode"), sticky, false),
+                (1, s("prefill"), sticky, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_outcome_line_after_its_completion_line_joins_the_decision_inferred_from_it() {
+        let score = || Event::Score {
+            plugin: "s/prefix-cache-scorer".to_string(),
+            endpoint: "ns/a".to_string(),
+            score: 1.0,
+        };
+        // Scorer lines between them do not separate them.
+        let got = runs(vec![completed(), score(), narrowed()]);
+        assert_eq!(got, [(0, None, FilterMsg::NarrowedToSticky, false)]);
+        // A filter started in between does: its outcome line is its own.
+        let got = runs(vec![
+            completed(),
+            Event::RunningFilter {
+                plugin: "g/prefix-cache-affinity-filter".to_string(),
+            },
+            narrowed(),
+            Event::FilterCompleted {
+                plugin: "g/prefix-cache-affinity-filter".to_string(),
+                survivors: None,
+            },
+        ]);
+        assert_eq!(
+            got,
+            [
+                (0, None, FilterMsg::None, false),
+                (0, None, FilterMsg::NarrowedToSticky, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_per_endpoint_line_after_an_outcome_line_opens_the_next_decision() {
+        let endpoint = || Event::EndpointTtft {
+            endpoint: "ns/a".to_string(),
+            throughput: Some(1000.0),
+            in_flight_tokens: Some(500.0),
+        };
+        let mut a = Assembler::new("t", DeploymentNaming::fallback("d"), limits(10, 1e9));
+        let mut out = Vec::new();
+        let mut emit = |d: Decision| out.push(d);
+        let events = [endpoint(), narrowed(), endpoint(), narrowed()];
+        for (i, e) in events.into_iter().enumerate() {
+            a.feed(i as u64 + 1, &meta("r", 1.0 + i as f64), e, &mut emit);
+        }
+        a.finish(&mut emit);
+        assert_eq!(out.len(), 2);
+        for (d, line) in out.iter().zip([2, 4]) {
+            assert_eq!(
+                (d.message, d.source.line),
+                (FilterMsg::NarrowedToSticky, line)
+            );
+            assert_eq!(d.candidates.len(), 1);
+            assert_eq!(d.candidates[0].ttft_ms, Some(500.0));
+        }
     }
 
     #[test]

@@ -15,11 +15,14 @@ pub(super) struct Req {
     pub(super) model: Option<String>,
     pub(super) last_ts: f64,
     pub(super) first_line: u64,
-    pub(super) saw_profile_line: bool,
-    pub(super) decider_run: Option<u32>,
+    /// Where the profiles of the request's runs come from. Request-wide,
+    /// independent of [`Req::state`]: it only grows (no line undoes it).
+    pub(super) profiles: Profiles,
     pub(super) profile: Option<String>,
+    /// 0-based index of the current profile run.
     pub(super) run: u32,
-    pub(super) run_active: bool,
+    /// Where the current run stands, and its open decision.
+    pub(super) state: RunState,
     /// In [`Req::text`].
     pub(super) run_candidates: Option<Spans>,
     /// The survivors of the run's last filter call, which the next filter
@@ -28,10 +31,9 @@ pub(super) struct Req {
     pub(super) running_filter: Option<String>,
     pub(super) instances: Vec<String>,
     // Decisions are boxed while assembled: a decision is several hundred
-    // bytes, and it moves from `pending` to `run_decisions` to `done`.
-    pub(super) pending: Option<Box<Decision>>,
-    pub(super) pending_has_outcome: bool,
-    #[allow(clippy::vec_box)] // Moved between the two lists and `pending`.
+    // bytes, and it moves from the open one of `state` to `run_decisions`
+    // to `done`.
+    #[allow(clippy::vec_box)] // Moved between the two lists and `state`.
     pub(super) run_decisions: Vec<Box<Decision>>,
     #[allow(clippy::vec_box)]
     pub(super) done: Vec<Box<Decision>>,
@@ -39,9 +41,6 @@ pub(super) struct Req {
     pub(super) hit_prefix_tokens: Option<f64>,
     pub(super) producers: crate::decision::PrefixProducers,
     pub(super) handled_endpoint: Option<String>,
-    /// The last decision of the run is a `not_applicable` inferred from a
-    /// completion line, with no filter activity since.
-    pub(super) last_na: bool,
     pub(super) events: Vec<Buffered>,
     /// Heap bytes of `events` and `text`, as last counted in the
     /// assembler's `open_bytes`.
@@ -49,6 +48,119 @@ pub(super) struct Req {
     /// The strings of the buffered events (and of `run_candidates`): one
     /// buffer per request instead of an allocation per string.
     pub(super) text: Arena,
+}
+
+/// Where the profiles of a request's runs come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Profiles {
+    /// Neither a `Running scheduler profile` line nor the PD decider's line
+    /// yet: the runs have no profile.
+    Unknown,
+    /// The PD decider's line came first in run `decider_run` and no
+    /// profile line was logged (`-v=4`): the runs before it are `decode`,
+    /// the others `prefill`.
+    Inferred { decider_run: u32 },
+    /// A profile line was logged: each run has the profile of its own
+    /// line, whatever the decider logs before or after.
+    Logged,
+}
+
+impl Profiles {
+    /// A `Running scheduler profile` line was read.
+    pub(super) fn logged(&mut self) {
+        *self = Profiles::Logged;
+    }
+
+    /// The PD decider's line was read in run `run`: only the first counts.
+    pub(super) fn decider_in(&mut self, run: u32) {
+        if *self == Profiles::Unknown {
+            *self = Profiles::Inferred { decider_run: run };
+        }
+    }
+
+    /// The inferred profile of run `run`, when the profiles are inferred.
+    pub(super) fn inferred(self, run: u32) -> Option<&'static str> {
+        match self {
+            Profiles::Inferred { decider_run } if run < decider_run => Some("decode"),
+            Profiles::Inferred { .. } => Some("prefill"),
+            Profiles::Unknown | Profiles::Logged => None,
+        }
+    }
+}
+
+/// Where the current profile run of a request stands. A run is active
+/// from its first filter-chain line (filter, per-endpoint, completion,
+/// scorer lines) until a line that starts the next run; at most one
+/// decision is open, and only in an active run.
+#[derive(Debug)]
+pub(super) enum RunState {
+    /// No activity yet: a new request, or a run just started. A line that
+    /// starts a run (a profile line, `Before running filter plugins`)
+    /// starts no new one from here: it belongs to this run.
+    Idle,
+    /// Active, no decision open.
+    Active,
+    /// Active, no decision open, and the run's last decision is a
+    /// `not_applicable` inferred from a completion line with no filter
+    /// activity since: an outcome line now belongs to that decision (the
+    /// completion line was written first).
+    InferredNa,
+    /// A decision opened by per-endpoint lines (P2251), its outcome line
+    /// not read yet.
+    Open(Box<Decision>),
+    /// A decision with its outcome line, waiting for its completion line.
+    Outcome(Box<Decision>),
+}
+
+impl RunState {
+    /// Whether the run has had activity (a line that starts a run then
+    /// starts a new one).
+    pub(super) fn is_active(&self) -> bool {
+        !matches!(self, RunState::Idle)
+    }
+
+    /// The open decision.
+    pub(super) fn open(&self) -> Option<&Decision> {
+        match self {
+            RunState::Open(d) | RunState::Outcome(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The open decision, mutable.
+    pub(super) fn open_mut(&mut self) -> Option<&mut Decision> {
+        match self {
+            RunState::Open(d) | RunState::Outcome(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Takes the open decision, if any: the run stays active with none
+    /// open. Any other state is left as it is.
+    pub(super) fn take_open(&mut self) -> Option<Box<Decision>> {
+        self.open()?;
+        match std::mem::replace(self, RunState::Active) {
+            RunState::Open(d) | RunState::Outcome(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// A scorer or token-load line: the run is active; an inferred
+    /// `not_applicable` stays open to its outcome line (scorers are no
+    /// filter activity).
+    pub(super) fn scored(&mut self) {
+        if let RunState::Idle = self {
+            *self = RunState::Active;
+        }
+    }
+
+    /// A `Running filter plugin` line: the run is active, and an inferred
+    /// `not_applicable` is closed to later outcome lines.
+    pub(super) fn filter_started(&mut self) {
+        if let RunState::Idle | RunState::InferredNa = self {
+            *self = RunState::Active;
+        }
+    }
 }
 
 /// Bytes of a line as an owned string (lossily if not UTF-8).
@@ -153,24 +265,20 @@ impl Req {
             model: ctx.model.map(owned),
             last_ts: ts,
             first_line: line,
-            saw_profile_line: false,
-            decider_run: None,
+            profiles: Profiles::Unknown,
             profile: None,
             run: 0,
-            run_active: false,
+            state: RunState::Idle,
             run_candidates: None,
             last_survivors: LastSurvivors::None,
             running_filter: None,
             instances: Vec::new(),
-            pending: None,
-            pending_has_outcome: false,
             run_decisions: Vec::new(),
             done: Vec::new(),
             prompt_tokens: None,
             hit_prefix_tokens: None,
             producers: crate::decision::PrefixProducers::default(),
             handled_endpoint: None,
-            last_na: false,
             // A request at -v=4 logs about 15 used lines: no regrowth for most.
             events: Vec::with_capacity(16),
             bytes: 0,
@@ -217,8 +325,9 @@ impl Req {
         })
     }
 
+    /// Closes the open decision, if any, into the run's decisions.
     pub(super) fn finalize_pending(&mut self) {
-        if let Some(mut d) = self.pending.take() {
+        if let Some(mut d) = self.state.take_open() {
             if d.filter.is_none()
                 && let Some(p) = &self.running_filter
             {
@@ -228,7 +337,6 @@ impl Req {
             }
             self.run_decisions.push(d);
         }
-        self.pending_has_outcome = false;
     }
 
     pub(super) fn end_run(&mut self) {
@@ -245,21 +353,28 @@ impl Req {
         self.instances.clear();
     }
 
+    /// Ends the current run and starts the next, idle; it has the next
+    /// index when the run ended was active (an idle run is started again).
     pub(super) fn new_run(&mut self) {
-        self.last_na = false;
+        self.next_run(self.state.is_active());
+    }
+
+    /// Ends the current run and starts the next, idle, with the next index
+    /// when `counted`.
+    pub(super) fn next_run(&mut self, counted: bool) {
         self.end_run();
-        if self.run_active {
+        if counted {
             self.run += 1;
         }
-        self.run_active = false;
+        self.state = RunState::Idle;
     }
 
     /// Decisions that scorer and picker lines apply to.
     pub(super) fn scored(&mut self) -> impl Iterator<Item = &mut Decision> {
         self.run_decisions
             .iter_mut()
-            .chain(self.pending.iter_mut())
             .map(|d| &mut **d)
+            .chain(self.state.open_mut())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -274,17 +389,17 @@ impl Req {
         infer: bool,
     ) {
         let (name, ty) = split_plugin(plugin);
-        if self.pending.is_none() && self.instances.iter().any(|i| i == name) {
+        if self.state.open().is_none() && self.instances.iter().any(|i| i == name) {
             self.new_run();
         }
-        self.last_na = false;
-        let d = match self.pending.take() {
+        let mut inferred_na = false;
+        let d = match self.state.take_open() {
             Some(d) => Some(d),
             None if infer && is_affinity_type(ty, name) => {
                 let mut d = self.new_decision(text, file, line, ts);
                 d.message = FilterMsg::None;
                 d.outcome = FilterMsg::None.outcome();
-                self.last_na = true;
+                inferred_na = true;
                 Some(d)
             }
             None => None,
@@ -319,13 +434,16 @@ impl Req {
                 self.last_survivors = LastSurvivors::Of(self.run_decisions.len() - 1);
             }
         }
-        self.pending_has_outcome = false;
         self.instances.push(name.to_string());
         if let Some(s) = survivors {
             self.last_survivors = LastSurvivors::Owned(s);
         }
         self.running_filter = None;
-        self.run_active = true;
+        self.state = if inferred_na {
+            RunState::InferredNa
+        } else {
+            RunState::Active
+        };
     }
 }
 
@@ -360,14 +478,14 @@ impl Req {
         match event {
             Event::ReceivedRequest => {}
             Event::SchedulerProfile { profile } => {
-                if r.run_active {
+                if r.state.is_active() {
                     r.new_run();
                 }
                 r.profile = Some(text.string(profile));
-                r.saw_profile_line = true;
+                r.profiles.logged();
             }
             Event::BeforeFilters { endpoints } => {
-                if r.run_active {
+                if r.state.is_active() {
                     r.new_run();
                 }
                 r.run_candidates = Some(endpoints);
@@ -379,13 +497,12 @@ impl Req {
             } => {
                 r.prompt_tokens = prompt_tokens.or(r.prompt_tokens);
                 r.hit_prefix_tokens = hit_prefix_tokens.or(r.hit_prefix_tokens);
-                if r.run_active || r.run_candidates.is_some() {
-                    r.run_active = true;
-                    r.new_run();
+                // The decider runs between profile runs: a run with
+                // candidates but no filter line yet ends here too.
+                if r.state.is_active() || r.run_candidates.is_some() {
+                    r.next_run(true);
                 }
-                if r.decider_run.is_none() {
-                    r.decider_run = Some(r.run);
-                }
+                r.profiles.decider_in(r.run);
             }
             Event::CachedServers { total_blocks } => {
                 let p = &mut r.producers;
@@ -408,16 +525,15 @@ impl Req {
                 if r.instances.iter().any(|i| i == name) {
                     r.new_run();
                 }
-                // A pending outcome line waits for its completion line.
-                r.last_na = false;
+                // An open decision waits for its completion line.
+                r.state.filter_started();
                 r.running_filter = Some(plugin);
-                r.run_active = true;
             }
             Event::Filter(l) => {
-                if r.pending.is_none() && r.last_na {
+                if let RunState::InferredNa = r.state {
                     // The completion line came first: the filter line belongs
                     // to the decision inferred from it.
-                    r.last_na = false;
+                    r.state = RunState::Active;
                     if let Some(d) = r.run_decisions.last_mut() {
                         d.ts = ts;
                         d.source.line = line;
@@ -425,33 +541,32 @@ impl Req {
                         return;
                     }
                 }
-                if r.pending_has_outcome {
+                if let RunState::Outcome(_) = r.state {
                     r.finalize_pending();
                 }
-                let mut d = match r.pending.take() {
+                let mut d = match r.state.take_open() {
                     Some(d) => d,
                     None => r.new_decision(text, file, line, ts),
                 };
                 d.ts = ts;
                 d.source.line = line;
                 apply_filter_line(&mut d, *l);
-                r.pending = Some(d);
-                r.pending_has_outcome = true;
-                r.run_active = true;
+                r.state = RunState::Outcome(d);
             }
             Event::EndpointTtft {
                 endpoint,
                 throughput,
                 in_flight_tokens,
             } => {
-                r.last_na = false;
-                if r.pending_has_outcome {
-                    r.finalize_pending();
+                match r.state {
+                    RunState::Outcome(_) => r.finalize_pending(),
+                    RunState::InferredNa => r.state = RunState::Active,
+                    _ => {}
                 }
-                if r.pending.is_none() {
-                    r.pending = Some(r.new_decision(text, file, line, ts));
+                if !matches!(r.state, RunState::Open(_)) {
+                    r.state = RunState::Open(r.new_decision(text, file, line, ts));
                 }
-                if let Some(d) = r.pending.as_mut() {
+                if let RunState::Open(d) = &mut r.state {
                     let c = candidate_mut(d, &text.str(endpoint));
                     c.throughput = throughput;
                     c.in_flight_tokens = in_flight_tokens
@@ -462,7 +577,6 @@ impl Req {
                         _ => None,
                     };
                 }
-                r.run_active = true;
             }
             Event::FilterCompleted { plugin, survivors } => {
                 let survivors = survivors.map(|l| text.strings(l));
@@ -473,7 +587,7 @@ impl Req {
                 // listed no survivors); alone, it completes the call.
                 let plugin = text.str(plugin);
                 let (name, _) = split_plugin(&plugin);
-                if r.pending.is_none() && r.instances.last().is_some_and(|i| i == name) {
+                if r.state.open().is_none() && r.instances.last().is_some_and(|i| i == name) {
                     if let Some(d) = r
                         .run_decisions
                         .last_mut()
@@ -514,7 +628,7 @@ impl Req {
                         }
                     }
                 }
-                r.run_active = true;
+                r.state.scored();
             }
             Event::TokenLoad {
                 endpoint,
@@ -525,7 +639,7 @@ impl Req {
                 for d in r.scored() {
                     candidate_mut(d, &endpoint).token_load = Some(token_load);
                 }
-                r.run_active = true;
+                r.state.scored();
             }
             Event::PickerCompleted { targets } => {
                 let targets = text.list(targets);
@@ -549,5 +663,60 @@ impl Req {
             | Event::PeakPrefillResolved { .. }
             | Event::CalibrationSkipped { .. } => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_decider_line_sets_the_inferred_profiles_and_a_profile_line_overrides_them() {
+        let mut p = Profiles::Unknown;
+        assert_eq!(p.inferred(0), None);
+        p.decider_in(1);
+        // A later decider line (another prompt of the request) moves nothing.
+        p.decider_in(3);
+        assert_eq!(p, Profiles::Inferred { decider_run: 1 });
+        assert_eq!(
+            (p.inferred(0), p.inferred(1), p.inferred(2)),
+            (Some("decode"), Some("prefill"), Some("prefill"))
+        );
+        p.logged();
+        assert_eq!(p, Profiles::Logged);
+        p.decider_in(0);
+        assert_eq!((p, p.inferred(0)), (Profiles::Logged, None));
+    }
+
+    #[test]
+    fn only_an_open_decision_is_taken_and_taking_it_leaves_the_run_active() {
+        for mut s in [RunState::Idle, RunState::Active, RunState::InferredNa] {
+            let before = format!("{s:?}");
+            assert!(s.take_open().is_none());
+            assert_eq!(format!("{s:?}"), before, "left as it was");
+        }
+        let d = || Box::new(Decision::default());
+        for mut s in [RunState::Open(d()), RunState::Outcome(d())] {
+            assert!(s.open().is_some() && s.take_open().is_some());
+            assert!(matches!(s, RunState::Active));
+        }
+    }
+
+    #[test]
+    fn scorer_lines_keep_an_inferred_not_applicable_open_and_a_filter_start_closes_it() {
+        let mut s = RunState::Idle;
+        assert!(!s.is_active());
+        s.scored();
+        assert!(matches!(s, RunState::Active));
+        let mut s = RunState::InferredNa;
+        s.scored();
+        assert!(matches!(s, RunState::InferredNa));
+        s.filter_started();
+        assert!(matches!(s, RunState::Active));
+        // An open decision stays open through both.
+        let mut s = RunState::Outcome(Box::default());
+        s.scored();
+        s.filter_started();
+        assert!(matches!(s, RunState::Outcome(_)) && s.is_active());
     }
 }
