@@ -108,6 +108,8 @@ pub struct DuplicateCheck {
     /// The newest second forgotten: decisions at or before it are unchecked.
     horizon: Option<i64>,
     found: Duplicates,
+    /// A decision's key as the bytes its fingerprint hashes (reused).
+    key_bytes: Vec<u8>,
 }
 
 impl Default for DuplicateCheck {
@@ -125,6 +127,7 @@ impl DuplicateCheck {
             kept: 0,
             horizon: None,
             found: Duplicates::default(),
+            key_bytes: Vec::new(),
         }
     }
 
@@ -134,14 +137,27 @@ impl DuplicateCheck {
         let (Some(id), Some(ts)) = (k.request_id, k.ts.filter(|t| t.is_finite())) else {
             return true;
         };
-        // SipHash with fixed keys: the same fingerprint in every run.
+        // The key's fields, each tagged and length-prefixed (two keys give
+        // the same bytes only when equal), hashed in one call: SipHash with
+        // fixed keys, the same fingerprint in every run.
+        let b = &mut self.key_bytes;
+        b.clear();
+        // Not a vLLM stats line's fingerprint (that stream starts `vllm`).
+        b.push(b'd');
+        for s in [Some(k.deployment), Some(id), k.profile, k.filter] {
+            match s {
+                None => b.push(0),
+                Some(s) => {
+                    b.push(1);
+                    b.extend_from_slice(&(s.len() as u64).to_le_bytes());
+                    b.extend_from_slice(s.as_bytes());
+                }
+            }
+        }
+        b.extend_from_slice(&ts.to_bits().to_le_bytes());
+        b.push(u8::from(k.traced));
         let mut h = DefaultHasher::new();
-        k.deployment.hash(&mut h);
-        id.hash(&mut h);
-        k.profile.hash(&mut h);
-        k.filter.hash(&mut h);
-        ts.to_bits().hash(&mut h);
-        k.traced.hash(&mut h);
+        h.write(b);
         // Saturating: any finite time has a second.
         match self.remember(ts.floor() as i64, h.finish()) {
             Seen::New => true,
@@ -217,10 +233,16 @@ impl DuplicateCheck {
         if self.horizon.is_some_and(|h| second <= h) {
             return Seen::Unchecked;
         }
-        let set = self.seen.entry(second).or_insert_with(|| {
-            self.kept += SECOND_COST;
-            FxHashSet::default()
-        });
+        // Decisions come roughly in time order: most are in the newest
+        // second, reached without a search.
+        let newest = self.seen.last_entry().filter(|e| *e.key() == second);
+        let set = match newest {
+            Some(e) => e.into_mut(),
+            None => self.seen.entry(second).or_insert_with(|| {
+                self.kept += SECOND_COST;
+                FxHashSet::default()
+            }),
+        };
         if !set.insert(fingerprint) {
             return Seen::Before;
         }
