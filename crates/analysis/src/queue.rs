@@ -184,6 +184,11 @@ pub(crate) const DRAIN_SAMPLES: usize = 512;
 /// Samples needed before carried-forward loads are drained.
 pub(crate) const MIN_DRAIN_SAMPLES: usize = 8;
 
+/// Endpoints a deployment holds before it keeps a time index of them:
+/// fewer are scanned, which costs less than keeping the index up to date on
+/// every estimate.
+pub(crate) const INDEX_FROM: usize = 64;
+
 /// One deployment's endpoints and its drain-rate samples.
 #[derive(Debug, Default)]
 pub(crate) struct DepTracker {
@@ -193,6 +198,9 @@ pub(crate) struct DepTracker {
     /// [`DepTracker::insert`] and [`DepTracker::ep_mut`], which keep
     /// `by_ts` in step.
     eps: Vec<Obs>,
+    /// Whether `by_ts` and `untimed` are kept: from [`INDEX_FROM`]
+    /// endpoints on.
+    indexed: bool,
     /// `(time key, index)` of every endpoint with a known time: the
     /// endpoints observed since a time, found without a scan of all of
     /// them (a deployment may hold thousands: the pooled one).
@@ -229,8 +237,16 @@ impl DepTracker {
     pub(crate) fn insert(&mut self, endpoint: &str, o: Obs) {
         let i = self.eps.len();
         self.index.insert(endpoint.to_string(), i);
-        self.file(i, o.ts);
+        if self.indexed {
+            self.file(i, o.ts);
+        }
         self.eps.push(o);
+        if !self.indexed && self.eps.len() >= INDEX_FROM {
+            self.indexed = true;
+            for i in 0..self.eps.len() {
+                self.file(i, self.eps[i].ts);
+            }
+        }
     }
 
     /// An endpoint's queue.
@@ -243,7 +259,7 @@ impl DepTracker {
         let before = self.eps[i].ts;
         let r = f(&mut self.eps[i]);
         let after = self.eps[i].ts;
-        if before.to_bits() != after.to_bits() {
+        if self.indexed && before.to_bits() != after.to_bits() {
             if before.is_nan() {
                 self.untimed.remove(&i);
             } else {
@@ -263,13 +279,22 @@ impl DepTracker {
     }
 
     /// Calls `f` with every endpoint fresh at `ts` ([`is_fresh`]), in no
-    /// particular order. Only the endpoints observed since about
-    /// `ts - staleness` are visited.
+    /// particular order. Once the deployment holds [`INDEX_FROM`]
+    /// endpoints, only those observed since about `ts - staleness` are
+    /// visited.
     pub(crate) fn each_fresh(&self, ts: f64, staleness: f64, mut f: impl FnMut(usize, &Obs)) {
         let from = ts - staleness - 1.0;
         if ts.is_nan() || from.is_nan() {
             for (i, o) in self.eps.iter().enumerate() {
                 f(i, o);
+            }
+            return;
+        }
+        if !self.indexed {
+            for (i, o) in self.eps.iter().enumerate() {
+                if is_fresh(ts, o.ts, staleness) {
+                    f(i, o);
+                }
             }
             return;
         }
@@ -368,39 +393,52 @@ mod tests {
             .collect()
     }
 
+    /// Below [`INDEX_FROM`] endpoints (a scan) and from it on (the time
+    /// index, built when the deployment reaches it and kept as estimates
+    /// move), the same endpoints as a scan.
     #[test]
     fn the_time_index_finds_the_fresh_endpoints_as_a_scan_does() {
-        let mut t = DepTracker::default();
-        // Times in and out of order, repeated, unknown, far apart.
-        let times = [
-            100.0,
-            130.0,
-            f64::NAN,
-            99.5,
-            130.0,
-            1e9,
-            -5.0,
-            160.25,
-            100.0 + 1e-9,
-        ];
-        for (i, &ts) in times.iter().enumerate() {
-            t.insert(&format!("ns/p-{i}"), Obs::new(ts, 100.0));
-        }
-        // Estimates move forward (and an unknown time becomes known).
-        t.ep_mut(0, |o| o.add(140.0, 10.0, None));
-        t.ep_mut(2, |o| o.add(150.0, 10.0, None));
-        t.ep_mut(3, |o| o.measure(90.0, 5.0, None, 100.0));
-        for ts in [f64::NAN, 100.0, 129.0, 130.0, 145.0, 190.0, 1e9 + 1.0] {
-            for staleness in [0.0, 1e-9, 30.0, 60.0, f64::INFINITY] {
-                assert_eq!(
-                    fresh(&t, ts, staleness),
-                    scan(&t, ts, staleness),
-                    "ts {ts} staleness {staleness}"
-                );
+        for extra in [0, INDEX_FROM] {
+            let mut t = DepTracker::default();
+            // Times in and out of order, repeated, unknown, far apart.
+            let times = [
+                100.0,
+                130.0,
+                f64::NAN,
+                99.5,
+                130.0,
+                1e9,
+                -5.0,
+                160.25,
+                100.0 + 1e-9,
+            ];
+            for (i, &ts) in times.iter().enumerate() {
+                t.insert(&format!("ns/p-{i}"), Obs::new(ts, 100.0));
             }
+            // Estimates move forward (and an unknown time becomes known).
+            t.ep_mut(0, |o| o.add(140.0, 10.0, None));
+            t.ep_mut(2, |o| o.add(150.0, 10.0, None));
+            t.ep_mut(3, |o| o.measure(90.0, 5.0, None, 100.0));
+            // Endpoints seen long ago, enough of them to index the rest.
+            for k in 0..extra {
+                t.insert(&format!("ns/old-{k}"), Obs::new(-1e6 - k as f64, 1.0));
+            }
+            assert_eq!(t.indexed, extra > 0);
+            // An estimate that moves once the index is kept.
+            t.ep_mut(1, |o| o.add(135.0, 10.0, None));
+            for ts in [f64::NAN, 100.0, 129.0, 130.0, 145.0, 190.0, 1e9 + 1.0] {
+                for staleness in [0.0, 1e-9, 30.0, 60.0, f64::INFINITY] {
+                    assert_eq!(
+                        fresh(&t, ts, staleness),
+                        scan(&t, ts, staleness),
+                        "ts {ts} staleness {staleness} extra {extra}"
+                    );
+                }
+            }
+            // Observed at 140 or later (a future observation too).
+            assert_eq!(fresh(&t, 150.0, 10.0), vec![0, 2, 5, 7], "extra {extra}");
+            assert_eq!(fresh(&t, 140.0, 5.0), vec![0, 1, 2, 5, 7], "extra {extra}");
         }
-        // Observed at 140 or later (a future observation too).
-        assert_eq!(fresh(&t, 150.0, 10.0), vec![0, 2, 5, 7]);
     }
 
     /// A queue of requests of 1 000 and 500 uncached tokens at t = 0.
