@@ -434,11 +434,10 @@ fn build<'a>(
     let mut flags = ValueFlags::default();
     let event = match kind {
         Kind::Filter(msg) => {
+            let threshold = f.num(Key::AffinityThreshold, &mut flags);
             let mut l = FilterLine {
                 msg,
-                affinity_threshold: f
-                    .num(Key::AffinityThreshold, &mut flags)
-                    .or_else(|| f.num(Key::Tau, &mut flags)),
+                affinity_threshold: threshold.or_else(|| f.num(Key::Tau, &mut flags)),
                 total: f.num(Key::Total, &mut flags),
                 sticky: f.num(Key::Sticky, &mut flags),
                 best_sticky_ttft_ms: f.num(Key::BestStickyTtft, &mut flags),
@@ -491,24 +490,49 @@ fn build<'a>(
                 ("stickyCost", x.sticky_cost),
                 ("nonStickyCost", x.non_sticky_cost),
             ];
-            // A numeric key whose value is no number (`"penalty":"x"`).
-            let numeric = [
-                (Key::AffinityThreshold, "affinityThreshold"),
-                (Key::Tau, "tau"),
-                (Key::Total, "total"),
-                (Key::Sticky, "sticky"),
-                (Key::BestStickyTtft, "bestStickyTTFT"),
-                (Key::BestNonStickyTtft, "bestNonStickyTTFT"),
-                (Key::Penalty, "penalty"),
-                (Key::MaxPenalty, "maxPenalty"),
-                (Key::PrefillThroughput, "prefillThroughput"),
+            // A numeric key whose value is no number (`"penalty":"x"`):
+            // present, and read as none above. `tau` was read only without
+            // an `affinityThreshold` number; otherwise it is read here.
+            let tau = || {
+                if threshold.is_none() {
+                    l.affinity_threshold.is_some()
+                } else {
+                    f.get(Key::Tau)
+                        .and_then(|v| fields::number(v, &mut ValueFlags::default()))
+                        .is_some()
+                }
+            };
+            // Whether each was read as a number.
+            let read = [
+                (
+                    Key::AffinityThreshold,
+                    "affinityThreshold",
+                    threshold.is_some(),
+                ),
+                (Key::Tau, "tau", tau()),
+                (Key::Total, "total", l.total.is_some()),
+                (Key::Sticky, "sticky", l.sticky.is_some()),
+                (
+                    Key::BestStickyTtft,
+                    "bestStickyTTFT",
+                    l.best_sticky_ttft_ms.is_some(),
+                ),
+                (
+                    Key::BestNonStickyTtft,
+                    "bestNonStickyTTFT",
+                    l.best_non_sticky_ttft_ms.is_some(),
+                ),
+                (Key::Penalty, "penalty", l.penalty.is_some()),
+                (Key::MaxPenalty, "maxPenalty", l.max_penalty.is_some()),
+                (
+                    Key::PrefillThroughput,
+                    "prefillThroughput",
+                    x.prefill_throughput.is_some(),
+                ),
             ];
-            let not_a_number = numeric.iter().find_map(|&(key, name)| {
-                let v = f.get(key)?;
-                fields::number(v, &mut ValueFlags::default())
-                    .is_none()
-                    .then_some(name)
-            });
+            let not_a_number = read
+                .iter()
+                .find_map(|&(key, name, number)| (!number && f.get(key).is_some()).then_some(name));
             if let Some(k) = first_bad(&counts, is_count)
                 .or_else(|| first_bad(&reals, f64::is_finite))
                 .or(not_a_number)
@@ -741,6 +765,54 @@ mod tests {
         assert_eq!(l.msg, FilterMsg::TtftGateBroken);
         assert_eq!(l.penalty, Some(GatePenalty::Ms(18709.191361125064)));
         assert_eq!(l.max_penalty, Some(GatePenalty::Ms(18000.0)));
+    }
+
+    /// A numeric key of a filter line whose value is no number names that
+    /// key, with or without a request id; `tau` too when an
+    /// `affinityThreshold` number was read instead; the first in the
+    /// keys' order when several are.
+    #[test]
+    fn filter_keys_with_no_number() {
+        let line = |id: &str, keys: &str| {
+            format!(
+                r#"{{"level":"debug","ts":1755786974.5,"caller":"p.go:1","msg":"PrefixCacheAffinityFilter: TTFT load gate broken"{id},"bestStickyTTFT":100,"bestNonStickyTTFT":5,"penalty":95,"maxPenalty":18000{keys}}}"#
+            )
+        };
+        let bad = |id: &str, keys: &str| {
+            let l = line(id, keys);
+            match classify(l.as_bytes()) {
+                Class::Malformed(_, MalformedReason::OutOfRange(key)) => Some(key),
+                Class::Used(u) => match u.event {
+                    Event::Filter(f) => f.flags.out_of_range,
+                    _ => panic!("{l}"),
+                },
+                _ => panic!("{l}"),
+            }
+        };
+        let id = r#","x-request-id":"r1""#;
+        for id in ["", id] {
+            assert_eq!(bad(id, r#","tau":0.5"#), None);
+            assert_eq!(bad(id, r#","affinityThreshold":0.5,"tau":0.25"#), None);
+            assert_eq!(bad(id, r#","tau":"x""#), Some("tau"));
+            assert_eq!(
+                bad(id, r#","affinityThreshold":0.5,"tau":"x""#),
+                Some("tau")
+            );
+            assert_eq!(
+                bad(id, r#","affinityThreshold":"x","tau":0.5"#),
+                Some("affinityThreshold")
+            );
+            assert_eq!(bad(id, r#","total":true"#), Some("total"));
+            assert_eq!(
+                bad(id, r#","prefillThroughput":"1e3""#),
+                Some("prefillThroughput")
+            );
+            assert_eq!(bad(id, r#","sticky":null,"total":"x""#), Some("total"));
+            // NaN as zap writes it is a number (a NaN threshold is out of
+            // range, not no number).
+            assert_eq!(bad(id, r#","total":4,"sticky":1"#), None);
+            assert_eq!(bad(id, r#","tau":"NaN""#), Some("affinityThreshold"));
+        }
     }
 
     #[test]
