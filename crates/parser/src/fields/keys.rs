@@ -23,6 +23,11 @@ macro_rules! keys {
             /// member of every used line).
             #[inline(always)]
             pub(crate) fn of(b: &[u8]) -> Option<Key> {
+                // No key is shorter ([`build`] checks): [`hashed`] then
+                // reads its bytes with no test of the length.
+                if b.len() < MIN_LEN {
+                    return None;
+                }
                 let t = &KEY_TABLE;
                 let k = t.slots[slot(b, t.seed)];
                 if k == u8::MAX {
@@ -108,6 +113,10 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
+/// The shortest key spelling (bytes); [`Key::of`] finds no key for a
+/// shorter one.
+const MIN_LEN: usize = 2;
+
 /// Slots of the key table (a power of two, several times [`NKEYS`]).
 const SLOTS: usize = 512;
 
@@ -149,6 +158,8 @@ const fn slot(b: &[u8], seed: u64) -> usize {
 enum Unbuildable {
     /// More keys than a slot can index (`u8::MAX` marks an empty slot).
     TooMany,
+    /// The key at this index is shorter than [`MIN_LEN`].
+    TooShort(usize),
     /// The keys at these two indices look the same to [`hashed`]: no seed
     /// can give them different slots.
     Indistinct(usize, usize),
@@ -166,6 +177,9 @@ const fn build(names: &[&[u8]]) -> Result<KeyTable, Unbuildable> {
     }
     let mut i = 0;
     while i < names.len() {
+        if names[i].len() < MIN_LEN {
+            return Err(Unbuildable::TooShort(i));
+        }
         let mut j = i + 1;
         while j < names.len() {
             if hashed(names[i]) == hashed(names[j]) {
@@ -241,6 +255,10 @@ impl Unbuildable {
                 b"254 keys at most (a slot is a u8, u8::MAX marks an empty one): \
                   make `KeyTable::slots` a [u16; SLOTS] with u16::MAX as the empty mark",
             ),
+            Unbuildable::TooShort(i) => m
+                .push(b"the key `")
+                .push(names[i])
+                .push(b"` is shorter than MIN_LEN bytes, the shortest spelling `Key::of` looks up: lower MIN_LEN"),
             Unbuildable::Indistinct(i, j) => m
                 .push(b"the keys `")
                 .push(names[i])
@@ -319,6 +337,14 @@ mod tests {
         let m = m.as_str();
         assert!(m.contains("`stickyPrefills` and `stickyPrefixes`"), "{m}");
         assert!(m.contains("Make `hashed` also read a byte"), "{m}");
+        let short: [&[u8]; 2] = [b"ts", b"x"];
+        let e = build(&short).err().expect("refused");
+        assert_eq!(e, Unbuildable::TooShort(1));
+        assert!(
+            e.message(&short)
+                .as_str()
+                .contains("`x` is shorter than MIN_LEN")
+        );
         let many: Vec<Vec<u8>> = (0..300).map(|i| format!("key{i}").into_bytes()).collect();
         let many: Vec<&[u8]> = many.iter().map(Vec::as_slice).collect();
         let e = build(&many).err().expect("refused");
