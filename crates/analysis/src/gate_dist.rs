@@ -12,7 +12,7 @@ use crate::hist::Recorded;
 use crate::input::DecisionInput;
 use crate::reconstruct::{ReconstructOptions, Reconstructor};
 use crate::records::RecordSink;
-use crate::reorder::Reorder;
+use crate::reorder::{InOrder, Reorder};
 use crate::stats::{ResolvedCandidate, Stats, StatsAcc};
 use crate::whatif::{CandidateConfig, WhatIfSpec};
 
@@ -534,6 +534,16 @@ pub fn merge_log(
     out
 }
 
+impl InOrder for GateDist {
+    fn buffer(&mut self) -> &mut Reorder {
+        &mut self.reorder
+    }
+
+    fn take(&mut self, d: DecisionInput) {
+        self.process(d);
+    }
+}
+
 /// The audit in progress: push decisions in input order, then finish.
 pub struct GateDist {
     opts: GateDistOptions,
@@ -591,11 +601,7 @@ impl GateDist {
             }
         }
         self.cap.admit(&mut d.deployment);
-        // The buffer is taken out while it hands the decisions now due
-        // straight to `process` (an empty stand-in allocates nothing).
-        let mut reorder = std::mem::replace(&mut self.reorder, Reorder::new(0.0));
-        reorder.push(d, &mut |x| self.process(x));
-        self.reorder = reorder;
+        self.feed(d);
     }
 
     /// Until the bar in force of each of a deployment's filter instances is
@@ -680,11 +686,7 @@ impl GateDist {
 
     /// The report.
     pub fn finish(mut self, input: InputSummary) -> GateDistReport {
-        let mut due = Vec::new();
-        self.reorder.finish(&mut |x| due.push(x));
-        for x in due {
-            self.process(x);
-        }
+        self.drain();
         // Deployments whose log never showed the bar: the configs as given.
         let mut waiting: Vec<String> = self
             .states

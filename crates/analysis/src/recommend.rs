@@ -59,7 +59,7 @@ use crate::hist::SignedHistogram;
 use crate::input::{DecisionInput, MatchedSource, ProducerBlockSizes};
 use crate::prometheus::{PromEstimator, PromSeries};
 use crate::reconstruct::{GateSample, ReconstructOptions, Reconstructor, Replay, two_sided};
-use crate::reorder::Reorder;
+use crate::reorder::{InOrder, Reorder};
 use crate::throughput::{PeakEstimate, PeakSource, VllmEstimator};
 use crate::whatif::{CandidateConfig, replay};
 
@@ -501,6 +501,16 @@ pub struct Recommend {
     cap: crate::pool::DeploymentCap,
 }
 
+impl InOrder for Recommend {
+    fn buffer(&mut self) -> &mut Reorder {
+        &mut self.reorder
+    }
+
+    fn take(&mut self, d: DecisionInput) {
+        self.process(&d);
+    }
+}
+
 /// The pod behind an endpoint id: `namespace/pod[-rank-N]` -> `pod`.
 pub fn endpoint_pod(endpoint: &str) -> &str {
     let name = endpoint.rsplit('/').next().unwrap_or(endpoint);
@@ -574,11 +584,7 @@ impl Recommend {
             d.set_producer_block_sizes(&self.opts.block_sizes_of(&d.deployment));
         }
         self.cap.admit(&mut d.deployment);
-        let mut due = Vec::new();
-        self.reorder.push(d, &mut |x| due.push(x));
-        for x in due {
-            self.process(&x);
-        }
+        self.feed(d);
     }
 
     fn process(&mut self, d: &DecisionInput) {
@@ -692,11 +698,7 @@ impl Recommend {
     pub fn finish(mut self, mut input: InputSummary) -> RecommendReport {
         input.duplicates.prometheus = self.prometheus.duplicates;
         input.duplicates.prometheus_conflicts = self.prometheus.conflicting_samples();
-        let mut due = Vec::new();
-        self.reorder.finish(&mut |x| due.push(x));
-        for x in due {
-            self.process(&x);
-        }
+        self.drain();
         let mut est = std::mem::take(&mut self.routed);
         // The deployment of each pod whose vLLM lines were read: a
         // Prometheus series of that pod goes with them, even when no EPP

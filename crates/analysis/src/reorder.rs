@@ -1,7 +1,7 @@
 //! Putting decisions back in log-time order (see [`Reorder`]).
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::input::DecisionInput;
 
@@ -56,9 +56,17 @@ fn order_key(ts: f64) -> i64 {
 /// Memory is bounded by the decisions of one window: they wait in slots that
 /// are reused, so a decision costs no allocation of its own. Decisions
 /// without a time pass straight through.
+///
+/// Feed it with [`Reorder::push`] and [`Reorder::finish`], which hand the
+/// decisions due to a callback, or with [`Reorder::insert`] and
+/// [`Reorder::pop_due`] (then [`Reorder::pop`] at the end), which let the
+/// owner of the buffer take them one at a time: the analyses do so.
 pub struct Reorder {
     window: f64,
     heap: BinaryHeap<Entry>,
+    /// Decisions without a time, due at once (before any other: they make
+    /// nothing else due).
+    untimed: VecDeque<DecisionInput>,
     /// The decisions waiting, by slot (`None`: a free slot, listed in `free`).
     slots: Vec<Option<DecisionInput>>,
     free: Vec<usize>,
@@ -72,6 +80,7 @@ impl Reorder {
         Reorder {
             window,
             heap: BinaryHeap::new(),
+            untimed: VecDeque::new(),
             slots: Vec::new(),
             free: Vec::new(),
             newest: f64::NEG_INFINITY,
@@ -81,8 +90,24 @@ impl Reorder {
 
     /// Adds a decision; calls `out` with every decision now due, in order.
     pub fn push(&mut self, d: DecisionInput, out: &mut dyn FnMut(DecisionInput)) {
-        let Some(ts) = d.ts.filter(|t| t.is_finite()) else {
+        self.insert(d);
+        while let Some(d) = self.pop_due() {
             out(d);
+        }
+    }
+
+    /// Releases everything left, in order.
+    pub fn finish(&mut self, out: &mut dyn FnMut(DecisionInput)) {
+        while let Some(d) = self.pop() {
+            out(d);
+        }
+    }
+
+    /// Adds a decision. Take the decisions it makes due with
+    /// [`Reorder::pop_due`] before the next one is added.
+    pub fn insert(&mut self, d: DecisionInput) {
+        let Some(ts) = d.ts.filter(|t| t.is_finite()) else {
+            self.untimed.push_back(d);
             return;
         };
         self.newest = self.newest.max(ts);
@@ -103,6 +128,14 @@ impl Reorder {
             seq: self.seq,
             slot,
         });
+    }
+
+    /// The next decision due, oldest first: one without a time, else the
+    /// oldest more than the window older than the newest time seen.
+    pub fn pop_due(&mut self) -> Option<DecisionInput> {
+        if let Some(d) = self.untimed.pop_front() {
+            return Some(d);
+        }
         while self
             .heap
             .peek()
@@ -111,24 +144,57 @@ impl Reorder {
             if let Some(e) = self.heap.pop()
                 && let Some(d) = self.take(e.slot)
             {
-                out(d);
+                return Some(d);
             }
         }
+        None
     }
 
-    /// Releases everything left, in order.
-    pub fn finish(&mut self, out: &mut dyn FnMut(DecisionInput)) {
+    /// The next decision, due or not, oldest first: to empty the buffer at
+    /// the end.
+    pub fn pop(&mut self) -> Option<DecisionInput> {
+        if let Some(d) = self.untimed.pop_front() {
+            return Some(d);
+        }
         while let Some(e) = self.heap.pop() {
             if let Some(d) = self.take(e.slot) {
-                out(d);
+                return Some(d);
             }
         }
+        None
     }
 
     /// Empties a slot and lists it as free.
     fn take(&mut self, slot: usize) -> Option<DecisionInput> {
         self.free.push(slot);
         self.slots[slot].take()
+    }
+}
+
+/// An analysis that takes its decisions in log-time order through its own
+/// [`Reorder`]: [`crate::GateDist`] and [`crate::Recommend`] both feed
+/// theirs this one way, each decision handled as soon as it is due.
+pub(crate) trait InOrder {
+    /// The analysis's buffer.
+    fn buffer(&mut self) -> &mut Reorder;
+
+    /// Handles one decision, in log-time order.
+    fn take(&mut self, d: DecisionInput);
+
+    /// Adds a decision to the buffer and handles every decision now due,
+    /// in order.
+    fn feed(&mut self, d: DecisionInput) {
+        self.buffer().insert(d);
+        while let Some(d) = self.buffer().pop_due() {
+            self.take(d);
+        }
+    }
+
+    /// Handles every decision still in the buffer, in order.
+    fn drain(&mut self) {
+        while let Some(d) = self.buffer().pop() {
+            self.take(d);
+        }
     }
 }
 
@@ -179,5 +245,63 @@ mod tests {
         r.push(d(12.0, "e"), &mut out);
         r.finish(&mut out);
         assert_eq!(got, vec!["", "a", "b", "c", "e"]);
+    }
+
+    /// Records what it takes, and when (after which decision fed).
+    struct Stage {
+        reorder: Reorder,
+        fed: usize,
+        got: Vec<(usize, String)>,
+    }
+
+    impl InOrder for Stage {
+        fn buffer(&mut self) -> &mut Reorder {
+            &mut self.reorder
+        }
+
+        fn take(&mut self, d: DecisionInput) {
+            self.got.push((self.fed, d.request_id.unwrap_or_default()));
+        }
+    }
+
+    #[test]
+    fn a_stage_fed_in_order_takes_each_decision_when_it_is_due() {
+        let mut s = Stage {
+            reorder: Reorder::new(1.0),
+            fed: 0,
+            got: Vec::new(),
+        };
+        let input = [
+            d(10.0, "b"),
+            d(9.5, "a"),
+            DecisionInput::default(),
+            d(10.2, "c"),
+            d(11.1, "d"),
+            d(f64::NAN, "nan"),
+            d(12.0, "e"),
+        ];
+        for x in input {
+            s.fed += 1;
+            s.feed(x);
+        }
+        s.fed += 1;
+        s.drain();
+        let at = |n: usize, id: &str| (n, id.to_string());
+        assert_eq!(
+            s.got,
+            [
+                // Without a (finite) time: at once.
+                at(3, ""),
+                // 11.1 makes 9.5 and 10.0 older than the window.
+                at(5, "a"),
+                at(5, "b"),
+                at(6, "nan"),
+                at(7, "c"),
+                // The rest at the end, oldest first.
+                at(8, "d"),
+                at(8, "e"),
+            ]
+        );
+        assert!(s.reorder.pop().is_none() && s.reorder.pop_due().is_none());
     }
 }
