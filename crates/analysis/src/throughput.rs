@@ -51,6 +51,15 @@
 //!   exact up to the prompt straddling each line; when the window slides,
 //!   the request-counted window is not token-linear and the cap on `W`
 //!   keeps the estimate near the last rate.
+//! * *The whole history (v1, with the EPP's routing).* Decisions that name
+//!   the endpoint picked (an EPP log's picker lines; no prefix match
+//!   needed) tell how many requests each engine scheduled by a line
+//!   (routed before it, less its `Waiting`). While at most
+//!   [`HIT_RATE_WINDOW_REQUESTS`], vLLM's window holds every request since
+//!   the engine started (the decisions starting before its first logged
+//!   completion), the rolling rate is the cumulative one and the span's
+//!   own rate is exact (`whole_history_hit`), bounded by the prompt in
+//!   progress at each end and the printed rate's rounding.
 //! * *The span's own requests (v1, with the EPP's decisions).* When the
 //!   decisions name the endpoint each request was sent to and its prefix
 //!   match there (decision records with `chosen_endpoint`; see
@@ -95,8 +104,11 @@
 //! * *Estimate.* Computed tokens (`× (1 − h)` per span for v1) summed over
 //!   all spans of the deployment's engines, divided by their seconds: a
 //!   ratio of sums, because v1 lands a long prompt in one interval.
-//! * *90 % interval.* A bootstrap over saturated intervals (600 replicates,
-//!   5th–95th percentile, half-widths scaled by `1 + 2/n`), widened by the
+//! * *90 % interval.* A moving-block bootstrap over saturated intervals
+//!   (600 replicates, 5th–95th percentile, half-widths scaled by `1 + 2/n`
+//!   with `n` the blocks; v1 lands each prompt whole in one interval, so a
+//!   span's intervals are drawn in blocks of its largest interval's tokens
+//!   over its mean interval's, at most half the span), widened by the
 //!   prompt straddling each end of a span (half its largest interval's
 //!   tokens each way; half an interval's mean tokens for a
 //!   completion-to-completion span, whose ends are instants inside an
@@ -114,16 +126,20 @@
 //!   docs/methodology.md §6), over runs with at least 8 saturated
 //!   intervals. With the decision records: median error 0.3 % (held out
 //!   0.2 %), within 10 % in 60 of 60 (60 of 60), the interval holding the
-//!   truth in 60 of 60 (60), no wider than 40 % of the estimate in 59 of
+//!   truth in 60 of 60 (60), no wider than 40 % of the estimate in 60 of
 //!   60 (59); the bursty deployment the windows missed (`mistral-small`,
-//!   9–22 % low) is within 6 % with the queue model. The stats lines alone:
-//!   median 0.9 % (1.2 %), within 10 % in 58 (55), holding the truth in 60
-//!   (59), no wider than 40 % in 43 (43). The misses: from the stats lines
-//!   alone, the bursty deployment (its queue empties between snapshots)
-//!   and long prompts with drifting hit rates (`glm-like`, `agent-drift`:
-//!   7–10 %); with the decisions, one `glm-like` run per seed set 41–42 %
-//!   wide (long prompts sharing steps with decodes: the queue model does
-//!   not fit, the windows apply).
+//!   9–22 % low) is within 6 % with the queue model. With the EPP's
+//!   routing only: median 0.9 % (0.8 %), within 10 % in 58 (56), holding
+//!   the truth in 60 (59), no wider than 40 % in 48 (46). The stats lines
+//!   alone: median 0.9 % (1.2 %), within 10 % in 58 (55), holding the
+//!   truth in 60 (59), no wider than 40 % in 44 (43). The misses: without
+//!   the decisions' matches, the bursty deployment (its queue empties
+//!   between snapshots) and wide intervals where few long prompts make
+//!   each span (`glm-like`) or a shifting hit rate over more than 1000
+//!   requests per engine leaves the rolling rate's lag only bounded
+//!   (`rag-hi-shift`); from the stats lines alone, long prompts with
+//!   drifting hit rates are 7–10 % low (`glm-like`, `agent-drift`; 1–4 %
+//!   with the routing).
 //! * A deployment never saturated has no estimate from this source: its
 //!   highest per-interval rate is given, flagged as thin evidence (it is
 //!   neither a bound nor an estimate).
@@ -280,7 +296,15 @@ pub struct VllmEstimator {
     engines: BTreeMap<String, BTreeMap<String, Vec<Line>>>,
     /// Requests routed to each engine, keyed `pod#rank`.
     routed: BTreeMap<String, Vec<Routed>>,
+    /// Every request a decision sent to each engine, prefix match known or
+    /// not: `(time, request id hash)`, keyed `pod#rank`.
+    arrivals: BTreeMap<String, Vec<(f64, u64)>>,
 }
+
+/// The requests vLLM v1's `PrefixCachingMetrics` aggregates
+/// (`max_recent_requests`, 1000 by default): the rolling `Prefix cache hit
+/// rate` covers the most recent this many requests scheduled.
+pub const HIT_RATE_WINDOW_REQUESTS: usize = 1000;
 
 /// Minimum saturated intervals (over a deployment's engines) for an estimate.
 pub const MIN_SATURATED_INTERVALS: u64 = 3;
@@ -340,7 +364,7 @@ fn counted_tokens(lines: &[Line]) -> (f64, Vec<f64>) {
 }
 
 /// The saturated spans of one engine's lines (sorted by time).
-fn spans(lines: &[Line], routed: &[Routed]) -> Vec<Span> {
+fn spans(lines: &[Line], routed: &[Routed], arrivals: &[f64]) -> Vec<Span> {
     let (cadence, counted) = counted_tokens(lines);
     let mut history = Vec::with_capacity(lines.len());
     let mut sum = 0.0;
@@ -385,7 +409,10 @@ fn spans(lines: &[Line], routed: &[Routed]) -> Vec<Span> {
                     routed_hit(&lines[i..=j], &counted[i + 1..=j], routed, 1),
                 ),
             };
-            let rolling = || span_hit(&lines[i..=j], &counted[i..=j], history[i]);
+            let rolling = || {
+                whole_history_hit(lines, &counted, &history, i, j, arrivals)
+                    .or_else(|| span_hit(&lines[i..=j], &counted[i..=j], history[i]))
+            };
             let (hit, hit_lo, hit_hi) = match own.or_else(rolling) {
                 Some(h) => (Some(h.0), h.1, h.2),
                 None => (None, 0.0, 0.0),
@@ -713,6 +740,76 @@ fn routed_hit(
     Some((h, lo, hi))
 }
 
+/// The prefix hit rate of a saturated run's own requests (lines `i..=j`)
+/// when the EPP's decisions show that vLLM's rolling window still holds
+/// every request the engine scheduled: `(estimate, low, high)`, or `None`
+/// when it may not (more than [`HIT_RATE_WINDOW_REQUESTS`] scheduled by
+/// the run's last line, or decisions starting after the engine's first
+/// logged completion, so that earlier requests are unknown).
+///
+/// The requests scheduled by a line at `T` are those routed to the engine
+/// before `T` less the line's `Waiting` (first come, first served). While
+/// they number at most 1000 the rolling rate is the engine's cumulative
+/// rate: with `Q` the queries (full prompts, counted at scheduling) since
+/// the engine's first line, the run's own rate is
+/// `(H_j Q_j − H_i Q_i) / (Q_j − Q_i)` exactly. `Q` is the lines' counted
+/// prompts plus the prompt in progress (between none and the next
+/// completing line's count), and the printed rate has 0.05 points of
+/// rounding; the bounds take both.
+fn whole_history_hit(
+    lines: &[Line],
+    counted: &[f64],
+    history: &[f64],
+    i: usize,
+    j: usize,
+    arrivals: &[f64],
+) -> Option<Share> {
+    let (first, last) = (&lines[i], &lines[j]);
+    if arrivals.is_empty() || !last.v1 || !last.absolute || !first.absolute {
+        return None;
+    }
+    // The decisions must start before the engine's first logged
+    // completion: no request before them.
+    let first_count = lines.iter().position(|l| l.rate > 0.0)?;
+    if arrivals[0] >= lines[first_count].ts? {
+        return None;
+    }
+    let t = last.ts?;
+    let scheduled = arrivals
+        .partition_point(|a| *a <= t)
+        .saturating_sub(last.queued as usize);
+    if scheduled > HIT_RATE_WINDOW_REQUESTS {
+        return None;
+    }
+    let (h0, h1) = (first.hit?, last.hit?);
+    let ahead = |k: usize| {
+        counted[k + 1..]
+            .iter()
+            .find(|c| **c > 0.0)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let (a0, a1) = (ahead(i), ahead(j));
+    let rate = |s0: f64, s1: f64, e0: f64, e1: f64| -> Option<f64> {
+        let q0 = history[i] + s0;
+        let q1 = history[j] + s1;
+        (q1 - q0 > 0.0).then(|| (((h1 + e1) * q1 - (h0 + e0) * q0) / (q1 - q0)).clamp(0.0, 1.0))
+    };
+    let h = rate(0.5 * a0, 0.5 * a1, 0.0, 0.0)?;
+    let (mut lo, mut hi) = (h, h);
+    for s0 in [0.0, a0] {
+        for s1 in [0.0, a1] {
+            for (e0, e1) in [(-5e-4, 5e-4), (5e-4, -5e-4)] {
+                if let Some(x) = rate(s0, s1, e0, e1) {
+                    lo = lo.min(x);
+                    hi = hi.max(x);
+                }
+            }
+        }
+    }
+    Some((h, lo, hi))
+}
+
 /// The prefix hit rate of a saturated span's own requests, from v1's
 /// rolling rate (see the module docs): `(estimate, low, high)`.
 ///
@@ -815,13 +912,32 @@ pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
         return None;
     }
     let est = tokens / secs;
-    // Sampling: bootstrap over blocks.
+    // Sampling: a moving-block bootstrap. v1 lands a prompt in the one
+    // interval its prefill completes, so a span's counts are lumps of
+    // whole prompts, not independent per interval: each span's intervals
+    // are resampled in runs of its largest interval's tokens over its mean
+    // interval's (the intervals one large prompt's prefill covers), at
+    // most half the span.
+    let mut units: Vec<(f64, f64)> = Vec::new();
+    for s in spans {
+        let m = s.tokens() / s.intervals().max(1) as f64;
+        let len = if m > 0.0 {
+            ((s.max_interval_tokens / m).round() as usize).clamp(1, (s.intervals() / 2).max(1))
+        } else {
+            1
+        };
+        for c in s.blocks.chunks(len) {
+            let (t, d) = c.iter().fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
+            units.push((t * s.keep(), d));
+        }
+    }
+    let u = units.len();
     let mut rng = SplitMix(n as u64 ^ tokens.to_bits());
     let mut reps = Vec::with_capacity(REPLICATES);
     for _ in 0..REPLICATES {
         let (mut t, mut d) = (0.0, 0.0);
-        for _ in 0..n {
-            let b = blocks[rng.below(n)];
+        for _ in 0..u {
+            let b = units[rng.below(u)];
             t += b.0;
             d += b.1;
         }
@@ -833,8 +949,8 @@ pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
     let lo_s = quantile_sorted(&reps, 0.05).unwrap_or(est).min(est);
     let hi_s = quantile_sorted(&reps, 0.95).unwrap_or(est).max(est);
     // With few blocks the bootstrap understates: scale its half-widths by
-    // sqrt(n / (n - 1)) and a t-like factor.
-    let small = 1.0 + 2.0 / (n as f64);
+    // sqrt(u / (u - 1)) and a t-like factor.
+    let small = 1.0 + 2.0 / (u as f64);
     let (mut lo, mut hi) = (est - (est - lo_s) * small, est + (hi_s - est) * small);
     // Relative error terms: the prompt straddling each end of a span (at
     // most its largest interval's tokens, half on average, each way; half
@@ -926,6 +1042,29 @@ fn engine_key(pod: &str, engine: &str) -> String {
     }
 }
 
+/// The engine key (`pod#rank`) of an endpoint (`namespace/name`, the name
+/// a pod's or `<pod>-rank-<n>`).
+fn endpoint_engine(endpoint: &str) -> String {
+    let name = endpoint.rsplit('/').next().unwrap_or(endpoint);
+    let (pod, rank) = match name.rfind("-rank-") {
+        Some(i) if i + 6 < name.len() && name[i + 6..].bytes().all(|c| c.is_ascii_digit()) => {
+            (&name[..i], &name[i + 6..])
+        }
+        _ => (name, "0"),
+    };
+    engine_key(pod, rank)
+}
+
+/// A hash of a request id (`0` when unknown): one request decided by
+/// several filter instances counts once.
+fn request_hash(request_id: Option<&str>) -> u64 {
+    request_id.map_or(0, |r| {
+        r.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        }) | 1
+    })
+}
+
 /// Epoch seconds of the 1 January (UTC) of the year that puts a time of
 /// year `rel` ([`relative_time`]) nearest to the epoch time `near`.
 fn year_start(rel: f64, near: f64) -> f64 {
@@ -959,25 +1098,14 @@ impl VllmEstimator {
         if !ts.is_finite() || prompt_tokens <= 0 {
             return;
         }
-        let name = endpoint.rsplit('/').next().unwrap_or(endpoint);
-        let (pod, rank) = match name.rfind("-rank-") {
-            Some(i) if i + 6 < name.len() && name[i + 6..].bytes().all(|c| c.is_ascii_digit()) => {
-                (&name[..i], &name[i + 6..])
-            }
-            _ => (name, "0"),
-        };
         self.routed
-            .entry(engine_key(pod, rank))
+            .entry(endpoint_engine(endpoint))
             .or_default()
             .push(Routed {
                 ts,
                 prompt: prompt_tokens as f64,
                 matched: matched_tokens.clamp(0, prompt_tokens) as f64,
-                request: request_id.map_or(0, |r| {
-                    r.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-                    }) | 1
-                }),
+                request: request_hash(request_id),
             });
     }
 
@@ -988,8 +1116,16 @@ impl VllmEstimator {
     /// tokens, else the candidate's `total_blocks × block_size`. Other
     /// decisions are ignored.
     pub fn push_decision(&mut self, d: &crate::input::DecisionInput) {
-        let (Some(chosen), Some(exact), Some(ts)) = (d.chosen.as_deref(), d.exact.as_ref(), d.ts)
-        else {
+        let (Some(chosen), Some(ts)) = (d.chosen.as_deref(), d.ts) else {
+            return;
+        };
+        if ts.is_finite() {
+            self.arrivals
+                .entry(endpoint_engine(chosen))
+                .or_default()
+                .push((ts, request_hash(d.request_id.as_deref())));
+        }
+        let Some(exact) = d.exact.as_ref() else {
             return;
         };
         let Some(c) = exact.iter().find(|c| c.id == chosen) else {
@@ -1064,6 +1200,9 @@ impl VllmEstimator {
         for (engine, routed) in self.routed {
             into.routed.entry(engine).or_default().extend(routed);
         }
+        for (engine, arrivals) in self.arrivals {
+            into.arrivals.entry(engine).or_default().extend(arrivals);
+        }
     }
 
     /// The estimate of each deployment seen.
@@ -1087,7 +1226,12 @@ impl VllmEstimator {
                 }
                 let mut routed = self.routed.get(key).cloned().unwrap_or_default();
                 // Lines without a year take the year of the decisions.
-                if let Some(near) = routed.first().map(|r| r.ts) {
+                let near = routed.first().map(|r| r.ts).or_else(|| {
+                    self.arrivals
+                        .get(key)
+                        .and_then(|a| a.iter().map(|x| x.0).reduce(f64::min))
+                });
+                if let Some(near) = near {
                     let start = lines
                         .iter()
                         .find(|l| !l.absolute)
@@ -1103,7 +1247,16 @@ impl VllmEstimator {
                 routed.sort_by(|a, b| a.request.cmp(&b.request).then(a.ts.total_cmp(&b.ts)));
                 routed.dedup_by(|b, a| a.request != 0 && a.request == b.request);
                 routed.sort_by(|a, b| a.ts.total_cmp(&b.ts));
-                let sp = spans(&lines, &routed);
+                // Every request routed to the engine, once each.
+                let mut arrivals = match self.arrivals.get(key) {
+                    Some(a) if !a.is_empty() => a.clone(),
+                    _ => routed.iter().map(|r| (r.ts, r.request)).collect(),
+                };
+                arrivals.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.total_cmp(&b.0)));
+                arrivals.dedup_by(|b, a| a.1 != 0 && a.1 == b.1);
+                let mut arrivals: Vec<f64> = arrivals.into_iter().map(|a| a.0).collect();
+                arrivals.sort_by(f64::total_cmp);
+                let sp = spans(&lines, &routed, &arrivals);
                 if !routed.is_empty() {
                     let (cadence, counted) = counted_tokens(&lines);
                     match queue_model(&lines, &counted, cadence, &routed) {
@@ -1522,6 +1675,51 @@ mod tests {
             "{}",
             h.method
         );
+    }
+
+    #[test]
+    fn routing_makes_the_rolling_hit_rate_the_runs_own() {
+        // An engine of 10,000-token prompts, one a line: 90 lines at 80 %
+        // hits, then 30 saturated lines at 20 %. Fewer than 1000 requests,
+        // so vLLM's rolling rate is the cumulative one and lags the run's.
+        let t0 = 1_787_320_800.0;
+        let (mut hits, mut queries) = (0.0, 0.0);
+        let mut lines = Vec::new();
+        for k in 1..=120 {
+            let own = if k <= 90 { 0.8 } else { 0.2 };
+            hits += own * 10_000.0;
+            queries += 10_000.0;
+            let waiting = if k <= 90 { 0 } else { 2 };
+            let t = t0 + 10.0 * f64::from(k);
+            lines.push(line(t, "p-0", 1000.0, waiting, 100.0 * hits / queries));
+        }
+        let mut alone = VllmEstimator::default();
+        for l in &lines {
+            alone.push(l);
+        }
+        let mut routed = alone.clone();
+        for k in 0..122 {
+            let d = crate::input::DecisionInput {
+                ts: Some(t0 + 10.0 * f64::from(k) + 1.0),
+                request_id: Some(format!("r{k}")),
+                chosen: Some("ns/p-0".into()),
+                ..crate::input::DecisionInput::default()
+            };
+            routed.push_decision(&d);
+        }
+        let truth = 800.0;
+        let a = &alone.estimates()["d"];
+        let r = &routed.estimates()["d"];
+        assert!((r.value - truth).abs() < 0.03 * truth, "{}", r.value);
+        let [lo, hi] = r.interval.expect("interval");
+        assert!(lo <= truth && truth <= hi, "[{lo}, {hi}]");
+        assert!(
+            (a.value - truth).abs() > 2.0 * (r.value - truth).abs(),
+            "{} alone, {} routed",
+            a.value,
+            r.value
+        );
+        assert!(hi - lo < a.interval.map_or(f64::INFINITY, |i| i[1] - i[0]));
     }
 
     #[test]
