@@ -1113,15 +1113,19 @@ impl VllmEstimator {
     /// to and that endpoint's prefix match (a decision record with
     /// `chosen_endpoint`, or a build logging every candidate's match): see
     /// [`VllmEstimator::push_routed`]. The prompt is the decision's prompt
-    /// tokens, else the candidate's `total_blocks × block_size`. Other
-    /// decisions are ignored.
+    /// tokens, else the candidate's `total_blocks × block_size`. A
+    /// decision that names its endpoint (the first a picker lists) without
+    /// that endpoint's match still counts as a request routed there (see
+    /// the module docs: the whole history); other decisions are ignored.
     pub fn push_decision(&mut self, d: &crate::input::DecisionInput) {
         let (Some(chosen), Some(ts)) = (d.chosen.as_deref(), d.ts) else {
             return;
         };
-        if ts.is_finite() {
+        // A picker may name fallbacks after the endpoint picked.
+        let first = chosen.split(',').next().unwrap_or(chosen).trim();
+        if ts.is_finite() && !first.is_empty() {
             self.arrivals
-                .entry(endpoint_engine(chosen))
+                .entry(endpoint_engine(first))
                 .or_default()
                 .push((ts, request_hash(d.request_id.as_deref())));
         }
@@ -1583,6 +1587,15 @@ mod tests {
         d.prompt_tokens = Some(650);
         e.push_decision(&d);
         assert_eq!(e.routed["p-1#0"][0].prompt, 650.0);
+        // Every decision naming its endpoint is an arrival there, matched
+        // or not; a picker's fallbacks are not.
+        d.exact = None;
+        d.chosen = Some("ns/p-2-rank-3,ns/p-1".into());
+        e.push_decision(&d);
+        assert_eq!(e.arrivals["p-0#1"].len(), 2);
+        assert_eq!(e.arrivals["p-1#0"].len(), 1);
+        assert_eq!(e.arrivals["p-2#3"].len(), 1);
+        assert!(!e.routed.contains_key("p-2#3"));
     }
 
     /// A synthetic FIFO engine (rate `r`, overhead `o`) fed in bursts: in
