@@ -24,16 +24,9 @@ fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run gate-dist")
 }
 
-/// The JSON a successful run printed; a failed run fails the test with
-/// `what` and its stderr.
-fn ok_json(out: &Output, what: &str) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{what}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+#[path = "../../cli/tests/support/report.rs"]
+mod report;
+use report::ok_json;
 
 fn json(args: &[&str]) -> serde_json::Value {
     let out = run(args);

@@ -22,16 +22,9 @@ fn run(args: &[&str]) -> Output {
         .expect("run recommend")
 }
 
-/// The JSON a successful run printed; a failed run fails the test with
-/// `what` and its stderr.
-fn ok_json(out: &Output, what: &str) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{what}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+#[path = "../../cli/tests/support/report.rs"]
+mod report;
+use report::ok_json;
 
 #[test]
 fn demo_with_vllm_logs() {

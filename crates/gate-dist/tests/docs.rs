@@ -1,0 +1,91 @@
+//! docs/usage.md and docs/json-schema.md against the binary: every flag of
+//! `--help` is documented and no documented flag is gone; every key of the
+//! JSON report is in the schema and the schema lists no key the reports
+//! never hold (unless it says when they are absent).
+
+#[path = "../../cli/tests/support/docs.rs"]
+mod docs;
+#[path = "../../cli/tests/support/report.rs"]
+mod report;
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+        .args(args)
+        .output()
+        .expect("run gate-dist")
+}
+
+fn fixture(p: &str) -> String {
+    docs::root()
+        .join("fixtures")
+        .join(p)
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn usage_documents_every_flag_of_help() {
+    let out = run(&["--help"]);
+    assert!(out.status.success());
+    docs::check_flags("gate-dist", &String::from_utf8_lossy(&out.stdout));
+}
+
+/// Reports that between them hold every optional part: traces, windows,
+/// `--since`/`--until`, candidates and what-ifs, a flag against the log.
+#[test]
+fn json_schema_documents_every_key_of_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let candidate = dir.path().join("candidate.yaml");
+    std::fs::write(
+        &candidate,
+        "apiVersion: inference.networking.x-k8s.io/v1alpha1\n\
+         kind: EndpointPickerConfig\n\
+         plugins:\n\
+         - type: prefix-cache-affinity-filter\n  \
+           parameters:\n    \
+             maxTTFTPenaltyMs: 2500\n",
+    )
+    .unwrap();
+    let traced = report::ok_json(
+        &run(&[
+            &fixture("eight-deployments/epp.log"),
+            &fixture("eight-deployments/traces.jsonl"),
+            &fixture("eight-deployments/vllm"),
+            "--window",
+            "1h",
+            "--since",
+            "2020-01-01",
+            "--until",
+            "2100-01-01",
+            "--candidate-config",
+            candidate.to_str().unwrap(),
+            "--what-if",
+            "peakPrefillThroughput=3000,maxTTFTPenaltyMs=1500",
+            "--what-if-peak",
+            "3000",
+            "--format",
+            "json",
+            "-q",
+        ]),
+        "traced run: ",
+    );
+    assert!(traced["input"]["traces"].is_object(), "{}", traced["input"]);
+    let flagged = report::ok_json(
+        &run(&[
+            &fixture("glm-like-v1/epp.log"),
+            "--max-ttft-penalty-ms",
+            "18000",
+            "--format",
+            "json",
+            "-q",
+        ]),
+        "flag against the log: ",
+    );
+    assert_eq!(
+        flagged["deployments"][0]["config"]["log_disagreements"][0]["parameter"],
+        "maxTTFTPenaltyMs"
+    );
+    docs::check_schema("gatecal.gate-dist/v2", &[traced, flagged]);
+}

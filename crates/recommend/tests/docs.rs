@@ -1,0 +1,113 @@
+//! docs/usage.md and docs/json-schema.md against the binary: every flag of
+//! `--help` is documented and no documented flag is gone; every key of the
+//! JSON report is in the schema and the schema lists no key the reports
+//! never hold (unless it says when they are absent).
+
+#[path = "../../cli/tests/support/docs.rs"]
+mod docs;
+#[path = "../../cli/tests/support/report.rs"]
+mod report;
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args(args)
+        .output()
+        .expect("run recommend")
+}
+
+fn fixture(p: &str) -> String {
+    docs::root()
+        .join("fixtures")
+        .join(p)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn json(args: &[&str], what: &str) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["--format", "json", "-q"]);
+    report::ok_json(&run(&all), what)
+}
+
+#[test]
+fn usage_documents_every_flag_of_help() {
+    let out = run(&["--help"]);
+    assert!(out.status.success());
+    docs::check_flags("recommend", &String::from_utf8_lossy(&out.stdout));
+}
+
+/// Reports that between them hold every optional part: Prometheus that
+/// disagrees with the vLLM lines (and conflicting samples), traces,
+/// candidates, a recommendation with windows, every matched-token source
+/// (records read back included), a flag against the log.
+#[test]
+fn json_schema_documents_every_key_of_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    // Counters that count twice the computed tokens and half the hits:
+    // the peak and the hit rate disagree with the vLLM lines.
+    let off = dir.path().join("prometheus-off");
+    std::fs::create_dir(&off).unwrap();
+    let prom = fixture("eight-deployments/prometheus");
+    for (file, factor) in [
+        ("prompt_tokens_local_compute.json", 2.0),
+        ("prefix_cache_hits.json", 0.5),
+    ] {
+        let text = std::fs::read_to_string(format!("{prom}/{file}")).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for series in v["data"]["result"].as_array_mut().unwrap() {
+            for x in series["values"].as_array_mut().unwrap() {
+                let n: f64 = x[1].as_str().unwrap().parse().unwrap();
+                x[1] = format!("{}", n * factor).into();
+            }
+        }
+        std::fs::write(off.join(file), v.to_string()).unwrap();
+    }
+    let disagreeing = json(
+        &[
+            off.to_str().unwrap(),
+            &fixture("eight-deployments/epp.log"),
+            &fixture("eight-deployments/vllm"),
+            &prom,
+            &fixture("eight-deployments/traces.jsonl"),
+            "--what-if",
+            "peakPrefillThroughput=3000,maxTTFTPenaltyMs=1500",
+        ],
+        "Prometheus against the lines: ",
+    );
+    assert!(
+        disagreeing["input"]["duplicates"]["prometheus_conflicts"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let recommended = json(
+        &[
+            &fixture("pd-disagg/epp.log"),
+            &fixture("pd-disagg/vllm"),
+            "--window",
+            "5m",
+        ],
+        "pd-disagg: ",
+    );
+    assert!(recommended["deployments"][0]["recommended"].is_object());
+    let records = dir.path().join("records.jsonl");
+    let sources = json(
+        &[
+            &fixture("edge/producers_v5.log"),
+            &fixture("edge/decisions.jsonl"),
+            &fixture("glm-like-v1/epp.log"),
+            "--max-ttft-penalty-ms",
+            "18000",
+            "--emit-decisions",
+            records.to_str().unwrap(),
+        ],
+        "producers: ",
+    );
+    let read_back = json(&[records.to_str().unwrap()], "records read back: ");
+    docs::check_schema(
+        "gatecal.recommend/v2",
+        &[disagreeing, recommended, sources, read_back],
+    );
+}
