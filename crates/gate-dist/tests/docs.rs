@@ -89,3 +89,36 @@ fn json_schema_documents_every_key_of_the_report() {
     );
     docs::check_schema("gatecal.gate-dist/v2", &[traced, flagged]);
 }
+
+/// The files CONTRIBUTING.md and README.md name (in backticks or as
+/// links, from the repository's root) exist; `NEW`, `NAME` stand for a
+/// file to add.
+#[test]
+fn contributing_and_readme_name_files_that_exist() {
+    for (page, at_least) in [("CONTRIBUTING.md", 25), ("README.md", 8)] {
+        let text = std::fs::read_to_string(docs::root().join(page)).unwrap();
+        let ticked = text.split('`').skip(1).step_by(2);
+        let linked = text.split("](").skip(1).filter_map(|s| s.split(')').next());
+        let named: Vec<&str> = ticked
+            .chain(linked)
+            .map(|s| s.split('#').next().unwrap())
+            .filter(|s| {
+                ["crates/", "docs/", "fuzz/", "fixtures/", ".ci/", "bench/"]
+                    .iter()
+                    .any(|p| s.starts_with(p))
+                    && !s.contains(' ')
+                    && !s.contains("NEW")
+                    && !s.contains("NAME")
+            })
+            .collect();
+        assert!(named.len() >= at_least, "{page}: {named:?}");
+        let missing: Vec<&&str> = named
+            .iter()
+            .filter(|p| !docs::root().join(p).exists())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{page} names files that do not exist: {missing:?}"
+        );
+    }
+}
