@@ -47,7 +47,9 @@ Examples:
     gate-dist --generate man > ~/.local/share/man/man1/gate-dist.1
 
 Exit codes: 0 success (also when the reader closes the pipe), 1 --strict found
-a malformed line, 2 usage or I/O error.";
+a malformed line, 2 usage or I/O error, 3 no filter decision in the input
+(the empty report is written, stderr says the likely cause), 101 internal error
+(a gatecal bug).";
 
 /// Audit the TTFT load gate of the llm-d router's prefix-cache-affinity-filter
 /// from EPP logs (at -v=4) or decision records: the gate input distribution,

@@ -28,7 +28,9 @@ Examples:
     recommend --generate man > ~/.local/share/man/man1/recommend.1
 
 Exit codes: 0 success (also when the reader closes the pipe), 1 --strict found
-a malformed line, 2 usage or I/O error.";
+a malformed line, 2 usage or I/O error, 3 no filter decision and no vLLM stats line in the input
+(the empty report is written, stderr says the likely cause), 101 internal error
+(a gatecal bug).";
 
 /// Estimate each deployment's peak prefill throughput and break-even bar from
 /// EPP logs, vLLM logs and calibration output, and print the
