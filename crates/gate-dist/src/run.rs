@@ -98,20 +98,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Err(no_decisions("no filter decisions", &inputs.ledger));
     }
     if !args.input.quiet {
+        use gatecal_render::notes::{Note, collapse};
+        use gatecal_render::sections::{config_notes, replay_notes};
+        let mut warnings = Vec::new();
         for d in &report.deployments {
-            let mut lines = gatecal_render::sections::config_notes(&d.name, &d.config);
-            lines.extend(gatecal_render::sections::replay_notes(&d.name, &d.stats));
+            warnings.extend(config_notes(&d.name, &d.config));
+            warnings.extend(replay_notes(&d.name, &d.stats));
             for c in &d.stats.candidates {
                 if let Some(e) = &c.error {
-                    lines.push(format!(
-                        "warning: {}: candidate {}: not valid for this deployment's config: {e}",
-                        d.name, c.label
+                    warnings.push(Note::warning(
+                        &d.name,
+                        format!(
+                            "candidate {}: not valid for this deployment's config: {e}",
+                            c.label
+                        ),
                     ));
                 }
             }
-            for w in lines.iter().filter_map(|l| l.strip_prefix("warning: ")) {
-                gatecal_cli::term::eprint("gate-dist", gatecal_cli::term::Level::Warning, w);
-            }
+        }
+        warnings.retain(Note::is_warning);
+        // The same warning about several deployments, once, naming them.
+        for w in collapse(&warnings) {
+            gatecal_cli::term::eprint("gate-dist", gatecal_cli::term::Level::Warning, &w.body());
         }
     }
     Ok(())

@@ -5,7 +5,8 @@
 //! requests ([`markdown`], tables plus an inline histogram), JSON
 //! ([`json`], the report structs serialized as they are: they are the schema),
 //! CSV ([`csv`], one row per deployment) and an SVG histogram ([`svg`]).
-//! The human-readable formats share one table skeleton ([`sections`]).
+//! The human-readable formats share one table skeleton ([`sections`]), whose
+//! notes say a text shared by several deployments once ([`notes`]).
 //!
 //! # Example
 //!
@@ -31,6 +32,7 @@ pub mod csv;
 pub mod escape;
 pub mod json;
 pub mod markdown;
+pub mod notes;
 pub mod num;
 pub mod sections;
 pub mod svg;

@@ -5,6 +5,7 @@ use gatecal_analysis::recommend::{RecommendReport, RowKind};
 use gatecal_analysis::stats::{Stats, WhatIfResult};
 use gatecal_filter::{Outcome, PenaltyMode};
 
+use crate::notes::{Note, lines};
 use crate::num::{bar, count, count_pct, ms, pct, utc};
 
 /// A titled table of strings.
@@ -16,7 +17,8 @@ pub struct Section {
     pub headers: Vec<String>,
     /// Rows.
     pub rows: Vec<Vec<String>>,
-    /// Lines printed under the table.
+    /// Lines printed under the table: the same text about several
+    /// deployments once, naming them ([`crate::notes`]).
     pub notes: Vec<String>,
 }
 
@@ -148,14 +150,17 @@ fn summary_row(name: &str, st: &Stats, with_traced: bool) -> Vec<String> {
 
 /// The replay agreement sentence of one deployment (always shown), with the
 /// cause and the first disagreeing request ids when some disagree.
-pub fn replay_notes(name: &str, st: &Stats) -> Vec<String> {
+pub fn replay_notes(name: &str, st: &Stats) -> Vec<Note> {
     let r = &st.replay;
-    let mut out = vec![format!(
-        "{name}: the config in force reproduces {} of {} logged outcomes with a known gate input; releases: {} logged, {} replayed",
-        count(r.agreed),
-        count(r.decisions),
-        count(r.logged_released),
-        count(r.replayed_released)
+    let mut out = vec![Note::about(
+        name,
+        format!(
+            "the config in force reproduces {} of {} logged outcomes with a known gate input; releases: {} logged, {} replayed",
+            count(r.agreed),
+            count(r.decisions),
+            count(r.logged_released),
+            count(r.replayed_released)
+        ),
     )];
     if let Some(c) = &r.cause {
         let ids = if r.disagreements.is_empty() {
@@ -163,31 +168,31 @@ pub fn replay_notes(name: &str, st: &Stats) -> Vec<String> {
         } else {
             format!(" (first: {})", r.disagreements.join(", "))
         };
-        out.push(format!("warning: {name}: {c}{ids}"));
+        out.push(Note::warning(name, format!("{c}{ids}")));
     }
     out
 }
 
 /// The censoring footnote of one deployment, when the logged holds moved
 /// any reconstructed estimate.
-pub fn censoring_note(name: &str, st: &Stats) -> Option<String> {
+pub fn censoring_note(name: &str, st: &Stats) -> Option<Note> {
     let c = &st.censoring;
     (c.moved > 0).then(|| {
-        format!(
-            "{name}: the logged holds censored {} of {} reconstructed gate inputs down to the bar (moved p50 {} / p90 {} / max {} ms)",
+        Note::about(name, format!(
+            "the logged holds censored {} of {} reconstructed gate inputs down to the bar (moved p50 {} / p90 {} / max {} ms)",
             count(c.moved),
             count(c.reconstructed),
             ms(c.move_p50_ms),
             ms(c.move_p90_ms),
             ms(c.move_max_ms)
-        )
+        ))
     })
 }
 
 /// The config in force of one deployment with each logged-able parameter's
 /// source, and a warning per parameter whose logged value differs from a
 /// file's or flag's.
-pub fn config_notes(name: &str, c: &gatecal_analysis::gate_dist::SourcedConfig) -> Vec<String> {
+pub fn config_notes(name: &str, c: &gatecal_analysis::gate_dist::SourcedConfig) -> Vec<Note> {
     use gatecal_analysis::gate_dist::ParamSource;
     let src = |k: &str| match c.source_of(k) {
         ParamSource::Log => "log",
@@ -196,17 +201,20 @@ pub fn config_notes(name: &str, c: &gatecal_analysis::gate_dist::SourcedConfig) 
         ParamSource::Default => "default",
     };
     let p = &c.parameters;
-    let mut out = vec![format!(
-        "{name}: config from {}: maxTTFTPenaltyMs {} [{}], peakPrefillThroughput {} [{}], affinityThreshold {} [{}], penaltyMode {} [{}]",
-        c.source,
-        crate::num::group(p.max_ttft_penalty_ms.round() as i64),
-        src("maxTTFTPenaltyMs"),
-        crate::num::group(p.peak_prefill_throughput.round() as i64),
-        src("peakPrefillThroughput"),
-        p.affinity_threshold,
-        src("affinityThreshold"),
-        p.penalty_mode.as_str(),
-        src("penaltyMode"),
+    let mut out = vec![Note::about(
+        name,
+        format!(
+            "config from {}: maxTTFTPenaltyMs {} [{}], peakPrefillThroughput {} [{}], affinityThreshold {} [{}], penaltyMode {} [{}]",
+            c.source,
+            crate::num::group(p.max_ttft_penalty_ms.round() as i64),
+            src("maxTTFTPenaltyMs"),
+            crate::num::group(p.peak_prefill_throughput.round() as i64),
+            src("peakPrefillThroughput"),
+            p.affinity_threshold,
+            src("affinityThreshold"),
+            p.penalty_mode.as_str(),
+            src("penaltyMode"),
+        ),
     )];
     for d in &c.log_disagreements {
         let given = match d.given_source {
@@ -217,9 +225,12 @@ pub fn config_notes(name: &str, c: &gatecal_analysis::gate_dist::SourcedConfig) 
             ParamSource::Flag => "using the flag's (a what-if; drop it to replay what the EPP ran)",
             _ => "using the log's",
         };
-        out.push(format!(
-            "warning: {name}: {}: the log shows {}, {given} gives {}; {used}",
-            d.parameter, d.log, d.given
+        out.push(Note::warning(
+            name,
+            format!(
+                "{}: the log shows {}, {given} gives {}; {used}",
+                d.parameter, d.log, d.given
+            ),
         ));
     }
     out
@@ -447,12 +458,13 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
                 ]
             })
             .collect(),
-        notes: r
-            .deployments
-            .iter()
-            .map(|d| format!("{}: {}", d.name, d.peak_prefill_throughput.method))
-            .chain(vllm_cut_note(&r.vllm_cut))
-            .collect(),
+        notes: lines(
+            &r.deployments
+                .iter()
+                .map(|d| Note::about(&d.name, d.peak_prefill_throughput.method.clone()))
+                .chain(vllm_cut_note(&r.vllm_cut).map(Note::general))
+                .collect::<Vec<_>>(),
+        ),
     });
     out.push(Section {
         title: s("Break-even: matched tokens of the best sticky endpoint, and / peak × 1000 in ms"),
@@ -492,30 +504,33 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
                 ]
             })
             .collect(),
-        notes: r
-            .deployments
-            .iter()
-            .flat_map(|d| {
-                let missing = d
-                    .matched_tokens
-                    .missing
-                    .as_ref()
-                    .map(|m| format!("{}: {m}", d.name));
-                let sizes = producer_block_sizes(d)
-                    .into_iter()
-                    .map(|(label, b)| {
-                        format!(
-                            "{}: {label}: {}-token blocks ({}): {}",
-                            d.name,
-                            b.tokens,
-                            b.source.as_str(),
-                            b.detail
-                        )
-                    })
-                    .collect::<Vec<_>>();
-                missing.into_iter().chain(sizes)
-            })
-            .collect(),
+        notes: lines(
+            &r.deployments
+                .iter()
+                .flat_map(|d| {
+                    let missing = d
+                        .matched_tokens
+                        .missing
+                        .as_ref()
+                        .map(|m| Note::about(&d.name, missing_matched_note(m, &d.warnings)));
+                    let sizes = producer_block_sizes(d)
+                        .into_iter()
+                        .map(|(label, b)| {
+                            Note::about(
+                                &d.name,
+                                format!(
+                                    "{label}: {}-token blocks ({}): {}",
+                                    b.tokens,
+                                    b.source.as_str(),
+                                    b.detail
+                                ),
+                            )
+                        })
+                        .collect::<Vec<_>>();
+                    missing.into_iter().chain(sizes)
+                })
+                .collect::<Vec<_>>(),
+        ),
     });
     let mut rows = Vec::new();
     for d in &r.deployments {
@@ -561,7 +576,7 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
             ]);
         }
     }
-    let mut notes = vec![s(
+    let mut notes = vec![Note::general(
         "Each config replayed through the filter core on the same decisions; shares are of all decisions. \
          Pinned and excess TTFT are measured at one reference peak (the estimate), so rows compare: \
          pinned = held with the gate input ≥ the pinned-worse minimum; excess TTFT = per decision with matched tokens and a known gate input, \
@@ -569,16 +584,19 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
     )];
     for d in &r.deployments {
         match &d.recommended {
-            Some(x) => notes.push(format!("{}: recommended {}", d.name, x.why)),
-            None => notes.push(format!(
-                "{}: no recommendation (no matched tokens to derive a bar from)",
-                d.name
+            Some(x) => notes.push(Note::about(&d.name, format!("recommended {}", x.why))),
+            // The warning says why; the note only when no warning does.
+            None if d.warnings.iter().any(|w| w.starts_with(NO_RECOMMENDATION)) => {}
+            None => notes.push(Note::about(
+                &d.name,
+                "no recommendation (no matched tokens to derive a bar from)",
             )),
         }
         for w in &d.warnings {
-            notes.push(format!("warning: {}: {w}", d.name));
+            notes.push(Note::warning(&d.name, w.clone()));
         }
     }
+    let notes = lines(&notes);
     out.push(Section {
         title: s("Configs and what they would have done"),
         headers: vec![
@@ -597,6 +615,22 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
     out
 }
 
+/// How the warning of a deployment without a recommendation begins.
+const NO_RECOMMENDATION: &str = "no recommendation";
+
+/// The break-even table's note on a deployment without matched tokens:
+/// `missing` as it is, or, when one of the deployment's warnings (under
+/// the configs table) already says all of it, its first clause and where
+/// the rest is.
+fn missing_matched_note(missing: &str, warnings: &[String]) -> String {
+    match missing.split_once("; ") {
+        Some((first, _)) if warnings.iter().any(|w| w.contains(missing)) => {
+            format!("{first} (where they come from: the warning under the configs table)")
+        }
+        _ => missing.to_string(),
+    }
+}
+
 /// Every section of a gate-dist report, in order.
 pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
     let mut out = Vec::new();
@@ -610,7 +644,7 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
     if r.deployments.len() > 1 {
         rows.push(summary_row("overall", &r.overall.stats, traced(r)));
     }
-    let mut notes = vec![format!(
+    let mut notes = vec![Note::general(format!(
         "{}Shares are of all decisions. Pinned: held while the gate input was in [{} ms, bar). \
          Gate input: bestStickyTTFT − bestNonStickyTTFT over decisions where the gate was evaluated; \
          evidence L/O/R/U = logged / observed / reconstructed (loads carried forward ≤ {} s) / unknown{}.",
@@ -628,32 +662,33 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
         } else {
             ""
         }
-    )];
+    ))];
     for d in &r.deployments {
         let c = &d.stats.self_check;
         if c.replayed > c.agreed {
-            notes.push(format!(
-                "{}: self-check disagrees on {} decision(s): {} — a parser or reconstruction bug, or a config mismatch",
-                d.name,
+            notes.push(Note::about(&d.name, format!(
+                "self-check disagrees on {} decision(s): {} — a parser or reconstruction bug, or a config mismatch",
                 c.replayed - c.agreed,
                 c.disagreements.join(", ")
-            ));
+            )));
         }
         if c.bar_mismatches > 0 {
-            notes.push(format!(
-                "{}: {} decision(s) logged a maxPenalty other than the config's {}",
-                d.name,
-                c.bar_mismatches,
-                bar(d.stats.bar_ms)
+            notes.push(Note::about(
+                &d.name,
+                format!(
+                    "{} decision(s) logged a maxPenalty other than the config's {}",
+                    c.bar_mismatches,
+                    bar(d.stats.bar_ms)
+                ),
             ));
         }
         notes.extend(replay_notes(&d.name, &d.stats));
         notes.extend(censoring_note(&d.name, &d.stats));
         if d.stats.gate_input_ms.unbounded > 0 {
-            notes.push(format!(
-                "{}: {} gate input(s) were MaxFloat64 sentinels (a side had no prediction); counted, not in the quantiles",
-                d.name, d.stats.gate_input_ms.unbounded
-            ));
+            notes.push(Note::about(&d.name, format!(
+                "{} gate input(s) were MaxFloat64 sentinels (a side had no prediction); counted, not in the quantiles",
+                d.stats.gate_input_ms.unbounded
+            )));
         }
         notes.extend(config_notes(&d.name, &d.config));
     }
@@ -662,13 +697,13 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
             || d.windows.iter().any(|w| w.stats.gate_input_ms.small_sample)
     }) || r.overall.stats.gate_input_ms.small_sample;
     if small {
-        notes.push(small_sample_note());
+        notes.push(Note::general(small_sample_note()));
     }
     out.push(Section {
         title: s("Gate input and releases"),
         headers: summary_headers(r),
         rows,
-        notes,
+        notes: lines(&notes),
     });
 
     let mut headers = vec![s("deployment")];
@@ -704,7 +739,7 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
     });
 
     let mut rows = Vec::new();
-    let mut notes = vec![s(
+    let mut notes = vec![Note::general(
         "Every decision replayed through the filter core. current: the config in force, released as replayed (and as logged). \
          Unknown: gate input not known, in neither count. \
          No match info: the break-even test was skipped (held) for lack of matched tokens.",
@@ -730,12 +765,11 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
             }
             rows.push(row);
             if let Some(e) = &c.error {
-                notes.push(format!(
-                    "warning: {}: candidate {}: not valid for this deployment's config ({} decision(s) not replayed): {e}",
-                    d.name,
+                notes.push(Note::warning(&d.name, format!(
+                    "candidate {}: not valid for this deployment's config ({} decision(s) not replayed): {e}",
                     c.label,
                     count(c.invalid)
-                ));
+                )));
             }
         }
     }
@@ -752,7 +786,7 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
             s("no match info"),
         ],
         rows,
-        notes,
+        notes: lines(&notes),
     });
 
     let windows: Vec<Vec<String>> = r

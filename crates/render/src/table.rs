@@ -121,18 +121,22 @@ fn draw(s: &Section, cols: &[usize], word: &[usize], width: Option<u16>) -> comf
     t
 }
 
-/// `text` in lines of at most `width` characters (after `indent`), broken
-/// between words; a word longer than a line stays whole.
+/// `text` in lines of at most `width` characters, broken between words, the
+/// first after `indent` and the rest after `indent` and two spaces more (so
+/// that where one note ends and the next begins shows, a long list of
+/// deployments included); a word longer than a line stays whole.
 fn wrap(text: &str, indent: &str, width: Option<u16>) -> Vec<String> {
     let Some(width) = width else {
         return vec![format!("{indent}{text}")];
     };
-    let room = (width as usize).saturating_sub(chars(indent)).max(20);
+    let hang = format!("{indent}  ");
     let mut lines = Vec::new();
     let mut line = String::new();
     for word in text.split_whitespace() {
+        let lead = if lines.is_empty() { indent } else { &hang };
+        let room = (width as usize).saturating_sub(chars(lead)).max(20);
         if !line.is_empty() && chars(&line) + 1 + chars(word) > room {
-            lines.push(format!("{indent}{line}"));
+            lines.push(format!("{lead}{line}"));
             line.clear();
         }
         if !line.is_empty() {
@@ -141,7 +145,8 @@ fn wrap(text: &str, indent: &str, width: Option<u16>) -> Vec<String> {
         line.push_str(word);
     }
     if !line.is_empty() || lines.is_empty() {
-        lines.push(format!("{indent}{line}"));
+        let lead = if lines.is_empty() { indent } else { &hang };
+        lines.push(format!("{lead}{line}"));
     }
     lines
 }
@@ -277,6 +282,15 @@ mod tests {
             assert!(text.contains("glm-5-2-very-long-name"), "{text}");
             assert!(text.contains("≥5,000"), "{text}");
         }
+        // A note's continuation lines hang under its first.
+        let text = render(Some(60));
+        let notes: Vec<&str> = text.lines().filter(|l| l.contains("word")).collect();
+        assert!(notes.len() > 1, "{text}");
+        assert!(notes[0].starts_with("  word"), "{text}");
+        assert!(
+            notes[1..].iter().all(|l| l.starts_with("    word")),
+            "{text}"
+        );
         // Narrow: the first column is repeated in each part.
         assert!(render(Some(40)).matches("glm-5-2-very-long-name").count() >= 2);
     }
