@@ -416,123 +416,7 @@ struct DepAcc {
     candidates: Vec<(Option<String>, Vec<ResolvedCandidate>)>,
 }
 
-/// Decisions held back, all deployments together, until the log shows the
-/// bar of each of their filter instances. Past this many, the deployment
-/// with the most waiting decisions is settled with the config known so far
-/// (its later values are reported as disagreements). A waiting decision
-/// holds its candidates (about 1.5 KiB with 8 endpoints), so this bounds
-/// the wait's memory to about 12 MiB whatever the number of deployments.
-pub const MAX_PENDING_DECISIONS: usize = 1 << 13;
-
-/// What the log shows of one filter instance's config: the first value of
-/// each parameter.
-#[derive(Clone, Copy, Debug, Default)]
-struct LogSeen {
-    bar: Option<f64>,
-    peak: Option<f64>,
-    threshold: Option<f64>,
-}
-
-/// One filter instance of one deployment: its config as given, what the log
-/// shows, and its config in force once settled.
-struct Instance {
-    filter: Option<String>,
-    base: SourcedConfig,
-    log: LogSeen,
-    effective: Option<SourcedConfig>,
-    /// The config came with a version-2 record: it is the one in force.
-    recorded: bool,
-}
-
-impl Instance {
-    /// Learns what this decision's lines show of the config.
-    fn learn(&mut self, d: &DecisionInput) {
-        let bar = d
-            .logged_gate
-            .and_then(|g| g.max_penalty_ms)
-            .filter(|b| b.is_finite() && *b >= 0.0);
-        self.log.bar = self.log.bar.or(bar);
-        self.log.peak = self.log.peak.or(d.prefill_throughput);
-        self.log.threshold = self.log.threshold.or(d.affinity_threshold);
-    }
-
-    /// Whether the bar in force is known: from a flag, or from the log.
-    fn bar_known(&self) -> bool {
-        self.recorded
-            || self.log.bar.is_some()
-            || self.base.source_of("maxTTFTPenaltyMs") == ParamSource::Flag
-    }
-
-    fn settle(&mut self) -> &SourcedConfig {
-        let (base, log) = (&self.base, self.log);
-        self.effective
-            .get_or_insert_with(|| merge_log(base, log.bar, log.peak, log.threshold))
-    }
-}
-
-/// One deployment's filter instances, and its decisions waiting for their
-/// configs in force (the reconstruction is per deployment, so they wait and
-/// go on together, in order).
-#[derive(Default)]
-struct DepState {
-    instances: Vec<Instance>,
-    pending: Vec<DecisionInput>,
-    settled: bool,
-}
-
-/// The config in force: `base` with the values the log shows. A flag wins
-/// over the log (it is a what-if the user asked for); the log wins over a
-/// file and the defaults (it shows what was in force). Every difference
-/// between the log and a file or flag is kept with both values.
-pub fn merge_log(
-    base: &SourcedConfig,
-    bar: Option<f64>,
-    peak: Option<f64>,
-    threshold: Option<f64>,
-) -> SourcedConfig {
-    let mut out = base.clone();
-    let mut from_log = false;
-    let params = [
-        ("maxTTFTPenaltyMs", bar),
-        ("peakPrefillThroughput", peak),
-        ("affinityThreshold", threshold),
-    ];
-    for (name, log) in params {
-        let Some(v) = log else { continue };
-        let slot = match name {
-            "maxTTFTPenaltyMs" => &mut out.parameters.max_ttft_penalty_ms,
-            "peakPrefillThroughput" => &mut out.parameters.peak_prefill_throughput,
-            _ => &mut out.parameters.affinity_threshold,
-        };
-        let given = *slot;
-        let src = base.source_of(name);
-        let used = if src == ParamSource::Flag {
-            ParamSource::Flag
-        } else {
-            *slot = v;
-            from_log |= src != ParamSource::Log;
-            out.parameter_sources
-                .insert(name.to_string(), ParamSource::Log);
-            ParamSource::Log
-        };
-        if given != v && matches!(src, ParamSource::File | ParamSource::Flag) {
-            out.log_disagreements.push(ConfigDisagreement {
-                parameter: name.to_string(),
-                log: v,
-                given,
-                given_source: src,
-                used,
-            });
-        }
-    }
-    if from_log {
-        out.source = match out.source.as_str() {
-            "default" => "log".to_string(),
-            s => format!("{s}+log"),
-        };
-    }
-    out
-}
+pub use crate::in_force::{MAX_PENDING_DECISIONS, merge_log};
 
 impl InOrder for GateDist {
     fn buffer(&mut self) -> &mut Reorder {
@@ -547,15 +431,12 @@ impl InOrder for GateDist {
 /// The audit in progress: push decisions in input order, then finish.
 pub struct GateDist {
     opts: GateDistOptions,
-    configs: ConfigSet,
+    /// The configs in force, and the decisions waiting for them.
+    in_force: crate::in_force::InForce,
     recon: Reconstructor,
     reorder: Reorder,
     deps: BTreeMap<String, DepAcc>,
     sink: Option<RecordSink>,
-    /// Per deployment, its filter instances and waiting decisions.
-    states: HashMap<String, DepState>,
-    /// Decisions waiting in `states`, all deployments together.
-    pending: usize,
     cap: crate::pool::DeploymentCap,
 }
 
@@ -573,11 +454,9 @@ impl GateDist {
             recon: Reconstructor::new(opts.reconstruct),
             reorder: Reorder::new(opts.reconstruct.reorder_window_s),
             opts,
-            configs,
+            in_force: crate::in_force::InForce::new(configs),
             deps: BTreeMap::new(),
             sink: None,
-            states: HashMap::new(),
-            pending: 0,
             cap: crate::pool::DeploymentCap::default(),
         }
     }
@@ -604,130 +483,28 @@ impl GateDist {
         self.feed(d);
     }
 
-    /// Until the bar in force of each of a deployment's filter instances is
-    /// known (a flag, or the `maxPenalty` of the log's first gate line), its
-    /// decisions wait, so that every one is reconstructed and replayed under
-    /// the config the EPP ran.
+    /// Hands the decision to [`crate::in_force::InForce`], which holds a
+    /// deployment's decisions until the bar in force of each of its filter
+    /// instances is known, so that every one is reconstructed and replayed
+    /// under the config the EPP ran.
     fn process(&mut self, d: DecisionInput) {
-        let st = match self.states.get_mut(&d.deployment) {
-            Some(l) => l,
-            None => self.states.entry(d.deployment.clone()).or_default(),
-        };
-        let i = match st.instances.iter().position(|x| x.filter == d.filter) {
-            Some(i) => i,
-            None => {
-                let base = self.configs.for_decision(&d).into_owned();
-                st.instances.push(Instance {
-                    filter: d.filter.clone(),
-                    base,
-                    log: LogSeen::default(),
-                    effective: None,
-                    recorded: d.recorded.as_ref().is_some_and(|r| r.config.is_some()),
-                });
-                st.instances.len() - 1
-            }
-        };
-        st.instances[i].learn(&d);
-        if !st.settled {
-            st.pending.push(d);
-            self.pending += 1;
-            if st.instances.iter().all(Instance::bar_known) {
-                let dep = st.pending[0].deployment.clone();
-                self.settle(&dep);
-            } else if self.pending >= MAX_PENDING_DECISIONS {
-                // The most waiting decisions, ties to the first name: the
-                // same choice in every run.
-                let dep = self
-                    .states
-                    .iter()
-                    .filter(|(_, st)| !st.pending.is_empty())
-                    .max_by(|a, b| a.1.pending.len().cmp(&b.1.pending.len()).then(b.0.cmp(a.0)))
-                    .map(|(name, _)| name.clone());
-                if let Some(dep) = dep {
-                    self.settle(&dep);
-                }
-            }
-            return;
-        }
-        let sc = st.instances[i].settle();
-        handle(
-            &mut self.recon,
-            &mut self.deps,
-            &mut self.sink,
-            &self.opts,
-            sc,
-            d,
-        );
-    }
-
-    /// Fixes a deployment's configs in force from what is known now, and
-    /// processes its waiting decisions in order.
-    fn settle(&mut self, deployment: &str) {
-        let Some(st) = self.states.get_mut(deployment) else {
-            return;
-        };
-        st.settled = true;
-        self.pending -= st.pending.len();
-        for d in std::mem::take(&mut st.pending) {
-            let Some(inst) = st.instances.iter_mut().find(|x| x.filter == d.filter) else {
-                continue;
-            };
-            let sc = inst.settle();
-            handle(
-                &mut self.recon,
-                &mut self.deps,
-                &mut self.sink,
-                &self.opts,
-                sc,
-                d,
-            );
-        }
+        let (recon, deps, sink, opts) =
+            (&mut self.recon, &mut self.deps, &mut self.sink, &self.opts);
+        self.in_force
+            .push(d, &mut |sc, d| handle(recon, deps, sink, opts, sc, d));
     }
 
     /// The report.
     pub fn finish(mut self, input: InputSummary) -> GateDistReport {
         self.drain();
         // Deployments whose log never showed the bar: the configs as given.
-        let mut waiting: Vec<String> = self
-            .states
-            .iter()
-            .filter(|(_, st)| !st.settled)
-            .map(|(d, _)| d.clone())
-            .collect();
-        waiting.sort();
-        for d in waiting {
-            self.settle(&d);
-        }
-        // Values the log showed only after a deployment's config was fixed
-        // (a flag fixed the bar at once, or the wait was cut short): a
-        // disagreement with the config used is still reported.
+        let (recon, deps, sink, opts) =
+            (&mut self.recon, &mut self.deps, &mut self.sink, &self.opts);
+        self.in_force
+            .finish(&mut |sc, d| handle(recon, deps, sink, opts, sc, d));
         for (name, dep) in self.deps.iter_mut() {
-            let Some(inst) = self
-                .states
-                .get(name)
-                .and_then(|st| st.instances.iter().find(|x| x.filter == dep.config_filter))
-            else {
-                continue;
-            };
-            let (base, log) = (&inst.base, inst.log);
-            let late = merge_log(base, log.bar, log.peak, log.threshold);
-            for mut w in late.log_disagreements {
-                if dep
-                    .config
-                    .log_disagreements
-                    .iter()
-                    .any(|x| x.parameter == w.parameter)
-                {
-                    continue;
-                }
-                let used = dep.config.source_of(&w.parameter);
-                w.used = if used == ParamSource::Log {
-                    ParamSource::Log
-                } else {
-                    w.given_source
-                };
-                dep.config.log_disagreements.push(w);
-            }
+            self.in_force
+                .late_disagreements(name, dep.config_filter.as_deref(), &mut dep.config);
         }
         let bins = self.opts.histogram_bins;
         let mut overall = StatsAcc::new(self.opts.pinned_worse_min_ms, self.opts.what_if.len());
@@ -1105,7 +882,7 @@ mod tests {
             let mut d = keep_all(i as f64 * 0.01, 1_000.0, 1_000.0);
             d.deployment = ["d1", "d2", "d3"][i % 3].into();
             g.push(d);
-            most = most.max(g.pending);
+            most = most.max(g.in_force.pending());
         }
         assert!(most < MAX_PENDING_DECISIONS, "{most}");
         let r = g.finish(InputSummary::default());

@@ -73,6 +73,7 @@ pub mod whatif;
 mod dedup;
 mod from_parser;
 mod hist;
+mod in_force;
 mod pool;
 mod queue;
 mod reorder;

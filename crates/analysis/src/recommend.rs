@@ -3,6 +3,12 @@
 //!
 //! # Method
 //!
+//! * **Config in force** per deployment and filter instance: gate-dist's,
+//!   built by the same code (flags, then the values the log shows, then
+//!   `--config`, then the defaults, see [`crate::gate_dist::merge_log`]),
+//!   with the same `parameter_sources` and `log_disagreements`; a
+//!   deployment's decisions wait for the bar its log shows as gate-dist's
+//!   do. The `current` row replays it.
 //! * **Peak prefill throughput**: the first available of, in order, the
 //!   user's value, vLLM's Prometheus counters while saturated (see
 //!   [`crate::prometheus`]), calibration output, vLLM stats while saturated (see
@@ -39,8 +45,9 @@
 //!   matched-tokens gates read (the two best endpoints' in-flight tokens and
 //!   the sticky one's matched tokens): 40 bytes a decision, plus 16 for its
 //!   break-even sample (a day of one million decisions: ~56 MB). gate-dist
-//!   has no such cost. The in-flight request gate is not part of these
-//!   replays.
+//!   has no such cost (both hold the decisions waiting for a bar, at most
+//!   [`crate::gate_dist::MAX_PENDING_DECISIONS`]). The in-flight request
+//!   gate is not part of these replays.
 //! * **Warnings**: thin evidence (peak from never-saturated engines or from the config
 //!   alone, fewer than 30 saturated intervals, fewer than 100 decisions with
 //!   matched tokens), a configured peak more than 2x off the estimate, a
@@ -476,7 +483,9 @@ struct Dep {
 /// The calibration in progress.
 pub struct Recommend {
     opts: RecommendOptions,
-    configs: ConfigSet,
+    /// The configs in force (gate-dist's), and the decisions waiting for
+    /// them.
+    in_force: crate::in_force::InForce,
     recon: Reconstructor,
     reorder: Reorder,
     deps: BTreeMap<String, Dep>,
@@ -507,7 +516,7 @@ impl InOrder for Recommend {
     }
 
     fn take(&mut self, d: DecisionInput) {
-        self.process(&d);
+        self.process(d);
     }
 }
 
@@ -538,7 +547,7 @@ impl Recommend {
             recon: Reconstructor::new(opts.reconstruct),
             reorder: Reorder::new(opts.reconstruct.reorder_window_s),
             opts,
-            configs,
+            in_force: crate::in_force::InForce::new(configs),
             deps: BTreeMap::new(),
             vllm: BTreeMap::new(),
             vllm_lines: 0,
@@ -587,7 +596,10 @@ impl Recommend {
         self.feed(d);
     }
 
-    fn process(&mut self, d: &DecisionInput) {
+    /// The pods and routed requests of every decision at once, in log
+    /// order; the rest under its config in force, once known
+    /// ([`crate::in_force::InForce`], as gate-dist).
+    fn process(&mut self, d: DecisionInput) {
         let names = d
             .scored
             .iter()
@@ -601,63 +613,11 @@ impl Recommend {
                 self.pods.insert(pod.to_string(), d.deployment.clone());
             }
         }
-        self.routed.push_decision(d);
-        let sc = self.configs.for_decision(d).into_owned();
-        let s = self.recon.sample(d, &sc.parameters);
-        // Outside `--since`/`--until`: it warmed the reconstruction up, and
-        // is neither counted nor written.
-        if !self.opts.time_range.contains(d.ts) {
-            return;
-        }
-        if let (Some(sink), Some(r)) = (self.sink.as_mut(), d.record.as_ref()) {
-            sink(crate::records::complete((**r).clone(), &s, &sc, d));
-        }
-        let dep = self
-            .deps
-            .entry(d.deployment.clone())
-            .or_insert_with(|| Dep {
-                config: sc.clone(),
-                configs: Vec::new(),
-                kept: Vec::new(),
-                matched: Vec::new(),
-                instance: d.filter.clone(),
-                logged_released: 0,
-                with_sticky: 0,
-                sources: BTreeMap::new(),
-            });
-        if s.outcome.is_some_and(Outcome::is_release) {
-            dep.logged_released += 1;
-        }
-        let has_sticky = s.outcome.is_some_and(|o| {
-            matches!(
-                o,
-                Outcome::Sticky
-                    | Outcome::LoadOverride
-                    | Outcome::MissingSignal
-                    | Outcome::RequestLoadOverride
-            )
-        });
-        if has_sticky {
-            dep.with_sticky += 1;
-        }
-        if let Some(m) = s.matched_tokens.filter(|m| *m > 0)
-            && has_sticky
-        {
-            dep.matched.push((d.ts, m));
-            let src = d
-                .matched_origin()
-                .unwrap_or(MatchedSource::RecordsFromUnknownSource);
-            *dep.sources.entry(src).or_default() += 1;
-        }
-        let ci = match dep.configs.iter().position(|c| *c == sc.parameters) {
-            Some(i) => i,
-            None => {
-                dep.configs.push(sc.parameters.clone());
-                dep.configs.len() - 1
-            }
-        };
-        let kept = Kept::of(&s, &sc.parameters);
-        dep.kept.push((kept, u16::try_from(ci).unwrap_or(u16::MAX)));
+        self.routed.push_decision(&d);
+        let (recon, deps, sink, opts) =
+            (&mut self.recon, &mut self.deps, &mut self.sink, &self.opts);
+        self.in_force
+            .push(d, &mut |sc, d| handle(recon, deps, sink, opts, sc, d));
     }
 
     /// Adds one vLLM stats line.
@@ -699,6 +659,14 @@ impl Recommend {
         input.duplicates.prometheus = self.prometheus.duplicates;
         input.duplicates.prometheus_conflicts = self.prometheus.conflicting_samples();
         self.drain();
+        let (recon, deps, sink, opts) =
+            (&mut self.recon, &mut self.deps, &mut self.sink, &self.opts);
+        self.in_force
+            .finish(&mut |sc, d| handle(recon, deps, sink, opts, sc, d));
+        for (name, dep) in self.deps.iter_mut() {
+            self.in_force
+                .late_disagreements(name, dep.instance.as_deref(), &mut dep.config);
+        }
         let mut est = std::mem::take(&mut self.routed);
         // The deployment of each pod whose vLLM lines were read: a
         // Prometheus series of that pod goes with them, even when no EPP
@@ -743,7 +711,7 @@ impl Recommend {
             let dep = self.deps.get(&name);
             let config = dep
                 .map(|d| d.config.clone())
-                .unwrap_or_else(|| self.configs.lookup(&name, None).clone());
+                .unwrap_or_else(|| self.in_force.configs().lookup(&name, None).clone());
             let peak =
                 self.choose_peak(&name, vllm.get(&name), prom.get(&name), &config.parameters);
             let mut disagreements = Vec::new();
@@ -1252,6 +1220,69 @@ impl Recommend {
             yaml,
         })
     }
+}
+
+/// Adds one counted decision of `recommend` under its config in force `sc`.
+fn handle(
+    recon: &mut Reconstructor,
+    deps: &mut BTreeMap<String, Dep>,
+    sink: &mut Option<crate::records::RecordSink>,
+    opts: &RecommendOptions,
+    sc: &SourcedConfig,
+    mut d: DecisionInput,
+) {
+    let s = recon.sample(&d, &sc.parameters);
+    // Outside `--since`/`--until`: it warmed the reconstruction up, and
+    // is neither counted nor written.
+    if !opts.time_range.contains(d.ts) {
+        return;
+    }
+    if let (Some(sink), Some(r)) = (sink.as_mut(), d.record.take()) {
+        sink(crate::records::complete(*r, &s, sc, &d));
+    }
+    let dep = deps.entry(d.deployment.clone()).or_insert_with(|| Dep {
+        config: sc.clone(),
+        configs: Vec::new(),
+        kept: Vec::new(),
+        matched: Vec::new(),
+        instance: d.filter.clone(),
+        logged_released: 0,
+        with_sticky: 0,
+        sources: BTreeMap::new(),
+    });
+    if s.outcome.is_some_and(Outcome::is_release) {
+        dep.logged_released += 1;
+    }
+    let has_sticky = s.outcome.is_some_and(|o| {
+        matches!(
+            o,
+            Outcome::Sticky
+                | Outcome::LoadOverride
+                | Outcome::MissingSignal
+                | Outcome::RequestLoadOverride
+        )
+    });
+    if has_sticky {
+        dep.with_sticky += 1;
+    }
+    if let Some(m) = s.matched_tokens.filter(|m| *m > 0)
+        && has_sticky
+    {
+        dep.matched.push((d.ts, m));
+        let src = d
+            .matched_origin()
+            .unwrap_or(MatchedSource::RecordsFromUnknownSource);
+        *dep.sources.entry(src).or_default() += 1;
+    }
+    let ci = match dep.configs.iter().position(|c| *c == sc.parameters) {
+        Some(i) => i,
+        None => {
+            dep.configs.push(sc.parameters.clone());
+            dep.configs.len() - 1
+        }
+    };
+    let kept = Kept::of(&s, &sc.parameters);
+    dep.kept.push((kept, u16::try_from(ci).unwrap_or(u16::MAX)));
 }
 
 /// What to do when no decision carries matched tokens.

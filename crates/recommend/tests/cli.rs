@@ -1026,3 +1026,59 @@ fn the_same_vllm_logs_in_two_folders_count_once() {
         assert!(!text.contains("seen twice"), "{format}:\n{text}");
     }
 }
+
+/// The config in force takes the values the EPP log shows, as gate-dist's
+/// does: glm-like-v1's EPP ran `maxTTFTPenaltyMs` 5000 (its gate lines'
+/// `maxPenalty`), so the current row replays the share the EPP released. A
+/// flag that contradicts the log is the what-if replayed, and the
+/// contradiction is reported.
+#[test]
+fn the_config_in_force_takes_the_logs_values() {
+    let log = fixture("glm-like-v1/epp.log");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("glm-like-v1/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let logged = summary["deployments"][0]["release_share"].as_f64().unwrap();
+    assert!(logged > 0.0);
+    let r = ok_json(&run(&[&log, "--format", "json", "-q"]), "glm-like-v1: ");
+    let cur = &r["deployments"][0]["current"];
+    let config = &cur["config"];
+    assert_eq!(config["source"], "log");
+    assert_eq!(config["parameters"]["maxTTFTPenaltyMs"], 5000.0);
+    assert_eq!(config["parameter_sources"]["maxTTFTPenaltyMs"], "log");
+    assert_eq!(config["log_disagreements"], serde_json::json!([]));
+    assert_eq!(cur["released_share"].as_f64(), Some(logged));
+    assert_eq!(cur["logged_released_share"].as_f64(), Some(logged));
+    let row = &r["deployments"][0]["rows"][0];
+    assert_eq!(row["kind"], "current");
+    assert_eq!(row["maxTTFTPenaltyMs"], 5000.0);
+    assert_eq!(row["released_share"].as_f64(), Some(logged));
+
+    let r = ok_json(
+        &run(&[
+            &log,
+            "--max-ttft-penalty-ms",
+            "18000",
+            "--format",
+            "json",
+            "-q",
+        ]),
+        "glm-like-v1 with a flag: ",
+    );
+    let cur = &r["deployments"][0]["current"];
+    assert_eq!(cur["config"]["source"], "flags+log");
+    assert_eq!(cur["config"]["parameters"]["maxTTFTPenaltyMs"], 18000.0);
+    assert_eq!(
+        cur["config"]["log_disagreements"],
+        serde_json::json!([{
+            "parameter": "maxTTFTPenaltyMs",
+            "log": 5000.0,
+            "given": 18000.0,
+            "given_source": "flag",
+            "used": "flag",
+        }])
+    );
+    assert_eq!(cur["released_share"].as_f64(), Some(0.0));
+    assert_eq!(cur["logged_released_share"].as_f64(), Some(logged));
+}

@@ -105,9 +105,22 @@ fn json_schema_documents_every_key_of_the_report() {
         ],
         "producers: ",
     );
+    // glm-like-v1's log shows maxPenalty 5000: the flag contradicts it.
+    let flagged = json(
+        &[
+            &fixture("glm-like-v1/epp.log"),
+            "--max-ttft-penalty-ms",
+            "18000",
+        ],
+        "a flag against the log: ",
+    );
+    assert_eq!(
+        flagged["deployments"][0]["current"]["config"]["log_disagreements"][0]["parameter"],
+        "maxTTFTPenaltyMs"
+    );
     let read_back = json(&[records.to_str().unwrap()], "records read back: ");
     docs::check_schema(
         "gatecal.recommend/v2",
-        &[disagreeing, recommended, sources, read_back],
+        &[disagreeing, recommended, sources, read_back, flagged],
     );
 }

@@ -1,0 +1,437 @@
+//! The config in force of each deployment's filter instances, as both
+//! analyses (`gate-dist`'s [`crate::gate_dist::GateDist`] and `recommend`'s
+//! [`crate::recommend::Recommend`]) replay their decisions under it.
+//!
+//! The config given ([`ConfigSet`]: flags, `--config`, the filter's
+//! defaults, or the config a version-2 decision record carries) takes the
+//! values the EPP's own lines show ([`merge_log`]): `maxPenalty` of the
+//! `TTFT load gate broken` lines, `affinityThreshold` of the filter lines,
+//! `prefillThroughput` of the P2251 lines. Precedence: a flag, then the
+//! log, then a file, then the defaults; every value of a file or flag that
+//! the log contradicts is kept in [`SourcedConfig::log_disagreements`].
+//!
+//! The bar shows only on the first gate line that broke, so a deployment's
+//! decisions wait ([`InForce::push`]) until the bar in force of each of its
+//! filter instances is known, at most [`MAX_PENDING_DECISIONS`] of them
+//! over all deployments; then they go on, in order, each with its config
+//! in force.
+
+use std::collections::HashMap;
+
+use crate::gate_dist::{ConfigDisagreement, ConfigSet, ParamSource, SourcedConfig};
+use crate::input::DecisionInput;
+
+/// Decisions held back, all deployments together, until the log shows the
+/// bar of each of their filter instances. Past this many, the deployment
+/// with the most waiting decisions is settled with the config known so far
+/// (its later values are reported as disagreements). A waiting decision
+/// holds its candidates (about 1.5 KiB with 8 endpoints), so this bounds
+/// the wait's memory to about 12 MiB whatever the number of deployments.
+pub const MAX_PENDING_DECISIONS: usize = 1 << 13;
+
+/// What the log shows of one filter instance's config: the first value of
+/// each parameter.
+#[derive(Clone, Copy, Debug, Default)]
+struct LogSeen {
+    bar: Option<f64>,
+    peak: Option<f64>,
+    threshold: Option<f64>,
+}
+
+/// One filter instance of one deployment: its config as given, what the log
+/// shows, and its config in force once settled.
+struct Instance {
+    filter: Option<String>,
+    base: SourcedConfig,
+    log: LogSeen,
+    effective: Option<SourcedConfig>,
+    /// The config came with a version-2 record: it is the one in force.
+    recorded: bool,
+}
+
+impl Instance {
+    /// Learns what this decision's lines show of the config.
+    fn learn(&mut self, d: &DecisionInput) {
+        let bar = d
+            .logged_gate
+            .and_then(|g| g.max_penalty_ms)
+            .filter(|b| b.is_finite() && *b >= 0.0);
+        self.log.bar = self.log.bar.or(bar);
+        self.log.peak = self.log.peak.or(d.prefill_throughput);
+        self.log.threshold = self.log.threshold.or(d.affinity_threshold);
+    }
+
+    /// Whether the bar in force is known: from a flag, or from the log.
+    fn bar_known(&self) -> bool {
+        self.recorded
+            || self.log.bar.is_some()
+            || self.base.source_of("maxTTFTPenaltyMs") == ParamSource::Flag
+    }
+
+    fn settle(&mut self) -> &SourcedConfig {
+        let (base, log) = (&self.base, self.log);
+        self.effective
+            .get_or_insert_with(|| merge_log(base, log.bar, log.peak, log.threshold))
+    }
+}
+
+/// One deployment's filter instances, and its decisions waiting for their
+/// configs in force (the reconstruction is per deployment, so they wait and
+/// go on together, in order).
+#[derive(Default)]
+struct DepState {
+    instances: Vec<Instance>,
+    pending: Vec<DecisionInput>,
+    settled: bool,
+}
+
+/// The config in force: `base` with the values the log shows. A flag wins
+/// over the log (it is a what-if the user asked for); the log wins over a
+/// file and the defaults (it shows what was in force). Every difference
+/// between the log and a file or flag is kept with both values.
+pub fn merge_log(
+    base: &SourcedConfig,
+    bar: Option<f64>,
+    peak: Option<f64>,
+    threshold: Option<f64>,
+) -> SourcedConfig {
+    let mut out = base.clone();
+    let mut from_log = false;
+    let params = [
+        ("maxTTFTPenaltyMs", bar),
+        ("peakPrefillThroughput", peak),
+        ("affinityThreshold", threshold),
+    ];
+    for (name, log) in params {
+        let Some(v) = log else { continue };
+        let slot = match name {
+            "maxTTFTPenaltyMs" => &mut out.parameters.max_ttft_penalty_ms,
+            "peakPrefillThroughput" => &mut out.parameters.peak_prefill_throughput,
+            _ => &mut out.parameters.affinity_threshold,
+        };
+        let given = *slot;
+        let src = base.source_of(name);
+        let used = if src == ParamSource::Flag {
+            ParamSource::Flag
+        } else {
+            *slot = v;
+            from_log |= src != ParamSource::Log;
+            out.parameter_sources
+                .insert(name.to_string(), ParamSource::Log);
+            ParamSource::Log
+        };
+        if given != v && matches!(src, ParamSource::File | ParamSource::Flag) {
+            out.log_disagreements.push(ConfigDisagreement {
+                parameter: name.to_string(),
+                log: v,
+                given,
+                given_source: src,
+                used,
+            });
+        }
+    }
+    if from_log {
+        out.source = match out.source.as_str() {
+            "default" => "log".to_string(),
+            s => format!("{s}+log"),
+        };
+    }
+    out
+}
+
+/// The configs in force, per deployment and filter instance, and the
+/// decisions waiting for them.
+pub(crate) struct InForce {
+    configs: ConfigSet,
+    /// Per deployment, its filter instances and waiting decisions.
+    states: HashMap<String, DepState>,
+    /// Decisions waiting in `states`, all deployments together.
+    pending: usize,
+}
+
+impl InForce {
+    /// No decision seen yet; `configs` as given.
+    pub(crate) fn new(configs: ConfigSet) -> InForce {
+        InForce {
+            configs,
+            states: HashMap::new(),
+            pending: 0,
+        }
+    }
+
+    /// The configs as given (without the log's values).
+    pub(crate) fn configs(&self) -> &ConfigSet {
+        &self.configs
+    }
+
+    /// Decisions waiting, all deployments together.
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
+        self.pending
+    }
+
+    /// Takes one decision (in log order). Until the bar in force of each of
+    /// a deployment's filter instances is known (a flag, a record's config,
+    /// or the `maxPenalty` of the log's first gate line), its decisions
+    /// wait; every decision whose config in force is settled goes to `out`
+    /// with it, a deployment's in the order pushed.
+    pub(crate) fn push<F>(&mut self, d: DecisionInput, out: &mut F)
+    where
+        F: FnMut(&SourcedConfig, DecisionInput),
+    {
+        let st = match self.states.get_mut(&d.deployment) {
+            Some(l) => l,
+            None => self.states.entry(d.deployment.clone()).or_default(),
+        };
+        let i = match st.instances.iter().position(|x| x.filter == d.filter) {
+            Some(i) => i,
+            None => {
+                let base = self.configs.for_decision(&d).into_owned();
+                st.instances.push(Instance {
+                    filter: d.filter.clone(),
+                    base,
+                    log: LogSeen::default(),
+                    effective: None,
+                    recorded: d.recorded.as_ref().is_some_and(|r| r.config.is_some()),
+                });
+                st.instances.len() - 1
+            }
+        };
+        st.instances[i].learn(&d);
+        if !st.settled {
+            st.pending.push(d);
+            self.pending += 1;
+            if st.instances.iter().all(Instance::bar_known) {
+                let dep = st.pending[0].deployment.clone();
+                self.settle(&dep, out);
+            } else if self.pending >= MAX_PENDING_DECISIONS {
+                // The most waiting decisions, ties to the first name: the
+                // same choice in every run.
+                let dep = self
+                    .states
+                    .iter()
+                    .filter(|(_, st)| !st.pending.is_empty())
+                    .max_by(|a, b| a.1.pending.len().cmp(&b.1.pending.len()).then(b.0.cmp(a.0)))
+                    .map(|(name, _)| name.clone());
+                if let Some(dep) = dep {
+                    self.settle(&dep, out);
+                }
+            }
+            return;
+        }
+        let sc = st.instances[i].settle();
+        out(sc, d);
+    }
+
+    /// Fixes a deployment's configs in force from what is known now, and
+    /// hands its waiting decisions to `out` in order.
+    fn settle<F>(&mut self, deployment: &str, out: &mut F)
+    where
+        F: FnMut(&SourcedConfig, DecisionInput),
+    {
+        let Some(st) = self.states.get_mut(deployment) else {
+            return;
+        };
+        st.settled = true;
+        self.pending -= st.pending.len();
+        for d in std::mem::take(&mut st.pending) {
+            let Some(inst) = st.instances.iter_mut().find(|x| x.filter == d.filter) else {
+                continue;
+            };
+            out(inst.settle(), d);
+        }
+    }
+
+    /// At the end of the input: the deployments whose log never showed the
+    /// bar are settled with the configs known (by name), their decisions
+    /// handed to `out`.
+    pub(crate) fn finish<F>(&mut self, out: &mut F)
+    where
+        F: FnMut(&SourcedConfig, DecisionInput),
+    {
+        let mut waiting: Vec<String> = self
+            .states
+            .iter()
+            .filter(|(_, st)| !st.settled)
+            .map(|(d, _)| d.clone())
+            .collect();
+        waiting.sort();
+        for d in waiting {
+            self.settle(&d, out);
+        }
+    }
+
+    /// Adds to `config`, the config a report gives for `deployment`'s filter
+    /// instance `filter`, the disagreements of values the log showed only
+    /// after that config was fixed (a flag fixed the bar at once, or the
+    /// wait was cut short): a disagreement with the config used is still
+    /// reported.
+    pub(crate) fn late_disagreements(
+        &self,
+        deployment: &str,
+        filter: Option<&str>,
+        config: &mut SourcedConfig,
+    ) {
+        let Some(inst) = self
+            .states
+            .get(deployment)
+            .and_then(|st| st.instances.iter().find(|x| x.filter.as_deref() == filter))
+        else {
+            return;
+        };
+        let (base, log) = (&inst.base, inst.log);
+        let late = merge_log(base, log.bar, log.peak, log.threshold);
+        for mut w in late.log_disagreements {
+            if config
+                .log_disagreements
+                .iter()
+                .any(|x| x.parameter == w.parameter)
+            {
+                continue;
+            }
+            let used = config.source_of(&w.parameter);
+            w.used = if used == ParamSource::Log {
+                ParamSource::Log
+            } else {
+                w.given_source
+            };
+            config.log_disagreements.push(w);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use gatecal_filter::{Config, Outcome};
+
+    use crate::gate_dist::{
+        ConfigSet, GateDist, GateDistOptions, InputSummary, ParamSource, SourcedConfig,
+    };
+    use crate::input::{DecisionInput, LoggedGate, ScoredEndpoint};
+    use crate::recommend::{Recommend, RecommendOptions};
+
+    fn scored(ep: &str, load: f64) -> ScoredEndpoint {
+        ScoredEndpoint {
+            endpoint: ep.into(),
+            token_load: Some(load),
+            prefix_score: None,
+            in_flight_tokens: None,
+        }
+    }
+
+    /// Kept both endpoints, narrowed to `ns/a` (about 10 s ahead: held
+    /// under the default 18 s bar, released under 5 s), and a break whose
+    /// `maxPenalty` shows the log's bar of 5 s.
+    fn decisions() -> Vec<DecisionInput> {
+        let base = DecisionInput {
+            deployment: "d".into(),
+            total: Some(2),
+            affinity_threshold: Some(0.9),
+            ..DecisionInput::default()
+        };
+        vec![
+            DecisionInput {
+                ts: Some(1.0),
+                request_id: Some("k".into()),
+                outcome: Some(Outcome::NoMatch),
+                scored: vec![scored("ns/a", 1_000.0), scored("ns/b", 1_000.0)],
+                ..base.clone()
+            },
+            DecisionInput {
+                ts: Some(2.0),
+                request_id: Some("held".into()),
+                outcome: Some(Outcome::Sticky),
+                sticky_count: Some(1),
+                survivors: Some(vec!["ns/a".into()]),
+                scored: vec![scored("ns/a", 160_000.0)],
+                ..base.clone()
+            },
+            DecisionInput {
+                ts: Some(3.0),
+                request_id: Some("brk".into()),
+                outcome: Some(Outcome::LoadOverride),
+                logged_gate: Some(LoggedGate {
+                    best_sticky_ttft_ms: Some(6_100.0),
+                    best_non_sticky_ttft_ms: Some(100.0),
+                    penalty_ms: 6_000.0,
+                    max_penalty_ms: Some(5_000.0),
+                }),
+                ..base
+            },
+        ]
+    }
+
+    /// The config in force and the replayed release share (over all
+    /// decisions) of gate-dist and of recommend, on the same decisions.
+    fn both(set: &ConfigSet) -> ((SourcedConfig, f64), (SourcedConfig, f64)) {
+        let mut g = GateDist::new(GateDistOptions::default(), set.clone());
+        let mut r = Recommend::new(RecommendOptions::default(), set.clone());
+        for d in decisions() {
+            g.push(d.clone());
+            r.push_decision(d);
+        }
+        let g = g.finish(InputSummary::default());
+        let r = r.finish(InputSummary::default());
+        let (g, r) = (&g.deployments[0], &r.deployments[0].current);
+        (
+            (
+                g.config.clone(),
+                g.stats.replay.replayed_released as f64 / g.stats.decisions as f64,
+            ),
+            (r.config.clone(), r.released_share),
+        )
+    }
+
+    #[test]
+    fn recommend_replays_under_gate_dists_config_in_force() {
+        let (g, r) = both(&ConfigSet::default());
+        assert_eq!(g, r);
+        let (config, released) = r;
+        assert_eq!(config.source, "log");
+        assert_eq!(config.parameters.max_ttft_penalty_ms, 5_000.0);
+        assert_eq!(config.parameters.affinity_threshold, 0.9);
+        assert_eq!(config.source_of("maxTTFTPenaltyMs"), ParamSource::Log);
+        assert!(config.log_disagreements.is_empty());
+        // The held decision, reconstructed at about 10 s, is censored to
+        // the log's 5 s bar: the break alone is released, as logged.
+        assert!((released - 1.0 / 3.0).abs() < 1e-12, "{released}");
+    }
+
+    #[test]
+    fn a_flag_against_the_log_is_a_disagreement_in_both() {
+        let mut base = SourcedConfig::new(
+            "flags",
+            Config {
+                max_ttft_penalty_ms: 7_000.0,
+                ..Config::default()
+            },
+            ParamSource::Default,
+        );
+        base.parameter_sources
+            .insert("maxTTFTPenaltyMs".into(), ParamSource::Flag);
+        let set = ConfigSet {
+            default: vec![(String::new(), base)],
+            per_deployment: HashMap::new(),
+        };
+        let (g, r) = both(&set);
+        assert_eq!(g, r);
+        let (config, released) = r;
+        assert_eq!(config.source, "flags+log");
+        assert_eq!(config.parameters.max_ttft_penalty_ms, 7_000.0);
+        // The threshold's default is not given: the log's value, no
+        // disagreement.
+        assert_eq!(config.parameters.affinity_threshold, 0.9);
+        let w = &config.log_disagreements;
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].parameter, "maxTTFTPenaltyMs");
+        assert_eq!((w[0].log, w[0].given), (5_000.0, 7_000.0));
+        assert_eq!(
+            (w[0].given_source, w[0].used),
+            (ParamSource::Flag, ParamSource::Flag)
+        );
+        // The flag's 7 s bar holds the 6 s break.
+        assert_eq!(released, 0.0);
+    }
+}
