@@ -52,7 +52,8 @@
 //!   alone, fewer than 30 saturated intervals, fewer than 100 decisions with
 //!   matched tokens), a configured peak more than 2x off the estimate, a
 //!   break-even p50 that moved more than 2x between windows of at least 30
-//!   decisions.
+//!   decisions, a flag or file value the log contradicts (each of the
+//!   config's `log_disagreements`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -1035,6 +1036,23 @@ impl Recommend {
             warnings.push(format!(
                 "the break-even p50 drifted {:.1}x across windows ({lo:.0} ms to {hi:.0} ms): a static bar cannot follow it; matchedTokens does",
                 hi / lo
+            ));
+        }
+        for d in &config.log_disagreements {
+            let (given, used) = match d.given_source {
+                crate::gate_dist::ParamSource::Flag => ("the flag", "the flag's"),
+                _ => ("the config file", "the file's"),
+            };
+            let used = if d.used == crate::gate_dist::ParamSource::Log {
+                "the log's".to_string()
+            } else {
+                format!("{used} (a what-if; drop it to replay what the EPP ran)")
+            };
+            warnings.push(format!(
+                "{}: the log shows {}, {given} gives {}; the current row uses {used}",
+                d.parameter,
+                fmt_ms(d.log),
+                fmt_ms(d.given)
             ));
         }
         for r in &rows {

@@ -1081,4 +1081,9 @@ fn the_config_in_force_takes_the_logs_values() {
     );
     assert_eq!(cur["released_share"].as_f64(), Some(0.0));
     assert_eq!(cur["logged_released_share"].as_f64(), Some(logged));
+    let warnings = r["deployments"][0]["warnings"].to_string();
+    assert!(
+        warnings.contains("maxTTFTPenaltyMs: the log shows 5000, the flag gives 18000"),
+        "{warnings}"
+    );
 }
