@@ -409,7 +409,7 @@ fn is_count(x: f64) -> bool {
 }
 
 /// The first key of `vals` whose value is set and fails `ok`.
-fn first_bad(vals: &[(&'static str, Option<f64>)], ok: fn(f64) -> bool) -> Option<&'static str> {
+fn first_bad<K: Copy>(vals: &[(K, Option<f64>)], ok: fn(f64) -> bool) -> Option<K> {
     vals.iter()
         .find(|(_, v)| v.is_some_and(|x| !ok(x)))
         .map(|(k, _)| *k)
@@ -469,26 +469,26 @@ fn build<'a>(
             x.remaining_turns = f.num(Key::RemainingTurns, &mut flags);
             x.penalty_source = f.string(Key::PenaltySource);
             let counts = [
-                ("total", l.total),
-                ("sticky", l.sticky),
-                ("prefillThroughput", x.prefill_throughput),
-                ("bestStickyTokens", x.best_sticky_tokens),
-                ("bestNonStickyTokens", x.best_non_sticky_tokens),
-                ("stickyRequests", x.sticky_requests),
-                ("nonStickyRequests", x.non_sticky_requests),
-                ("maxDelta", x.max_delta),
-                ("added", x.added),
-                ("minCachedTokens", x.min_cached_tokens),
-                ("remainingTurns", x.remaining_turns),
+                (Key::Total, l.total),
+                (Key::Sticky, l.sticky),
+                (Key::PrefillThroughput, x.prefill_throughput),
+                (Key::BestStickyTokens, x.best_sticky_tokens),
+                (Key::BestNonStickyTokens, x.best_non_sticky_tokens),
+                (Key::StickyRequests, x.sticky_requests),
+                (Key::NonStickyRequests, x.non_sticky_requests),
+                (Key::MaxDelta, x.max_delta),
+                (Key::Added, x.added),
+                (Key::MinCachedTokens, x.min_cached_tokens),
+                (Key::RemainingTurns, x.remaining_turns),
             ];
             // TTFTs and penalties may be NaN or infinite (zap's strings,
             // flagged) or `math.MaxFloat64` (a side without a prediction,
             // flagged); thresholds and costs are finite.
             let reals = [
-                ("affinityThreshold", l.affinity_threshold),
-                ("minCachedTokensFraction", x.min_cached_tokens_fraction),
-                ("stickyCost", x.sticky_cost),
-                ("nonStickyCost", x.non_sticky_cost),
+                (Key::AffinityThreshold, l.affinity_threshold),
+                (Key::MinCachedTokensFraction, x.min_cached_tokens_fraction),
+                (Key::StickyCost, x.sticky_cost),
+                (Key::NonStickyCost, x.non_sticky_cost),
             ];
             // A numeric key whose value is no number (`"penalty":"x"`):
             // present, and read as none above. `tau` was read only without
@@ -504,35 +504,19 @@ fn build<'a>(
             };
             // Whether each was read as a number.
             let read = [
-                (
-                    Key::AffinityThreshold,
-                    "affinityThreshold",
-                    threshold.is_some(),
-                ),
-                (Key::Tau, "tau", tau()),
-                (Key::Total, "total", l.total.is_some()),
-                (Key::Sticky, "sticky", l.sticky.is_some()),
-                (
-                    Key::BestStickyTtft,
-                    "bestStickyTTFT",
-                    l.best_sticky_ttft_ms.is_some(),
-                ),
-                (
-                    Key::BestNonStickyTtft,
-                    "bestNonStickyTTFT",
-                    l.best_non_sticky_ttft_ms.is_some(),
-                ),
-                (Key::Penalty, "penalty", l.penalty.is_some()),
-                (Key::MaxPenalty, "maxPenalty", l.max_penalty.is_some()),
-                (
-                    Key::PrefillThroughput,
-                    "prefillThroughput",
-                    x.prefill_throughput.is_some(),
-                ),
+                (Key::AffinityThreshold, threshold.is_some()),
+                (Key::Tau, tau()),
+                (Key::Total, l.total.is_some()),
+                (Key::Sticky, l.sticky.is_some()),
+                (Key::BestStickyTtft, l.best_sticky_ttft_ms.is_some()),
+                (Key::BestNonStickyTtft, l.best_non_sticky_ttft_ms.is_some()),
+                (Key::Penalty, l.penalty.is_some()),
+                (Key::MaxPenalty, l.max_penalty.is_some()),
+                (Key::PrefillThroughput, x.prefill_throughput.is_some()),
             ];
             let not_a_number = read
                 .iter()
-                .find_map(|&(key, name, number)| (!number && f.get(key).is_some()).then_some(name));
+                .find_map(|&(key, number)| (!number && f.get(key).is_some()).then_some(key));
             if let Some(k) = first_bad(&counts, is_count)
                 .or_else(|| first_bad(&reals, f64::is_finite))
                 .or(not_a_number)
@@ -542,7 +526,7 @@ fn build<'a>(
                 // with no value and an unknown outcome (not lost, nor taken
                 // for `not_applicable`).
                 if request_id.is_none() {
-                    return out_of_range(shape, k);
+                    return out_of_range(shape, k.name());
                 }
                 l = FilterLine {
                     msg,
@@ -783,7 +767,7 @@ mod tests {
             match classify(l.as_bytes()) {
                 Class::Malformed(_, MalformedReason::OutOfRange(key)) => Some(key),
                 Class::Used(u) => match u.event {
-                    Event::Filter(f) => f.flags.out_of_range,
+                    Event::Filter(f) => f.flags.out_of_range(),
                     _ => panic!("{l}"),
                 },
                 _ => panic!("{l}"),

@@ -1,6 +1,7 @@
 //! The assembled decision: one call of one prefix-cache-affinity-filter
 //! instance in one scheduling profile run of one request.
 
+use crate::fields::Key;
 use gatecal_filter::{Candidate, Outcome};
 use serde::Serialize;
 
@@ -113,11 +114,22 @@ pub struct ValueFlags {
     pub huge: bool,
     /// A number was logged as the string `"NaN"`, `"+Inf"` or `"-Inf"`.
     pub non_finite: bool,
-    /// The key of a filter line's number outside its domain (a negative
-    /// count, a non-finite threshold) or no number at all: the line is
-    /// counted malformed, and its decision's outcome is unknown.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub out_of_range: Option<&'static str>,
+    /// The key of a filter line's number outside its domain, read as text
+    /// through [`ValueFlags::out_of_range`] (a one-byte key keeps the
+    /// flags, carried by every used line, small).
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "key_name")]
+    pub(crate) out_of_range: Option<Key>,
+}
+
+// The flags ride on every used line and event: three bytes, not a pointer
+// and a length.
+const _: () = assert!(size_of::<ValueFlags>() == 3);
+
+fn key_name<S: serde::Serializer>(k: &Option<Key>, s: S) -> Result<S::Ok, S::Error> {
+    match k {
+        Some(k) => s.serialize_some(k.name()),
+        None => s.serialize_none(),
+    }
 }
 
 impl ValueFlags {
@@ -128,6 +140,13 @@ impl ValueFlags {
             non_finite: self.non_finite || other.non_finite,
             out_of_range: self.out_of_range.or(other.out_of_range),
         }
+    }
+
+    /// The key of a filter line's number outside its domain (a negative
+    /// count, a non-finite threshold) or with no number at all: the line
+    /// is counted malformed, and its decision's outcome is unknown.
+    pub fn out_of_range(&self) -> Option<&'static str> {
+        self.out_of_range.map(Key::name)
     }
 }
 

@@ -181,7 +181,7 @@ impl<'o> Engine<'o> {
                 match flags.out_of_range {
                     // A filter line with a number out of range: counted
                     // malformed, and still its request's filter line.
-                    Some(k) => self.malformed(MalformedReason::OutOfRange(k))?,
+                    Some(k) => self.malformed(MalformedReason::OutOfRange(k.name()))?,
                     None => self.counts.lines_used += 1,
                 }
                 if flags.huge {
@@ -310,6 +310,16 @@ pub(crate) struct UsedLine {
     model: Option<Span>,
     pod: Option<Span>,
 }
+
+// A used line is moved from the reader to the assembler whole: its flags
+// (three bytes) take no more than the padding of one word.
+const _: () = assert!(
+    size_of::<UsedLine>()
+        <= 2 * size_of::<Option<f64>>()
+            + size_of::<ArenaEvent>()
+            + 3 * size_of::<Option<Span>>()
+            + 8
+);
 
 /// A line read without the engine's state: what [`Engine::apply`] needs.
 /// Computed on any of the reading threads when reading in parallel.

@@ -17,6 +17,9 @@ macro_rules! keys {
         /// The spelling of every key, in declaration order.
         const NAMES: [&[u8]; NKEYS] = [$($lit,)*];
 
+        /// The spelling of every key as text, in declaration order.
+        const TEXTS: [&str; NKEYS] = [$(text($lit),)*];
+
         impl Key {
             /// The key spelled `b`: one hash-table probe and one comparison
             /// (most keys of a line are not read, and this runs for every
@@ -35,6 +38,11 @@ macro_rules! keys {
                 }
                 let k = usize::from(k);
                 short_eq(NAMES[k], b).then(|| ALL[k])
+            }
+
+            /// The key's spelling.
+            pub(crate) fn name(self) -> &'static str {
+                TEXTS[self as usize]
             }
         }
     };
@@ -91,6 +99,14 @@ keys! {
     BlockKeys = b"blockKeys",
     Scores = b"scores",
     Result = b"result",
+}
+
+/// A key's spelling as text (checked at compile time).
+const fn text(b: &'static [u8]) -> &'static str {
+    match std::str::from_utf8(b) {
+        Ok(s) => s,
+        Err(_) => panic!("a key spelling is not UTF-8"),
+    }
 }
 
 /// `a == b` without a call to `memcmp` for the lengths of most keys
