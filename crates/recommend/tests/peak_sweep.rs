@@ -256,7 +256,7 @@ fn peak_estimate_error_coverage_and_width_across_seeds() {
         "within 10 % in {within} of {sat}"
     );
     assert!(
-        narrow as f64 >= 0.75 * sat as f64,
+        narrow as f64 >= 0.83 * sat as f64,
         "width <= 40 % in {narrow} of {sat}"
     );
     // Engines that scheduled fewer than 1000 requests: the routing says
