@@ -428,14 +428,21 @@ struct Texts {
     texts: Vec<(String, Host, Option<usize>)>,
 }
 
-fn search(
+/// Walks `node` (configs held in strings included, recorded in `texts`)
+/// and hands `visit` each entry of a `plugins` list: the entry, its index,
+/// the path of the list's owner (`""` or ending in `.`), and the text it is
+/// in.
+fn walk_plugins<F>(
     node: &Node,
     path: &str,
     doc: usize,
     texts: &mut Texts,
-    out: &mut Vec<FoundFilter>,
     depth: usize,
-) -> Result<(), EppConfigError> {
+    visit: &mut F,
+) -> Result<(), EppConfigError>
+where
+    F: FnMut(&Node, usize, &str, usize) -> Result<(), EppConfigError>,
+{
     if depth > MAX_NESTING {
         return Err(EppConfigError::TooDeep);
     }
@@ -448,33 +455,7 @@ fn search(
                     format!("{path}.")
                 };
                 for (i, p) in plugins.iter().enumerate() {
-                    if p.get("type").and_then(Node::as_str) != Some(PLUGIN_TYPE) {
-                        continue;
-                    }
-                    let name = p
-                        .get("name")
-                        .and_then(Node::as_str)
-                        .unwrap_or(PLUGIN_TYPE)
-                        .to_string();
-                    let params = p.get("parameters").map_or(Value::Null, Node::to_value);
-                    check_finite(&params, &mut format!("plugins[{i}].parameters"))?;
-                    let config =
-                        Config::from_value(&params).map_err(|error| EppConfigError::Config {
-                            plugin: name.clone(),
-                            error,
-                        })?;
-                    let keys = params
-                        .as_object()
-                        .map(|m| m.keys().cloned().collect())
-                        .unwrap_or_default();
-                    out.push(FoundFilter {
-                        name,
-                        config,
-                        keys,
-                        path: format!("{prefix}plugins[{i}]"),
-                        doc,
-                        entry: p.clone(),
-                    });
+                    visit(p, i, &prefix, doc)?;
                 }
                 return Ok(());
             }
@@ -485,12 +466,12 @@ fn search(
                 } else {
                     format!("{path}{}", key_path(key, false))
                 };
-                search(v, &sub, doc, texts, out, depth + 1)?;
+                walk_plugins(v, &sub, doc, texts, depth + 1, visit)?;
             }
         }
         Node::Seq(items) => {
             for (i, v) in items.iter().enumerate() {
-                search(v, &format!("{path}[{i}]"), doc, texts, out, depth + 1)?;
+                walk_plugins(v, &format!("{path}[{i}]"), doc, texts, depth + 1, visit)?;
             }
         }
         Node::Scalar {
@@ -511,12 +492,52 @@ fn search(
             let idx = texts.texts.len();
             texts.texts.push((value.clone(), host, Some(doc)));
             for n in inner.iter().filter(|n| matches!(n, Node::Map { .. })) {
-                search(n, path, idx, texts, out, depth + 1)?;
+                walk_plugins(n, path, idx, texts, depth + 1, visit)?;
             }
         }
         Node::Alias(_) | Node::Scalar { .. } => {}
     }
     Ok(())
+}
+
+/// Every prefix-cache-affinity-filter entry under `node`.
+fn search(
+    node: &Node,
+    path: &str,
+    doc: usize,
+    texts: &mut Texts,
+    out: &mut Vec<FoundFilter>,
+    depth: usize,
+) -> Result<(), EppConfigError> {
+    walk_plugins(node, path, doc, texts, depth, &mut |p, i, prefix, doc| {
+        if p.get("type").and_then(Node::as_str) != Some(PLUGIN_TYPE) {
+            return Ok(());
+        }
+        let name = p
+            .get("name")
+            .and_then(Node::as_str)
+            .unwrap_or(PLUGIN_TYPE)
+            .to_string();
+        let params = p.get("parameters").map_or(Value::Null, Node::to_value);
+        check_finite(&params, &mut format!("plugins[{i}].parameters"))?;
+        let config = Config::from_value(&params).map_err(|error| EppConfigError::Config {
+            plugin: name.clone(),
+            error,
+        })?;
+        let keys = params
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        out.push(FoundFilter {
+            name,
+            config,
+            keys,
+            path: format!("{prefix}plugins[{i}]"),
+            doc,
+            entry: p.clone(),
+        });
+        Ok(())
+    })
 }
 
 fn key_path(key: &str, first: bool) -> String {
@@ -722,62 +743,25 @@ struct PluginEntry {
 fn plugin_entries(
     node: &Node,
     path: &str,
+    texts: &mut Texts,
     out: &mut Vec<PluginEntry>,
-    depth: usize,
 ) -> Result<(), EppConfigError> {
-    if depth > MAX_NESTING {
-        return Err(EppConfigError::TooDeep);
-    }
-    match node {
-        Node::Map { entries, .. } => {
-            if let Some(Node::Seq(plugins)) = node.get("plugins") {
-                let prefix = if path.is_empty() {
-                    String::new()
-                } else {
-                    format!("{path}.")
-                };
-                for (i, p) in plugins.iter().enumerate() {
-                    let Some(kind) = p.get("type").and_then(Node::as_str) else {
-                        continue;
-                    };
-                    out.push(PluginEntry {
-                        kind: kind.to_string(),
-                        name: p
-                            .get("name")
-                            .and_then(Node::as_str)
-                            .unwrap_or(kind)
-                            .to_string(),
-                        params: p.get("parameters").map_or(Value::Null, Node::to_value),
-                        path: format!("{prefix}plugins[{i}]"),
-                    });
-                }
-                return Ok(());
-            }
-            for (k, v) in entries {
-                let key = k.as_str().unwrap_or("?");
-                let sub = if path.is_empty() {
-                    key_path(key, true)
-                } else {
-                    format!("{path}{}", key_path(key, false))
-                };
-                plugin_entries(v, &sub, out, depth + 1)?;
-            }
-        }
-        Node::Seq(items) => {
-            for (i, v) in items.iter().enumerate() {
-                plugin_entries(v, &format!("{path}[{i}]"), out, depth + 1)?;
-            }
-        }
-        Node::Scalar { value, .. } if value.contains('\n') && value.contains("plugins") => {
-            if let Ok(inner) = parse_nodes(value) {
-                for n in inner.iter().filter(|n| matches!(n, Node::Map { .. })) {
-                    plugin_entries(n, path, out, depth + 1)?;
-                }
-            }
-        }
-        Node::Alias(_) | Node::Scalar { .. } => {}
-    }
-    Ok(())
+    walk_plugins(node, path, 0, texts, 0, &mut |p, i, prefix, _| {
+        let Some(kind) = p.get("type").and_then(Node::as_str) else {
+            return Ok(());
+        };
+        out.push(PluginEntry {
+            kind: kind.to_string(),
+            name: p
+                .get("name")
+                .and_then(Node::as_str)
+                .unwrap_or(kind)
+                .to_string(),
+            params: p.get("parameters").map_or(Value::Null, Node::to_value),
+            path: format!("{prefix}plugins[{i}]"),
+        });
+        Ok(())
+    })
 }
 
 /// A whole-number parameter as the EPP's JSON decoder reads it into a Go
@@ -932,6 +916,9 @@ fn precise_block_size(p: &PluginEntry) -> Result<BlockSize, EppConfigError> {
 /// ```
 pub fn producer_block_sizes(text: &str) -> Result<ProducerBlockSizes, EppConfigError> {
     let docs = parse_nodes(text)?;
+    let mut texts = Texts {
+        texts: vec![(text.to_string(), Host::File, None)],
+    };
     let mut all = Vec::new();
     let many = docs.len() > 1;
     for (i, d) in docs.iter().enumerate() {
@@ -940,7 +927,7 @@ pub fn producer_block_sizes(text: &str) -> Result<ProducerBlockSizes, EppConfigE
         } else {
             String::new()
         };
-        plugin_entries(d, &path, &mut all, 0)?;
+        plugin_entries(d, &path, &mut texts, &mut all)?;
     }
     let named: Vec<&str> = all
         .iter()
