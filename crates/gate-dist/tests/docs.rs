@@ -17,14 +17,6 @@ fn run(args: &[&str]) -> std::process::Output {
         .expect("run gate-dist")
 }
 
-fn fixture(p: &str) -> String {
-    docs::root()
-        .join("fixtures")
-        .join(p)
-        .to_string_lossy()
-        .into_owned()
-}
-
 #[test]
 fn usage_documents_every_flag_of_help() {
     let out = run(&["--help"]);
@@ -50,9 +42,9 @@ fn json_schema_documents_every_key_of_the_report() {
     .unwrap();
     let traced = report::ok_json(
         &run(&[
-            &fixture("eight-deployments/epp.log"),
-            &fixture("eight-deployments/traces.jsonl"),
-            &fixture("eight-deployments/vllm"),
+            &docs::fixture("eight-deployments/epp.log"),
+            &docs::fixture("eight-deployments/traces.jsonl"),
+            &docs::fixture("eight-deployments/vllm"),
             "--window",
             "1h",
             "--since",
@@ -74,7 +66,7 @@ fn json_schema_documents_every_key_of_the_report() {
     assert!(traced["input"]["traces"].is_object(), "{}", traced["input"]);
     let flagged = report::ok_json(
         &run(&[
-            &fixture("glm-like-v1/epp.log"),
+            &docs::fixture("glm-like-v1/epp.log"),
             "--max-ttft-penalty-ms",
             "18000",
             "--format",

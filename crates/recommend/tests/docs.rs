@@ -17,14 +17,6 @@ fn run(args: &[&str]) -> std::process::Output {
         .expect("run recommend")
 }
 
-fn fixture(p: &str) -> String {
-    docs::root()
-        .join("fixtures")
-        .join(p)
-        .to_string_lossy()
-        .into_owned()
-}
-
 fn json(args: &[&str], what: &str) -> serde_json::Value {
     let mut all = args.to_vec();
     all.extend(["--format", "json", "-q"]);
@@ -49,7 +41,7 @@ fn json_schema_documents_every_key_of_the_report() {
     // the peak and the hit rate disagree with the vLLM lines.
     let off = dir.path().join("prometheus-off");
     std::fs::create_dir(&off).unwrap();
-    let prom = fixture("eight-deployments/prometheus");
+    let prom = docs::fixture("eight-deployments/prometheus");
     for (file, factor) in [
         ("prompt_tokens_local_compute.json", 2.0),
         ("prefix_cache_hits.json", 0.5),
@@ -67,10 +59,10 @@ fn json_schema_documents_every_key_of_the_report() {
     let disagreeing = json(
         &[
             off.to_str().unwrap(),
-            &fixture("eight-deployments/epp.log"),
-            &fixture("eight-deployments/vllm"),
+            &docs::fixture("eight-deployments/epp.log"),
+            &docs::fixture("eight-deployments/vllm"),
             &prom,
-            &fixture("eight-deployments/traces.jsonl"),
+            &docs::fixture("eight-deployments/traces.jsonl"),
             "--what-if",
             "peakPrefillThroughput=3000,maxTTFTPenaltyMs=1500",
         ],
@@ -84,8 +76,8 @@ fn json_schema_documents_every_key_of_the_report() {
     );
     let recommended = json(
         &[
-            &fixture("pd-disagg/epp.log"),
-            &fixture("pd-disagg/vllm"),
+            &docs::fixture("pd-disagg/epp.log"),
+            &docs::fixture("pd-disagg/vllm"),
             "--window",
             "5m",
         ],
@@ -95,9 +87,9 @@ fn json_schema_documents_every_key_of_the_report() {
     let records = dir.path().join("records.jsonl");
     let sources = json(
         &[
-            &fixture("edge/producers_v5.log"),
-            &fixture("edge/decisions.jsonl"),
-            &fixture("glm-like-v1/epp.log"),
+            &docs::fixture("edge/producers_v5.log"),
+            &docs::fixture("edge/decisions.jsonl"),
+            &docs::fixture("glm-like-v1/epp.log"),
             "--max-ttft-penalty-ms",
             "18000",
             "--emit-decisions",
@@ -108,7 +100,7 @@ fn json_schema_documents_every_key_of_the_report() {
     // glm-like-v1's log shows maxPenalty 5000: the flag contradicts it.
     let flagged = json(
         &[
-            &fixture("glm-like-v1/epp.log"),
+            &docs::fixture("glm-like-v1/epp.log"),
             "--max-ttft-penalty-ms",
             "18000",
         ],

@@ -23,6 +23,15 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The path of a file or folder under `fixtures/`.
+pub fn fixture(p: &str) -> String {
+    root()
+        .join("fixtures")
+        .join(p)
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// A file of `docs/`.
 pub fn doc(name: &str) -> String {
     std::fs::read_to_string(root().join("docs").join(name)).unwrap()
