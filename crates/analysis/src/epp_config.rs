@@ -593,13 +593,16 @@ fn literal_host(outer: &str, start: usize, value: &str) -> Host {
     }
 }
 
-/// Every filter instance of a file, with where it was found.
-pub fn find_filters(text: &str) -> Result<Vec<FoundFilter>, EppConfigError> {
+/// Parses a file and hands `f` each of its documents with its path
+/// (`document[i]` when the file holds several) and the file's texts.
+fn each_document<F>(text: &str, f: &mut F) -> Result<(), EppConfigError>
+where
+    F: FnMut(&Node, &str, &mut Texts) -> Result<(), EppConfigError>,
+{
     let docs = parse_nodes(text)?;
     let mut texts = Texts {
         texts: vec![(text.to_string(), Host::File, None)],
     };
-    let mut out = Vec::new();
     let many = docs.len() > 1;
     for (i, d) in docs.iter().enumerate() {
         let path = if many {
@@ -607,8 +610,17 @@ pub fn find_filters(text: &str) -> Result<Vec<FoundFilter>, EppConfigError> {
         } else {
             String::new()
         };
-        search(d, &path, 0, &mut texts, &mut out, 0)?;
+        f(d, &path, &mut texts)?;
     }
+    Ok(())
+}
+
+/// Every filter instance of a file, with where it was found.
+pub fn find_filters(text: &str) -> Result<Vec<FoundFilter>, EppConfigError> {
+    let mut out = Vec::new();
+    each_document(text, &mut |d, path, texts| {
+        search(d, path, 0, texts, &mut out, 0)
+    })?;
     if out.is_empty() {
         return Err(EppConfigError::NoFilter);
     }
@@ -915,20 +927,10 @@ fn precise_block_size(p: &PluginEntry) -> Result<BlockSize, EppConfigError> {
 /// assert_eq!(b.precise_producer.tokens, 64);
 /// ```
 pub fn producer_block_sizes(text: &str) -> Result<ProducerBlockSizes, EppConfigError> {
-    let docs = parse_nodes(text)?;
-    let mut texts = Texts {
-        texts: vec![(text.to_string(), Host::File, None)],
-    };
     let mut all = Vec::new();
-    let many = docs.len() > 1;
-    for (i, d) in docs.iter().enumerate() {
-        let path = if many {
-            format!("document[{i}]")
-        } else {
-            String::new()
-        };
-        plugin_entries(d, &path, &mut texts, &mut all)?;
-    }
+    each_document(text, &mut |d, path, texts| {
+        plugin_entries(d, path, texts, &mut all)
+    })?;
     let named: Vec<&str> = all
         .iter()
         .filter(|p| p.kind == PLUGIN_TYPE)
