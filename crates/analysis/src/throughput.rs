@@ -1979,6 +1979,16 @@ mod tests {
         );
     }
 
+    /// A decision routed at `ts` to engine `p-0` (no prefix match).
+    fn routed_to_p0(ts: f64, n: impl std::fmt::Display) -> crate::input::DecisionInput {
+        crate::input::DecisionInput {
+            ts: Some(ts),
+            request_id: Some(format!("r{n}")),
+            chosen: Some("ns/p-0".into()),
+            ..crate::input::DecisionInput::default()
+        }
+    }
+
     #[test]
     fn routing_makes_the_rolling_hit_rate_the_runs_own() {
         // An engine of 10,000-token prompts, one a line: 90 lines at 80 %
@@ -2001,13 +2011,7 @@ mod tests {
         }
         let mut routed = alone.clone();
         for k in 0..122 {
-            let d = crate::input::DecisionInput {
-                ts: Some(t0 + 10.0 * f64::from(k) + 1.0),
-                request_id: Some(format!("r{k}")),
-                chosen: Some("ns/p-0".into()),
-                ..crate::input::DecisionInput::default()
-            };
-            routed.push_decision(&d);
+            routed.push_decision(&routed_to_p0(t0 + 10.0 * f64::from(k) + 1.0, k));
         }
         let truth = 800.0;
         let a = &alone.estimates()["d"];
@@ -2045,13 +2049,8 @@ mod tests {
         }
         let mut routed = alone.clone();
         for r in 0..(182 * per) {
-            let d = crate::input::DecisionInput {
-                ts: Some(t0 + 10.0 * (r / per) as f64 + 0.4 * (r % per) as f64 + 0.1),
-                request_id: Some(format!("r{r}")),
-                chosen: Some("ns/p-0".into()),
-                ..crate::input::DecisionInput::default()
-            };
-            routed.push_decision(&d);
+            let ts = t0 + 10.0 * (r / per) as f64 + 0.4 * (r % per) as f64 + 0.1;
+            routed.push_decision(&routed_to_p0(ts, r));
         }
         let truth = 800.0;
         let a = &alone.estimates()["d"];
