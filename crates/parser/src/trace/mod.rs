@@ -260,13 +260,31 @@ impl<'o> TraceReader<'o> {
         match result {
             Ok(true) => self.counts.lines_used += n,
             Ok(false) => self.counts.lines_ignored += n,
-            Err(e) => {
-                let reason = MalformedReason::BadTrace(e.to_string());
-                self.malformed_at(first, reason)?;
-                self.counts.lines_malformed += n - 1;
-            }
+            Err(e) => self.malformed_lines(first, n, MalformedReason::BadTrace(e.to_string()))?,
         }
         Ok(())
+    }
+
+    /// Counts the `n` lines of a document starting at `first` as malformed,
+    /// the first one with `reason`.
+    fn malformed_lines(
+        &mut self,
+        first: u64,
+        n: u64,
+        reason: MalformedReason,
+    ) -> Result<(), ParseError> {
+        self.malformed_at(first, reason)?;
+        self.counts.lines_malformed += n - 1;
+        Ok(())
+    }
+
+    /// Drops the document being gathered (up to this line) as malformed.
+    fn drop_document(&mut self, reason: MalformedReason) -> Result<(), ParseError> {
+        let first = self.doc_first;
+        let n = self.line - first + 1;
+        self.doc = Vec::new();
+        self.counts.shapes.trace += n;
+        self.malformed_lines(first, n, reason)
     }
 
     fn scan(&mut self, bytes: &[u8]) {
@@ -300,17 +318,9 @@ impl<'o> TraceReader<'o> {
         self.counts.lines_total += 1;
         if !self.doc.is_empty() {
             if self.doc.len() + raw.len() + 1 > self.opts.max_trace_document_bytes.max(1) {
-                let first = self.doc_first;
-                let n = self.line - first + 1;
-                self.doc = Vec::new();
-                self.counts.shapes.trace += n;
-                self.malformed_at(
-                    first,
-                    MalformedReason::TooLong {
-                        bytes: self.opts.max_trace_document_bytes as u64,
-                    },
-                )?;
-                self.counts.lines_malformed += n - 1;
+                self.drop_document(MalformedReason::TooLong {
+                    bytes: self.opts.max_trace_document_bytes as u64,
+                })?;
                 self.depth = 0;
                 self.in_str = false;
                 self.esc = false;
@@ -548,15 +558,9 @@ impl<'o> TraceReader<'o> {
     ) -> Result<InputLedger, ParseError> {
         if !self.doc.is_empty() {
             // A document cut at the end of the input.
-            let first = self.doc_first;
-            let n = self.line - first + 1;
-            self.doc = Vec::new();
-            self.counts.shapes.trace += n;
-            self.malformed_at(
-                first,
-                MalformedReason::BadTrace("document cut at the end of the input".into()),
-            )?;
-            self.counts.lines_malformed += n - 1;
+            self.drop_document(MalformedReason::BadTrace(
+                "document cut at the end of the input".into(),
+            ))?;
         }
         while self.waiting > 0 && !self.order.is_empty() {
             self.evict_oldest(sink);
