@@ -473,12 +473,7 @@ impl GateDist {
     /// Adds one decision. Decisions may arrive slightly out of time order
     /// (see [`crate::Reorder`]).
     pub fn push(&mut self, mut d: DecisionInput) {
-        if d.producer_match_blocks.is_some() {
-            let b = &self.opts.block_sizes;
-            if let Some(sizes) = b.get(&d.deployment).or_else(|| b.get("")) {
-                d.set_producer_block_sizes(sizes);
-            }
-        }
+        d.apply_block_sizes(&self.opts.block_sizes);
         self.cap.admit(&mut d.deployment);
         self.feed(d);
     }

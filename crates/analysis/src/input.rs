@@ -271,7 +271,35 @@ impl ProducerBlockSizes {
     }
 }
 
+/// The block sizes in force for `deployment` in a per-deployment map: its
+/// own, else the entry for every deployment (`""`); `None` means the
+/// upstream defaults ([`ProducerBlockSizes::default`]), which the
+/// decisions' matched tokens are read at.
+pub fn block_sizes_for<'a>(
+    by_deployment: &'a std::collections::BTreeMap<String, ProducerBlockSizes>,
+    deployment: &str,
+) -> Option<&'a ProducerBlockSizes> {
+    by_deployment
+        .get(deployment)
+        .or_else(|| by_deployment.get(""))
+}
+
 impl DecisionInput {
+    /// Sets a producer-matched decision's tokens at its deployment's block
+    /// sizes in `by_deployment` ([`block_sizes_for`]); with none given they
+    /// stay at the upstream defaults.
+    pub fn apply_block_sizes(
+        &mut self,
+        by_deployment: &std::collections::BTreeMap<String, ProducerBlockSizes>,
+    ) {
+        if self.producer_match_blocks.is_none() {
+            return;
+        }
+        if let Some(sizes) = block_sizes_for(by_deployment, &self.deployment) {
+            self.set_producer_block_sizes(sizes);
+        }
+    }
+
     /// Sets the matched tokens of a decision whose matched tokens come from
     /// a prefix producer's lines to its matched blocks times `sizes`'
     /// block size of that producer; other decisions are left as they are.

@@ -122,11 +122,7 @@ impl Default for RecommendOptions {
 impl RecommendOptions {
     /// The prefix producers' block sizes in force for `deployment`.
     pub fn block_sizes_of(&self, deployment: &str) -> std::borrow::Cow<'_, ProducerBlockSizes> {
-        match self
-            .block_sizes
-            .get(deployment)
-            .or_else(|| self.block_sizes.get(""))
-        {
+        match crate::input::block_sizes_for(&self.block_sizes, deployment) {
             Some(b) => std::borrow::Cow::Borrowed(b),
             None => std::borrow::Cow::Owned(ProducerBlockSizes::default()),
         }
@@ -590,9 +586,7 @@ impl Recommend {
 
     /// Adds one decision (in roughly log order, see [`crate::Reorder`]).
     pub fn push_decision(&mut self, mut d: DecisionInput) {
-        if d.producer_match_blocks.is_some() {
-            d.set_producer_block_sizes(&self.opts.block_sizes_of(&d.deployment));
-        }
+        d.apply_block_sizes(&self.opts.block_sizes);
         self.cap.admit(&mut d.deployment);
         self.feed(d);
     }
