@@ -688,10 +688,14 @@ fn build<'a>(
             let Some((endpoints, max_match_blocks)) = fields::max_member(scores) else {
                 return out_of_range(shape, "scores");
             };
+            let Val::Obj(raw) = scores else {
+                return out_of_range(shape, "scores");
+            };
             Event::PreciseProduced {
                 total_blocks,
                 max_match_blocks,
                 endpoints,
+                scores: a.push(raw),
             }
         }
         Kind::PickerCompleted => Event::PickerCompleted {

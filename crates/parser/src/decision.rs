@@ -284,6 +284,13 @@ pub struct PrefixProducers {
     /// The largest of its `scores`: the most match blocks (tier-weighted)
     /// of any endpoint.
     pub precise_max_match_blocks: Option<f64>,
+    /// The entry of `scores` for the address the request was handled by
+    /// (the first of `Request handled`'s `endpoint`): the match blocks of
+    /// the endpoint picked. `None` when either line is missing, the
+    /// address is not in `scores`, or the request's decisions picked
+    /// different endpoints (a P/D request: which address is whose is not
+    /// logged).
+    pub precise_handled_match_blocks: Option<f64>,
 }
 
 impl PrefixProducers {

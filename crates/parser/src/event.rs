@@ -167,6 +167,10 @@ pub enum Event<S = String, L = Vec<String>> {
         max_match_blocks: f64,
         /// Endpoints in `scores`.
         endpoints: u32,
+        /// `scores` as logged: a JSON object of match blocks by endpoint
+        /// address (`ip:port`), read for the endpoint the request was
+        /// handled by ([`crate::PrefixProducers::precise_handled_match_blocks`]).
+        scores: S,
     },
     /// `Completed running picker plugin successfully`.
     PickerCompleted {
@@ -304,10 +308,12 @@ impl<S, L> Event<S, L> {
                 total_blocks,
                 max_match_blocks,
                 endpoints,
+                scores,
             } => Event::PreciseProduced {
                 total_blocks,
                 max_match_blocks,
                 endpoints,
+                scores: m.s(scores),
             },
             Event::PickerCompleted { targets } => Event::PickerCompleted {
                 targets: m.l(targets),

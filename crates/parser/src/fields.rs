@@ -87,6 +87,25 @@ pub(crate) fn max_member(v: Val<'_>) -> Option<(u32, f64)> {
     (walked && ok).then_some((n, max))
 }
 
+/// The number under `key` in a JSON object's raw bytes (the last one when
+/// the key repeats); `None` when the object cannot be read, the key is
+/// missing or its value is not a finite number `>= 0`.
+pub(crate) fn member_count(raw: &[u8], key: &str) -> Option<f64> {
+    let mut found = None;
+    let walked = crate::json::obj_members(raw, |k, esc, v| {
+        let same = if esc {
+            crate::json::unescape(k, esc) == key
+        } else {
+            k == key.as_bytes()
+        };
+        if same {
+            let mut flags = ValueFlags::default();
+            found = number(v, &mut flags).filter(|x| x.is_finite() && *x >= 0.0);
+        }
+    });
+    if walked { found } else { None }
+}
+
 /// A number as f64: JSON numbers of any length, and the strings zap writes
 /// for NaN and infinities. Flags values `>= 1e300` and non-finite strings.
 pub(crate) fn number(v: Val<'_>, flags: &mut ValueFlags) -> Option<f64> {
@@ -181,6 +200,27 @@ pub(crate) fn ts(v: Val<'_>) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::json::Scanner;
+
+    #[test]
+    fn member_count_reads_one_address() {
+        let o =
+            br#"{"10.0.0.1:8000":45.5,"10.0.0.2:8000":3,"10.0.0.3:8000":-1,"10.0.0.4:8000":"x"}"#;
+        assert_eq!(member_count(o, "10.0.0.2:8000"), Some(3.0));
+        assert_eq!(member_count(o, "10.0.0.1:8000"), Some(45.5));
+        // Out of domain, not a number, absent, an unreadable object.
+        assert_eq!(member_count(o, "10.0.0.3:8000"), None);
+        assert_eq!(member_count(o, "10.0.0.4:8000"), None);
+        assert_eq!(member_count(o, "10.0.0.9:8000"), None);
+        assert_eq!(
+            member_count(br#"{"10.0.0.1:8000":4"#, "10.0.0.1:8000"),
+            None
+        );
+        // An escaped key is compared unescaped.
+        assert_eq!(
+            member_count(br#"{"10.0.0.1:8000":7}"#, "10.0.0.1:8000"),
+            Some(7.0)
+        );
+    }
 
     fn val(s: &str) -> Val<'_> {
         Scanner::new(s.as_bytes()).value().unwrap()

@@ -246,8 +246,8 @@ pub use ledger::{
 };
 pub use progress::Progress;
 pub use record::{
-    CandidateRecord, ConfigRecord, DecisionRecord, DecisionWriter, GateRecord, RECORD_VERSION,
-    RECORD_VERSION_MIN, Recorded, ReplayRecord, looks_like_record,
+    CandidateRecord, ConfigRecord, DecisionRecord, DecisionWriter, GateRecord, PickedMatchRecord,
+    RECORD_VERSION, RECORD_VERSION_MIN, Recorded, ReplayRecord, looks_like_record,
 };
 pub use time::{days_from_civil, epoch_of, year_month_of};
 pub use trace::{

@@ -66,6 +66,26 @@ pub struct GateRecord {
     /// `pd_decider`, `prefix_score_x_prompt`, or any later label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matched_source: Option<String>,
+    /// The prefix match of the endpoint the request was sent to, as the
+    /// prefix producers' `-v=5` lines gave it, when the candidates do not
+    /// carry it (the peak estimator's uncached tokens of the request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub picked_match: Option<PickedMatchRecord>,
+}
+
+/// The prefix match of the endpoint a request was sent to, in whole blocks
+/// (a [`GateRecord`]'s `picked_match`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PickedMatchRecord {
+    /// Blocks of the prompt's prefix cached on the endpoint picked.
+    pub match_blocks: i64,
+    /// Whole blocks of the prompt.
+    pub total_blocks: i64,
+    /// Tokens per block, as in force when the record was written.
+    pub block_size_tokens: i64,
+    /// The lines it was read from (`approximate_producer`,
+    /// `precise_producer`, or any later label).
+    pub source: String,
 }
 
 /// The filter config in force for the decision, and where it came from

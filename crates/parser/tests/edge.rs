@@ -946,6 +946,10 @@ fn prefix_producers_at_v5() {
     assert_eq!(p.approx_cached_blocks, 0);
     assert_eq!(p.precise_total_blocks, Some(50.0));
     assert_eq!(p.precise_max_match_blocks, Some(45.5));
+    // The endpoint it was handled by (10.0.0.1:8000) is the one with 45.5;
+    // the approximate producer's requests have no such entry.
+    assert_eq!(p.precise_handled_match_blocks, Some(45.5));
+    assert_eq!(a1.precise_handled_match_blocks, None);
     // The prefix scorer's scores are the candidates' own.
     let d = o
         .decisions
@@ -976,4 +980,71 @@ fn prefix_producers_at_v5() {
     assert!(reasons[0].contains("total # blocks"), "{reasons:?}");
     assert!(reasons[1].contains("scores"), "{reasons:?}");
     assert!(reasons[2].contains("blockKeys"), "{reasons:?}");
+}
+
+#[test]
+fn precise_match_of_the_handled_address_only_when_one_endpoint_was_picked() {
+    let text = std::fs::read_to_string(edge("producers_v5.log")).unwrap();
+    let request: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(r#""x-request-id":"precise-1""#))
+        .collect();
+    let picker = |name: &str, ts: &str| {
+        format!(
+            r#"{{"level":"debug","ts":{ts},"caller":"scheduling/scheduler_profile.go:388","msg":"Completed running picker plugin successfully","x-request-id":"precise-1","plugin":"max-score-picker/max-score-picker","result":{{"TargetEndpoints":[{{"ID":{{"Namespace":"llm","Name":"{name}"}},"Name":"{name}","Address":"10.0.0.9","Port":"8000"}}],"ScoredCandidates":null}}}}"#
+        )
+    };
+    let handled = request.len() - 1;
+    let request: Vec<String> = request.iter().map(|l| l.to_string()).collect();
+    let decisions = |pickers: &[String]| {
+        let mut lines: Vec<String> = request[..handled].to_vec();
+        lines.extend(pickers.iter().cloned());
+        lines.push(request[handled].clone());
+        let o = parse_slice(
+            "p.log",
+            lines.join("\n").as_bytes(),
+            &ParseOptions::default(),
+        )
+        .unwrap();
+        o.items
+            .into_iter()
+            .filter_map(|i| match i {
+                gatecal_parser::Item::Decision(d) => Some(d.producers.precise_handled_match_blocks),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    // One endpoint picked: the handled address's entry of `scores`.
+    assert_eq!(decisions(&[picker("p-0", "1787322974.0049")]), [Some(45.5)]);
+    // A second run (a P/D request's prefill profile) picking another
+    // endpoint: which address is whose is not logged, none is read.
+    let start = request
+        .iter()
+        .position(|l| l.contains("Running scheduler profile"))
+        .unwrap();
+    let mut pickers = vec![picker("p-0", "1787322974.0049")];
+    for l in &request[start..handled] {
+        // The same run 10 ms later, as the prefill profile.
+        let ts: f64 = l
+            .split(r#""ts":"#)
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        pickers.push(
+            l.replacen(
+                &format!(r#""ts":{ts}"#),
+                &format!(r#""ts":{:.7}"#, ts + 0.01),
+                1,
+            )
+            .replace(r#""profile":"default""#, r#""profile":"prefill""#),
+        );
+    }
+    pickers.push(picker("p-1", "1787322974.0149"));
+    let got = decisions(&pickers);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.iter().all(Option::is_none), "{got:?}");
 }

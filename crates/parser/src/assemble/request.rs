@@ -41,6 +41,9 @@ pub(super) struct Req {
     pub(super) hit_prefix_tokens: Option<f64>,
     pub(super) producers: crate::decision::PrefixProducers,
     pub(super) handled_endpoint: Option<String>,
+    /// The precise producer's `scores` object, as logged: read for the
+    /// handled endpoint when the request's decisions are emitted.
+    pub(super) precise_scores: Option<String>,
     pub(super) events: Vec<Buffered>,
     /// Heap bytes of `events` and `text`, as last counted in the
     /// assembler's `open_bytes`.
@@ -279,6 +282,7 @@ impl Req {
             hit_prefix_tokens: None,
             producers: crate::decision::PrefixProducers::default(),
             handled_endpoint: None,
+            precise_scores: None,
             // A request at -v=4 logs about 15 used lines: no regrowth for most.
             events: Vec::with_capacity(16),
             bytes: 0,
@@ -514,10 +518,12 @@ impl Req {
             Event::PreciseProduced {
                 total_blocks,
                 max_match_blocks,
+                scores,
                 ..
             } => {
                 r.producers.precise_total_blocks = Some(total_blocks);
                 r.producers.precise_max_match_blocks = Some(max_match_blocks);
+                r.precise_scores = Some(text.string(scores));
             }
             Event::RunningFilter { plugin } => {
                 let plugin = text.string(plugin);
