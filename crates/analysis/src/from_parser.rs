@@ -4,7 +4,7 @@ use gatecal_parser::{Completion, Decision, FilterMsg, GatePenalty};
 
 use crate::input::{
     DEFAULT_APPROXIMATE_BLOCK_SIZE, DEFAULT_PRECISE_BLOCK_SIZE, DecisionInput, LoggedGate,
-    MatchedSource, ScoredEndpoint,
+    MatchedSource, PickedMatch, ScoredEndpoint,
 };
 
 /// Whether a scorer plugin (`name/type`) scores prefix-cache matches: its
@@ -82,6 +82,56 @@ fn approximate_matched(
         _ => i64::from(p.approx_cached_blocks),
     };
     (blocks > 0).then_some(blocks)
+}
+
+/// The prefix match of the endpoint the request was sent to, from the
+/// producers' lines: the precise producer's `scores` entry of the address
+/// that handled it (whole blocks), else the prefix scorer's score of the
+/// endpoint picked × the approximate producer's `total # blocks`. Block
+/// sizes are the upstream defaults until the ones in force are set.
+fn picked_match(
+    chosen: Option<&str>,
+    scored: &[ScoredEndpoint],
+    p: &gatecal_parser::PrefixProducers,
+) -> Option<PickedMatch> {
+    let whole = |x: f64| (x.is_finite() && x >= 0.0).then(|| x.floor() as i64);
+    if let (Some(m), Some(t)) = (p.precise_handled_match_blocks, p.precise_total_blocks) {
+        let (m, t) = (whole(m)?, whole(t)?);
+        return (t > 0).then_some(PickedMatch {
+            source: MatchedSource::PreciseProducer,
+            match_blocks: m.min(t),
+            total_blocks: t,
+            block_size: DEFAULT_PRECISE_BLOCK_SIZE,
+        });
+    }
+    let t = whole(p.approx_total_blocks?)?;
+    let first = chosen?.split(',').next()?.trim();
+    let score = scored
+        .iter()
+        .find(|e| e.endpoint == first)?
+        .prefix_score
+        .filter(|s| s.is_finite() && (0.0..=1.0).contains(s))?;
+    (t > 0).then(|| PickedMatch {
+        source: MatchedSource::ApproximateProducer,
+        match_blocks: (score * t as f64).round() as i64,
+        total_blocks: t,
+        block_size: DEFAULT_APPROXIMATE_BLOCK_SIZE,
+    })
+}
+
+/// A record's `picked_match`, read back (its source a records' one, so no
+/// block size in force is applied again); `None` when a value is out of
+/// domain.
+fn read_back(w: &gatecal_parser::PickedMatchRecord) -> Option<PickedMatch> {
+    let ok = w.total_blocks > 0
+        && w.block_size_tokens > 0
+        && (0..=w.total_blocks).contains(&w.match_blocks);
+    ok.then(|| PickedMatch {
+        source: MatchedSource::read_back(Some(&w.source)),
+        match_blocks: w.match_blocks,
+        total_blocks: w.total_blocks,
+        block_size: w.block_size_tokens,
+    })
 }
 
 impl From<&Decision> for DecisionInput {
@@ -202,6 +252,12 @@ impl From<Decision> for DecisionInput {
         .into_iter()
         .find_map(|(h, s)| Some((h?, s)))
         .map_or((None, None), |(h, s)| (Some(h), Some(s)));
+        // Records read back carry it as written, at the block size then in
+        // force.
+        let picked_match = match recorded.as_ref().map(|r| r.gate.picked_match.as_ref()) {
+            Some(written) => written.and_then(read_back),
+            None => picked_match(chosen.as_deref(), &scored, &producers),
+        };
         let producer_match_blocks = match matched_source {
             Some(MatchedSource::PreciseProducer) => precise,
             Some(MatchedSource::ApproximateProducer) => approximate,
@@ -230,6 +286,7 @@ impl From<Decision> for DecisionInput {
             traced,
             matched_source,
             producer_match_blocks,
+            picked_match,
         }
     }
 }
@@ -246,8 +303,76 @@ mod tests {
                 approx_total_blocks: approx.1,
                 precise_total_blocks: precise.map(|_| 50.0),
                 precise_max_match_blocks: precise,
+                precise_handled_match_blocks: None,
             },
             ..Decision::default()
+        }
+    }
+
+    #[test]
+    fn picked_endpoint_match_from_the_producers() {
+        let scored = |ep: &str, score: f64| {
+            let mut c = gatecal_parser::CandidateObs::new(ep);
+            c.token_load = Some(100.0);
+            c.scores = vec![("prefix-cache-scorer/prefix-cache-scorer".into(), score)];
+            c
+        };
+        // Approximate: the picked endpoint's own score (0.25 × 8 blocks),
+        // not the best one (0.75).
+        let mut d = producers((6, Some(8.0)), None);
+        d.candidates = vec![scored("llm/p-0", 0.75), scored("llm/p-1", 0.25)];
+        d.chosen = Some("llm/p-1".into());
+        let p = DecisionInput::from(d.clone()).picked_match.unwrap();
+        assert_eq!(
+            (p.source, p.match_blocks, p.total_blocks, p.block_size),
+            (MatchedSource::ApproximateProducer, 2, 8, 64)
+        );
+        assert_eq!((p.matched_tokens(), p.prompt_tokens()), (128, 8 * 64 + 32));
+        // The block size in force applies to it too.
+        let mut sizes = crate::input::ProducerBlockSizes::default();
+        sizes.approximate_producer.tokens = 128;
+        let mut i = DecisionInput::from(d.clone());
+        i.set_producer_block_sizes(&sizes);
+        assert_eq!(i.picked_match.unwrap().matched_tokens(), 256);
+        // No score for the endpoint picked (or none picked): unknown.
+        d.chosen = Some("llm/p-9".into());
+        assert_eq!(DecisionInput::from(d.clone()).picked_match, None);
+        // Precise: the handled address's whole blocks, at most the prompt's.
+        let mut d = producers((0, None), Some(45.9));
+        d.producers.precise_handled_match_blocks = Some(30.7);
+        let p = DecisionInput::from(d.clone()).picked_match.unwrap();
+        assert_eq!(
+            (p.source, p.match_blocks, p.total_blocks, p.block_size),
+            (MatchedSource::PreciseProducer, 30, 50, 16)
+        );
+        d.producers.precise_handled_match_blocks = Some(80.0);
+        assert_eq!(
+            DecisionInput::from(d).picked_match.unwrap().match_blocks,
+            50
+        );
+    }
+
+    #[test]
+    fn picked_match_read_back_checks_its_domain() {
+        let w = |m: i64, t: i64, b: i64| gatecal_parser::PickedMatchRecord {
+            match_blocks: m,
+            total_blocks: t,
+            block_size_tokens: b,
+            source: "precise_producer".into(),
+        };
+        let p = read_back(&w(3, 10, 16)).unwrap();
+        assert_eq!(p.source, MatchedSource::RecordsFromPreciseProducer);
+        // A records' source: no block size in force applies again.
+        let mut sizes = crate::input::ProducerBlockSizes::default();
+        sizes.precise_producer.tokens = 64;
+        let mut i = DecisionInput {
+            picked_match: Some(p),
+            ..DecisionInput::default()
+        };
+        i.set_producer_block_sizes(&sizes);
+        assert_eq!(i.picked_match.unwrap().block_size, 16);
+        for bad in [w(11, 10, 16), w(-1, 10, 16), w(3, 0, 16), w(3, 10, 0)] {
+            assert_eq!(read_back(&bad), None, "{bad:?}");
         }
     }
 

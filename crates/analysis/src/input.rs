@@ -85,9 +85,50 @@ pub struct DecisionInput {
     /// block size until [`DecisionInput::set_producer_block_sizes`] sets
     /// the one in force.
     pub producer_match_blocks: Option<i64>,
+    /// The prefix match of the endpoint the request was sent to, as the
+    /// prefix producers' `-v=5` lines give it (in blocks): what the peak
+    /// estimator needs of a request when no record gives it exactly.
+    pub picked_match: Option<PickedMatch>,
     /// The decision's trace span, when it has one (a decision of a trace
     /// input, or a log decision joined to its span).
     pub traced: Option<TracedGate>,
+}
+
+/// The prefix match of the endpoint a request was sent to, from the prefix
+/// producers' `-v=5` lines: the approximate producer's `total # blocks`
+/// with the prefix scorer's score of the endpoint picked (match blocks over
+/// total blocks), or the precise producer's `blockKeys` with its `scores`
+/// entry for the address the request was handled by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PickedMatch {
+    /// Which producer's blocks ([`MatchedSource::ApproximateProducer`] or
+    /// [`MatchedSource::PreciseProducer`]; read back from a record, its
+    /// `RecordsFrom…` label, whose block size is the one written).
+    pub source: MatchedSource,
+    /// Blocks of the prompt's prefix cached on the endpoint picked.
+    pub match_blocks: i64,
+    /// Whole blocks of the prompt.
+    pub total_blocks: i64,
+    /// Tokens per block: the producer's upstream default until
+    /// [`DecisionInput::set_producer_block_sizes`] sets the one in force.
+    pub block_size: i64,
+}
+
+impl PickedMatch {
+    /// The request's prompt tokens, estimated from its whole blocks: the
+    /// producers hash whole blocks only, so the prompt holds `total_blocks`
+    /// blocks and a partial one (0 to `block_size − 1` tokens), taken as
+    /// half a block (an error of at most half a block either way).
+    pub fn prompt_tokens(&self) -> i64 {
+        self.total_blocks
+            .saturating_mul(self.block_size)
+            .saturating_add(self.block_size / 2)
+    }
+
+    /// Its cached prefix tokens on the endpoint picked (whole blocks).
+    pub fn matched_tokens(&self) -> i64 {
+        self.match_blocks.saturating_mul(self.block_size)
+    }
 }
 
 /// What a decision's `filter_prefix_cache_affinity` span says.
@@ -292,7 +333,7 @@ impl DecisionInput {
         &mut self,
         by_deployment: &std::collections::BTreeMap<String, ProducerBlockSizes>,
     ) {
-        if self.producer_match_blocks.is_none() {
+        if self.producer_match_blocks.is_none() && self.picked_match.is_none() {
             return;
         }
         if let Some(sizes) = block_sizes_for(by_deployment, &self.deployment) {
@@ -302,8 +343,15 @@ impl DecisionInput {
 
     /// Sets the matched tokens of a decision whose matched tokens come from
     /// a prefix producer's lines to its matched blocks times `sizes`'
-    /// block size of that producer; other decisions are left as they are.
+    /// block size of that producer, and the picked endpoint's match
+    /// ([`DecisionInput::picked_match`]) likewise; other decisions are left
+    /// as they are.
     pub fn set_producer_block_sizes(&mut self, sizes: &ProducerBlockSizes) {
+        if let Some(p) = self.picked_match.as_mut()
+            && let Some(b) = sizes.of(p.source)
+        {
+            p.block_size = b.tokens;
+        }
         let Some(blocks) = self.producer_match_blocks else {
             return;
         };

@@ -9,7 +9,9 @@
 //! ([`crate::reconstruct::Reconstructor::sample`] takes it as given), so a
 //! report made from the records is the report made from the logs.
 
-use gatecal_parser::{CandidateRecord, ConfigRecord, DecisionRecord, GateRecord, ReplayRecord};
+use gatecal_parser::{
+    CandidateRecord, ConfigRecord, DecisionRecord, GateRecord, PickedMatchRecord, ReplayRecord,
+};
 
 use crate::gate_dist::SourcedConfig;
 use crate::input::{DecisionInput, MatchedSource};
@@ -41,6 +43,7 @@ pub fn gate_record(s: &GateSample) -> GateRecord {
         censored_ms: s.censored_ms,
         logged_peak: s.logged_peak,
         matched_source: None,
+        picked_match: None,
     }
 }
 
@@ -61,6 +64,12 @@ pub fn complete(
             .and_then(MatchedSource::origin)
             .map(|m| m.as_str().to_string());
     }
+    g.picked_match = d.picked_match.map(|p| PickedMatchRecord {
+        match_blocks: p.match_blocks,
+        total_blocks: p.total_blocks,
+        block_size_tokens: p.block_size,
+        source: p.source.origin().unwrap_or(p.source).as_str().to_string(),
+    });
     r.gate = Some(g);
     let mut c = ConfigRecord::of(&config.source, &config.parameters);
     c.parameter_sources = config

@@ -71,7 +71,9 @@
 //!   bounds are added in full, as the rolling fit's.
 //! * *The span's own requests (v1, with the EPP's decisions).* When the
 //!   decisions name the endpoint each request was sent to and its prefix
-//!   match there (decision records with `chosen_endpoint`; see
+//!   match there (decision records with `chosen_endpoint`, or an EPP log
+//!   at `-v=5` whose prefix producers give the picked endpoint's match in
+//!   whole blocks, the prompt then its blocks and half a block; see
 //!   [`VllmEstimator::push_decision`]), the span is measured from
 //!   completion to completion instead (`own_window`, `routed_hit`):
 //!   vLLM schedules first come, first served and `Waiting` are the latest
@@ -137,8 +139,9 @@
 //!   0.2 %), within 10 % in 60 of 60 (60 of 60), the interval holding the
 //!   truth in 60 of 60 (60), no wider than 40 % of the estimate in 60 of
 //!   60 (59); the bursty deployment the windows missed (`mistral-small`,
-//!   9–22 % low) is within 6 % with the queue model. With the EPP's
-//!   routing only: median 0.5 % (0.6 %), within 10 % in 58 (57), holding
+//!   9–22 % low) is within 6 % with the queue model. With the EPP's log
+//!   at `-v=5` the same: 0.3 % (0.2 %), 60 (60), 60 (60), 60 (59). With
+//!   the EPP's routing only: median 0.5 % (0.6 %), within 10 % in 58 (57), holding
 //!   the truth in 60 (60), no wider than 40 % in 52 (50); the sliding
 //!   window's solve took the shifting hit rate over more than 1000
 //!   requests per engine (`rag-hi-shift`) from 56–57 % wide (one held-out
@@ -1400,9 +1403,12 @@ impl VllmEstimator {
 
     /// Adds the request of a decision that names the endpoint it was sent
     /// to and that endpoint's prefix match (a decision record with
-    /// `chosen_endpoint`, or a build logging every candidate's match): see
+    /// `chosen_endpoint`, or a build logging every candidate's match; else
+    /// the prefix producers' `-v=5` lines,
+    /// [`crate::input::DecisionInput::picked_match`]): see
     /// [`VllmEstimator::push_routed`]. The prompt is the decision's prompt
-    /// tokens, else the candidate's `total_blocks × block_size`. A
+    /// tokens, else the candidate's `total_blocks × block_size` (the
+    /// producers' blocks and half a block). A
     /// decision that names its endpoint (the first a picker lists) without
     /// that endpoint's match still counts as a request routed there (see
     /// the module docs: the whole history); other decisions are ignored.
@@ -1418,20 +1424,27 @@ impl VllmEstimator {
                 .or_default()
                 .push((ts, request_hash(d.request_id.as_deref())));
         }
-        let Some(exact) = d.exact.as_ref() else {
-            return;
+        let exact = d.exact.as_ref().and_then(|e| {
+            let c = e.iter().find(|c| c.id == chosen)?;
+            let (Some(m), Some(bs)) = (c.match_blocks, c.block_size_tokens) else {
+                return None;
+            };
+            let prompt = d
+                .prompt_tokens
+                .or_else(|| c.total_blocks.map(|t| t.saturating_mul(bs)))?;
+            Some((prompt, m.saturating_mul(bs)))
+        });
+        // Else the producers' `-v=5` lines: the picked endpoint's match in
+        // whole blocks, the prompt from its blocks when no line gives it.
+        let logged = || {
+            let p = d.picked_match?;
+            Some((
+                d.prompt_tokens.unwrap_or_else(|| p.prompt_tokens()),
+                p.matched_tokens(),
+            ))
         };
-        let Some(c) = exact.iter().find(|c| c.id == chosen) else {
-            return;
-        };
-        let (Some(m), Some(bs)) = (c.match_blocks, c.block_size_tokens) else {
-            return;
-        };
-        let prompt = d
-            .prompt_tokens
-            .or_else(|| c.total_blocks.map(|t| t.saturating_mul(bs)));
-        if let Some(p) = prompt {
-            self.push_routed(chosen, ts, p, m.saturating_mul(bs), d.request_id.as_deref());
+        if let Some((prompt, matched)) = exact.or_else(logged) {
+            self.push_routed(chosen, ts, prompt, matched, d.request_id.as_deref());
         }
     }
 

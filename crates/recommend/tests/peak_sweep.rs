@@ -36,11 +36,31 @@ impl Row {
     }
 }
 
-/// `(stats lines alone, with decision records, with the EPP's routing
-/// only)`.
-fn sweep(name: &'static str, seed: u64) -> (Vec<Row>, Vec<Row>, Vec<Row>) {
+/// One run's rows from each set of inputs.
+struct Sweep {
+    /// The stats lines alone.
+    alone: Vec<Row>,
+    /// With the decision records (the endpoint picked, its exact match and
+    /// the prompt's exact length).
+    with: Vec<Row>,
+    /// With the EPP's routing only (the endpoint picked, no match).
+    routing: Vec<Row>,
+    /// With the EPP's log at `-v=5` as written, read by the parser: the
+    /// endpoint picked and its match in whole blocks from the prefix
+    /// producers' and the prefix scorer's lines, the prompt from its
+    /// blocks.
+    epp_log: Vec<Row>,
+}
+
+fn sweep(name: &'static str, seed: u64) -> Sweep {
     let s = scenario(name).expect("scenario");
-    let out = run(&s, seed, &Variant::default());
+    // The producers' `-v=5` lines shift the EPP lines' times only: the
+    // engines, their stats lines and the truth are those of the plain run.
+    let variant = Variant {
+        producers_v5: true,
+        ..Variant::default()
+    };
+    let mut out = run(&s, seed, &variant);
     let mut alone = VllmEstimator::default();
     // The stats lines are read as a user's separate vLLM logs: no year.
     for (pod, bytes) in &out.vllm_logs {
@@ -84,6 +104,26 @@ fn sweep(name: &'static str, seed: u64) -> (Vec<Row>, Vec<Row>, Vec<Row>) {
         }
     }
     assert_eq!(n, out.truth.len(), "every record read");
+    // The EPP's log, read as the CLI reads it; the producers' block sizes
+    // are the simulator's, the upstream defaults (64 approximate, 16
+    // precise).
+    let log = std::mem::take(&mut out.epp_log);
+    let parsed = parse_slice("epp.log", &log, &ParseOptions::default()).expect("epp log");
+    drop(log);
+    let mut from_log = alone.clone();
+    let (mut decisions, mut matched) = (0, 0);
+    for it in parsed.items {
+        if let Item::Decision(d) = it {
+            let d = DecisionInput::from(*d);
+            decisions += 1;
+            matched += usize::from(d.picked_match.is_some());
+            from_log.push_decision(&d);
+        }
+    }
+    assert!(
+        matched * 10 >= decisions * 9,
+        "{name} seed {seed}: the picked endpoint's match in {matched} of {decisions} logged decisions"
+    );
     let rows = |est: &VllmEstimator| {
         let e = est.estimates();
         let mut rows = Vec::new();
@@ -106,7 +146,12 @@ fn sweep(name: &'static str, seed: u64) -> (Vec<Row>, Vec<Row>, Vec<Row>) {
         }
         rows
     };
-    (rows(&alone), rows(&with), rows(&routing))
+    Sweep {
+        alone: rows(&alone),
+        with: rows(&with),
+        routing: rows(&routing),
+        epp_log: rows(&from_log),
+    }
 }
 
 /// Prints the per-deployment table and the totals; returns
@@ -186,22 +231,40 @@ fn peak_estimate_error_coverage_and_width_across_seeds() {
         .into_iter()
         .flat_map(|s| seeds.iter().map(move |&seed| (s, seed)))
         .collect();
-    let results: Vec<(Vec<Row>, Vec<Row>, Vec<Row>)> = std::thread::scope(|sc| {
-        let hs: Vec<_> = runs
-            .iter()
-            .map(|&(s, seed)| sc.spawn(move || sweep(s, seed)))
+    // A run holds its EPP log (up to a gigabyte) while it is read: as many
+    // runs at once as there are cores, at most four.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<Sweep> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..workers)
+            .map(|_| {
+                sc.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(s, seed)) = runs.get(i) else {
+                            return done;
+                        };
+                        done.push(sweep(s, seed));
+                    }
+                })
+            })
             .collect();
         hs.into_iter()
-            .map(|h| h.join().expect("sweep thread"))
+            .flat_map(|h| h.join().expect("sweep thread"))
             .collect()
     });
-    let (mut alone, mut with, mut routing) = (Vec::new(), Vec::new(), Vec::new());
-    for (a, w, r) in results {
-        alone.extend(a);
-        with.extend(w);
-        routing.extend(r);
+    let (mut alone, mut with, mut routing, mut epp_log) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in results {
+        alone.extend(r.alone);
+        with.extend(r.with);
+        routing.extend(r.routing);
+        epp_log.extend(r.epp_log);
     }
-    for r in alone.iter().chain(&with).chain(&routing) {
+    for r in alone.iter().chain(&with).chain(&routing).chain(&epp_log) {
         assert!(
             r.interval[0] <= r.estimate && r.estimate <= r.interval[1],
             "{} {}: estimate {} outside its interval {:?}",
@@ -239,6 +302,23 @@ fn peak_estimate_error_coverage_and_width_across_seeds() {
             r.interval
         );
     }
+
+    // With the EPP's log as written at `-v=5`: the same targets.
+    let (sat, within, narrow, covered, n, median) = table(
+        "With the EPP log at -v=5 (prefix producers' lines)",
+        &epp_log,
+    );
+    assert!(n >= 15 * seeds.len(), "{n} deployment runs");
+    assert!(
+        covered as f64 >= 0.95 * n as f64,
+        "interval holds the truth in {covered} of {n}"
+    );
+    assert!(median <= 0.01, "median error {median}");
+    assert_eq!(within, sat, "within 10 % in {within} of {sat}");
+    assert!(
+        narrow as f64 >= 0.95 * sat as f64,
+        "width <= 40 % in {narrow} of {sat}"
+    );
 
     // The stats lines with the EPP's routing (the endpoint each request
     // went to, no prefix match).

@@ -70,3 +70,103 @@ fn producer_lines_give_the_true_break_even_in_tokens() {
     let r = report("epp.log", &plain.epp_log);
     assert!(r.deployments.iter().all(|d| d.break_even_tokens.count == 0));
 }
+
+/// The recommend binary on files.
+fn recommend_json(args: &[&std::path::Path]) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .expect("run recommend");
+    assert!(
+        out.status.success(),
+        "recommend failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json report")
+}
+
+/// `(value, [low, high], method)` of a deployment's peak.
+fn peak(v: &serde_json::Value, deployment: &str) -> (f64, [f64; 2], String) {
+    let d = v["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == deployment)
+        .unwrap_or_else(|| panic!("{deployment} in the report"));
+    let p = &d["peak_prefill_throughput"];
+    let i = p["interval"].as_array().expect("an interval");
+    (
+        p["value"].as_f64().unwrap(),
+        [i[0].as_f64().unwrap(), i[1].as_f64().unwrap()],
+        p["method"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn v5_log_gives_the_peak_each_request_s_uncached_tokens_and_records_keep_them() {
+    let s = scenario("peak-sweep").unwrap().with_requests(6000);
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, variant: &Variant| {
+        let out = run(&s, 1, variant);
+        let log = dir.path().join(format!("{name}.log"));
+        std::fs::write(&log, &out.epp_log).unwrap();
+        let vllm = dir.path().join(format!("{name}.vllm"));
+        std::fs::create_dir(&vllm).unwrap();
+        for (pod, bytes) in &out.vllm_logs {
+            std::fs::write(vllm.join(format!("{pod}.log")), bytes).unwrap();
+        }
+        let truth = |dep: &str| {
+            out.summary
+                .deployments
+                .iter()
+                .find(|d| d.deployment == dep)
+                .and_then(|d| d.effective_peak_prefill_tps)
+                .unwrap()
+        };
+        (log, vllm, truth("agent-drift"), truth("rag-hi-short"))
+    };
+    let v5 = Variant {
+        producers_v5: true,
+        ..Variant::default()
+    };
+    let (log5, vllm5, agent_truth, rag_truth) = write("v5", &v5);
+    let (log4, vllm4, _, _) = write("v4", &Variant::default());
+    let records = dir.path().join("decisions.jsonl");
+    let emit = std::ffi::OsString::from("--emit-decisions");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .arg(&log5)
+        .arg(&vllm5)
+        .arg(&emit)
+        .arg(&records)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let from_log: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read_back = recommend_json(&[&records, &vllm5]);
+    let routing_only = recommend_json(&[&log4, &vllm4]);
+    for (dep, truth) in [("agent-drift", agent_truth), ("rag-hi-short", rag_truth)] {
+        let (value, interval, method) = peak(&from_log, dep);
+        // Measured from the requests themselves: the queue model.
+        assert!(
+            method.contains("first-come-first-served queue"),
+            "{dep}: {method}"
+        );
+        assert!(
+            (value - truth).abs() <= 0.05 * truth && interval[0] <= truth && truth <= interval[1],
+            "{dep}: {value} {interval:?} against {truth}"
+        );
+        // The records written keep what the log gave.
+        assert_eq!(peak(&read_back, dep), (value, interval, method), "{dep}");
+        // At -v=4 (the endpoint picked, no match) the interval is wider.
+        let (_, wide, method4) = peak(&routing_only, dep);
+        assert!(!method4.contains("queue"), "{dep}: {method4}");
+        assert!(
+            wide[1] - wide[0] > 2.0 * (interval[1] - interval[0]),
+            "{dep}: {wide:?} at -v=4 against {interval:?}"
+        );
+    }
+    let written = std::fs::read_to_string(&records).unwrap();
+    assert!(written.contains(r#""picked_match":{"match_blocks":"#));
+}
