@@ -71,19 +71,19 @@ fn producer_lines_give_the_true_break_even_in_tokens() {
     assert!(r.deployments.iter().all(|d| d.break_even_tokens.count == 0));
 }
 
-/// The recommend binary on files.
-fn recommend_json(args: &[&std::path::Path]) -> serde_json::Value {
+#[path = "../../cli/tests/support/report.rs"]
+mod report;
+use report::ok_json;
+
+/// The recommend binary on files, with more arguments.
+fn recommend_json(files: &[&std::path::Path], more: &[&std::path::Path]) -> serde_json::Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_recommend"))
-        .args(args)
+        .args(files)
+        .args(more)
         .args(["--format", "json"])
         .output()
         .expect("run recommend");
-    assert!(
-        out.status.success(),
-        "recommend failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json report")
+    ok_json(&out, "recommend: ")
 }
 
 /// `(value, [low, high], method)` of a deployment's peak.
@@ -133,19 +133,10 @@ fn v5_log_gives_the_peak_each_request_s_uncached_tokens_and_records_keep_them() 
     let (log5, vllm5, agent_truth, rag_truth) = write("v5", &v5);
     let (log4, vllm4, _, _) = write("v4", &Variant::default());
     let records = dir.path().join("decisions.jsonl");
-    let emit = std::ffi::OsString::from("--emit-decisions");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_recommend"))
-        .arg(&log5)
-        .arg(&vllm5)
-        .arg(&emit)
-        .arg(&records)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let from_log: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let read_back = recommend_json(&[&records, &vllm5]);
-    let routing_only = recommend_json(&[&log4, &vllm4]);
+    let emit = std::path::Path::new("--emit-decisions");
+    let from_log = recommend_json(&[&log5, &vllm5], &[emit, &records]);
+    let read_back = recommend_json(&[&records, &vllm5], &[]);
+    let routing_only = recommend_json(&[&log4, &vllm4], &[]);
     for (dep, truth) in [("agent-drift", agent_truth), ("rag-hi-short", rag_truth)] {
         let (value, interval, method) = peak(&from_log, dep);
         // Measured from the requests themselves: the queue model.
