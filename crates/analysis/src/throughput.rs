@@ -279,6 +279,29 @@ pub(crate) struct Span {
     /// routed requests, [`routed_hit`]) rather than fitted to vLLM's
     /// rolling rate.
     routed: bool,
+    /// Where the span's hit rate comes from (the report's method names
+    /// each).
+    hit_from: HitFrom,
+}
+
+/// Where a v1 span's prefix hit rate comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum HitFrom {
+    /// No correction (v0, or exact counts).
+    #[default]
+    None,
+    /// The span's own requests, routed with their prefix match.
+    Own,
+    /// The engine's cumulative rate, while the EPP's routing says it had
+    /// scheduled at most 1000 requests ([`whole_history_hit`]).
+    Cumulative,
+    /// Solved from vLLM's sliding window with the EPP's routing
+    /// ([`Sliding`]).
+    Sliding,
+    /// Fitted to the rolling rate from the lines alone ([`span_hit`]).
+    Rolling,
+    /// A v1 span with no hit rate known: its full prompts count.
+    Missing,
 }
 
 impl Span {
@@ -303,6 +326,57 @@ impl Span {
     fn keep(&self) -> f64 {
         1.0 - self.hit.unwrap_or(0.0)
     }
+}
+
+/// The method of v1 spans' computed share, by where each span's hit rate
+/// comes from ([`HitFrom`]).
+fn hit_method(spans: &[Span]) -> String {
+    let n = |f: HitFrom| spans.iter().filter(|s| s.hit_from == f).count();
+    let (own, cumulative, sliding, rolling, counted) = (
+        n(HitFrom::Own),
+        n(HitFrom::Cumulative),
+        n(HitFrom::Sliding),
+        n(HitFrom::Rolling),
+        n(HitFrom::None),
+    );
+    let missing = n(HitFrom::Missing);
+    if counted == spans.len() {
+        return "v0: the prefill tokens the lines count as computed, cached ones excluded; no hit-rate correction".to_string();
+    }
+    if own + cumulative + sliding + counted + missing == 0 {
+        return "v1: full prompts × (1 − each saturated run's own prefix hit rate, fitted to the rolling rate)".to_string();
+    }
+    let mut parts = Vec::new();
+    if counted > 0 {
+        parts.push(format!("{counted} as the lines count computed tokens (v0)"));
+    }
+    if own > 0 {
+        parts.push(format!(
+            "{own} measured from completion to completion with the uncached tokens of the requests the decisions routed"
+        ));
+    }
+    if cumulative > 0 {
+        parts.push(format!(
+            "{cumulative} × (1 − the run's prefix hit rate from the engine's cumulative one, exact while the EPP's routing shows at most 1000 requests scheduled)"
+        ));
+    }
+    if sliding > 0 {
+        parts.push(format!(
+            "{sliding} × (1 − the run's prefix hit rate solved from vLLM's window of the last 1000 requests the EPP's routing places)"
+        ));
+    }
+    if rolling > 0 {
+        parts.push(format!(
+            "{rolling} × (1 − the run's prefix hit rate fitted to the rolling rate)"
+        ));
+    }
+    if missing > 0 {
+        parts.push(format!(
+            "{missing} with their full prompts (no prefix hit rate known)"
+        ));
+    }
+    let v = if counted == 0 { "v1: " } else { "" };
+    format!("{v}of {} run(s), {}", spans.len(), parts.join("; "))
 }
 
 /// Accumulates vLLM stats lines, per deployment and engine.
@@ -426,25 +500,34 @@ fn spans(lines: &[Line], routed: &[Routed], arrivals: &[f64]) -> Vec<Span> {
                     routed_hit(&lines[i..=j], &counted[i + 1..=j], routed, 1),
                 ),
             };
+            let tag = |from: HitFrom| move |h: Share| (h, from);
             let rolling = || {
                 whole_history_hit(lines, &counted, &history, i, j, arrivals)
+                    .map(tag(HitFrom::Cumulative))
                     .or_else(|| {
                         sliding
                             .get_or_init(|| Sliding::new(lines, &counted, &history, arrivals))
                             .as_ref()
                             .and_then(|s: &Sliding| s.share(i, j))
+                            .map(tag(HitFrom::Sliding))
                     })
-                    .or_else(|| span_hit(&lines[i..=j], &counted[i..=j], history[i]))
+                    .or_else(|| {
+                        span_hit(&lines[i..=j], &counted[i..=j], history[i])
+                            .map(tag(HitFrom::Rolling))
+                    })
             };
-            let (hit, hit_lo, hit_hi) = match own.or_else(rolling) {
-                Some(h) => (Some(h.0), h.1, h.2),
-                None => (None, 0.0, 0.0),
+            let (hit, hit_lo, hit_hi, hit_from) = match own.map(tag(HitFrom::Own)).or_else(rolling)
+            {
+                Some((h, from)) => (Some(h.0), h.1, h.2, from),
+                None if lines[i].v1 => (None, 0.0, 0.0, HitFrom::Missing),
+                None => (None, 0.0, 0.0, HitFrom::None),
             };
             let mut sp = Span {
                 hit,
                 hit_lo,
                 hit_hi,
                 routed: own.is_some(),
+                hit_from,
                 ..Span::default()
             };
             let mut block = (0.0, 0.0, 0usize);
@@ -1585,15 +1668,7 @@ impl VllmEstimator {
                 all.extend(sp);
             }
             let intervals: u64 = all.iter().map(|s| s.intervals() as u64).sum();
-            let own = all.iter().filter(|s| s.routed).count();
-            let how = if own == 0 {
-                "v1: full prompts × (1 − each saturated run's own prefix hit rate, fitted to the rolling rate)".to_string()
-            } else {
-                format!(
-                    "v1: {own} of {} run(s) measured from completion to completion with the uncached tokens of the requests the decisions routed, the rest × (1 − the run's prefix hit rate fitted to the rolling rate)",
-                    all.len()
-                )
-            };
+            let how = hit_method(&all);
             let waited: usize = queues.iter().map(|q| q.waited).sum();
             let queued = unqueued == 0 && waited >= QUEUE_MIN_WAITED;
             let how = if queued {
@@ -1790,6 +1865,45 @@ pub fn fit_ttft(samples: &[(f64, f64)]) -> Option<PeakEstimate> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_method_names_where_each_run_s_hit_rate_comes_from() {
+        let span = |f: HitFrom| Span {
+            hit_from: f,
+            ..Span::default()
+        };
+        let m = |f: &[HitFrom]| hit_method(&f.iter().map(|f| span(*f)).collect::<Vec<_>>());
+        assert!(m(&[HitFrom::None, HitFrom::None]).starts_with("v0: the prefill tokens"));
+        assert!(m(&[HitFrom::Rolling]).ends_with("fitted to the rolling rate)"));
+        let mixed = m(&[
+            HitFrom::Own,
+            HitFrom::Cumulative,
+            HitFrom::Sliding,
+            HitFrom::Sliding,
+            HitFrom::Rolling,
+        ]);
+        assert!(
+            mixed.starts_with("v1: of 5 run(s), 1 measured from completion to completion"),
+            "{mixed}"
+        );
+        assert!(
+            mixed.contains("; 1 × (1 − the run's prefix hit rate from the engine's cumulative one"),
+            "{mixed}"
+        );
+        assert!(
+            mixed.contains("; 2 × (1 − the run's prefix hit rate solved from vLLM's window"),
+            "{mixed}"
+        );
+        assert!(
+            mixed.ends_with("; 1 × (1 − the run's prefix hit rate fitted to the rolling rate)"),
+            "{mixed}"
+        );
+        let odd = m(&[HitFrom::None, HitFrom::Missing]);
+        assert_eq!(
+            odd,
+            "of 2 run(s), 1 as the lines count computed tokens (v0); 1 with their full prompts (no prefix hit rate known)"
+        );
+    }
 
     fn line(ts: f64, pod: &str, prompt: f64, waiting: u64, hit: f64) -> VllmStats {
         VllmStats {

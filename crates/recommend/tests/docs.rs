@@ -116,3 +116,42 @@ fn json_schema_documents_every_key_of_the_report() {
         &[disagreeing, recommended, sources, read_back, flagged],
     );
 }
+
+/// docs/example-recommend.md is the output of the command in its first
+/// line (an HTML comment), run from the repository's root.
+#[test]
+fn the_example_report_is_what_its_command_prints() {
+    let page = docs::doc("example-recommend.md");
+    let (head, body) = page.split_once('\n').unwrap();
+    let command = head
+        .strip_prefix("<!-- recommend ")
+        .and_then(|c| c.strip_suffix(" -->"))
+        .expect("the page starts with its command");
+    // Words, and single-quoted ones.
+    let mut args = Vec::new();
+    let mut rest = command.trim();
+    while !rest.is_empty() {
+        let (word, after) = match rest.strip_prefix('\'') {
+            Some(q) => q.split_once('\'').expect("a closing quote"),
+            None => rest.split_once(' ').unwrap_or((rest, "")),
+        };
+        args.push(word.to_string());
+        rest = after.trim_start();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args(&args)
+        .current_dir(docs::root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        body.trim_start_matches('\n'),
+        printed,
+        "docs/example-recommend.md is not what `recommend {command}` prints now: regenerate it"
+    );
+}
