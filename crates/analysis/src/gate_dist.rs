@@ -71,6 +71,11 @@ pub struct ConfigDisagreement {
     /// The source whose value was used: `log` (over a file) or `flag` (a
     /// flag is a what-if the user asked for).
     pub used: ParamSource,
+    /// The filter instance whose config disagrees, when it is not the one
+    /// whose config the report shows (a deployment with several instances
+    /// of the filter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
 }
 
 /// A filter config and where it came from.
@@ -407,6 +412,9 @@ struct DepAcc {
     config: SourcedConfig,
     /// The filter instance whose config is reported.
     config_filter: Option<String>,
+    /// The deployment's other filter instances, whose disagreements with
+    /// the log `config` lists too.
+    other_filters: Vec<Option<String>>,
     acc: StatsAcc,
     windows: BTreeMap<i64, StatsAcc>,
     first_ts: Option<f64>,
@@ -498,8 +506,12 @@ impl GateDist {
         self.in_force
             .finish(&mut |sc, d| handle(recon, deps, sink, opts, sc, d));
         for (name, dep) in self.deps.iter_mut() {
-            self.in_force
-                .late_disagreements(name, dep.config_filter.as_deref(), &mut dep.config);
+            self.in_force.late_disagreements(
+                name,
+                dep.config_filter.as_deref(),
+                &dep.other_filters,
+                &mut dep.config,
+            );
         }
         let bins = self.opts.histogram_bins;
         let mut overall = StatsAcc::new(self.opts.pinned_worse_min_ms, self.opts.what_if.len());
@@ -584,6 +596,7 @@ fn handle(
         None => deps.entry(d.deployment.clone()).or_insert_with(|| DepAcc {
             config: sc.clone(),
             config_filter: d.filter.clone(),
+            other_filters: Vec::new(),
             acc: StatsAcc::new(pmin, n),
             windows: BTreeMap::new(),
             first_ts: None,
@@ -591,6 +604,13 @@ fn handle(
             candidates: Vec::new(),
         }),
     };
+    crate::in_force::note_instance(
+        &mut dep.config,
+        dep.config_filter.as_deref(),
+        &mut dep.other_filters,
+        d.filter.as_deref(),
+        sc,
+    );
     dep.acc.add(&sample, &sc.parameters, &opts.what_if);
     let candidates = if opts.candidates.is_empty() {
         None

@@ -127,6 +127,7 @@ pub fn merge_log(
                 given,
                 given_source: src,
                 used,
+                instance: None,
             });
         }
     }
@@ -266,37 +267,80 @@ impl InForce {
     /// after that config was fixed (a flag fixed the bar at once, or the
     /// wait was cut short): a disagreement with the config used is still
     /// reported.
+    ///
+    /// The same for the deployment's `others` filter instances, whose
+    /// disagreements are listed naming the instance.
     pub(crate) fn late_disagreements(
         &self,
         deployment: &str,
         filter: Option<&str>,
+        others: &[Option<String>],
         config: &mut SourcedConfig,
     ) {
-        let Some(inst) = self
-            .states
-            .get(deployment)
-            .and_then(|st| st.instances.iter().find(|x| x.filter.as_deref() == filter))
-        else {
+        let Some(st) = self.states.get(deployment) else {
             return;
         };
-        let (base, log) = (&inst.base, inst.log);
-        let late = merge_log(base, log.bar, log.peak, log.threshold);
-        for mut w in late.log_disagreements {
-            if config
-                .log_disagreements
-                .iter()
-                .any(|x| x.parameter == w.parameter)
-            {
+        let shown = std::iter::once((filter, None));
+        let rest = others.iter().map(|o| (o.as_deref(), Some(o.as_deref())));
+        for (f, tag) in shown.chain(rest) {
+            let Some(inst) = st.instances.iter().find(|x| x.filter.as_deref() == f) else {
                 continue;
-            }
-            let used = config.source_of(&w.parameter);
-            w.used = if used == ParamSource::Log {
-                ParamSource::Log
-            } else {
-                w.given_source
             };
-            config.log_disagreements.push(w);
+            let (base, log) = (&inst.base, inst.log);
+            let late = merge_log(base, log.bar, log.peak, log.threshold);
+            for mut w in late.log_disagreements {
+                let used = match tag {
+                    None => config.source_of(&w.parameter),
+                    Some(_) => inst
+                        .effective
+                        .as_ref()
+                        .unwrap_or(&inst.base)
+                        .source_of(&w.parameter),
+                };
+                w.used = if used == ParamSource::Log {
+                    ParamSource::Log
+                } else {
+                    w.given_source
+                };
+                w.instance = tag.map(|t| t.unwrap_or_default().to_string());
+                push_disagreement(config, w);
+            }
         }
+    }
+}
+
+/// Adds `w` to `config`'s disagreements unless the same parameter of the
+/// same instance is listed.
+fn push_disagreement(config: &mut SourcedConfig, w: ConfigDisagreement) {
+    if !config
+        .log_disagreements
+        .iter()
+        .any(|x| x.parameter == w.parameter && x.instance == w.instance)
+    {
+        config.log_disagreements.push(w);
+    }
+}
+
+/// Adds to `shown`, the config a report gives for a deployment (that of
+/// its filter instance `primary`), the disagreements with the log of
+/// another instance `filter` of the deployment (its config in force `sc`),
+/// naming the instance, the first time one of its decisions is counted;
+/// `others` keeps the instances seen.
+pub(crate) fn note_instance(
+    shown: &mut SourcedConfig,
+    primary: Option<&str>,
+    others: &mut Vec<Option<String>>,
+    filter: Option<&str>,
+    sc: &SourcedConfig,
+) {
+    if filter == primary || others.iter().any(|o| o.as_deref() == filter) {
+        return;
+    }
+    others.push(filter.map(str::to_string));
+    for w in &sc.log_disagreements {
+        let mut w = w.clone();
+        w.instance = Some(filter.unwrap_or_default().to_string());
+        push_disagreement(shown, w);
     }
 }
 

@@ -469,6 +469,9 @@ struct Dep {
     matched: Vec<(Option<f64>, i64)>,
     /// The filter instance of the deployment's first decision.
     instance: Option<String>,
+    /// The deployment's other filter instances, whose disagreements with
+    /// the log `config` lists too.
+    other_instances: Vec<Option<String>>,
     /// Decisions released as logged.
     logged_released: u64,
     /// Decisions with a sticky endpoint.
@@ -659,8 +662,12 @@ impl Recommend {
         self.in_force
             .finish(&mut |sc, d| handle(recon, deps, sink, opts, sc, d));
         for (name, dep) in self.deps.iter_mut() {
-            self.in_force
-                .late_disagreements(name, dep.instance.as_deref(), &mut dep.config);
+            self.in_force.late_disagreements(
+                name,
+                dep.instance.as_deref(),
+                &dep.other_instances,
+                &mut dep.config,
+            );
         }
         let mut est = std::mem::take(&mut self.routed);
         // The deployment of each pod whose vLLM lines were read: a
@@ -1043,8 +1050,12 @@ impl Recommend {
                 format!("{used} (a what-if; drop it to replay what the EPP ran)")
             };
             warnings.push(format!(
-                "{}: the log shows {}, {given} gives {}; the current row uses {used}",
+                "{}{}: the log shows {}, {given} gives {}; the current row uses {used}",
                 d.parameter,
+                d.instance
+                    .as_deref()
+                    .map(|i| format!(" of filter instance {i}"))
+                    .unwrap_or_default(),
                 fmt_ms(d.log),
                 fmt_ms(d.given)
             ));
@@ -1258,10 +1269,18 @@ fn handle(
         kept: Vec::new(),
         matched: Vec::new(),
         instance: d.filter.clone(),
+        other_instances: Vec::new(),
         logged_released: 0,
         with_sticky: 0,
         sources: BTreeMap::new(),
     });
+    crate::in_force::note_instance(
+        &mut dep.config,
+        dep.instance.as_deref(),
+        &mut dep.other_instances,
+        d.filter.as_deref(),
+        sc,
+    );
     if s.outcome.is_some_and(Outcome::is_release) {
         dep.logged_released += 1;
     }

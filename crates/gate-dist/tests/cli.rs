@@ -662,3 +662,41 @@ fn a_candidate_invalid_for_the_config_in_force_says_why() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--candidate-config"));
 }
+
+/// Every filter instance of a deployment has its disagreements with the log
+/// reported, not only the instance whose config the report shows.
+#[test]
+fn another_filter_instance_against_the_log_is_warned_about() {
+    let out = run(&[
+        &fixture("edge/two_filter_instances.log"),
+        "--config",
+        &fixture("edge/two_filter_instances.yaml"),
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("affinityThreshold of filter instance loose-affinity-filter: the log shows 0.8, the config file gives 0.5"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &v["deployments"][0]["config"];
+    assert!(
+        c["source"]
+            .as_str()
+            .unwrap()
+            .contains("#strict-affinity-filter")
+    );
+    assert_eq!(
+        c["log_disagreements"],
+        serde_json::json!([{
+            "parameter": "affinityThreshold",
+            "log": 0.8,
+            "given": 0.5,
+            "given_source": "file",
+            "used": "log",
+            "instance": "loose-affinity-filter"
+        }])
+    );
+}

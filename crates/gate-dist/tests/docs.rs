@@ -79,7 +79,23 @@ fn json_schema_documents_every_key_of_the_report() {
         flagged["deployments"][0]["config"]["log_disagreements"][0]["parameter"],
         "maxTTFTPenaltyMs"
     );
-    docs::check_schema("gatecal.gate-dist/v2", &[traced, flagged]);
+    // Another filter instance against the log: `instance` named.
+    let instances = report::ok_json(
+        &run(&[
+            &docs::fixture("edge/two_filter_instances.log"),
+            "--config",
+            &docs::fixture("edge/two_filter_instances.yaml"),
+            "--format",
+            "json",
+            "-q",
+        ]),
+        "two instances: ",
+    );
+    assert_eq!(
+        instances["deployments"][0]["config"]["log_disagreements"][0]["instance"],
+        "loose-affinity-filter"
+    );
+    docs::check_schema("gatecal.gate-dist/v2", &[traced, flagged, instances]);
 }
 
 /// The files CONTRIBUTING.md and README.md name (in backticks or as

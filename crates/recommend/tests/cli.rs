@@ -1087,3 +1087,28 @@ fn the_config_in_force_takes_the_logs_values() {
         "{warnings}"
     );
 }
+
+/// A deployment's other filter instance that disagrees with the log is
+/// warned about, naming the instance.
+#[test]
+fn another_filter_instance_against_the_log_is_warned_about() {
+    let out = run(&[
+        &fixture("edge/two_filter_instances.log"),
+        "--config",
+        &fixture("edge/two_filter_instances.yaml"),
+        "--format",
+        "json",
+    ]);
+    let v = ok_json(&out, "");
+    let d = &v["deployments"][0];
+    let warned = d["warnings"].as_array().unwrap().iter().any(|w| {
+        w.as_str().unwrap().contains(
+            "affinityThreshold of filter instance loose-affinity-filter: the log shows 0.8, the config file gives 0.5; the current row uses the log's",
+        )
+    });
+    assert!(warned, "{}", d["warnings"]);
+    assert_eq!(
+        d["current"]["config"]["log_disagreements"][0]["instance"],
+        "loose-affinity-filter"
+    );
+}

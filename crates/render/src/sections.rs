@@ -228,8 +228,14 @@ pub fn config_notes(name: &str, c: &gatecal_analysis::gate_dist::SourcedConfig) 
         out.push(Note::warning(
             name,
             format!(
-                "{}: the log shows {}, {given} gives {}; {used}",
-                d.parameter, d.log, d.given
+                "{}{}: the log shows {}, {given} gives {}; {used}",
+                d.parameter,
+                d.instance
+                    .as_deref()
+                    .map(|i| format!(" of filter instance {i}"))
+                    .unwrap_or_default(),
+                d.log,
+                d.given
             ),
         ));
     }
