@@ -275,12 +275,9 @@ pub(crate) struct Span {
     hit_hi: f64,
     /// Largest tokens of one interval (a proxy of the largest prompt).
     max_interval_tokens: f64,
-    /// Whether the hit rate is the span's own requests' (from the EPP's
-    /// routed requests, [`routed_hit`]) rather than fitted to vLLM's
-    /// rolling rate.
-    routed: bool,
     /// Where the span's hit rate comes from (the report's method names
-    /// each).
+    /// each): [`HitFrom::Own`] when it is the span's own requests' (from
+    /// the EPP's routed requests, [`routed_hit`]).
     hit_from: HitFrom,
 }
 
@@ -314,6 +311,12 @@ impl Span {
             max_interval_tokens: max,
             ..Span::default()
         }
+    }
+
+    /// Whether the hit rate is the span's own requests' rather than
+    /// vLLM's rolling rate's.
+    fn routed(&self) -> bool {
+        self.hit_from == HitFrom::Own
     }
 
     fn tokens(&self) -> f64 {
@@ -526,7 +529,6 @@ fn spans(lines: &[Line], routed: &[Routed], arrivals: &[f64]) -> Vec<Span> {
                 hit,
                 hit_lo,
                 hit_hi,
-                routed: own.is_some(),
                 hit_from,
                 ..Span::default()
             };
@@ -1341,7 +1343,7 @@ pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
         if s.hit.is_some() {
             let w = s.tokens() * k / tokens;
             let rel = |h: f64| if k > 0.0 { (1.0 - h) / k - 1.0 } else { 0.0 };
-            if s.routed {
+            if s.routed() {
                 align_lo += (w * rel(s.hit_hi)).powi(2);
                 align_hi += (w * rel(s.hit_lo)).powi(2);
             } else {
@@ -1351,7 +1353,7 @@ pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
         }
     }
     let edge = edge / tokens;
-    if n >= QUADRATURE_MIN_INTERVALS && spans.iter().all(|s| s.routed) {
+    if n >= QUADRATURE_MIN_INTERVALS && spans.iter().all(Span::routed) {
         // Every span measured from its own routed requests, over enough
         // intervals: the terms are independent errors, added in quadrature
         // to the bootstrap's.
