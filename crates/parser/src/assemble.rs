@@ -447,17 +447,14 @@ impl Assembler {
         // handled by: `scores` is keyed by address, as `Request handled` is.
         // Only when every decision of the request picked that one endpoint
         // (a P/D request's prefill endpoint is another address, not named).
-        let one_target = {
+        if let (Some(scores), Some(handled)) = (&r.precise_scores, &r.handled_endpoint) {
             let mut picked = r.done.iter().filter_map(|d| d.chosen.as_deref());
-            let first = picked.next();
-            picked.all(|c| Some(c) == first)
-        };
-        if let (true, Some(scores), Some(handled)) =
-            (one_target, &r.precise_scores, &r.handled_endpoint)
-        {
-            let first = handled.split(',').next().unwrap_or_default().trim();
-            r.producers.precise_handled_match_blocks =
-                crate::fields::member_count(scores.as_bytes(), first);
+            let first_picked = picked.next();
+            if picked.all(|c| Some(c) == first_picked) {
+                let address = handled.split(',').next().unwrap_or_default().trim();
+                r.producers.precise_handled_match_blocks =
+                    crate::fields::member_count(scores.as_bytes(), address);
+            }
         }
         let n = r.done.len();
         for (i, mut d) in std::mem::take(&mut r.done).into_iter().enumerate() {
