@@ -49,8 +49,9 @@
 //!   [`crate::gate_dist::MAX_PENDING_DECISIONS`]). The in-flight request
 //!   gate is not part of these replays.
 //! * **Warnings**: thin evidence (peak from never-saturated engines or from the config
-//!   alone, fewer than 30 saturated intervals, fewer than 100 decisions with
-//!   matched tokens), a configured peak more than 2x off the estimate, a
+//!   alone, fewer than 30 saturated intervals, a peak's 90 % interval wider
+//!   than 40 % of the estimate with what would narrow it, fewer than 100
+//!   decisions with matched tokens), a configured peak more than 2x off the estimate, a
 //!   break-even p50 that moved more than 2x between windows of at least 30
 //!   decisions, a flag or file value the log contradicts (each of the
 //!   config's `log_disagreements`).
@@ -76,6 +77,10 @@ pub const SCHEMA: &str = "gatecal.recommend/v2";
 
 /// Fewer saturated intervals than this is thin evidence.
 pub const THIN_SATURATED_INTERVALS: u64 = 30;
+/// A peak's 90 % interval wider than this share of the estimate is thin
+/// evidence: the width the estimator keeps within when each request's
+/// uncached tokens are known (methodology §6).
+pub const WIDE_PEAK_INTERVAL: f64 = 0.4;
 /// Fewer decisions with matched tokens than this is thin evidence.
 pub const THIN_MATCHED_DECISIONS: u64 = 100;
 /// Windows with fewer decisions are not compared for drift.
@@ -1006,6 +1011,9 @@ impl Recommend {
             }
             _ => {}
         }
+        if let Some(w) = wide_interval(&peak, p) {
+            warnings.push(w);
+        }
         let configured = config.parameters.peak_prefill_throughput;
         if peak.source != PeakSource::Config
             && configured > 0.0
@@ -1314,6 +1322,30 @@ fn handle(
     };
     let kept = Kept::of(&s, &sc.parameters);
     dep.kept.push((kept, u16::try_from(ci).unwrap_or(u16::MAX)));
+}
+
+/// The warning for a peak whose 90 % interval is wider than
+/// [`WIDE_PEAK_INTERVAL`] of the estimate `p`, with what would narrow it.
+fn wide_interval(peak: &PeakReport, p: f64) -> Option<String> {
+    let [lo, hi] = peak.interval?;
+    let width = (hi - lo) / p;
+    // A NaN width (an estimate of 0) is no warning either.
+    if width.is_nan() || width <= WIDE_PEAK_INTERVAL {
+        return None;
+    }
+    let narrower = match peak.source {
+        PeakSource::VllmStats => {
+            "the EPP's log at -v=5 (the prefix producers' lines) or decision records with the endpoint picked and its match, read with these vLLM logs, measure each request's uncached tokens; vLLM's Prometheus counters give the computed tokens exactly"
+        }
+        PeakSource::Prometheus => {
+            "a longer capture with requests waiting, or shorter scrape intervals"
+        }
+        _ => "more saturated traffic",
+    };
+    Some(format!(
+        "thin evidence: the peak's 90 % interval {lo:.0}–{hi:.0} is {:.0} % of the estimate {p:.0}; narrower with: {narrower}",
+        width * 100.0
+    ))
 }
 
 /// What to do when no decision carries matched tokens.

@@ -66,6 +66,39 @@ fn demo_with_vllm_logs() {
             .unwrap()
             .contains("configured peakPrefillThroughput")
     }));
+    // Its interval is over 40 % of the estimate: said, with what narrows it.
+    let [lo, hi] = [0, 1].map(|i| p["interval"][i].as_f64().unwrap());
+    assert!((hi - lo) / got > 0.4, "{lo}–{hi}");
+    let wide = format!(
+        "thin evidence: the peak's 90 % interval {lo:.0}–{hi:.0} is {:.0} % of the estimate",
+        (hi - lo) / got * 100.0
+    );
+    let warned: Vec<&str> = d["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.contains(&wide) && w.contains("-v=5"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{}", d["warnings"]);
+    // With the decision records, narrower than 40 %: no such warning.
+    let v = ok_json(
+        &run(&[
+            &fixture("demo/glm-like.truth.jsonl.gz"),
+            &fixture("demo/glm-like.vllm"),
+            "--format",
+            "json",
+        ]),
+        "",
+    );
+    let d = &v["deployments"][0];
+    let [lo, hi] = [0, 1].map(|i| {
+        d["peak_prefill_throughput"]["interval"][i]
+            .as_f64()
+            .unwrap()
+    });
+    assert!((hi - lo) / d["peak_prefill_throughput"]["value"].as_f64().unwrap() <= 0.4);
+    assert!(!d["warnings"].to_string().contains("90 % interval"));
 }
 
 #[test]
