@@ -349,35 +349,30 @@ fn hit_method(spans: &[Span]) -> String {
     if own + cumulative + sliding + counted + missing == 0 {
         return "v1: full prompts × (1 − each saturated run's own prefix hit rate, fitted to the rolling rate)".to_string();
     }
-    let mut parts = Vec::new();
-    if counted > 0 {
-        parts.push(format!("{counted} as the lines count computed tokens (v0)"));
-    }
-    if own > 0 {
-        parts.push(format!(
-            "{own} measured from completion to completion with the uncached tokens of the requests the decisions routed"
-        ));
-    }
-    if cumulative > 0 {
-        parts.push(format!(
-            "{cumulative} × (1 − the run's prefix hit rate from the engine's cumulative one, exact while the EPP's routing shows at most 1000 requests scheduled)"
-        ));
-    }
-    if sliding > 0 {
-        parts.push(format!(
-            "{sliding} × (1 − the run's prefix hit rate solved from vLLM's window of the last 1000 requests the EPP's routing places)"
-        ));
-    }
-    if rolling > 0 {
-        parts.push(format!(
-            "{rolling} × (1 − the run's prefix hit rate fitted to the rolling rate)"
-        ));
-    }
-    if missing > 0 {
-        parts.push(format!(
-            "{missing} with their full prompts (no prefix hit rate known)"
-        ));
-    }
+    let parts: Vec<String> = [
+        (counted, "as the lines count computed tokens (v0)"),
+        (
+            own,
+            "measured from completion to completion with the uncached tokens of the requests the decisions routed",
+        ),
+        (
+            cumulative,
+            "× (1 − the run's prefix hit rate from the engine's cumulative one, exact while the EPP's routing shows at most 1000 requests scheduled)",
+        ),
+        (
+            sliding,
+            "× (1 − the run's prefix hit rate solved from vLLM's window of the last 1000 requests the EPP's routing places)",
+        ),
+        (
+            rolling,
+            "× (1 − the run's prefix hit rate fitted to the rolling rate)",
+        ),
+        (missing, "with their full prompts (no prefix hit rate known)"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, how)| format!("{n} {how}"))
+    .collect();
     let v = if counted == 0 { "v1: " } else { "" };
     format!("{v}of {} run(s), {}", spans.len(), parts.join("; "))
 }
