@@ -124,7 +124,9 @@
 //!   tokens each way; half an interval's mean tokens for a
 //!   completion-to-completion span, whose ends are instants inside an
 //!   interval) and the computed share's error, each weighted by its
-//!   span's share of tokens. With every span measured from its own
+//!   span's share of tokens. Separate v1 spans straddle separate prompts:
+//!   their straddle bounds add in quadrature across spans (v0 spans and
+//!   exact counts add in full). With every span measured from its own
 //!   requests, the terms are independent errors (interval sampling, the
 //!   end instants, one request of misalignment either way) and are added
 //!   in quadrature, given at least [`QUADRATURE_MIN_INTERVALS`]
@@ -132,29 +134,30 @@
 //!   bias; a short saturation is known only at a few snapshots, between
 //!   which the engine may have idled) every term is added in full.
 //! * *Error.* Measured across seeds 1–4 of every scenario with saturated
-//!   engines, and checked on seeds 5–8 held out (`cargo test -p
-//!   gatecal-recommend --test peak_sweep -- --nocapture`, tables in
-//!   docs/methodology.md §6), over runs with at least 8 saturated
-//!   intervals. With the decision records: median error 0.3 % (held out
-//!   0.2 %), within 10 % in 60 of 60 (60 of 60), the interval holding the
-//!   truth in 60 of 60 (60), no wider than 40 % of the estimate in 60 of
-//!   60 (59); the bursty deployment the windows missed (`mistral-small`,
-//!   9–22 % low) is within 6 % with the queue model. With the EPP's log
-//!   at `-v=5` the same: 0.3 % (0.2 %), 60 (60), 60 (60), 60 (59). With
-//!   the EPP's routing only: median 0.5 % (0.6 %), within 10 % in 58 (57), holding
-//!   the truth in 60 (60), no wider than 40 % in 52 (50); the sliding
-//!   window's solve took the shifting hit rate over more than 1000
-//!   requests per engine (`rag-hi-shift`) from 56–57 % wide (one held-out
-//!   run 21 % high) to 14–16 % wide and within 2 %. The stats lines
-//!   alone: median 0.9 % (1.2 %), within 10 % in 58 (55), holding the
-//!   truth in 60 (59), no wider than 40 % in 44 (43). The misses: without
-//!   the decisions' matches, the bursty deployment (its queue empties
-//!   between snapshots) and wide intervals where few long prompts make
-//!   each span (`glm-like`), and from the stats lines alone a shifting hit
-//!   rate over more than 1000 requests per engine leaves the rolling
-//!   rate's lag only bounded (`rag-hi-shift`); from them, long prompts with
-//!   drifting hit rates are 7–10 % low (`glm-like`, `agent-drift`; 1–4 %
-//!   with the routing).
+//!   engines, checked on seeds 5–8 held out and, once at the end, on seeds
+//!   9–12 (`cargo test -p gatecal-recommend --test peak_sweep --
+//!   --nocapture`, `PEAK_SWEEP_SEEDS`; tables in docs/methodology.md §6),
+//!   over 60 runs per seed set with at least 8 saturated intervals, as
+//!   (seeds 1–4 / 5–8 / 9–12). With the decision records: median error
+//!   0.3 / 0.2 / 0.1 %, within 10 % in 60 / 60 / 60, the interval holding
+//!   the truth in 60 / 60 / 59, no wider than 40 % of the estimate in
+//!   60 / 60 / 60; the bursty deployment the windows missed
+//!   (`mistral-small`, 9–22 % low) is within 6 % with the queue model.
+//!   With the EPP's log at `-v=5` the same but a median error of 0.3 % on
+//!   9–12. With the EPP's routing only: median 0.5 / 0.6 / 0.3 %, within
+//!   10 % in 58 / 57 / 58, holding the truth in 60 / 60 / 58, no wider than
+//!   40 % in 56 / 56 / 55; the sliding window's solve took the shifting
+//!   hit rate over more than 1000 requests per engine (`rag-hi-shift`)
+//!   from 55–56 % wide (one held-out run 21 % high) to 12–14 % wide and
+//!   within 2 %. The stats lines alone: median 0.9 / 1.2 / 0.9 %, within
+//!   10 % in 58 / 55 / 53, holding the truth in 60 / 58 / 57, no wider than
+//!   40 % in 45 / 44 / 45. The misses: without the decisions' matches, the
+//!   bursty deployment (its queue empties between snapshots) and wide
+//!   intervals where few long prompts make each span (`glm-like`), and
+//!   from the stats lines alone a shifting hit rate over more than 1000
+//!   requests per engine leaves the rolling rate's lag only bounded
+//!   (`rag-hi-shift`); from them, long prompts with drifting hit rates are
+//!   7–10 % low (`glm-like`, `agent-drift`; 1–4 % with the routing).
 //! * A deployment never saturated has no estimate from this source: its
 //!   highest per-interval rate is given, flagged as thin evidence (it is
 //!   neither a bound nor an estimate).
@@ -1329,12 +1332,17 @@ pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
     // an interval of a completion-to-completion span), and the span's
     // computed share: the rolling hit rate's lag (v1, a bounded bias) or
     // the routed requests' alignment (one request either way).
-    let mut edge = 0.0;
+    let (mut edge_sum, mut edge_sq) = (0.0, 0.0);
     let (mut lag_lo, mut lag_hi) = (0.0f64, 0.0f64);
     let (mut align_lo, mut align_hi) = (0.0f64, 0.0f64);
     for s in spans {
         let k = s.keep();
-        edge += 0.5 * s.max_interval_tokens * k;
+        let e = 0.5 * s.max_interval_tokens * k;
+        if s.hit_from == HitFrom::None {
+            edge_sum += e;
+        } else {
+            edge_sq += e * e;
+        }
         if s.hit.is_some() {
             let w = s.tokens() * k / tokens;
             let rel = |h: f64| if k > 0.0 { (1.0 - h) / k - 1.0 } else { 0.0 };
@@ -1347,7 +1355,10 @@ pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
             }
         }
     }
-    let edge = edge / tokens;
+    // A v1 span's straddles are whole prompts, one at each end, of its own:
+    // independent between spans, so their bounds add in quadrature across
+    // spans; v0 spans (tokens as computed) and exact counts add in full.
+    let edge = (edge_sum + edge_sq.sqrt()) / tokens;
     if n >= QUADRATURE_MIN_INTERVALS && spans.iter().all(Span::routed) {
         // Every span measured from its own routed requests, over enough
         // intervals: the terms are independent errors, added in quadrature

@@ -54,13 +54,7 @@ struct Sweep {
 
 fn sweep(name: &'static str, seed: u64) -> Sweep {
     let s = scenario(name).expect("scenario");
-    // The producers' `-v=5` lines shift the EPP lines' times only: the
-    // engines, their stats lines and the truth are those of the plain run.
-    let variant = Variant {
-        producers_v5: true,
-        ..Variant::default()
-    };
-    let mut out = run(&s, seed, &variant);
+    let mut out = run(&s, seed, &Variant::default());
     let mut alone = VllmEstimator::default();
     // The stats lines are read as a user's separate vLLM logs: no year.
     for (pod, bytes) in &out.vllm_logs {
@@ -104,10 +98,18 @@ fn sweep(name: &'static str, seed: u64) -> Sweep {
         }
     }
     assert_eq!(n, out.truth.len(), "every record read");
-    // The EPP's log, read as the CLI reads it; the producers' block sizes
-    // are the simulator's, the upstream defaults (64 approximate, 16
-    // precise).
-    let log = std::mem::take(&mut out.epp_log);
+    // The EPP's log at `-v=5`, read as the CLI reads it; the producers'
+    // block sizes are the simulator's, the upstream defaults (64
+    // approximate, 16 precise). The producers' lines shift the EPP lines'
+    // times only (by up to tens of ms per request, one line per cached
+    // block): the engines and their stats lines are the plain run's, whose
+    // decision times the other inputs keep.
+    drop(std::mem::take(&mut out.epp_log));
+    let v5 = Variant {
+        producers_v5: true,
+        ..Variant::default()
+    };
+    let log = run(&s, seed, &v5).epp_log;
     let parsed = parse_slice("epp.log", &log, &ParseOptions::default()).expect("epp log");
     drop(log);
     let mut from_log = alone.clone();
@@ -334,7 +336,7 @@ fn peak_estimate_error_coverage_and_width_across_seeds() {
         "within 10 % in {within} of {sat}"
     );
     assert!(
-        narrow as f64 >= 0.83 * sat as f64,
+        narrow as f64 >= 0.9 * sat as f64,
         "width <= 40 % in {narrow} of {sat}"
     );
     // Engines that scheduled fewer than 1000 requests: the routing says
