@@ -262,6 +262,9 @@ struct Routed {
     /// A hash of the request id (`0` when unknown): one request decided by
     /// several filter instances counts once.
     request: u64,
+    /// Its match came from the prefix producers' `-v=5` lines (whole
+    /// blocks, the prompt to half a block), not from an exact record.
+    from_lines: bool,
 }
 
 /// A stretch of saturated intervals of one engine, reduced to blocks of
@@ -1478,6 +1481,25 @@ impl VllmEstimator {
         matched_tokens: i64,
         request_id: Option<&str>,
     ) {
+        self.routed_from(
+            endpoint,
+            ts,
+            (prompt_tokens, matched_tokens),
+            request_id,
+            false,
+        );
+    }
+
+    /// [`VllmEstimator::push_routed`], saying whether the match came from
+    /// the prefix producers' lines.
+    fn routed_from(
+        &mut self,
+        endpoint: &str,
+        ts: f64,
+        (prompt_tokens, matched_tokens): (i64, i64),
+        request_id: Option<&str>,
+        from_lines: bool,
+    ) {
         if !ts.is_finite() || prompt_tokens <= 0 {
             return;
         }
@@ -1489,6 +1511,7 @@ impl VllmEstimator {
                 prompt: prompt_tokens as f64,
                 matched: matched_tokens.clamp(0, prompt_tokens) as f64,
                 request: request_hash(request_id),
+                from_lines,
             });
     }
 
@@ -1534,8 +1557,9 @@ impl VllmEstimator {
                 p.matched_tokens(),
             ))
         };
-        if let Some((prompt, matched)) = exact.or_else(logged) {
-            self.push_routed(chosen, ts, prompt, matched, d.request_id.as_deref());
+        let from_lines = exact.is_none();
+        if let Some(tokens) = exact.or_else(logged) {
+            self.routed_from(chosen, ts, tokens, d.request_id.as_deref(), from_lines);
         }
     }
 
@@ -1612,6 +1636,8 @@ impl VllmEstimator {
             let mut rates = Vec::new();
             let mut queues: Vec<Queue> = Vec::new();
             let mut unqueued = 0usize;
+            // Routed requests, and those whose match came from the lines.
+            let (mut n_routed, mut n_from_lines) = (0usize, 0usize);
             for (key, lines) in engines {
                 let mut lines = lines.clone();
                 lines.sort_by(|a, b| {
@@ -1644,6 +1670,8 @@ impl VllmEstimator {
                 routed.sort_by(|a, b| a.request.cmp(&b.request).then(a.ts.total_cmp(&b.ts)));
                 routed.dedup_by(|b, a| a.request != 0 && a.request == b.request);
                 routed.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+                n_routed += routed.len();
+                n_from_lines += routed.iter().filter(|r| r.from_lines).count();
                 // Every request routed to the engine, once each.
                 let mut arrivals = match self.arrivals.get(key) {
                     Some(a) if !a.is_empty() => a.clone(),
@@ -1683,6 +1711,14 @@ impl VllmEstimator {
                 format!(
                     "v1: a first-come-first-served queue of {} engine(s) fitted to the decisions' arrivals and the lines' completed prompts; the uncached tokens of the {waited} request(s) that waited over their modelled prefill time",
                     queues.len()
+                )
+            } else {
+                how
+            };
+            let uses_routed = queued || all.iter().any(Span::routed);
+            let how = if uses_routed && n_from_lines > 0 {
+                format!(
+                    "{how}; of the {n_routed} routed request(s), {n_from_lines} matched from the prefix producers' -v=5 lines (whole blocks, the prompt to half a block)"
                 )
             } else {
                 how

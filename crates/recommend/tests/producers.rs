@@ -139,9 +139,11 @@ fn v5_log_gives_the_peak_each_request_s_uncached_tokens_and_records_keep_them() 
     let routing_only = recommend_json(&[&log4, &vllm4], &[]);
     for (dep, truth) in [("agent-drift", agent_truth), ("rag-hi-short", rag_truth)] {
         let (value, interval, method) = peak(&from_log, dep);
-        // Measured from the requests themselves: the queue model.
+        // Measured from the requests themselves: the queue model, on
+        // matches the method says came from the producers' lines.
         assert!(
-            method.contains("first-come-first-served queue"),
+            method.contains("first-come-first-served queue")
+                && method.contains("matched from the prefix producers' -v=5 lines"),
             "{dep}: {method}"
         );
         assert!(
