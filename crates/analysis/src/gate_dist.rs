@@ -409,12 +409,8 @@ pub struct GateDistReport {
 }
 
 struct DepAcc {
-    config: SourcedConfig,
-    /// The filter instance whose config is reported.
-    config_filter: Option<String>,
-    /// The deployment's other filter instances, whose disagreements with
-    /// the log `config` lists too.
-    other_filters: Vec<Option<String>>,
+    /// The config reported, with every filter instance's disagreements.
+    shown: crate::in_force::Shown,
     acc: StatsAcc,
     windows: BTreeMap<i64, StatsAcc>,
     first_ts: Option<f64>,
@@ -506,12 +502,7 @@ impl GateDist {
         self.in_force
             .finish(&mut |sc, d| handle(recon, deps, sink, opts, sc, d));
         for (name, dep) in self.deps.iter_mut() {
-            self.in_force.late_disagreements(
-                name,
-                dep.config_filter.as_deref(),
-                &dep.other_filters,
-                &mut dep.config,
-            );
+            self.in_force.late_disagreements(name, &mut dep.shown);
         }
         let bins = self.opts.histogram_bins;
         let mut overall = StatsAcc::new(self.opts.pinned_worse_min_ms, self.opts.what_if.len());
@@ -535,7 +526,7 @@ impl GateDist {
             };
             deployments.push(DeploymentReport {
                 name,
-                config: dep.config,
+                config: dep.shown.config,
                 first_ts: dep.first_ts,
                 last_ts: dep.last_ts,
                 stats,
@@ -594,9 +585,7 @@ fn handle(
     let dep = match deps.get_mut(&d.deployment) {
         Some(dep) => dep,
         None => deps.entry(d.deployment.clone()).or_insert_with(|| DepAcc {
-            config: sc.clone(),
-            config_filter: d.filter.clone(),
-            other_filters: Vec::new(),
+            shown: crate::in_force::Shown::new(sc, d.filter.as_deref()),
             acc: StatsAcc::new(pmin, n),
             windows: BTreeMap::new(),
             first_ts: None,
@@ -604,13 +593,7 @@ fn handle(
             candidates: Vec::new(),
         }),
     };
-    crate::in_force::note_instance(
-        &mut dep.config,
-        dep.config_filter.as_deref(),
-        &mut dep.other_filters,
-        d.filter.as_deref(),
-        sc,
-    );
+    dep.shown.note(d.filter.as_deref(), sc);
     dep.acc.add(&sample, &sc.parameters, &opts.what_if);
     let candidates = if opts.candidates.is_empty() {
         None
@@ -911,20 +894,7 @@ mod tests {
 
     #[test]
     fn a_flag_that_disagrees_with_the_log_is_used_and_explained() {
-        let mut base = SourcedConfig::new(
-            "flags",
-            Config {
-                max_ttft_penalty_ms: 7_000.0,
-                ..Config::default()
-            },
-            ParamSource::Default,
-        );
-        base.parameter_sources
-            .insert("maxTTFTPenaltyMs".into(), ParamSource::Flag);
-        let set = ConfigSet {
-            default: vec![(String::new(), base)],
-            per_deployment: HashMap::new(),
-        };
+        let set = crate::in_force::flag_bar(7_000.0);
         let mut g = GateDist::new(GateDistOptions::default(), set);
         g.push(release(3.0, 6_000.0, 5_000.0));
         let r = g.finish(InputSummary::default());

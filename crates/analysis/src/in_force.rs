@@ -262,35 +262,27 @@ impl InForce {
         }
     }
 
-    /// Adds to `config`, the config a report gives for `deployment`'s filter
-    /// instance `filter`, the disagreements of values the log showed only
-    /// after that config was fixed (a flag fixed the bar at once, or the
-    /// wait was cut short): a disagreement with the config used is still
-    /// reported.
-    ///
-    /// The same for the deployment's `others` filter instances, whose
-    /// disagreements are listed naming the instance.
-    pub(crate) fn late_disagreements(
-        &self,
-        deployment: &str,
-        filter: Option<&str>,
-        others: &[Option<String>],
-        config: &mut SourcedConfig,
-    ) {
+    /// Adds to `shown`, the config a report gives for `deployment`, the
+    /// disagreements of values the log showed only after that config was
+    /// fixed (a flag fixed the bar at once, or the wait was cut short): a
+    /// disagreement with the config used is still reported. The same for
+    /// the deployment's other filter instances, naming the instance.
+    pub(crate) fn late_disagreements(&self, deployment: &str, shown: &mut Shown) {
         let Some(st) = self.states.get(deployment) else {
             return;
         };
-        let shown = std::iter::once((filter, None));
-        let rest = others.iter().map(|o| (o.as_deref(), Some(o.as_deref())));
-        for (f, tag) in shown.chain(rest) {
-            let Some(inst) = st.instances.iter().find(|x| x.filter.as_deref() == f) else {
+        let first = std::iter::once((shown.instance.clone(), None));
+        let rest = shown.others.iter().map(|o| (o.clone(), Some(o.clone())));
+        let instances: Vec<_> = first.chain(rest).collect();
+        for (f, tag) in instances {
+            let Some(inst) = st.instances.iter().find(|x| x.filter == f) else {
                 continue;
             };
             let (base, log) = (&inst.base, inst.log);
             let late = merge_log(base, log.bar, log.peak, log.threshold);
             for mut w in late.log_disagreements {
                 let used = match tag {
-                    None => config.source_of(&w.parameter),
+                    None => shown.config.source_of(&w.parameter),
                     Some(_) => inst
                         .effective
                         .as_ref()
@@ -302,8 +294,8 @@ impl InForce {
                 } else {
                     w.given_source
                 };
-                w.instance = tag.map(|t| t.unwrap_or_default().to_string());
-                push_disagreement(config, w);
+                w.instance = tag.as_ref().map(|t| t.clone().unwrap_or_default());
+                push_disagreement(&mut shown.config, w);
             }
         }
     }
@@ -321,34 +313,71 @@ fn push_disagreement(config: &mut SourcedConfig, w: ConfigDisagreement) {
     }
 }
 
-/// Adds to `shown`, the config a report gives for a deployment (that of
-/// its filter instance `primary`), the disagreements with the log of
-/// another instance `filter` of the deployment (its config in force `sc`),
-/// naming the instance, the first time one of its decisions is counted;
-/// `others` keeps the instances seen.
-pub(crate) fn note_instance(
-    shown: &mut SourcedConfig,
-    primary: Option<&str>,
-    others: &mut Vec<Option<String>>,
-    filter: Option<&str>,
-    sc: &SourcedConfig,
-) {
-    if filter == primary || others.iter().any(|o| o.as_deref() == filter) {
-        return;
+/// The config a report shows for a deployment: that of the filter instance
+/// of its first decision, listing the disagreements with the log of every
+/// instance of the deployment.
+#[derive(Clone, Debug)]
+pub(crate) struct Shown {
+    /// The config, with every instance's disagreements.
+    pub(crate) config: SourcedConfig,
+    /// The filter instance whose config it is.
+    pub(crate) instance: Option<String>,
+    /// The deployment's other filter instances seen.
+    others: Vec<Option<String>>,
+}
+
+impl Shown {
+    /// The config `sc` of filter instance `filter`, a deployment's first.
+    pub(crate) fn new(sc: &SourcedConfig, filter: Option<&str>) -> Shown {
+        Shown {
+            config: sc.clone(),
+            instance: filter.map(str::to_string),
+            others: Vec::new(),
+        }
     }
-    others.push(filter.map(str::to_string));
-    for w in &sc.log_disagreements {
-        let mut w = w.clone();
-        w.instance = Some(filter.unwrap_or_default().to_string());
-        push_disagreement(shown, w);
+
+    /// Adds the disagreements with the log of another instance `filter`
+    /// of the deployment (its config in force `sc`), naming the instance,
+    /// the first time one of its decisions is counted.
+    pub(crate) fn note(&mut self, filter: Option<&str>, sc: &SourcedConfig) {
+        if filter == self.instance.as_deref() || self.others.iter().any(|o| o.as_deref() == filter)
+        {
+            return;
+        }
+        self.others.push(filter.map(str::to_string));
+        for w in &sc.log_disagreements {
+            let mut w = w.clone();
+            w.instance = Some(filter.unwrap_or_default().to_string());
+            push_disagreement(&mut self.config, w);
+        }
+    }
+}
+
+/// A config set of `maxTTFTPenaltyMs` given by flag (`--max-ttft-penalty-ms
+/// bar`), every other parameter the filter's default.
+#[cfg(test)]
+pub(crate) fn flag_bar(bar: f64) -> ConfigSet {
+    let mut base = SourcedConfig::new(
+        "flags",
+        gatecal_filter::Config {
+            max_ttft_penalty_ms: bar,
+            ..gatecal_filter::Config::default()
+        },
+        ParamSource::Default,
+    );
+    base.parameter_sources
+        .insert("maxTTFTPenaltyMs".into(), ParamSource::Flag);
+    ConfigSet {
+        default: vec![(String::new(), base)],
+        per_deployment: HashMap::new(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
+    use gatecal_filter::Outcome;
 
-    use gatecal_filter::{Config, Outcome};
+    use super::flag_bar;
 
     use crate::gate_dist::{
         ConfigSet, GateDist, GateDistOptions, InputSummary, ParamSource, SourcedConfig,
@@ -445,20 +474,7 @@ mod tests {
 
     #[test]
     fn a_flag_against_the_log_is_a_disagreement_in_both() {
-        let mut base = SourcedConfig::new(
-            "flags",
-            Config {
-                max_ttft_penalty_ms: 7_000.0,
-                ..Config::default()
-            },
-            ParamSource::Default,
-        );
-        base.parameter_sources
-            .insert("maxTTFTPenaltyMs".into(), ParamSource::Flag);
-        let set = ConfigSet {
-            default: vec![(String::new(), base)],
-            per_deployment: HashMap::new(),
-        };
+        let set = flag_bar(7_000.0);
         let (g, r) = both(&set);
         assert_eq!(g, r);
         let (config, released) = r;

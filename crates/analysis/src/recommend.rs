@@ -466,17 +466,14 @@ impl Kept {
 }
 
 struct Dep {
-    config: SourcedConfig,
+    /// The config in force reported (that of the filter instance of the
+    /// deployment's first decision), with every instance's disagreements.
+    shown: crate::in_force::Shown,
     /// The distinct configs of the deployment's filter instances.
     configs: Vec<Config>,
     /// Per decision: what the replays read, and its config's index.
     kept: Vec<(Kept, u16)>,
     matched: Vec<(Option<f64>, i64)>,
-    /// The filter instance of the deployment's first decision.
-    instance: Option<String>,
-    /// The deployment's other filter instances, whose disagreements with
-    /// the log `config` lists too.
-    other_instances: Vec<Option<String>>,
     /// Decisions released as logged.
     logged_released: u64,
     /// Decisions with a sticky endpoint.
@@ -667,12 +664,7 @@ impl Recommend {
         self.in_force
             .finish(&mut |sc, d| handle(recon, deps, sink, opts, sc, d));
         for (name, dep) in self.deps.iter_mut() {
-            self.in_force.late_disagreements(
-                name,
-                dep.instance.as_deref(),
-                &dep.other_instances,
-                &mut dep.config,
-            );
+            self.in_force.late_disagreements(name, &mut dep.shown);
         }
         let mut est = std::mem::take(&mut self.routed);
         // The deployment of each pod whose vLLM lines were read: a
@@ -717,7 +709,7 @@ impl Recommend {
         for name in names {
             let dep = self.deps.get(&name);
             let config = dep
-                .map(|d| d.config.clone())
+                .map(|d| d.shown.config.clone())
                 .unwrap_or_else(|| self.in_force.configs().lookup(&name, None).clone());
             let peak =
                 self.choose_peak(&name, vllm.get(&name), prom.get(&name), &config.parameters);
@@ -961,7 +953,7 @@ impl Recommend {
                 }));
             }
         }
-        let instance = dep.and_then(|d| d.instance.clone());
+        let instance = dep.and_then(|d| d.shown.instance.clone());
         for c in &self.opts.candidates {
             rows.push(
                 self.row(dep, p, c.label.clone(), RowKind::Candidate, &|base| {
@@ -1161,10 +1153,15 @@ impl Recommend {
                 }
             }
         }
-        let base = dep.map(|d| d.config.parameters.clone()).unwrap_or_default();
+        let base = dep
+            .map(|d| d.shown.config.parameters.clone())
+            .unwrap_or_default();
         let shown = shown.or_else(|| make(&base).ok()).unwrap_or(base);
         if error.is_none()
-            && let Err(e) = make(&dep.map(|d| d.config.parameters.clone()).unwrap_or_default())
+            && let Err(e) = make(
+                &dep.map(|d| d.shown.config.parameters.clone())
+                    .unwrap_or_default(),
+            )
         {
             error = Some(e.to_string());
         }
@@ -1272,23 +1269,15 @@ fn handle(
         sink(crate::records::complete(*r, &s, sc, &d));
     }
     let dep = deps.entry(d.deployment.clone()).or_insert_with(|| Dep {
-        config: sc.clone(),
+        shown: crate::in_force::Shown::new(sc, d.filter.as_deref()),
         configs: Vec::new(),
         kept: Vec::new(),
         matched: Vec::new(),
-        instance: d.filter.clone(),
-        other_instances: Vec::new(),
         logged_released: 0,
         with_sticky: 0,
         sources: BTreeMap::new(),
     });
-    crate::in_force::note_instance(
-        &mut dep.config,
-        dep.instance.as_deref(),
-        &mut dep.other_instances,
-        d.filter.as_deref(),
-        sc,
-    );
+    dep.shown.note(d.filter.as_deref(), sc);
     if s.outcome.is_some_and(Outcome::is_release) {
         dep.logged_released += 1;
     }
