@@ -1,4 +1,13 @@
 //! What the analysis needs of one filter decision, whatever its source.
+//!
+//! The input stage around it: decisions from the parser's assembled
+//! `Decision` (`from_parser`), decisions and vLLM stats lines seen twice
+//! counted once ([`dedup`]), and the bound on the deployments tracked
+//! ([`pool`]).
+
+pub(crate) mod dedup;
+mod from_parser;
+pub(crate) mod pool;
 
 use gatecal_filter::{Candidate, Outcome};
 use gatecal_parser::{DecisionRecord, Recorded};

@@ -58,27 +58,18 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod agreement;
-pub mod epp_config;
-pub mod gate_dist;
+mod config;
+mod gate;
 pub mod input;
-pub mod prometheus;
-pub mod recommend;
-pub mod reconstruct;
-pub mod records;
-pub mod stats;
-pub mod throughput;
-pub mod whatif;
+mod peak;
+mod report;
 
-mod dedup;
-mod from_parser;
-mod hist;
-mod in_force;
-mod pool;
-mod queue;
-mod reorder;
+pub use config::epp as epp_config;
+pub use gate::{reconstruct, stats, whatif};
+pub use peak::{agreement, prometheus, throughput};
+pub use report::{gate_dist, recommend, records};
 
-pub use dedup::{DecisionKey, DuplicateCheck, Duplicates, MAX_FINGERPRINTS, SECOND_COST};
-pub use hist::SignedHistogram;
-pub use pool::{MAX_DEPLOYMENTS, OTHER_DEPLOYMENT, Pooled};
-pub use reorder::{DEFAULT_REORDER_WINDOW_S, Reorder};
+pub use gate::hist::SignedHistogram;
+pub use gate::reorder::{DEFAULT_REORDER_WINDOW_S, Reorder};
+pub use input::dedup::{DecisionKey, DuplicateCheck, Duplicates, MAX_FINGERPRINTS, SECOND_COST};
+pub use input::pool::{MAX_DEPLOYMENTS, OTHER_DEPLOYMENT, Pooled};

@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::throughput::{PeakEstimate, PeakSource, Span, from_spans};
+use crate::peak::throughput::{PeakEstimate, PeakSource, Span, from_spans};
 
 /// Minimum consecutive samples with requests waiting for a run to count.
 pub const MIN_RUN: usize = 3;
@@ -235,12 +235,12 @@ fn increments(c: &BTreeMap<i64, f64>) -> BTreeMap<i64, f64> {
 impl PromEstimator {
     /// Per deployment, each engine's prefix-cache counters as increments
     /// per scrape interval, `(time, queries, hits)` (for the hit rate
-    /// compared with the stats lines, [`crate::agreement`]); the series are
+    /// compared with the stats lines, [`crate::peak::agreement`]); the series are
     /// tied to engines and deployments as for [`PromEstimator::estimates`].
     pub fn prefix_cache_increments(
         &self,
         deployment_of: impl Fn(&str) -> Option<String>,
-    ) -> BTreeMap<String, Vec<crate::agreement::CounterIncrements>> {
+    ) -> BTreeMap<String, Vec<crate::peak::agreement::CounterIncrements>> {
         // Per engine: its deployment, queries and hits by time (ms).
         type Counters = (String, BTreeMap<i64, f64>, BTreeMap<i64, f64>);
         let mut engines: BTreeMap<String, Counters> = BTreeMap::new();
@@ -267,10 +267,11 @@ impl PromEstimator {
             let target = if queries { &mut e.1 } else { &mut e.2 };
             target.extend(samples.iter().map(|(t, v)| (*t, *v)));
         }
-        let mut out: BTreeMap<String, Vec<crate::agreement::CounterIncrements>> = BTreeMap::new();
+        let mut out: BTreeMap<String, Vec<crate::peak::agreement::CounterIncrements>> =
+            BTreeMap::new();
         for (dep, q, h) in engines.into_values() {
             let (q, h) = (increments(&q), increments(&h));
-            let inc: crate::agreement::CounterIncrements = q
+            let inc: crate::peak::agreement::CounterIncrements = q
                 .iter()
                 .filter_map(|(t, dq)| Some((*t as f64 / 1000.0, *dq, *h.get(t)?)))
                 .collect();

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use gatecal_filter::{Config, Outcome, PenaltyMode};
 use serde::Serialize;
 
-use crate::hist::{Recorded, SignedHistogram};
-use crate::reconstruct::{Evidence, GateSample};
-use crate::whatif::{WhatIfSpec, pinned_worse_bar, replay};
+use crate::gate::hist::{Recorded, SignedHistogram};
+use crate::gate::reconstruct::{Evidence, GateSample};
+use crate::gate::whatif::{WhatIfSpec, pinned_worse_bar, replay};
 
 /// How many disagreeing request ids a self-check lists.
 pub const MAX_LISTED_DISAGREEMENTS: usize = 20;
@@ -384,7 +384,7 @@ struct WhatIfAcc {
 
 impl WhatIfAcc {
     /// Counts one replay of a sample under `c`.
-    fn count(&mut self, c: &Config, r: &crate::whatif::Replayed, pinned_min_ms: f64) {
+    fn count(&mut self, c: &Config, r: &crate::gate::whatif::Replayed, pinned_min_ms: f64) {
         self.mode = Some(c.penalty_mode);
         agree(&mut self.max, c.max_ttft_penalty_ms);
         agree(&mut self.peak, c.peak_prefill_throughput);

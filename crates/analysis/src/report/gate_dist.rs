@@ -8,13 +8,13 @@ use std::collections::{BTreeMap, HashMap};
 use gatecal_filter::Config;
 use serde::Serialize;
 
-use crate::hist::Recorded;
+use crate::gate::hist::Recorded;
+use crate::gate::reconstruct::{ReconstructOptions, Reconstructor};
+use crate::gate::reorder::{InOrder, Reorder};
+use crate::gate::stats::{ResolvedCandidate, Stats, StatsAcc};
+use crate::gate::whatif::{CandidateConfig, WhatIfSpec};
 use crate::input::DecisionInput;
-use crate::reconstruct::{ReconstructOptions, Reconstructor};
-use crate::records::RecordSink;
-use crate::reorder::{InOrder, Reorder};
-use crate::stats::{ResolvedCandidate, Stats, StatsAcc};
-use crate::whatif::{CandidateConfig, WhatIfSpec};
+use crate::report::records::RecordSink;
 
 /// The schema id of the JSON report.
 pub const SCHEMA: &str = "gatecal.gate-dist/v2";
@@ -206,7 +206,7 @@ pub struct GateDistOptions {
     pub time_range: TimeRange,
     /// The prefix producers' block sizes: per deployment, or under `""`
     /// for every other one (the upstream defaults when absent); see
-    /// [`crate::recommend::RecommendOptions::block_sizes`].
+    /// [`crate::report::recommend::RecommendOptions::block_sizes`].
     pub block_sizes: BTreeMap<String, crate::input::ProducerBlockSizes>,
 }
 
@@ -280,7 +280,7 @@ pub struct InputSummary {
     pub requests_evicted_for_memory: u64,
     /// Decisions seen twice (the same log given twice, overlapping
     /// captures), counted once ([`crate::DuplicateCheck`]).
-    pub duplicates: crate::dedup::Duplicates,
+    pub duplicates: crate::input::dedup::Duplicates,
     /// The first malformed lines, `file:line: why`.
     pub first_malformed: Vec<String>,
     /// Trace inputs and the join of their decisions with the logs' (absent
@@ -405,12 +405,12 @@ pub struct GateDistReport {
     /// Over all deployments.
     pub overall: OverallReport,
     /// Deployments past the cap, pooled into one ([`crate::Pooled`]).
-    pub pooled: crate::pool::Pooled,
+    pub pooled: crate::input::pool::Pooled,
 }
 
 struct DepAcc {
     /// The config reported, with every filter instance's disagreements.
-    shown: crate::in_force::Shown,
+    shown: crate::config::in_force::Shown,
     acc: StatsAcc,
     windows: BTreeMap<i64, StatsAcc>,
     first_ts: Option<f64>,
@@ -420,7 +420,7 @@ struct DepAcc {
     candidates: Vec<(Option<String>, Vec<ResolvedCandidate>)>,
 }
 
-pub use crate::in_force::{MAX_PENDING_DECISIONS, merge_log};
+pub use crate::config::in_force::{MAX_PENDING_DECISIONS, merge_log};
 
 impl InOrder for GateDist {
     fn buffer(&mut self) -> &mut Reorder {
@@ -436,17 +436,17 @@ impl InOrder for GateDist {
 pub struct GateDist {
     opts: GateDistOptions,
     /// The configs in force, and the decisions waiting for them.
-    in_force: crate::in_force::InForce,
+    in_force: crate::config::in_force::InForce,
     recon: Reconstructor,
     reorder: Reorder,
     deps: BTreeMap<String, DepAcc>,
     sink: Option<RecordSink>,
-    cap: crate::pool::DeploymentCap,
+    cap: crate::input::pool::DeploymentCap,
 }
 
 impl GateDist {
     /// Hands every decision that carries a record ([`DecisionInput::record`])
-    /// to `sink`, completed with its gate and config ([`crate::records`]).
+    /// to `sink`, completed with its gate and config ([`crate::report::records`]).
     pub fn with_records(mut self, sink: RecordSink) -> GateDist {
         self.sink = Some(sink);
         self
@@ -458,10 +458,10 @@ impl GateDist {
             recon: Reconstructor::new(opts.reconstruct),
             reorder: Reorder::new(opts.reconstruct.reorder_window_s),
             opts,
-            in_force: crate::in_force::InForce::new(configs),
+            in_force: crate::config::in_force::InForce::new(configs),
             deps: BTreeMap::new(),
             sink: None,
-            cap: crate::pool::DeploymentCap::default(),
+            cap: crate::input::pool::DeploymentCap::default(),
         }
     }
 
@@ -470,7 +470,7 @@ impl GateDist {
     /// pooled into [`crate::OTHER_DEPLOYMENT`] and counted in
     /// [`GateDistReport::pooled`].
     pub fn with_max_deployments(mut self, max: usize) -> GateDist {
-        self.cap = crate::pool::DeploymentCap::new(max);
+        self.cap = crate::input::pool::DeploymentCap::new(max);
         self
     }
 
@@ -482,7 +482,7 @@ impl GateDist {
         self.feed(d);
     }
 
-    /// Hands the decision to [`crate::in_force::InForce`], which holds a
+    /// Hands the decision to [`crate::config::in_force::InForce`], which holds a
     /// deployment's decisions until the bar in force of each of its filter
     /// instances is known, so that every one is reconstructed and replayed
     /// under the config the EPP ran.
@@ -578,14 +578,14 @@ fn handle(
     }
     sample.request_id = request_id;
     if let (Some(sink), Some(r)) = (sink.as_mut(), d.record.take()) {
-        sink(crate::records::complete(*r, &sample, sc, &d));
+        sink(crate::report::records::complete(*r, &sample, sc, &d));
     }
     let n = opts.what_if.len();
     let pmin = opts.pinned_worse_min_ms;
     let dep = match deps.get_mut(&d.deployment) {
         Some(dep) => dep,
         None => deps.entry(d.deployment.clone()).or_insert_with(|| DepAcc {
-            shown: crate::in_force::Shown::new(sc, d.filter.as_deref()),
+            shown: crate::config::in_force::Shown::new(sc, d.filter.as_deref()),
             acc: StatsAcc::new(pmin, n),
             windows: BTreeMap::new(),
             first_ts: None,
@@ -894,7 +894,7 @@ mod tests {
 
     #[test]
     fn a_flag_that_disagrees_with_the_log_is_used_and_explained() {
-        let set = crate::in_force::flag_bar(7_000.0);
+        let set = crate::config::in_force::flag_bar(7_000.0);
         let mut g = GateDist::new(GateDistOptions::default(), set);
         g.push(release(3.0, 6_000.0, 5_000.0));
         let r = g.finish(InputSummary::default());

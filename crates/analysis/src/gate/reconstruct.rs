@@ -105,10 +105,10 @@ use gatecal_filter::{
 };
 use serde::Serialize;
 
-use crate::hist::UNBOUNDED_MS;
+use crate::gate::hist::UNBOUNDED_MS;
+pub use crate::gate::queue::DrainRate;
+use crate::gate::queue::{DepTracker, Obs, is_fresh};
 use crate::input::DecisionInput;
-pub use crate::queue::DrainRate;
-use crate::queue::{DepTracker, Obs, is_fresh};
 
 /// How a decision's gate input is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -233,7 +233,7 @@ impl Default for ReconstructOptions {
     fn default() -> Self {
         ReconstructOptions {
             max_staleness_s: 30.0,
-            reorder_window_s: crate::reorder::DEFAULT_REORDER_WINDOW_S,
+            reorder_window_s: crate::gate::reorder::DEFAULT_REORDER_WINDOW_S,
             censor_feedback: false,
         }
     }

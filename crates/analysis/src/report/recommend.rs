@@ -5,14 +5,14 @@
 //!
 //! * **Config in force** per deployment and filter instance: gate-dist's,
 //!   built by the same code (flags, then the values the log shows, then
-//!   `--config`, then the defaults, see [`crate::gate_dist::merge_log`]),
+//!   `--config`, then the defaults, see [`crate::report::gate_dist::merge_log`]),
 //!   with the same `parameter_sources` and `log_disagreements`; a
 //!   deployment's decisions wait for the bar its log shows as gate-dist's
 //!   do. The `current` row replays it.
 //! * **Peak prefill throughput**: the first available of, in order, the
 //!   user's value, vLLM's Prometheus counters while saturated (see
-//!   [`crate::prometheus`]), calibration output, vLLM stats while saturated (see
-//!   [`crate::throughput`]); a never-saturated deployment gets the vLLM lower
+//!   [`crate::peak::prometheus`]), calibration output, vLLM stats while saturated (see
+//!   [`crate::peak::throughput`]); a never-saturated deployment gets the vLLM lower
 //!   bound, and one with no evidence keeps its configured value. Every
 //!   estimate found is listed with its source and sample count.
 //! * **Break-even bar** of a decision: `matched tokens / peak * 1000` ms, with
@@ -37,7 +37,7 @@
 //! * **One recommendation**: matchedTokens when its excess is below the
 //!   static bar's, else static; static for `ttftSource: latencyPredictor`.
 //! * Each config (current, static, matched tokens, candidates) is replayed
-//!   through the filter core on the same decisions ([`crate::whatif`]);
+//!   through the filter core on the same decisions ([`crate::gate::whatif`]);
 //!   shares are of all decisions; pinned is held with `g` at least the
 //!   pinned-worse minimum.
 //! * **Memory**: each decision is kept until the end, because the static
@@ -46,7 +46,7 @@
 //!   the sticky one's matched tokens): 40 bytes a decision, plus 16 for its
 //!   break-even sample (a day of one million decisions: ~56 MB). gate-dist
 //!   has no such cost (both hold the decisions waiting for a bar, at most
-//!   [`crate::gate_dist::MAX_PENDING_DECISIONS`]). The in-flight request
+//!   [`crate::report::gate_dist::MAX_PENDING_DECISIONS`]). The in-flight request
 //!   gate is not part of these replays.
 //! * **Warnings**: thin evidence (peak from never-saturated engines or from the config
 //!   alone, fewer than 30 saturated intervals, a peak's 90 % interval wider
@@ -62,15 +62,15 @@ use gatecal_filter::{Config, Outcome, PenaltyMode, TtftSource, decide_verdict, t
 use gatecal_parser::VllmStats;
 use serde::Serialize;
 
-use crate::agreement::{LineHitRates, SourceDisagreement};
-use crate::gate_dist::{ConfigSet, InputSummary, SourcedConfig};
-use crate::hist::SignedHistogram;
+use crate::gate::hist::SignedHistogram;
+use crate::gate::reconstruct::{GateSample, ReconstructOptions, Reconstructor, Replay, two_sided};
+use crate::gate::reorder::{InOrder, Reorder};
+use crate::gate::whatif::{CandidateConfig, replay};
 use crate::input::{DecisionInput, MatchedSource, ProducerBlockSizes};
-use crate::prometheus::{PromEstimator, PromSeries};
-use crate::reconstruct::{GateSample, ReconstructOptions, Reconstructor, Replay, two_sided};
-use crate::reorder::{InOrder, Reorder};
-use crate::throughput::{PeakEstimate, PeakSource, VllmEstimator};
-use crate::whatif::{CandidateConfig, replay};
+use crate::peak::agreement::{LineHitRates, SourceDisagreement};
+use crate::peak::prometheus::{PromEstimator, PromSeries};
+use crate::peak::throughput::{PeakEstimate, PeakSource, VllmEstimator};
+use crate::report::gate_dist::{ConfigSet, InputSummary, SourcedConfig};
 
 /// The schema id of the JSON report.
 pub const SCHEMA: &str = "gatecal.recommend/v2";
@@ -103,7 +103,7 @@ pub struct RecommendOptions {
     pub candidates: Vec<CandidateConfig>,
     /// `--since`/`--until`: decisions outside are not counted (they still
     /// warm the reconstruction up); vLLM stats lines all count.
-    pub time_range: crate::gate_dist::TimeRange,
+    pub time_range: crate::report::gate_dist::TimeRange,
     /// The prefix producers' block sizes: per deployment, or under `""`
     /// for every other one (the upstream defaults when absent).
     pub block_sizes: BTreeMap<String, ProducerBlockSizes>,
@@ -118,7 +118,7 @@ impl Default for RecommendOptions {
             user_peak: None,
             calibration: BTreeMap::new(),
             candidates: Vec::new(),
-            time_range: crate::gate_dist::TimeRange::default(),
+            time_range: crate::report::gate_dist::TimeRange::default(),
             block_sizes: BTreeMap::new(),
         }
     }
@@ -342,7 +342,7 @@ pub struct DeploymentRec {
     /// The recommendation; `null` without matched tokens.
     pub recommended: Option<Recommended>,
     /// Figures on which the vLLM log lines and the Prometheus counters
-    /// disagree beyond their intervals ([`crate::agreement`]); each is in
+    /// disagree beyond their intervals ([`crate::peak::agreement`]); each is in
     /// `warnings` too.
     pub source_disagreements: Vec<SourceDisagreement>,
     /// Warnings.
@@ -359,7 +359,7 @@ pub struct RecommendReport {
     /// Per deployment, sorted by name.
     pub deployments: Vec<DeploymentRec>,
     /// Deployments past the cap, pooled into one ([`crate::Pooled`]).
-    pub pooled: crate::pool::Pooled,
+    pub pooled: crate::input::pool::Pooled,
     /// vLLM stats lines past the cap, not used.
     pub vllm_cut: VllmCut,
 }
@@ -468,7 +468,7 @@ impl Kept {
 struct Dep {
     /// The config in force reported (that of the filter instance of the
     /// deployment's first decision), with every instance's disagreements.
-    shown: crate::in_force::Shown,
+    shown: crate::config::in_force::Shown,
     /// The distinct configs of the deployment's filter instances.
     configs: Vec<Config>,
     /// Per decision: what the replays read, and its config's index.
@@ -487,7 +487,7 @@ pub struct Recommend {
     opts: RecommendOptions,
     /// The configs in force (gate-dist's), and the decisions waiting for
     /// them.
-    in_force: crate::in_force::InForce,
+    in_force: crate::config::in_force::InForce,
     recon: Reconstructor,
     reorder: Reorder,
     deps: BTreeMap<String, Dep>,
@@ -502,14 +502,14 @@ pub struct Recommend {
     /// [`VllmEstimator::push_decision`]).
     routed: VllmEstimator,
     /// The v1 lines' prefix cache hit rates, per `(deployment, pod)` as
-    /// the parser gave them, for [`crate::agreement`].
+    /// the parser gave them, for [`crate::peak::agreement`].
     line_hit_rates: BTreeMap<(String, Option<String>), LineHitRates>,
     prometheus: PromEstimator,
     /// Endpoint pod name (namespace and `-rank-N` removed) -> deployment,
     /// from the endpoints the EPP decisions name.
     pods: HashMap<String, String>,
-    sink: Option<crate::records::RecordSink>,
-    cap: crate::pool::DeploymentCap,
+    sink: Option<crate::report::records::RecordSink>,
+    cap: crate::input::pool::DeploymentCap,
 }
 
 impl InOrder for Recommend {
@@ -549,7 +549,7 @@ impl Recommend {
             recon: Reconstructor::new(opts.reconstruct),
             reorder: Reorder::new(opts.reconstruct.reorder_window_s),
             opts,
-            in_force: crate::in_force::InForce::new(configs),
+            in_force: crate::config::in_force::InForce::new(configs),
             deps: BTreeMap::new(),
             vllm: BTreeMap::new(),
             vllm_lines: 0,
@@ -562,7 +562,7 @@ impl Recommend {
             prometheus: PromEstimator::default(),
             pods: HashMap::new(),
             sink: None,
-            cap: crate::pool::DeploymentCap::default(),
+            cap: crate::input::pool::DeploymentCap::default(),
         }
     }
 
@@ -571,7 +571,7 @@ impl Recommend {
     /// [`crate::OTHER_DEPLOYMENT`] and counted in
     /// [`RecommendReport::pooled`].
     pub fn with_max_deployments(mut self, max: usize) -> Recommend {
-        self.cap = crate::pool::DeploymentCap::new(max);
+        self.cap = crate::input::pool::DeploymentCap::new(max);
         self
     }
 
@@ -583,8 +583,8 @@ impl Recommend {
     }
 
     /// Hands every decision that carries a record ([`DecisionInput::record`])
-    /// to `sink`, completed with its gate and config ([`crate::records`]).
-    pub fn with_records(mut self, sink: crate::records::RecordSink) -> Recommend {
+    /// to `sink`, completed with its gate and config ([`crate::report::records`]).
+    pub fn with_records(mut self, sink: crate::report::records::RecordSink) -> Recommend {
         self.sink = Some(sink);
         self
     }
@@ -598,7 +598,7 @@ impl Recommend {
 
     /// The pods and routed requests of every decision at once, in log
     /// order; the rest under its config in force, once known
-    /// ([`crate::in_force::InForce`], as gate-dist).
+    /// ([`crate::config::in_force::InForce`], as gate-dist).
     fn process(&mut self, d: DecisionInput) {
         let names = d
             .scored
@@ -715,10 +715,10 @@ impl Recommend {
                 self.choose_peak(&name, vllm.get(&name), prom.get(&name), &config.parameters);
             let mut disagreements = Vec::new();
             if let (Some(v), Some(p)) = (vllm.get(&name), prom.get(&name)) {
-                disagreements.extend(crate::agreement::peak(v, p));
+                disagreements.extend(crate::peak::agreement::peak(v, p));
             }
             if let (Some(l), Some(p)) = (line_hits.get(&name), prom_hits.get(&name)) {
-                disagreements.extend(crate::agreement::hit_rate(l, p));
+                disagreements.extend(crate::peak::agreement::hit_rate(l, p));
             }
             let conflict = prom_conflicts.remove(&name);
             let mut rec = self.deployment(name, dep, config, peak);
@@ -1041,10 +1041,10 @@ impl Recommend {
         }
         for d in &config.log_disagreements {
             let (given, used) = match d.given_source {
-                crate::gate_dist::ParamSource::Flag => ("the flag", "the flag's"),
+                crate::report::gate_dist::ParamSource::Flag => ("the flag", "the flag's"),
                 _ => ("the config file", "the file's"),
             };
-            let used = if d.used == crate::gate_dist::ParamSource::Log {
+            let used = if d.used == crate::report::gate_dist::ParamSource::Log {
                 "the log's".to_string()
             } else {
                 format!("{used} (a what-if; drop it to replay what the EPP ran)")
@@ -1227,7 +1227,7 @@ impl Recommend {
                 static_p,
                 format!(
                     "matchedTokens: it releases when the queued excess exceeds each request's own cached tokens, so its expected excess TTFT is {em:.0} ms per decision against {es:.0} ms for the best static bar ({} ms); it needs a filter build with penaltyMode",
-                    crate::recommend::fmt_ms(st.max_ttft_penalty_ms)
+                    crate::report::recommend::fmt_ms(st.max_ttft_penalty_ms)
                 ),
             )
         } else {
@@ -1254,7 +1254,7 @@ impl Recommend {
 fn handle(
     recon: &mut Reconstructor,
     deps: &mut BTreeMap<String, Dep>,
-    sink: &mut Option<crate::records::RecordSink>,
+    sink: &mut Option<crate::report::records::RecordSink>,
     opts: &RecommendOptions,
     sc: &SourcedConfig,
     mut d: DecisionInput,
@@ -1266,10 +1266,10 @@ fn handle(
         return;
     }
     if let (Some(sink), Some(r)) = (sink.as_mut(), d.record.take()) {
-        sink(crate::records::complete(*r, &s, sc, &d));
+        sink(crate::report::records::complete(*r, &s, sc, &d));
     }
     let dep = deps.entry(d.deployment.clone()).or_insert_with(|| Dep {
-        shown: crate::in_force::Shown::new(sc, d.filter.as_deref()),
+        shown: crate::config::in_force::Shown::new(sc, d.filter.as_deref()),
         configs: Vec::new(),
         kept: Vec::new(),
         matched: Vec::new(),
@@ -1362,7 +1362,7 @@ pub fn excess_ms(g: f64, b: f64, released: bool) -> f64 {
 
 /// A milliseconds value as the reports print it.
 pub fn fmt_ms(v: f64) -> String {
-    crate::epp_config::yaml_number(v)
+    crate::config::epp::yaml_number(v)
 }
 
 /// The static bar minimising the summed excess TTFT of `scored` (gate
@@ -1448,7 +1448,7 @@ fn recommendation_yaml(name: &str, rec: &ModeParams, alt: &ModeParams, why: &str
         ));
         s.push_str(&format!(
             "{prefix}  peakPrefillThroughput: {}\n",
-            crate::epp_config::yaml_number(m.peak_prefill_throughput)
+            crate::config::epp::yaml_number(m.peak_prefill_throughput)
         ));
         let note = match (m.penalty_mode, m.max_ttft_penalty_ms == 0.0) {
             (PenaltyMode::MatchedTokens, true) => "   # no ceiling",
@@ -1457,7 +1457,7 @@ fn recommendation_yaml(name: &str, rec: &ModeParams, alt: &ModeParams, why: &str
         };
         s.push_str(&format!(
             "{prefix}  maxTTFTPenaltyMs: {}{note}\n",
-            crate::epp_config::yaml_number(m.max_ttft_penalty_ms)
+            crate::config::epp::yaml_number(m.max_ttft_penalty_ms)
         ));
         s
     };
@@ -1661,13 +1661,13 @@ mod tests {
         let rec = d.recommended.as_ref().expect("matched tokens are known");
         assert_eq!(rec.params.peak_prefill_throughput, 15928.0);
         // What it recommends passes the EPP's validation.
-        let changes = crate::epp_config::ParamChanges {
+        let changes = crate::config::epp::ParamChanges {
             peak_prefill_throughput: rec.params.peak_prefill_throughput,
             max_ttft_penalty_ms: rec.params.max_ttft_penalty_ms,
             penalty_mode: rec.params.penalty_mode,
         };
         let pasted =
-            crate::epp_config::filters_from_yaml(&crate::epp_config::minimal_config(&changes))
+            crate::config::epp::filters_from_yaml(&crate::config::epp::minimal_config(&changes))
                 .unwrap();
         assert_eq!(pasted.len(), 1);
         assert!(
@@ -1693,7 +1693,7 @@ mod tests {
         let set = ConfigSet {
             default: vec![(
                 String::new(),
-                SourcedConfig::new("test", config, crate::gate_dist::ParamSource::File),
+                SourcedConfig::new("test", config, crate::report::gate_dist::ParamSource::File),
             )],
             ..ConfigSet::default()
         };

@@ -5,8 +5,8 @@
 //! # Figures compared
 //!
 //! * **Peak prefill throughput**: the estimate from the stats lines
-//!   ([`crate::throughput`]) against the one from the counters
-//!   ([`crate::prometheus`]), each with its 90 % interval. They disagree
+//!   ([`crate::peak::throughput`]) against the one from the counters
+//!   ([`crate::peak::prometheus`]), each with its 90 % interval. They disagree
 //!   when the two intervals do not overlap (an estimate without an interval
 //!   counts as its value alone). Both measure the same capacity while
 //!   requests wait, so disjoint intervals mean at least one source is not
@@ -33,7 +33,7 @@
 use gatecal_parser::{VllmStats, epoch_of, year_month_of};
 use serde::Serialize;
 
-use crate::throughput::PeakEstimate;
+use crate::peak::throughput::PeakEstimate;
 
 /// Absolute slack on each side of the lines' hit-rate band (a fraction).
 pub const HIT_RATE_SLACK: f64 = 0.02;
@@ -82,7 +82,7 @@ fn interval_of(e: &PeakEstimate) -> [f64; 2] {
 pub fn peak(vllm: &PeakEstimate, prom: &PeakEstimate) -> Option<SourceDisagreement> {
     let ok = |e: &PeakEstimate| e.value.is_finite() && e.value > 0.0;
     // A never-saturated engine's highest rate is no estimate to compare.
-    if !ok(vllm) || !ok(prom) || vllm.source != crate::throughput::PeakSource::VllmStats {
+    if !ok(vllm) || !ok(prom) || vllm.source != crate::peak::throughput::PeakSource::VllmStats {
         return None;
     }
     let (a, b) = (interval_of(vllm), interval_of(prom));
@@ -249,7 +249,7 @@ pub fn hit_rate(lines: &LineHitRates, engines: &[CounterIncrements]) -> Option<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::throughput::PeakSource;
+    use crate::peak::throughput::PeakSource;
 
     fn est(value: f64, interval: Option<[f64; 2]>, source: PeakSource) -> PeakEstimate {
         PeakEstimate {

@@ -6,16 +6,16 @@
 //! outcome, evidence label, gate input, replay candidates in tokens,
 //! matched tokens, logged bar) and the config in force with its source.
 //! Read back, such a record gives the same sample
-//! ([`crate::reconstruct::Reconstructor::sample`] takes it as given), so a
+//! ([`crate::gate::reconstruct::Reconstructor::sample`] takes it as given), so a
 //! report made from the records is the report made from the logs.
 
 use gatecal_parser::{
     CandidateRecord, ConfigRecord, DecisionRecord, GateRecord, PickedMatchRecord, ReplayRecord,
 };
 
-use crate::gate_dist::SourcedConfig;
+use crate::gate::reconstruct::{GateSample, Replay};
 use crate::input::{DecisionInput, MatchedSource};
-use crate::reconstruct::{GateSample, Replay};
+use crate::report::gate_dist::SourcedConfig;
 
 /// Receives each completed record, in the order the analysis processed the
 /// decisions (log-time order within the reorder window).

@@ -31,7 +31,7 @@ pub struct Duplicates {
     /// forgotten: kept without the check.
     pub vllm_unchecked: u64,
     /// Prometheus samples read again (the same series, time and value):
-    /// counted once (recommend; [`crate::prometheus::PromEstimator`]).
+    /// counted once (recommend; [`crate::peak::prometheus::PromEstimator`]).
     pub prometheus: u64,
     /// Prometheus samples read again with another value (the same series
     /// and time): the first read is used, and a warning names them.

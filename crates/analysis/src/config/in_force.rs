@@ -1,6 +1,6 @@
 //! The config in force of each deployment's filter instances, as both
-//! analyses (`gate-dist`'s [`crate::gate_dist::GateDist`] and `recommend`'s
-//! [`crate::recommend::Recommend`]) replay their decisions under it.
+//! analyses (`gate-dist`'s [`crate::report::gate_dist::GateDist`] and `recommend`'s
+//! [`crate::report::recommend::Recommend`]) replay their decisions under it.
 //!
 //! The config given ([`ConfigSet`]: flags, `--config`, the filter's
 //! defaults, or the config a version-2 decision record carries) takes the
@@ -18,8 +18,8 @@
 
 use std::collections::HashMap;
 
-use crate::gate_dist::{ConfigDisagreement, ConfigSet, ParamSource, SourcedConfig};
 use crate::input::DecisionInput;
+use crate::report::gate_dist::{ConfigDisagreement, ConfigSet, ParamSource, SourcedConfig};
 
 /// Decisions held back, all deployments together, until the log shows the
 /// bar of each of their filter instances. Past this many, the deployment
@@ -379,11 +379,11 @@ mod tests {
 
     use super::flag_bar;
 
-    use crate::gate_dist::{
+    use crate::input::{DecisionInput, LoggedGate, ScoredEndpoint};
+    use crate::report::gate_dist::{
         ConfigSet, GateDist, GateDistOptions, InputSummary, ParamSource, SourcedConfig,
     };
-    use crate::input::{DecisionInput, LoggedGate, ScoredEndpoint};
-    use crate::recommend::{Recommend, RecommendOptions};
+    use crate::report::recommend::{Recommend, RecommendOptions};
 
     fn scored(ep: &str, load: f64) -> ScoredEndpoint {
         ScoredEndpoint {
