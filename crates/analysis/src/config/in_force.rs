@@ -18,8 +18,8 @@
 
 use std::collections::HashMap;
 
+use crate::config::source::{ConfigDisagreement, ConfigSet, ParamSource, SourcedConfig};
 use crate::input::DecisionInput;
-use crate::report::gate_dist::{ConfigDisagreement, ConfigSet, ParamSource, SourcedConfig};
 
 /// Decisions held back, all deployments together, until the log shows the
 /// bar of each of their filter instances. Past this many, the deployment
@@ -353,145 +353,22 @@ impl Shown {
     }
 }
 
-/// A config set of `maxTTFTPenaltyMs` given by flag (`--max-ttft-penalty-ms
-/// bar`), every other parameter the filter's default.
-#[cfg(test)]
-pub(crate) fn flag_bar(bar: f64) -> ConfigSet {
-    let mut base = SourcedConfig::new(
-        "flags",
-        gatecal_filter::Config {
-            max_ttft_penalty_ms: bar,
-            ..gatecal_filter::Config::default()
-        },
-        ParamSource::Default,
-    );
-    base.parameter_sources
-        .insert("maxTTFTPenaltyMs".into(), ParamSource::Flag);
-    ConfigSet {
-        default: vec![(String::new(), base)],
-        per_deployment: HashMap::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use gatecal_filter::Outcome;
+    use gatecal_filter::Config;
 
-    use super::flag_bar;
-
-    use crate::input::{DecisionInput, LoggedGate, ScoredEndpoint};
-    use crate::report::gate_dist::{
-        ConfigSet, GateDist, GateDistOptions, InputSummary, ParamSource, SourcedConfig,
-    };
-    use crate::report::recommend::{Recommend, RecommendOptions};
-
-    fn scored(ep: &str, load: f64) -> ScoredEndpoint {
-        ScoredEndpoint {
-            endpoint: ep.into(),
-            token_load: Some(load),
-            prefix_score: None,
-            in_flight_tokens: None,
-        }
-    }
-
-    /// Kept both endpoints, narrowed to `ns/a` (about 10 s ahead: held
-    /// under the default 18 s bar, released under 5 s), and a break whose
-    /// `maxPenalty` shows the log's bar of 5 s.
-    fn decisions() -> Vec<DecisionInput> {
-        let base = DecisionInput {
-            deployment: "d".into(),
-            total: Some(2),
-            affinity_threshold: Some(0.9),
-            ..DecisionInput::default()
-        };
-        vec![
-            DecisionInput {
-                ts: Some(1.0),
-                request_id: Some("k".into()),
-                outcome: Some(Outcome::NoMatch),
-                scored: vec![scored("ns/a", 1_000.0), scored("ns/b", 1_000.0)],
-                ..base.clone()
-            },
-            DecisionInput {
-                ts: Some(2.0),
-                request_id: Some("held".into()),
-                outcome: Some(Outcome::Sticky),
-                sticky_count: Some(1),
-                survivors: Some(vec!["ns/a".into()]),
-                scored: vec![scored("ns/a", 160_000.0)],
-                ..base.clone()
-            },
-            DecisionInput {
-                ts: Some(3.0),
-                request_id: Some("brk".into()),
-                outcome: Some(Outcome::LoadOverride),
-                logged_gate: Some(LoggedGate {
-                    best_sticky_ttft_ms: Some(6_100.0),
-                    best_non_sticky_ttft_ms: Some(100.0),
-                    penalty_ms: 6_000.0,
-                    max_penalty_ms: Some(5_000.0),
-                }),
-                ..base
-            },
-        ]
-    }
-
-    /// The config in force and the replayed release share (over all
-    /// decisions) of gate-dist and of recommend, on the same decisions.
-    fn both(set: &ConfigSet) -> ((SourcedConfig, f64), (SourcedConfig, f64)) {
-        let mut g = GateDist::new(GateDistOptions::default(), set.clone());
-        let mut r = Recommend::new(RecommendOptions::default(), set.clone());
-        for d in decisions() {
-            g.push(d.clone());
-            r.push_decision(d);
-        }
-        let g = g.finish(InputSummary::default());
-        let r = r.finish(InputSummary::default());
-        let (g, r) = (&g.deployments[0], &r.deployments[0].current);
-        (
-            (
-                g.config.clone(),
-                g.stats.replay.replayed_released as f64 / g.stats.decisions as f64,
-            ),
-            (r.config.clone(), r.released_share),
-        )
-    }
+    use super::merge_log;
+    use crate::config::source::{ParamSource, SourcedConfig};
 
     #[test]
-    fn recommend_replays_under_gate_dists_config_in_force() {
-        let (g, r) = both(&ConfigSet::default());
-        assert_eq!(g, r);
-        let (config, released) = r;
-        assert_eq!(config.source, "log");
-        assert_eq!(config.parameters.max_ttft_penalty_ms, 5_000.0);
-        assert_eq!(config.parameters.affinity_threshold, 0.9);
-        assert_eq!(config.source_of("maxTTFTPenaltyMs"), ParamSource::Log);
-        assert!(config.log_disagreements.is_empty());
-        // The held decision, reconstructed at about 10 s, is censored to
-        // the log's 5 s bar: the break alone is released, as logged.
-        assert!((released - 1.0 / 3.0).abs() < 1e-12, "{released}");
-    }
-
-    #[test]
-    fn a_flag_against_the_log_is_a_disagreement_in_both() {
-        let set = flag_bar(7_000.0);
-        let (g, r) = both(&set);
-        assert_eq!(g, r);
-        let (config, released) = r;
-        assert_eq!(config.source, "flags+log");
-        assert_eq!(config.parameters.max_ttft_penalty_ms, 7_000.0);
-        // The threshold's default is not given: the log's value, no
-        // disagreement.
-        assert_eq!(config.parameters.affinity_threshold, 0.9);
-        let w = &config.log_disagreements;
-        assert_eq!(w.len(), 1, "{w:?}");
-        assert_eq!(w[0].parameter, "maxTTFTPenaltyMs");
-        assert_eq!((w[0].log, w[0].given), (5_000.0, 7_000.0));
-        assert_eq!(
-            (w[0].given_source, w[0].used),
-            (ParamSource::Flag, ParamSource::Flag)
-        );
-        // The flag's 7 s bar holds the 6 s break.
-        assert_eq!(released, 0.0);
+    fn a_file_that_disagrees_with_the_log_loses_with_a_warning() {
+        let mut base = SourcedConfig::new("file:epp.yaml", Config::default(), ParamSource::File);
+        base.parameters.max_ttft_penalty_ms = 9_000.0;
+        let sc = merge_log(&base, Some(5_000.0), None, Some(0.8));
+        assert_eq!(sc.parameters.max_ttft_penalty_ms, 5_000.0);
+        assert_eq!(sc.source, "file:epp.yaml+log");
+        assert_eq!(sc.log_disagreements.len(), 1, "0.8 agrees with the file");
+        assert_eq!(sc.log_disagreements[0].used, ParamSource::Log);
+        assert_eq!(sc.log_disagreements[0].given, 9_000.0);
     }
 }

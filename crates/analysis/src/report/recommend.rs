@@ -62,6 +62,7 @@ use gatecal_filter::{Config, Outcome, PenaltyMode, TtftSource, decide_verdict, t
 use gatecal_parser::VllmStats;
 use serde::Serialize;
 
+use crate::config::source::{ConfigSet, SourcedConfig};
 use crate::gate::hist::SignedHistogram;
 use crate::gate::reconstruct::{GateSample, ReconstructOptions, Reconstructor, Replay, two_sided};
 use crate::gate::reorder::{InOrder, Reorder};
@@ -70,7 +71,7 @@ use crate::input::{DecisionInput, MatchedSource, ProducerBlockSizes};
 use crate::peak::agreement::{LineHitRates, SourceDisagreement};
 use crate::peak::prometheus::{PromEstimator, PromSeries};
 use crate::peak::throughput::{PeakEstimate, PeakSource, VllmEstimator};
-use crate::report::gate_dist::{ConfigSet, InputSummary, SourcedConfig};
+use crate::report::gate_dist::InputSummary;
 
 /// The schema id of the JSON report.
 pub const SCHEMA: &str = "gatecal.recommend/v2";
@@ -1041,10 +1042,10 @@ impl Recommend {
         }
         for d in &config.log_disagreements {
             let (given, used) = match d.given_source {
-                crate::report::gate_dist::ParamSource::Flag => ("the flag", "the flag's"),
+                crate::config::source::ParamSource::Flag => ("the flag", "the flag's"),
                 _ => ("the config file", "the file's"),
             };
-            let used = if d.used == crate::report::gate_dist::ParamSource::Log {
+            let used = if d.used == crate::config::source::ParamSource::Log {
                 "the log's".to_string()
             } else {
                 format!("{used} (a what-if; drop it to replay what the EPP ran)")
@@ -1693,7 +1694,7 @@ mod tests {
         let set = ConfigSet {
             default: vec![(
                 String::new(),
-                SourcedConfig::new("test", config, crate::report::gate_dist::ParamSource::File),
+                SourcedConfig::new("test", config, crate::config::source::ParamSource::File),
             )],
             ..ConfigSet::default()
         };

@@ -13,9 +13,9 @@ use gatecal_parser::{
     CandidateRecord, ConfigRecord, DecisionRecord, GateRecord, PickedMatchRecord, ReplayRecord,
 };
 
+use crate::config::source::SourcedConfig;
 use crate::gate::reconstruct::{GateSample, Replay};
 use crate::input::{DecisionInput, MatchedSource};
-use crate::report::gate_dist::SourcedConfig;
 
 /// Receives each completed record, in the order the analysis processed the
 /// decisions (log-time order within the reorder window).
