@@ -1,0 +1,469 @@
+//! One deployment's calibration at the end of the input: its peak's
+//! checks, the break-even bar, the replayed rows and the recommendations.
+
+use std::collections::BTreeMap;
+
+use gatecal_filter::{Config, Outcome, PenaltyMode, TtftSource, ttft_ms};
+
+use super::bar::{derive_static_bar, excess_ms, fmt_ms, nearest_rank, recommendation_yaml};
+use super::schema::{
+    BreakEven, BreakEvenTokens, BreakEvenWindow, Current, DeploymentRec, MatchedTokens, ModeParams,
+    PeakReport, Recommended, Row, RowKind,
+};
+use super::{
+    Dep, Kept, MIN_WINDOW_DECISIONS, MISSING_MATCHED, Recommend, THIN_MATCHED_DECISIONS,
+    THIN_SATURATED_INTERVALS, wide_interval,
+};
+use crate::config::source::SourcedConfig;
+use crate::gate::hist::SignedHistogram;
+use crate::gate::whatif::replay;
+use crate::peak::throughput::PeakSource;
+
+impl Recommend {
+    pub(super) fn deployment(
+        &self,
+        name: String,
+        dep: Option<&Dep>,
+        config: SourcedConfig,
+        peak: PeakReport,
+    ) -> DeploymentRec {
+        let mut warnings = Vec::new();
+        let p = peak.value;
+        // No estimate of the peak (every source was 0 or missing): no
+        // peakPrefillThroughput is recommended, and nothing is computed
+        // from it.
+        let has_peak = p.is_finite() && p > 0.0;
+        for e in &peak.estimates {
+            if !(e.value.is_finite() && e.value > 0.0) && e.source != PeakSource::Config {
+                warnings.push(format!(
+                    "no peak estimate from {}: {} tok/s ({})",
+                    e.source.as_str(),
+                    e.value,
+                    e.method
+                ));
+            }
+        }
+        if !has_peak {
+            warnings.push(format!(
+                "no estimate of peakPrefillThroughput (every source gives {p} tok/s): none is recommended; measure it (a saturated vLLM, a calibration file) or pass --peak-prefill-throughput"
+            ));
+        }
+        let matched_list = dep
+            .map(|d| d.matched.as_slice())
+            .filter(|_| has_peak)
+            .unwrap_or(&[]);
+        // Break-even bars.
+        let mut all = SignedHistogram::new();
+        let mut windows: BTreeMap<i64, SignedHistogram> = BTreeMap::new();
+        for (ts, m) in matched_list {
+            let be = ttft_ms(*m as f64, p);
+            all.record(be);
+            if let (Some(w), Some(t)) = (self.opts.window_s, ts) {
+                windows
+                    .entry((t / w).floor() as i64)
+                    .or_default()
+                    .record(be);
+            }
+        }
+        let all_r = all.recorded();
+        let break_even = BreakEven {
+            count: all.count(),
+            p10: all_r.quantile(0.1),
+            p50: all_r.quantile(0.5),
+            p90: all_r.quantile(0.9),
+            windows: windows
+                .iter()
+                .map(|(i, h)| {
+                    let r = h.recorded();
+                    BreakEvenWindow {
+                        start_ts: *i as f64 * self.opts.window_s.unwrap_or(0.0),
+                        count: h.count(),
+                        p10: r.quantile(0.1),
+                        p50: r.quantile(0.5),
+                        p90: r.quantile(0.9),
+                    }
+                })
+                .collect(),
+        };
+        // In tokens: independent of the peak, so known without one.
+        let mut tokens: Vec<i64> = dep
+            .map(|d| d.matched.as_slice())
+            .unwrap_or(&[])
+            .iter()
+            .map(|(_, m)| *m)
+            .collect();
+        tokens.sort_unstable();
+        let break_even_tokens = BreakEvenTokens {
+            count: tokens.len() as u64,
+            p10: nearest_rank(&tokens, 0.1),
+            p50: nearest_rank(&tokens, 0.5),
+            p90: nearest_rank(&tokens, 0.9),
+        };
+
+        // The decisions the excess TTFT is measured on: (gate input, break-even), ms.
+        let scored: Vec<(f64, f64)> = dep
+            .map(|d| d.kept.as_slice())
+            .filter(|_| has_peak)
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|(k, _)| match *k {
+                Kept::Gate {
+                    sticky,
+                    non_sticky,
+                    matched,
+                } if matched > 0 => Some((
+                    ttft_ms((sticky - non_sticky) as f64, p),
+                    ttft_ms(matched as f64, p),
+                )),
+                _ => None,
+            })
+            .collect();
+        let mut sources = BTreeMap::new();
+        if let Some(d) = dep {
+            for (k, v) in &d.sources {
+                sources.insert(k.as_str().to_string(), *v);
+            }
+        }
+        let missing = tokens.is_empty().then(|| MISSING_MATCHED.to_string());
+        let matched_tokens = MatchedTokens {
+            decisions: dep.map_or(0, |d| d.with_sticky),
+            with_matched: tokens.len() as u64,
+            sources,
+            scored: scored.len() as u64,
+            missing,
+            block_sizes: self.opts.block_sizes_of(&name).into_owned(),
+        };
+
+        // The rows.
+        let current_bar = config.parameters.max_ttft_penalty_ms;
+        let derived = derive_static_bar(&scored, break_even.p50);
+        let mut rows = Vec::new();
+        let cur = self.row(dep, p, "current".into(), RowKind::Current, &|base| {
+            Ok(base.clone())
+        });
+        rows.push(cur);
+        if let Some(bar) = derived {
+            rows.push(self.row(dep, p, "static".into(), RowKind::Static, &|base| {
+                Ok(Config {
+                    penalty_mode: PenaltyMode::Static,
+                    peak_prefill_throughput: p.round(),
+                    max_ttft_penalty_ms: bar,
+                    ..base.clone()
+                })
+            }));
+        }
+        if !scored.is_empty() {
+            for (label, kind, ceiling) in [
+                ("matchedTokens", RowKind::MatchedTokens, None),
+                (
+                    "matchedTokens, no ceiling",
+                    RowKind::MatchedTokensNoCeiling,
+                    Some(0.0),
+                ),
+            ] {
+                rows.push(self.row(dep, p, label.into(), kind, &|base| {
+                    Ok(Config {
+                        penalty_mode: PenaltyMode::MatchedTokens,
+                        peak_prefill_throughput: p.round(),
+                        max_ttft_penalty_ms: ceiling.unwrap_or(base.max_ttft_penalty_ms),
+                        ..base.clone()
+                    })
+                }));
+            }
+        }
+        let instance = dep.and_then(|d| d.shown.instance.clone());
+        for c in &self.opts.candidates {
+            rows.push(
+                self.row(dep, p, c.label.clone(), RowKind::Candidate, &|base| {
+                    c.resolve(base, instance.as_deref())
+                }),
+            );
+        }
+        let current = Current {
+            config: config.clone(),
+            decisions: dep.map_or(0, |d| d.kept.len() as u64),
+            released_share: rows[0].released_share,
+            logged_released_share: rows[0].logged_released_share.unwrap_or(0.0),
+            pinned_worse_share: rows[0].pinned_worse_share,
+            unknown: rows[0].unknown,
+        };
+
+        // The recommendation.
+        let recommended =
+            self.recommend(&name, &rows, &config.parameters, &break_even, current_bar);
+        if recommended.is_none() {
+            warnings.push(format!(
+                "no recommendation: {}",
+                if !has_peak {
+                    "no estimate of the peak to measure the break-even at".to_string()
+                } else if tokens.is_empty() {
+                    MISSING_MATCHED.to_string()
+                } else {
+                    "no decision has both matched tokens and a known gate input".to_string()
+                }
+            ));
+        }
+
+        // Warnings.
+        match peak.source {
+            PeakSource::Config => warnings.push(
+                "thin evidence: no vLLM stats, calibration or --peak-prefill-throughput; the peak is the configured value".into(),
+            ),
+            PeakSource::VllmStatsUnsaturated => warnings.push(format!(
+                "thin evidence: the engines were never saturated; {:.0} tok/s is only the highest interval rate seen",
+                p
+            )),
+            PeakSource::VllmStats if peak.samples < THIN_SATURATED_INTERVALS => {
+                warnings.push(format!(
+                    "thin evidence: only {} saturated intervals behind the peak estimate",
+                    peak.samples
+                ))
+            }
+            _ => {}
+        }
+        if let Some(w) = wide_interval(&peak, p) {
+            warnings.push(w);
+        }
+        let configured = config.parameters.peak_prefill_throughput;
+        if peak.source != PeakSource::Config
+            && configured > 0.0
+            && (configured / p > 2.0 || p / configured > 2.0)
+        {
+            warnings.push(format!(
+                "the configured peakPrefillThroughput {configured:.0} is {:.1}x the estimate {p:.0}: every TTFT the gate computes is off by that factor",
+                configured / p
+            ));
+        }
+        if break_even.count > 0 && break_even.count < THIN_MATCHED_DECISIONS {
+            warnings.push(format!(
+                "thin evidence: {} decision(s) with matched tokens",
+                break_even.count
+            ));
+        }
+        let p50s: Vec<f64> = break_even
+            .windows
+            .iter()
+            .filter(|w| w.count >= MIN_WINDOW_DECISIONS)
+            .filter_map(|w| w.p50)
+            .filter(|v| *v > 0.0)
+            .collect();
+        if let (Some(lo), Some(hi)) = (
+            p50s.iter().copied().reduce(f64::min),
+            p50s.iter().copied().reduce(f64::max),
+        ) && hi / lo > 2.0
+        {
+            warnings.push(format!(
+                "the break-even p50 drifted {:.1}x across windows ({lo:.0} ms to {hi:.0} ms): a static bar cannot follow it; matchedTokens does",
+                hi / lo
+            ));
+        }
+        for d in &config.log_disagreements {
+            let (given, used) = match d.given_source {
+                crate::config::source::ParamSource::Flag => ("the flag", "the flag's"),
+                _ => ("the config file", "the file's"),
+            };
+            let used = if d.used == crate::config::source::ParamSource::Log {
+                "the log's".to_string()
+            } else {
+                format!("{used} (a what-if; drop it to replay what the EPP ran)")
+            };
+            warnings.push(format!(
+                "{}{}: the log shows {}, {given} gives {}; the current row uses {used}",
+                d.parameter,
+                d.instance
+                    .as_deref()
+                    .map(|i| format!(" of filter instance {i}"))
+                    .unwrap_or_default(),
+                fmt_ms(d.log),
+                fmt_ms(d.given)
+            ));
+        }
+        for r in &rows {
+            if let Some(e) = &r.error {
+                warnings.push(format!("candidate {}: {e}", r.label));
+            }
+        }
+
+        DeploymentRec {
+            name,
+            peak_prefill_throughput: peak,
+            reference_peak: p,
+            matched_tokens,
+            break_even_ms: break_even,
+            break_even_tokens,
+            current,
+            rows,
+            recommended,
+            source_disagreements: Vec::new(),
+            warnings,
+        }
+    }
+
+    /// Replays every decision of `dep` under `make(base config)`, measuring
+    /// pinned-worse and excess TTFT at the reference peak `p`.
+    fn row(
+        &self,
+        dep: Option<&Dep>,
+        p: f64,
+        label: String,
+        kind: RowKind,
+        make: &dyn Fn(&Config) -> Result<Config, gatecal_filter::ConfigError>,
+    ) -> Row {
+        let pinned_min = self.opts.pinned_worse_min_ms;
+        let mut n = 0u64;
+        let mut released = 0u64;
+        let mut pinned = 0u64;
+        let mut unknown = 0u64;
+        let mut no_match = 0u64;
+        let mut scored = 0u64;
+        let mut excess = 0.0f64;
+        let mut shown: Option<Config> = None;
+        let mut error = None;
+        let mut made: Vec<Option<Config>> = Vec::new();
+        if let Some(d) = dep {
+            for c in &d.configs {
+                match make(c) {
+                    Ok(x) => made.push(Some(x)),
+                    Err(e) => {
+                        error.get_or_insert_with(|| e.to_string());
+                        made.push(None);
+                    }
+                }
+            }
+            for (k, ci) in &d.kept {
+                n += 1;
+                let Some(Some(c)) = made.get(usize::from(*ci)) else {
+                    unknown += 1;
+                    continue;
+                };
+                if shown.is_none() {
+                    shown = Some(c.clone());
+                }
+                let r = replay(&k.sample(), c);
+                let Some(o) = r.outcome else {
+                    unknown += 1;
+                    continue;
+                };
+                if r.no_match_info {
+                    no_match += 1;
+                }
+                let rel = o.is_release();
+                if rel {
+                    released += 1;
+                }
+                let g_ref = match *k {
+                    Kept::Gate {
+                        sticky, non_sticky, ..
+                    } if p > 0.0 && p.is_finite() => Some(ttft_ms((sticky - non_sticky) as f64, p)),
+                    Kept::Predicted { sticky, non_sticky } => Some(sticky - non_sticky),
+                    _ => None,
+                };
+                if o == Outcome::Sticky && g_ref.is_some_and(|g| g >= pinned_min) {
+                    pinned += 1;
+                }
+                if let Kept::Gate { matched, .. } = *k
+                    && matched > 0
+                    && let Some(g) = g_ref
+                {
+                    let b = ttft_ms(matched as f64, p);
+                    scored += 1;
+                    excess += excess_ms(g, b, rel);
+                }
+            }
+        }
+        let base = dep
+            .map(|d| d.shown.config.parameters.clone())
+            .unwrap_or_default();
+        let shown = shown.or_else(|| make(&base).ok()).unwrap_or(base);
+        if error.is_none()
+            && let Err(e) = make(
+                &dep.map(|d| d.shown.config.parameters.clone())
+                    .unwrap_or_default(),
+            )
+        {
+            error = Some(e.to_string());
+        }
+        let share = |c: u64| if n == 0 { 0.0 } else { c as f64 / n as f64 };
+        Row {
+            label,
+            kind,
+            penalty_mode: shown.penalty_mode,
+            peak_prefill_throughput: shown.peak_prefill_throughput,
+            max_ttft_penalty_ms: shown.max_ttft_penalty_ms,
+            released_share: share(released),
+            logged_released_share: (kind == RowKind::Current)
+                .then(|| share(dep.map_or(0, |d| d.logged_released))),
+            pinned_worse_share: share(pinned),
+            excess_ttft_ms: (scored > 0).then(|| excess / scored as f64),
+            unknown,
+            no_match_info: no_match,
+            error,
+        }
+    }
+
+    /// One mode, and why.
+    fn recommend(
+        &self,
+        name: &str,
+        rows: &[Row],
+        current: &Config,
+        break_even: &BreakEven,
+        current_bar: f64,
+    ) -> Option<Recommended> {
+        let find = |k: RowKind| rows.iter().find(|r| r.kind == k && r.error.is_none());
+        let st = find(RowKind::Static)?;
+        let es = st.excess_ttft_ms?;
+        let params = |r: &Row| ModeParams {
+            penalty_mode: r.penalty_mode,
+            peak_prefill_throughput: r.peak_prefill_throughput,
+            max_ttft_penalty_ms: r.max_ttft_penalty_ms,
+            excess_ttft_ms: r.excess_ttft_ms,
+        };
+        // matchedTokens with the current bar as ceiling, unless no ceiling
+        // does strictly better.
+        let mt = match (
+            find(RowKind::MatchedTokens),
+            find(RowKind::MatchedTokensNoCeiling),
+        ) {
+            (Some(a), Some(b)) if b.excess_ttft_ms < a.excess_ttft_ms => b,
+            (Some(a), _) => a,
+            _ => return None,
+        };
+        let em = mt.excess_ttft_ms?;
+        let static_p = params(st);
+        let matched_p = params(mt);
+        let (rec, alt, why) = if current.ttft_source == TtftSource::LatencyPredictor {
+            (
+                static_p,
+                matched_p,
+                "static: ttftSource latencyPredictor does not allow penaltyMode matchedTokens"
+                    .to_string(),
+            )
+        } else if em < es {
+            (
+                matched_p,
+                static_p,
+                format!(
+                    "matchedTokens: it releases when the queued excess exceeds each request's own cached tokens, so its expected excess TTFT is {em:.0} ms per decision against {es:.0} ms for the best static bar ({} ms); it needs a filter build with penaltyMode",
+                    crate::report::recommend::fmt_ms(st.max_ttft_penalty_ms)
+                ),
+            )
+        } else {
+            (
+                static_p,
+                matched_p,
+                format!(
+                    "static: the derived bar does as well as matchedTokens here ({es:.0} against {em:.0} ms expected excess TTFT per decision) and works on every filter build"
+                ),
+            )
+        };
+        let _ = (break_even, current_bar);
+        let yaml = recommendation_yaml(name, &rec, &alt, &why);
+        Some(Recommended {
+            params: rec,
+            alternative: alt,
+            why,
+            yaml,
+        })
+    }
+}

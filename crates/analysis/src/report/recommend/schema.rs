@@ -1,0 +1,258 @@
+//! The report of the calibration: the structs of the JSON schema
+//! `gatecal.recommend/v2`, documented field by field here and in
+//! `docs/json-schema.md`.
+
+use std::collections::BTreeMap;
+
+use gatecal_filter::PenaltyMode;
+use serde::Serialize;
+
+use crate::config::source::SourcedConfig;
+use crate::input::ProducerBlockSizes;
+use crate::peak::agreement::SourceDisagreement;
+use crate::peak::throughput::{PeakEstimate, PeakSource};
+use crate::report::gate_dist::InputSummary;
+
+/// The chosen peak and every estimate found.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PeakReport {
+    /// Tokens per second.
+    pub value: f64,
+    /// Where the chosen value comes from.
+    pub source: PeakSource,
+    /// Samples behind the chosen value.
+    pub samples: u64,
+    /// Spread of the chosen estimate, low end.
+    pub spread_low: Option<f64>,
+    /// Spread of the chosen estimate, high end.
+    pub spread_high: Option<f64>,
+    /// 90 % interval `[low, high]` of the chosen estimate, tokens/s; `null`
+    /// when its source gives none (user value, config, never saturated).
+    pub interval: Option<[f64; 2]>,
+    /// How the chosen value was computed.
+    pub method: String,
+    /// Every estimate found, best first.
+    pub estimates: Vec<PeakEstimate>,
+}
+
+/// Break-even bar quantiles in one window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BreakEvenWindow {
+    /// Window start, epoch seconds.
+    pub start_ts: f64,
+    /// Decisions with matched tokens in the window.
+    pub count: u64,
+    /// 10th percentile, ms.
+    pub p10: Option<f64>,
+    /// Median, ms.
+    pub p50: Option<f64>,
+    /// 90th percentile, ms.
+    pub p90: Option<f64>,
+}
+
+/// Break-even bar quantiles.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BreakEven {
+    /// Decisions with matched tokens.
+    pub count: u64,
+    /// 10th percentile, ms.
+    pub p10: Option<f64>,
+    /// Median, ms.
+    pub p50: Option<f64>,
+    /// 90th percentile, ms.
+    pub p90: Option<f64>,
+    /// Per window, when `--window` is set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<BreakEvenWindow>,
+}
+
+/// Where the matched tokens came from, and what is missing.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MatchedTokens {
+    /// Decisions with a sticky endpoint (the break-even applies to them).
+    pub decisions: u64,
+    /// Of those, decisions with matched tokens.
+    pub with_matched: u64,
+    /// Decisions with matched tokens, by source label.
+    pub sources: BTreeMap<String, u64>,
+    /// Decisions with a known gate input and matched tokens: the ones the
+    /// rows' excess TTFT is measured on.
+    pub scored: u64,
+    /// When no source gave matched tokens: which log level or producer would.
+    pub missing: Option<String>,
+    /// The block sizes that turned the prefix producers' matched blocks
+    /// into tokens (`approximate_producer`, `precise_producer`), and where
+    /// each comes from.
+    pub block_sizes: ProducerBlockSizes,
+}
+
+/// Break-even in tokens: the best sticky endpoint's matched tokens (exact
+/// nearest-rank quantiles, independent of the peak).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BreakEvenTokens {
+    /// Decisions with matched tokens.
+    pub count: u64,
+    /// 10th percentile.
+    pub p10: Option<i64>,
+    /// Median.
+    pub p50: Option<i64>,
+    /// 90th percentile.
+    pub p90: Option<i64>,
+}
+
+/// The config in force and what it did.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Current {
+    /// The config and its source.
+    pub config: SourcedConfig,
+    /// Decisions.
+    pub decisions: u64,
+    /// Released (replayed), over all decisions.
+    pub released_share: f64,
+    /// Released as logged (the decisions' own outcomes), over all decisions.
+    pub logged_released_share: f64,
+    /// Pinned-worse (replayed, at the reference peak), over all decisions.
+    pub pinned_worse_share: f64,
+    /// Decisions whose gate input is unknown.
+    pub unknown: u64,
+}
+
+/// What a row is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowKind {
+    /// The config in force.
+    Current,
+    /// Static mode at the peak estimate, with the derived bar.
+    Static,
+    /// `matchedTokens` at the peak estimate, the current bar as ceiling.
+    MatchedTokens,
+    /// `matchedTokens` at the peak estimate, no ceiling.
+    MatchedTokensNoCeiling,
+    /// A `--candidate-config` or `--what-if`.
+    Candidate,
+}
+
+/// One config replayed on the deployment's decisions.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    /// `current`, `static`, `matchedTokens`, `matchedTokens, no ceiling`, or
+    /// the candidate's label.
+    pub label: String,
+    /// What the row is.
+    pub kind: RowKind,
+    /// `penaltyMode`.
+    #[serde(rename = "penaltyMode")]
+    pub penalty_mode: PenaltyMode,
+    /// `peakPrefillThroughput`.
+    #[serde(rename = "peakPrefillThroughput")]
+    pub peak_prefill_throughput: f64,
+    /// `maxTTFTPenaltyMs` (the ceiling in matchedTokens mode; 0 = none).
+    #[serde(rename = "maxTTFTPenaltyMs")]
+    pub max_ttft_penalty_ms: f64,
+    /// Released (replayed), over all decisions.
+    pub released_share: f64,
+    /// The current row only: released as logged, over all decisions.
+    pub logged_released_share: Option<f64>,
+    /// Held with the gate input at the reference peak >= the pinned-worse
+    /// minimum, over all decisions.
+    pub pinned_worse_share: f64,
+    /// Expected excess TTFT per scored decision, ms, against the break-even
+    /// rule at the reference peak (`null` without scored decisions).
+    pub excess_ttft_ms: Option<f64>,
+    /// Decisions whose gate input is unknown (in neither share).
+    pub unknown: u64,
+    /// matchedTokens: decisions without match info (held).
+    pub no_match_info: u64,
+    /// A candidate that is not valid for this deployment: the EPP's message.
+    pub error: Option<String>,
+}
+
+/// The parameters of one mode.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModeParams {
+    /// `penaltyMode`.
+    #[serde(rename = "penaltyMode")]
+    pub penalty_mode: PenaltyMode,
+    /// `peakPrefillThroughput`.
+    #[serde(rename = "peakPrefillThroughput")]
+    pub peak_prefill_throughput: f64,
+    /// `maxTTFTPenaltyMs`.
+    #[serde(rename = "maxTTFTPenaltyMs")]
+    pub max_ttft_penalty_ms: f64,
+    /// Its expected excess TTFT per scored decision, ms.
+    pub excess_ttft_ms: Option<f64>,
+}
+
+/// The recommendation: one mode, and the other as the alternative.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Recommended {
+    /// The recommended parameters.
+    pub params: ModeParams,
+    /// The other mode's best parameters, not recommended.
+    pub alternative: ModeParams,
+    /// Why this mode.
+    pub why: String,
+    /// The parameters to set, as YAML, the alternative commented out.
+    pub yaml: String,
+}
+
+/// One deployment's calibration.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeploymentRec {
+    /// Deployment name.
+    pub name: String,
+    /// Peak prefill throughput.
+    pub peak_prefill_throughput: PeakReport,
+    /// The peak every row's excess TTFT and pinned share are measured at
+    /// (the estimate), tokens/s.
+    pub reference_peak: f64,
+    /// Where the matched tokens came from.
+    pub matched_tokens: MatchedTokens,
+    /// Break-even bar, ms: matched tokens at the reference peak.
+    pub break_even_ms: BreakEven,
+    /// Break-even in tokens.
+    pub break_even_tokens: BreakEvenTokens,
+    /// The config in force.
+    pub current: Current,
+    /// Every config replayed: current, static, matchedTokens (with and
+    /// without ceiling), candidates.
+    pub rows: Vec<Row>,
+    /// The recommendation; `null` without matched tokens.
+    pub recommended: Option<Recommended>,
+    /// Figures on which the vLLM log lines and the Prometheus counters
+    /// disagree beyond their intervals ([`crate::peak::agreement`]); each is in
+    /// `warnings` too.
+    pub source_disagreements: Vec<SourceDisagreement>,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+/// The whole report: `gatecal.recommend/v2`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RecommendReport {
+    /// `gatecal.recommend/v2`.
+    pub schema: &'static str,
+    /// The input ledger.
+    pub input: InputSummary,
+    /// Per deployment, sorted by name.
+    pub deployments: Vec<DeploymentRec>,
+    /// Deployments past the cap, pooled into one ([`crate::Pooled`]).
+    pub pooled: crate::input::pool::Pooled,
+    /// vLLM stats lines past the cap, not used.
+    pub vllm_cut: VllmCut,
+}
+
+/// vLLM stats lines kept at most; the peak estimate and the hit-rate
+/// agreement use the first ones read (about 64 MiB of them; at one line
+/// per engine each 10 s, 120 engine-days).
+pub const MAX_VLLM_LINES: usize = 1 << 20;
+
+/// The vLLM stats lines not used, past [`MAX_VLLM_LINES`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct VllmCut {
+    /// Lines read past the cap (not used).
+    pub lines: u64,
+    /// The cap in force.
+    pub max_lines: usize,
+}
