@@ -6,7 +6,7 @@ use gatecal_filter::{Config, Outcome, PenaltyMode};
 use serde::Serialize;
 
 use crate::gate::hist::{Recorded, SignedHistogram};
-use crate::gate::reconstruct::{Evidence, GateSample};
+use crate::gate::sample::{Evidence, GateSample};
 use crate::gate::whatif::{WhatIfSpec, pinned_worse_bar, replay};
 
 /// How many disagreeing request ids a self-check lists.

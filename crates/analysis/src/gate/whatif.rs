@@ -12,7 +12,7 @@
 use gatecal_filter::{Config, Outcome, PenaltyMode, decide_verdict};
 use serde::Serialize;
 
-use crate::gate::reconstruct::{GateSample, Replay};
+use crate::gate::sample::{GateSample, Replay};
 
 /// One alternative config, relative to a deployment's own.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

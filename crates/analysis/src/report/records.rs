@@ -14,7 +14,7 @@ use gatecal_parser::{
 };
 
 use crate::config::source::SourcedConfig;
-use crate::gate::reconstruct::{GateSample, Replay};
+use crate::gate::sample::{GateSample, Replay};
 use crate::input::{DecisionInput, MatchedSource};
 
 /// Receives each completed record, in the order the analysis processed the
