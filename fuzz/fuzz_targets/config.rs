@@ -2,7 +2,7 @@
 //! holding it) on arbitrary text.
 #![no_main]
 
-use gatecal_analysis::epp_config::filters_from_yaml;
+use gatecal_analysis::filters_from_yaml;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,9 +3,9 @@
 //! mutation of real fixture lines (numeric fields replaced by values at
 //! the edges of their domain).
 
-use gatecal_analysis::gate_dist::{ConfigSet, GateDist, GateDistOptions, InputSummary};
-use gatecal_analysis::input::DecisionInput;
-use gatecal_analysis::recommend::{Recommend, RecommendOptions};
+use gatecal_analysis::{
+    ConfigSet, DecisionInput, GateDist, GateDistOptions, InputSummary, Recommend, RecommendOptions,
+};
 use gatecal_parser::{Item, ParseOptions, Parsed, parse_slice};
 use gatecal_render::svg::{SvgHistogram, histogram_svg};
 use gatecal_render::{Format, renderer};

@@ -5,9 +5,9 @@
 //! counted once ([`dedup`]), and the bound on the deployments tracked
 //! ([`pool`]).
 
-pub(crate) mod dedup;
+pub mod dedup;
 mod from_parser;
-pub(crate) mod pool;
+pub mod pool;
 
 use gatecal_filter::{Candidate, Outcome};
 use gatecal_parser::{DecisionRecord, Recorded};
@@ -88,8 +88,8 @@ pub struct DecisionInput {
     /// Where `hit_prefix_tokens` come from.
     pub matched_source: Option<MatchedSource>,
     /// When the matched tokens come from a prefix producer's lines
-    /// ([`MatchedSource::ApproximateProducer`],
-    /// [`MatchedSource::PreciseProducer`]): the matched blocks.
+    /// (`MatchedSource::ApproximateProducer`,
+    /// `MatchedSource::PreciseProducer`): the matched blocks.
     /// `hit_prefix_tokens` is that times the producer's upstream default
     /// block size until [`DecisionInput::set_producer_block_sizes`] sets
     /// the one in force.
@@ -336,7 +336,7 @@ pub fn block_sizes_for<'a>(
 
 impl DecisionInput {
     /// Sets a producer-matched decision's tokens at its deployment's block
-    /// sizes in `by_deployment` ([`block_sizes_for`]); with none given they
+    /// sizes in `by_deployment` (`block_sizes_for`); with none given they
     /// stay at the upstream defaults.
     pub fn apply_block_sizes(
         &mut self,

@@ -2,41 +2,44 @@
 //!
 //! The analysis of gatecal: filter decisions in (from the parser or the
 //! decisions JSON lines), reports out. It reconstructs the TTFT load gate's
-//! input of every decision with an evidence label
-//! ([`reconstruct`]), replays decisions through the filter core under other
-//! configs ([`whatif`]), builds distributions on a signed HdrHistogram
-//! ([`SignedHistogram`]), and assembles the `gatecal.gate-dist/v2` report
-//! ([`gate_dist`]). Every estimator's method and error bound is written in the
-//! docs of the module or type that computes it.
+//! input of every decision with an evidence label ([`Reconstructor`]),
+//! replays decisions through the filter core under other configs
+//! ([`WhatIfSpec`], [`CandidateConfig`]), builds distributions on a signed
+//! HdrHistogram ([`SignedHistogram`]), and assembles the
+//! `gatecal.gate-dist/v2` report ([`GateDistReport`]). Every estimator's
+//! method and error bound is written in the docs of the module or type that
+//! computes it.
 //!
-//! # API
+//! # Layout
 //!
-//! The entry points:
+//! The modules are private; what the other crates use is re-exported here.
+//! Each folder is one seam, and each depends only on the ones listed before
+//! it:
 //!
-//! - [`gate_dist::GateDist`]: the audit of `gate-dist`, its options
-//!   ([`gate_dist::GateDistOptions`], [`gate_dist::ConfigSet`]) and report
-//!   ([`gate_dist::GateDistReport`]);
-//! - [`recommend::Recommend`]: the calibration of `recommend`, its options
-//!   ([`recommend::RecommendOptions`]) and report
-//!   ([`recommend::RecommendReport`]);
-//! - [`input::DecisionInput`]: a decision as both take it (from the parser's
-//!   `Decision`, or a decision record of [`records`]);
-//! - [`reconstruct`]: the gate input's reconstruction and its options;
-//!   [`throughput`]: the peak prefill throughput estimators; [`whatif`]:
-//!   candidate configs; [`stats`]: the distributions a report holds;
-//!   [`epp_config`]: the EPP's config files, read and written back;
-//!   [`prometheus`]: Prometheus `query_range` responses and the peak from
-//!   them; [`agreement`]: where the vLLM log lines and Prometheus disagree;
-//! - at the crate root, the pieces the binaries' input stage and reports
-//!   use: duplicate detection ([`DuplicateCheck`]), the reorder buffer
-//!   ([`Reorder`]), the deployment cap ([`Pooled`]) and the histogram
-//!   ([`SignedHistogram`]).
+//! - `input/`: a decision as the analysis takes it ([`DecisionInput`], from
+//!   the parser's `Decision` or a decision record), duplicates counted once
+//!   ([`DuplicateCheck`]) and the cap on deployments ([`Pooled`]);
+//! - `config/`: the EPP's config files read and written back
+//!   ([`filters_from_yaml`], [`emit`]), each parameter with its source
+//!   ([`SourcedConfig`], [`ConfigSet`]), and the config in force that the
+//!   log's own values settle ([`merge_log`]);
+//! - `gate/`: the reorder buffer ([`Reorder`]), the gate input's
+//!   reconstruction and its queue model ([`Reconstructor`]), the replays
+//!   and the distributions a report holds ([`Stats`]);
+//! - `peak/`: the peak prefill throughput from vLLM stats lines
+//!   ([`VllmEstimator`]), calibration output ([`from_calibration_text`])
+//!   and Prometheus ([`parse_query_range`]), and where the sources
+//!   disagree;
+//! - `report/`: the two analyses, [`GateDist`] (the audit of `gate-dist`:
+//!   [`GateDistOptions`], [`GateDistReport`]) and [`Recommend`] (the
+//!   calibration of `recommend`: [`RecommendOptions`],
+//!   [`RecommendReport`]), and the decision records both write
+//!   ([`RecordSink`]).
 //!
 //! # Example
 //!
 //! ```
-//! use gatecal_analysis::gate_dist::{ConfigSet, GateDist, GateDistOptions, InputSummary};
-//! use gatecal_analysis::input::DecisionInput;
+//! use gatecal_analysis::{ConfigSet, DecisionInput, GateDist, GateDistOptions, InputSummary};
 //! use gatecal_filter::Candidate;
 //!
 //! let mut audit = GateDist::new(GateDistOptions::default(), ConfigSet::default());
@@ -60,16 +63,31 @@
 
 mod config;
 mod gate;
-pub mod input;
+mod input;
 mod peak;
 mod report;
 
-pub use config::epp as epp_config;
-pub use gate::{reconstruct, stats, whatif};
-pub use peak::{agreement, prometheus, throughput};
-pub use report::{gate_dist, recommend, records};
-
+pub use config::epp::{
+    ParamChanges, emit, filter_entries_from_yaml, filters_from_yaml, minimal_config,
+    producer_block_sizes,
+};
+pub use config::in_force::merge_log;
+pub use config::source::{ConfigSet, ParamSource, SourcedConfig};
 pub use gate::hist::SignedHistogram;
-pub use gate::reorder::{DEFAULT_REORDER_WINDOW_S, Reorder};
-pub use input::dedup::{DecisionKey, DuplicateCheck, Duplicates, MAX_FINGERPRINTS, SECOND_COST};
+pub use gate::reconstruct::{ReconstructOptions, Reconstructor};
+pub use gate::reorder::Reorder;
+pub use gate::sample::Replay;
+pub use gate::stats::{Distribution, MIN_QUANTILE_SAMPLE, Stats, WhatIfResult};
+pub use gate::whatif::{CandidateConfig, CandidateSource, WhatIfSpec, matched_tokens_specs};
+pub use input::dedup::{DecisionKey, DuplicateCheck, Duplicates, MAX_FINGERPRINTS};
 pub use input::pool::{MAX_DEPLOYMENTS, OTHER_DEPLOYMENT, Pooled};
+pub use input::{BlockSize, BlockSizeSource, DecisionInput, ProducerBlockSizes, ScoredEndpoint};
+pub use peak::prometheus::{PromSeries, looks_like_query_range, parse_query_range};
+pub use peak::throughput::{PeakSource, VllmEstimator, from_calibration_text};
+pub use report::gate_dist::{
+    GateDist, GateDistOptions, GateDistReport, HistogramBins, InputSummary, TimeRange, TraceSummary,
+};
+pub use report::recommend::{
+    DeploymentRec, MISSING_MATCHED, Recommend, RecommendOptions, RecommendReport, RowKind, VllmCut,
+};
+pub use report::records::RecordSink;

@@ -2,8 +2,7 @@
 //! force, in both binaries.
 
 use anyhow::{Context, bail};
-use gatecal_analysis::epp_config::filters_from_yaml;
-use gatecal_analysis::whatif::{CandidateConfig, CandidateSource};
+use gatecal_analysis::{CandidateConfig, CandidateSource, filters_from_yaml};
 use gatecal_filter::Config;
 use serde_json::{Map, Value};
 

@@ -5,14 +5,15 @@
 //! filter core's validation, so a bad combination fails with the EPP's text.
 //! Each parameter keeps its source (`flag`, `file`, `default`); the audit
 //! then puts the values the log shows over files and defaults (never over a
-//! flag), see [`gatecal_analysis::gate_dist::merge_log`].
+//! flag), see [`gatecal_analysis::merge_log`].
 
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context, bail};
-use gatecal_analysis::epp_config::{filter_entries_from_yaml, producer_block_sizes};
-use gatecal_analysis::gate_dist::{ConfigSet, ParamSource, SourcedConfig};
-use gatecal_analysis::input::{BlockSize, BlockSizeSource, ProducerBlockSizes};
+use gatecal_analysis::{
+    BlockSize, BlockSizeSource, ConfigSet, ParamSource, ProducerBlockSizes, SourcedConfig,
+    filter_entries_from_yaml, producer_block_sizes,
+};
 use gatecal_filter::{Config, MissingSignal};
 use serde_json::{Map, Value};
 

@@ -8,11 +8,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gatecal_analysis::gate_dist::{GateDist, GateDistReport, InputSummary, TraceSummary};
-use gatecal_analysis::input::DecisionInput;
-use gatecal_analysis::recommend::{Recommend, RecommendReport};
-use gatecal_analysis::records::RecordSink;
-use gatecal_analysis::{DecisionKey, DuplicateCheck, Duplicates};
+use gatecal_analysis::{
+    DecisionInput, DecisionKey, DuplicateCheck, Duplicates, GateDist, GateDistReport, InputSummary,
+    Recommend, RecommendReport, RecordSink, TraceSummary,
+};
 use gatecal_parser::{
     Completion, Decision, DecisionRecord, DecisionWriter, InputFiles, InputFormat, InputSource,
     InputSpec, Item, Ledger, ParseError, ParseOptions, Progress, VllmStats, count_trace_files,
@@ -439,7 +438,7 @@ pub fn decision_input(d: Decision, emit: bool) -> DecisionInput {
 /// ([`GateDist`]) or the calibration of `recommend` ([`Recommend`]). It
 /// reorders the decisions it is given within its window
 /// ([`gatecal_analysis::Reorder`]) and reconstructs each one's gate input
-/// ([`gatecal_analysis::reconstruct`]).
+/// ([`gatecal_analysis::Reconstructor`]).
 pub trait Analysis: Sized {
     /// What [`Analysis::finish`] returns.
     type Report;
@@ -734,7 +733,7 @@ fn is_prometheus(path: &std::path::Path) -> bool {
     } else {
         raw
     };
-    gatecal_analysis::prometheus::looks_like_query_range(&head)
+    gatecal_analysis::looks_like_query_range(&head)
 }
 
 /// Takes the Prometheus `query_range` responses out of the inputs (found by
@@ -742,12 +741,12 @@ fn is_prometheus(path: &std::path::Path) -> bool {
 /// starts like one but does not parse is an error naming it.
 pub fn take_prometheus(
     files: &mut InputFiles,
-) -> anyhow::Result<Vec<(String, Vec<gatecal_analysis::prometheus::PromSeries>)>> {
+) -> anyhow::Result<Vec<(String, Vec<gatecal_analysis::PromSeries>)>> {
     let taken = files.take_files(is_prometheus);
     let mut out = Vec::with_capacity(taken.len());
     for (display, path) in taken {
         let bytes = read_maybe_gzip(&path).map_err(|e| anyhow::anyhow!("{display}: {e}"))?;
-        let series = gatecal_analysis::prometheus::parse_query_range(&bytes)
+        let series = gatecal_analysis::parse_query_range(&bytes)
             .map_err(|e| anyhow::anyhow!("{display}: {e}"))?;
         out.push((display, series));
     }

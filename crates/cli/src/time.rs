@@ -60,14 +60,14 @@ pub fn parse_time(s: &str, now: f64) -> Result<f64, String> {
 pub fn time_range(
     since: Option<&str>,
     until: Option<&str>,
-) -> anyhow::Result<gatecal_analysis::gate_dist::TimeRange> {
+) -> anyhow::Result<gatecal_analysis::TimeRange> {
     let now = now();
     let time = |flag: &str, v: Option<&str>| -> anyhow::Result<Option<f64>> {
         v.map(|s| parse_time(s, now))
             .transpose()
             .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
     };
-    let range = gatecal_analysis::gate_dist::TimeRange {
+    let range = gatecal_analysis::TimeRange {
         since: time("--since", since)?,
         until: time("--until", until)?,
     };

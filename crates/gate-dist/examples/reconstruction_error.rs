@@ -12,10 +12,10 @@
 
 use std::collections::HashMap;
 
-use gatecal_analysis::Reorder;
-use gatecal_analysis::gate_dist::{ParamSource, SourcedConfig, merge_log};
-use gatecal_analysis::input::DecisionInput;
-use gatecal_analysis::reconstruct::{ReconstructOptions, Reconstructor, Replay};
+use gatecal_analysis::{
+    DecisionInput, ParamSource, ReconstructOptions, Reconstructor, Reorder, Replay, SourcedConfig,
+    merge_log,
+};
 use gatecal_filter::Config;
 use gatecal_parser::{ParseOptions, parse_slice};
 

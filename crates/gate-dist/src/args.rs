@@ -3,9 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use gatecal_analysis::gate_dist::GateDistOptions;
-use gatecal_analysis::reconstruct::ReconstructOptions;
-use gatecal_analysis::whatif::{WhatIfSpec, matched_tokens_specs};
+use gatecal_analysis::{GateDistOptions, ReconstructOptions, WhatIfSpec, matched_tokens_specs};
 use gatecal_cli::bounds::{MAX_BINS, check_list, parse_window};
 use gatecal_cli::candidates::CandidateArgs;
 use gatecal_cli::duration::parse_seconds;

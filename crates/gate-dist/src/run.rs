@@ -3,8 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use gatecal_analysis::gate_dist::{GateDist, GateDistReport};
-use gatecal_analysis::stats::Stats;
+use gatecal_analysis::{GateDist, GateDistReport, Stats};
 use gatecal_cli::deployments::{Listed, check_names, write_list};
 use gatecal_cli::output::{
     Destination, OutputFile, Outputs, report_format, report_renderer, run_info, table_width,

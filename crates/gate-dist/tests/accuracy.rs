@@ -3,10 +3,10 @@
 //! quantiles from logs (within 10 % or 100 ms), evidence and self-check, and
 //! the glm-like picture of the seed.
 
-use gatecal_analysis::gate_dist::{
-    ConfigSet, GateDist, GateDistOptions, GateDistReport, InputSummary, ParamSource, SourcedConfig,
+use gatecal_analysis::{
+    ConfigSet, DecisionInput, GateDist, GateDistOptions, GateDistReport, InputSummary, ParamSource,
+    SourcedConfig,
 };
-use gatecal_analysis::input::DecisionInput;
 use gatecal_parser::{ParseOptions, parse_slice};
 use gatecal_sim::{SimOutput, Variant, run, scenario};
 

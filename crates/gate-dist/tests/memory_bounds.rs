@@ -1,10 +1,10 @@
 //! Deployments tracked and drawn are bounded: past the cap, the decisions
 //! of further deployments are pooled into one, counted and warned about.
 
-use gatecal_analysis::gate_dist::{ConfigSet, GateDist, GateDistOptions, InputSummary};
-use gatecal_analysis::input::DecisionInput;
-use gatecal_analysis::recommend::{Recommend, RecommendOptions};
-use gatecal_analysis::{MAX_DEPLOYMENTS, OTHER_DEPLOYMENT, Pooled};
+use gatecal_analysis::{
+    ConfigSet, DecisionInput, GateDist, GateDistOptions, InputSummary, MAX_DEPLOYMENTS,
+    OTHER_DEPLOYMENT, Pooled, Recommend, RecommendOptions,
+};
 use gatecal_parser::{ParseOptions, parse_slice};
 
 /// `n` complete decisions, each in its own namespace (its own deployment).

@@ -3,10 +3,10 @@
 //! malformed with a counted reason, never a panic, a silent 0 or a state
 //! reset.
 
-use gatecal_analysis::gate_dist::{
-    ConfigSet, GateDist, GateDistOptions, GateDistReport, InputSummary,
+use gatecal_analysis::{
+    ConfigSet, DecisionInput, GateDist, GateDistOptions, GateDistReport, InputSummary,
+    ScoredEndpoint,
 };
-use gatecal_analysis::input::{DecisionInput, ScoredEndpoint};
 use gatecal_filter::Outcome;
 use gatecal_parser::{MalformedReason, ParseOptions, Parsed, parse_slice};
 use gatecal_render::{Format, renderer};

@@ -3,10 +3,10 @@
 //! log agrees with the log on every decision with a known gate input, and
 //! releases exactly the logged count. Small runs (150 requests) keep it fast.
 
-use gatecal_analysis::gate_dist::{
-    ConfigSet, GateDist, GateDistOptions, GateDistReport, InputSummary, ParamSource, SourcedConfig,
+use gatecal_analysis::{
+    ConfigSet, DecisionInput, GateDist, GateDistOptions, GateDistReport, InputSummary, ParamSource,
+    SourcedConfig,
 };
-use gatecal_analysis::input::DecisionInput;
 use gatecal_parser::{ParseOptions, parse_slice};
 use gatecal_sim::{Variant, run, scenario, scenario_names};
 

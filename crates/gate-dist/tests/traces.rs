@@ -9,8 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::Command;
 
-use gatecal_analysis::SignedHistogram;
-use gatecal_analysis::stats::Distribution;
+use gatecal_analysis::{Distribution, SignedHistogram};
 use gatecal_sim::{TruthRecord, Variant, is_sampled, run, scenario, scenario_names, write_traces};
 
 const SEED: u64 = 1;

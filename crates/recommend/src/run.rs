@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use gatecal_analysis::epp_config::{ParamChanges, emit, minimal_config};
-use gatecal_analysis::recommend::{Recommend, RecommendOptions, RecommendReport};
-use gatecal_analysis::reconstruct::ReconstructOptions;
-use gatecal_analysis::throughput::from_calibration_text;
+use gatecal_analysis::{
+    ParamChanges, Recommend, RecommendOptions, RecommendReport, ReconstructOptions, emit,
+    from_calibration_text, minimal_config,
+};
 use gatecal_cli::deployments::{Listed, check_names, write_list};
 use gatecal_cli::output::{Outputs, report_format, report_renderer, run_info, table_width};
 use gatecal_cli::pipeline::{

@@ -9,8 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use gatecal_analysis::input::DecisionInput;
-use gatecal_analysis::throughput::{PeakSource, VllmEstimator};
+use gatecal_analysis::{DecisionInput, PeakSource, VllmEstimator};
 use gatecal_parser::{Item, ParseOptions, parse_slice};
 use gatecal_sim::{Variant, run, scenario};
 

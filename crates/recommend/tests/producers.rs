@@ -4,9 +4,9 @@
 //! those with 64-token blocks through the approximate producer's lines and
 //! the prefix scorer's scores, the others through the precise producer's.
 
-use gatecal_analysis::gate_dist::{ConfigSet, InputSummary};
-use gatecal_analysis::input::DecisionInput;
-use gatecal_analysis::recommend::{Recommend, RecommendOptions, RecommendReport};
+use gatecal_analysis::{
+    ConfigSet, DecisionInput, InputSummary, Recommend, RecommendOptions, RecommendReport,
+};
 use gatecal_parser::{Item, ParseOptions, parse_slice};
 use gatecal_sim::{Variant, run, scenario};
 

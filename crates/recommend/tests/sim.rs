@@ -5,11 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use gatecal_analysis::gate_dist::{ConfigSet, InputSummary};
-use gatecal_analysis::input::DecisionInput;
-use gatecal_analysis::recommend::{Recommend, RecommendOptions, RecommendReport, RowKind};
-use gatecal_analysis::throughput::PeakSource;
-use gatecal_analysis::whatif::{CandidateConfig, CandidateSource};
+use gatecal_analysis::{
+    CandidateConfig, CandidateSource, ConfigSet, DecisionInput, InputSummary, PeakSource,
+    Recommend, RecommendOptions, RecommendReport, RowKind,
+};
 use gatecal_filter::Outcome;
 use gatecal_parser::{Item, ParseOptions, parse_slice};
 use gatecal_sim::{SimOutput, Variant, run, scenario};

@@ -30,9 +30,7 @@
 
 use std::io::{self, Write};
 
-use gatecal_analysis::gate_dist::GateDistReport;
-use gatecal_analysis::recommend::RecommendReport;
-use gatecal_analysis::stats::{Stats, WhatIfResult};
+use gatecal_analysis::{GateDistReport, RecommendReport, Stats, WhatIfResult};
 use gatecal_filter::Outcome;
 
 use crate::Renderer;
@@ -279,8 +277,8 @@ impl Renderer for Csv {
                 .join(" | ");
             for r in &d.rows {
                 let recommended = d.recommended.as_ref().is_some_and(|x| {
-                    r.kind != gatecal_analysis::recommend::RowKind::Current
-                        && r.kind != gatecal_analysis::recommend::RowKind::Candidate
+                    r.kind != gatecal_analysis::RowKind::Current
+                        && r.kind != gatecal_analysis::RowKind::Candidate
                         && x.params.penalty_mode == r.penalty_mode
                         && x.params.max_ttft_penalty_ms == r.max_ttft_penalty_ms
                         && x.params.peak_prefill_throughput == r.peak_prefill_throughput

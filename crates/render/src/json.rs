@@ -2,8 +2,7 @@
 
 use std::io::{self, Write};
 
-use gatecal_analysis::gate_dist::GateDistReport;
-use gatecal_analysis::recommend::RecommendReport;
+use gatecal_analysis::{GateDistReport, RecommendReport};
 
 use crate::Renderer;
 

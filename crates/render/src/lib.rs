@@ -11,7 +11,7 @@
 //! # Example
 //!
 //! ```
-//! use gatecal_analysis::gate_dist::{ConfigSet, GateDist, GateDistOptions, InputSummary};
+//! use gatecal_analysis::{ConfigSet, GateDist, GateDistOptions, InputSummary};
 //! use gatecal_render::{Format, renderer};
 //!
 //! let report = GateDist::new(GateDistOptions::default(), ConfigSet::default())
@@ -25,8 +25,7 @@
 
 use std::io::{self, Write};
 
-use gatecal_analysis::gate_dist::GateDistReport;
-use gatecal_analysis::recommend::RecommendReport;
+use gatecal_analysis::{GateDistReport, RecommendReport};
 
 pub mod csv;
 pub mod escape;

@@ -7,8 +7,7 @@
 
 use std::io::{self, Write};
 
-use gatecal_analysis::gate_dist::GateDistReport;
-use gatecal_analysis::recommend::RecommendReport;
+use gatecal_analysis::{GateDistReport, RecommendReport};
 
 use crate::num::{count, count_pct, utc};
 use crate::sections::{Section, gate_dist_sections, recommend_sections, text_histogram};

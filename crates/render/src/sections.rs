@@ -1,7 +1,6 @@
 //! The report's tables, built once for every human-readable format.
 
-use gatecal_analysis::gate_dist::{GateDistReport, InputSummary};
-use gatecal_analysis::stats::{Stats, WhatIfResult};
+use gatecal_analysis::{GateDistReport, InputSummary, Stats, WhatIfResult};
 use gatecal_filter::{Outcome, PenaltyMode};
 
 use crate::notes::{Note, lines};
@@ -118,7 +117,7 @@ pub const SMALL_MARK: &str = "*";
 pub fn small_sample_note() -> String {
     format!(
         "{SMALL_MARK} fewer than {} gate inputs: the quantiles are a handful of order statistics, not a distribution.",
-        gatecal_analysis::stats::MIN_QUANTILE_SAMPLE
+        gatecal_analysis::MIN_QUANTILE_SAMPLE
     )
 }
 
@@ -197,8 +196,8 @@ pub fn censoring_note(name: &str, st: &Stats) -> Option<Note> {
 /// The config in force of one deployment with each logged-able parameter's
 /// source, and a warning per parameter whose logged value differs from a
 /// file's or flag's.
-pub fn config_notes(name: &str, c: &gatecal_analysis::gate_dist::SourcedConfig) -> Vec<Note> {
-    use gatecal_analysis::gate_dist::ParamSource;
+pub fn config_notes(name: &str, c: &gatecal_analysis::SourcedConfig) -> Vec<Note> {
+    use gatecal_analysis::ParamSource;
     let src = |k: &str| match c.source_of(k) {
         ParamSource::Log => "log",
         ParamSource::File => "file",
@@ -321,7 +320,7 @@ pub fn input_section(i: &InputSummary) -> Section {
 
 /// The note on vLLM stats lines past the cap, when any were: the peak
 /// section's footnote and recommend's warning.
-pub fn vllm_cut_note(c: &gatecal_analysis::recommend::VllmCut) -> Option<String> {
+pub fn vllm_cut_note(c: &gatecal_analysis::VllmCut) -> Option<String> {
     (c.lines > 0).then(|| {
         format!(
             "{} vLLM stats line(s) past the first {} were not used (the peak and the hit rates come from the first ones read)",
@@ -592,7 +591,7 @@ fn traced_section(r: &GateDistReport) -> Option<Section> {
     let row = |name: &str, st: &Stats| -> Option<Vec<String>> {
         let t = st.traced.as_ref()?;
         let v = &t.validation;
-        let pair = |d: &gatecal_analysis::stats::Distribution| {
+        let pair = |d: &gatecal_analysis::Distribution| {
             if d.count == 0 {
                 s("–")
             } else {

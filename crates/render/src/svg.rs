@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use gatecal_analysis::gate_dist::HistogramBins;
+use gatecal_analysis::HistogramBins;
 
 use crate::num::{count, ms};
 
@@ -127,7 +127,7 @@ pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
             "TTFT load gate input: {} (n = {}{})",
             h.title,
             count(h.n),
-            if h.n > 0 && h.n < gatecal_analysis::stats::MIN_QUANTILE_SAMPLE {
+            if h.n > 0 && h.n < gatecal_analysis::MIN_QUANTILE_SAMPLE {
                 ", fewer than 20: indicative only"
             } else {
                 ""

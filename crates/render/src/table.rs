@@ -4,8 +4,7 @@ use std::io::{self, Write};
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Width};
-use gatecal_analysis::gate_dist::GateDistReport;
-use gatecal_analysis::recommend::RecommendReport;
+use gatecal_analysis::{GateDistReport, RecommendReport};
 
 use crate::sections::{Section, gate_dist_sections, recommend_sections, text_histogram};
 use crate::{Renderer, escape};

@@ -1,9 +1,8 @@
 //! Every format rendered from the same small report.
 
-use gatecal_analysis::gate_dist::{
-    ConfigSet, GateDist, GateDistOptions, GateDistReport, InputSummary,
+use gatecal_analysis::{
+    ConfigSet, DecisionInput, GateDist, GateDistOptions, GateDistReport, InputSummary,
 };
-use gatecal_analysis::input::DecisionInput;
 use gatecal_filter::Candidate;
 use gatecal_render::{Format, renderer};
 

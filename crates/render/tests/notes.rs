@@ -2,9 +2,10 @@
 //! formats, naming them all in order; a deployment's own stays its own;
 //! JSON keeps every deployment's warnings as they are.
 
-use gatecal_analysis::gate_dist::{ConfigSet, GateDist, GateDistOptions, InputSummary};
-use gatecal_analysis::input::DecisionInput;
-use gatecal_analysis::recommend::{MISSING_MATCHED, Recommend, RecommendOptions, RecommendReport};
+use gatecal_analysis::{
+    ConfigSet, DecisionInput, GateDist, GateDistOptions, InputSummary, MISSING_MATCHED, Recommend,
+    RecommendOptions, RecommendReport,
+};
 use gatecal_filter::Candidate;
 use gatecal_render::{Format, renderer};
 

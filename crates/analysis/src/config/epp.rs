@@ -44,7 +44,7 @@ use serde_json::{Map, Number, Value};
 mod producers;
 mod writer;
 
-pub use producers::{APPROXIMATE_PRODUCER_TYPE, PRECISE_PRODUCER_TYPES, producer_block_sizes};
+pub use producers::producer_block_sizes;
 pub use writer::{ParamChanges, emit, minimal_config, yaml_number};
 
 /// The filter's plugin type.
@@ -642,7 +642,7 @@ pub fn find_filters(text: &str) -> Result<Vec<FoundFilter>, EppConfigError> {
 ///     maxTTFTPenaltyMs: 5000
 ///     peakPrefillThroughput: 8000
 /// "#;
-/// let f = gatecal_analysis::epp_config::filters_from_yaml(yaml).unwrap();
+/// let f = gatecal_analysis::filters_from_yaml(yaml).unwrap();
 /// assert_eq!(f[0].0, "prefix-cache-affinity-filter");
 /// assert_eq!(f[0].1.max_ttft_penalty_ms, 5000.0);
 /// ```

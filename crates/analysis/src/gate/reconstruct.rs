@@ -120,7 +120,7 @@ pub struct ReconstructOptions {
     /// time before reconstruction ([`crate::Reorder`]). Default 30.
     pub reorder_window_s: f64,
     /// Whether a censored hold also raises the queue model of the
-    /// non-sticky endpoints it bounds (see [`hold_floor`]). Default false:
+    /// non-sticky endpoints it bounds (see `hold_floor`). Default false:
     /// measured against simulator truth, the feedback widened the error's
     /// lower tail (`docs/methodology.md` §3), so only the estimate is
     /// censored.

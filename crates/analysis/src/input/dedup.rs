@@ -31,7 +31,7 @@ pub struct Duplicates {
     /// forgotten: kept without the check.
     pub vllm_unchecked: u64,
     /// Prometheus samples read again (the same series, time and value):
-    /// counted once (recommend; [`crate::peak::prometheus::PromEstimator`]).
+    /// counted once (recommend; `PromEstimator`).
     pub prometheus: u64,
     /// Prometheus samples read again with another value (the same series
     /// and time): the first read is used, and a warning names them.
@@ -85,7 +85,7 @@ enum Seen {
 /// line, both kinds in one store, kept by second of log time (a stats line
 /// without an absolute time by its month, day and time of day, counted from
 /// the start of a year: older than any absolute time, forgotten first). At most [`MAX_FINGERPRINTS`] are kept, a second
-/// counting as [`SECOND_COST`] fingerprints besides its own (a set per
+/// counting as `SECOND_COST` fingerprints besides its own (a set per
 /// second costs about that much): at most about 20 MiB, however sparse the
 /// decisions. Past that the oldest second (by log time) is forgotten, and a later
 /// decision at or before a forgotten second cannot be checked: it is kept,

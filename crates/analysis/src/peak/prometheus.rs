@@ -350,11 +350,6 @@ impl PromEstimator {
             .collect()
     }
 
-    /// Whether no series was read.
-    pub fn is_empty(&self) -> bool {
-        self.series.is_empty()
-    }
-
     /// The estimate of each deployment, with `deployment_of(pod)` naming
     /// the deployment of a pod the EPP decisions know.
     pub fn estimates(

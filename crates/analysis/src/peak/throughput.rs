@@ -102,7 +102,7 @@
 //!   rate over the requests that waited (`a_n < f_{n-1}`),
 //!   `Σ u_n / Σ (o + u_n / r)`, counts busy time only; the central fit
 //!   (median of the best) is the estimate, the fits' range widened by
-//!   [`QUEUE_RESOLUTION`] the 90 % interval. It is used for a deployment
+//!   [`queue::QUEUE_RESOLUTION`] the 90 % interval. It is used for a deployment
 //!   when every engine with saturated runs fits (at most one line in ten
 //!   mismatched: else requests are missing from the decisions, another
 //!   client shares the engine, the clocks are apart, or the engine's rate
@@ -186,8 +186,8 @@ mod saturated;
 mod sliding;
 
 pub(crate) use bootstrap::from_spans;
-pub use calibration::{fit_ttft, from_calibration_text, ttft_samples};
-pub use queue::{QUEUE_MIN_WAITED, QUEUE_RESOLUTION};
+pub use calibration::from_calibration_text;
+use queue::QUEUE_MIN_WAITED;
 
 use bootstrap::from_queues;
 use queue::{Queue, queue_model};

@@ -15,7 +15,7 @@ use crate::gate::whatif::{CandidateConfig, WhatIfSpec};
 use crate::input::DecisionInput;
 use crate::report::records::RecordSink;
 
-pub use crate::config::source::{ConfigDisagreement, ConfigSet, ParamSource, SourcedConfig};
+use crate::config::source::{ConfigSet, SourcedConfig};
 
 /// The schema id of the JSON report.
 pub const SCHEMA: &str = "gatecal.gate-dist/v2";
@@ -254,8 +254,6 @@ struct DepAcc {
     candidates: Vec<(Option<String>, Vec<ResolvedCandidate>)>,
 }
 
-pub use crate::config::in_force::{MAX_PENDING_DECISIONS, merge_log};
-
 impl InOrder for GateDist {
     fn buffer(&mut self) -> &mut Reorder {
         &mut self.reorder
@@ -280,7 +278,7 @@ pub struct GateDist {
 
 impl GateDist {
     /// Hands every decision that carries a record ([`DecisionInput::record`])
-    /// to `sink`, completed with its gate and config ([`crate::report::records`]).
+    /// to `sink`, completed with its gate and config (`report::records`).
     pub fn with_records(mut self, sink: RecordSink) -> GateDist {
         self.sink = Some(sink);
         self
@@ -514,6 +512,8 @@ fn nice_step(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::in_force::MAX_PENDING_DECISIONS;
+    use crate::config::source::ParamSource;
     use crate::input::{LoggedGate, ScoredEndpoint};
     use gatecal_filter::{Candidate, Outcome};
 

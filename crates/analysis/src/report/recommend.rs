@@ -5,7 +5,7 @@
 //!
 //! * **Config in force** per deployment and filter instance: gate-dist's,
 //!   built by the same code (flags, then the values the log shows, then
-//!   `--config`, then the defaults, see [`crate::report::gate_dist::merge_log`]),
+//!   `--config`, then the defaults, see [`crate::merge_log`]),
 //!   with the same `parameter_sources` and `log_disagreements`; a
 //!   deployment's decisions wait for the bar its log shows as gate-dist's
 //!   do. The `current` row replays it.
@@ -28,10 +28,10 @@
 //!   `b = matched / P × 1000`.
 //! * **Excess TTFT** of a decision under a config: `g − b` when it holds and
 //!   `g > b`, `b − g` when it releases and `g < b`, else 0; the mean over the
-//!   decisions with a known gate input and matched tokens ([`excess_ms`]).
+//!   decisions with a known gate input and matched tokens ([`bar::excess_ms`]).
 //! * **Static recommendation**: `peakPrefillThroughput` = the estimate, and
 //!   the bar minimising the summed excess TTFT, exactly
-//!   ([`derive_static_bar`]). Without matched tokens there is none.
+//!   ([`bar::derive_static_bar`]). Without matched tokens there is none.
 //! * **Matched-tokens rows**: `penaltyMode: matchedTokens` with the estimate,
 //!   the current bar kept as the ceiling, and without ceiling.
 //! * **One recommendation**: matchedTokens when its excess is below the
@@ -46,7 +46,7 @@
 //!   the sticky one's matched tokens): 40 bytes a decision, plus 16 for its
 //!   break-even sample (a day of one million decisions: ~56 MB). gate-dist
 //!   has no such cost (both hold the decisions waiting for a bar, at most
-//!   [`crate::report::gate_dist::MAX_PENDING_DECISIONS`]). The in-flight request
+//!   [`crate::config::in_force::MAX_PENDING_DECISIONS`]). The in-flight request
 //!   gate is not part of these replays.
 //! * **Warnings**: thin evidence (peak from never-saturated engines or from the config
 //!   alone, fewer than 30 saturated intervals, a peak's 90 % interval wider
@@ -75,11 +75,8 @@ mod bar;
 mod deployment;
 mod schema;
 
-pub use bar::{derive_static_bar, excess_ms, fmt_ms};
-pub use schema::{
-    BreakEven, BreakEvenTokens, BreakEvenWindow, Current, DeploymentRec, MAX_VLLM_LINES,
-    MatchedTokens, ModeParams, PeakReport, RecommendReport, Recommended, Row, RowKind, VllmCut,
-};
+pub use schema::{DeploymentRec, RecommendReport, RowKind, VllmCut};
+use schema::{MAX_VLLM_LINES, PeakReport};
 
 /// The schema id of the JSON report.
 pub const SCHEMA: &str = "gatecal.recommend/v2";
@@ -298,15 +295,6 @@ pub fn endpoint_pod(endpoint: &str) -> &str {
     }
 }
 
-/// Rounds to two significant digits (1234 -> 1200, 87 -> 87).
-pub fn round2(v: f64) -> f64 {
-    if v <= 0.0 || !v.is_finite() {
-        return v;
-    }
-    let p = 10f64.powf(v.log10().floor() - 1.0);
-    (v / p).round() * p
-}
-
 impl Recommend {
     /// A new calibration.
     pub fn new(opts: RecommendOptions, configs: ConfigSet) -> Recommend {
@@ -340,7 +328,7 @@ impl Recommend {
         self
     }
 
-    /// Keeps at most `max` vLLM stats lines (default [`MAX_VLLM_LINES`]);
+    /// Keeps at most `max` vLLM stats lines (default `MAX_VLLM_LINES`);
     /// the rest are counted in [`RecommendReport::vllm_cut`].
     pub fn with_max_vllm_lines(mut self, max: usize) -> Recommend {
         self.vllm_cut.max_lines = max;
@@ -348,7 +336,7 @@ impl Recommend {
     }
 
     /// Hands every decision that carries a record ([`DecisionInput::record`])
-    /// to `sink`, completed with its gate and config ([`crate::report::records`]).
+    /// to `sink`, completed with its gate and config (`report::records`).
     pub fn with_records(mut self, sink: crate::report::records::RecordSink) -> Recommend {
         self.sink = Some(sink);
         self
@@ -395,7 +383,7 @@ impl Recommend {
     /// property of the engines, and vLLM's own lines often carry no year.
     ///
     /// Memory: each line is kept as a few numbers (about 64 bytes, with its
-    /// hit rate), [`MAX_VLLM_LINES`] at most; the lines past that are not
+    /// hit rate), `MAX_VLLM_LINES` at most; the lines past that are not
     /// used, and counted in [`RecommendReport::vllm_cut`].
     pub fn push_vllm(&mut self, s: &VllmStats) {
         if self.vllm_lines >= self.vllm_cut.max_lines as u64 {
@@ -674,14 +662,6 @@ mod tests {
     #[test]
     fn kept_decisions_are_small() {
         assert!(std::mem::size_of::<(Kept, u16)>() <= 40);
-    }
-
-    #[test]
-    fn rounding() {
-        assert_eq!(round2(1234.0), 1200.0);
-        assert_eq!(round2(87.4), 87.0);
-        assert_eq!(round2(4092.0), 4100.0);
-        assert_eq!(round2(0.0), 0.0);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The gate-input histogram as drawn: the bins merged for display (text
 //! and SVG alike) and the compact text histogram.
 
-use gatecal_analysis::gate_dist::HistogramBins;
+use gatecal_analysis::HistogramBins;
 
 use super::s;
 use crate::num::{count, ms, pct};

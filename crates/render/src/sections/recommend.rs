@@ -1,7 +1,7 @@
 //! The sections of a recommend report, and the cells and notes only it
 //! shows (the producers' block sizes, where matched tokens come from).
 
-use gatecal_analysis::recommend::{RecommendReport, RowKind};
+use gatecal_analysis::{RecommendReport, RowKind};
 use gatecal_filter::PenaltyMode;
 
 use super::{Section, input_section, s, vllm_cut_note};
@@ -15,8 +15,8 @@ fn tps(v: f64) -> String {
 /// The block sizes of the producers a deployment's matched tokens come
 /// from, with their labels.
 pub fn producer_block_sizes(
-    d: &gatecal_analysis::recommend::DeploymentRec,
-) -> Vec<(&str, &gatecal_analysis::input::BlockSize)> {
+    d: &gatecal_analysis::DeploymentRec,
+) -> Vec<(&str, &gatecal_analysis::BlockSize)> {
     let b = &d.matched_tokens.block_sizes;
     [
         ("approximate_producer", &b.approximate_producer),
@@ -29,7 +29,7 @@ pub fn producer_block_sizes(
 
 /// A deployment's matched-token sources, `label count`, each producer's
 /// with the block size applied and where it comes from.
-pub fn matched_sources(d: &gatecal_analysis::recommend::DeploymentRec) -> String {
+pub fn matched_sources(d: &gatecal_analysis::DeploymentRec) -> String {
     let b = &d.matched_tokens.block_sizes;
     d.matched_tokens
         .sources

@@ -189,7 +189,7 @@ fn precise_block_size(p: &PluginEntry) -> Result<BlockSize, EppConfigError> {
 }
 
 /// The prefix producers' block sizes in a config file (the shapes
-/// [`find_filters`] reads): each producer's entry, the one a filter names
+/// `find_filters` reads): each producer's entry, the one a filter names
 /// with `prefixMatchInfoProducerName` first when there are several of a
 /// kind, else the first; [`ProducerBlockSizes::default`] for a producer
 /// the file does not hold (the framework then runs one on defaults).
@@ -199,8 +199,8 @@ fn precise_block_size(p: &PluginEntry) -> Result<BlockSize, EppConfigError> {
 /// the engines' KV block size, which is assumed to be vLLM's default.
 ///
 /// ```
-/// use gatecal_analysis::epp_config::producer_block_sizes;
-/// use gatecal_analysis::input::BlockSizeSource;
+/// use gatecal_analysis::producer_block_sizes;
+/// use gatecal_analysis::BlockSizeSource;
 /// let yaml = "plugins:\n- type: approx-prefix-cache-producer\n  parameters: {autoTune: false, blockSizeTokens: 128}\n- type: precise-prefix-cache-producer\n  parameters:\n    tokenProcessorConfig: {blockSize: 64}\n";
 /// let b = producer_block_sizes(yaml).unwrap();
 /// assert_eq!(b.approximate_producer.tokens, 128);

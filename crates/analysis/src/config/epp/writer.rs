@@ -246,7 +246,7 @@ fn apply_edits(text: &str, mut edits: Vec<Edit>) -> String {
 /// Returns the new text and the names of the instances edited.
 ///
 /// ```
-/// use gatecal_analysis::epp_config::{ParamChanges, emit, filters_from_yaml};
+/// use gatecal_analysis::{ParamChanges, emit, filters_from_yaml};
 /// use gatecal_filter::PenaltyMode;
 /// let yaml = "plugins:\n- name: affinity # ours\n  type: prefix-cache-affinity-filter\n  parameters:\n    affinityThreshold: 0.9\n    maxTTFTPenaltyMs: 18000\n";
 /// let ch = ParamChanges { peak_prefill_throughput: 3000.0, max_ttft_penalty_ms: 1400.0, penalty_mode: PenaltyMode::Static };

@@ -445,7 +445,7 @@ impl Recommend {
                 static_p,
                 format!(
                     "matchedTokens: it releases when the queued excess exceeds each request's own cached tokens, so its expected excess TTFT is {em:.0} ms per decision against {es:.0} ms for the best static bar ({} ms); it needs a filter build with penaltyMode",
-                    crate::report::recommend::fmt_ms(st.max_ttft_penalty_ms)
+                    fmt_ms(st.max_ttft_penalty_ms)
                 ),
             )
         } else {

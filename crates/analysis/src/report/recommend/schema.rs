@@ -221,7 +221,7 @@ pub struct DeploymentRec {
     /// The recommendation; `null` without matched tokens.
     pub recommended: Option<Recommended>,
     /// Figures on which the vLLM log lines and the Prometheus counters
-    /// disagree beyond their intervals ([`crate::peak::agreement`]); each is in
+    /// disagree beyond their intervals (`peak::agreement`); each is in
     /// `warnings` too.
     pub source_disagreements: Vec<SourceDisagreement>,
     /// Warnings.
@@ -248,7 +248,7 @@ pub struct RecommendReport {
 /// per engine each 10 s, 120 engine-days).
 pub const MAX_VLLM_LINES: usize = 1 << 20;
 
-/// The vLLM stats lines not used, past [`MAX_VLLM_LINES`].
+/// The vLLM stats lines not used, past `MAX_VLLM_LINES`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct VllmCut {
     /// Lines read past the cap (not used).
