@@ -1,6 +1,6 @@
 //! The config in force of each deployment's filter instances, as both
-//! analyses (`gate-dist`'s [`crate::report::gate_dist::GateDist`] and `recommend`'s
-//! [`crate::report::recommend::Recommend`]) replay their decisions under it.
+//! analyses (`gate-dist`'s [`crate::GateDist`] and `recommend`'s
+//! [`crate::Recommend`]) replay their decisions under it.
 //!
 //! The config given ([`ConfigSet`]: flags, `--config`, the filter's
 //! defaults, or the config a version-2 decision record carries) takes the

@@ -1,5 +1,5 @@
 //! The per-endpoint queue model of the reconstruction (see
-//! [`crate::gate::reconstruct`]): the uncached tokens of each request in flight,
+//! [`crate::Reconstructor`]): the uncached tokens of each request in flight,
 //! drained front first at the deployment's measured drain rate.
 
 use std::collections::BTreeSet;

@@ -6,7 +6,7 @@
 //!
 //! * **Peak prefill throughput**: the estimate from the stats lines
 //!   ([`crate::peak::throughput`]) against the one from the counters
-//!   ([`crate::peak::prometheus`]), each with its 90 % interval. They disagree
+//!   ([`crate::parse_query_range`]), each with its 90 % interval. They disagree
 //!   when the two intervals do not overlap (an estimate without an interval
 //!   counts as its value alone). Both measure the same capacity while
 //!   requests wait, so disjoint intervals mean at least one source is not

@@ -40,7 +40,7 @@ pub struct GateDistOptions {
     pub time_range: TimeRange,
     /// The prefix producers' block sizes: per deployment, or under `""`
     /// for every other one (the upstream defaults when absent); see
-    /// [`crate::report::recommend::RecommendOptions::block_sizes`].
+    /// [`crate::RecommendOptions::block_sizes`].
     pub block_sizes: BTreeMap<String, crate::input::ProducerBlockSizes>,
 }
 
