@@ -67,10 +67,9 @@ mod input;
 mod peak;
 mod report;
 
-pub use config::epp::{
-    ParamChanges, emit, filter_entries_from_yaml, filters_from_yaml, minimal_config,
-    producer_block_sizes,
-};
+pub use config::epp::producers::producer_block_sizes;
+pub use config::epp::writer::{ParamChanges, emit, minimal_config};
+pub use config::epp::{filter_entries_from_yaml, filters_from_yaml};
 pub use config::in_force::merge_log;
 pub use config::source::{ConfigSet, ParamSource, SourcedConfig};
 pub use gate::hist::SignedHistogram;

@@ -22,7 +22,7 @@
 //! own message. An entry without `name` is named after its type, as the EPP
 //! does.
 //!
-//! # Writing back ([`emit`])
+//! # Writing back ([`writer::emit`])
 //!
 //! The file is edited as text: only the scalars of the changed parameters are
 //! replaced, and a parameter the entry does not have yet is inserted on a new
@@ -41,11 +41,8 @@ use gatecal_filter::{Config, ConfigError};
 use saphyr_parser::{Event, Parser, ScalarStyle};
 use serde_json::{Map, Number, Value};
 
-mod producers;
-mod writer;
-
-pub use producers::producer_block_sizes;
-pub use writer::{ParamChanges, emit, minimal_config, yaml_number};
+pub(crate) mod producers;
+pub(crate) mod writer;
 
 /// The filter's plugin type.
 pub const PLUGIN_TYPE: &str = "prefix-cache-affinity-filter";

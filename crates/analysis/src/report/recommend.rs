@@ -826,14 +826,15 @@ mod tests {
         let rec = d.recommended.as_ref().expect("matched tokens are known");
         assert_eq!(rec.params.peak_prefill_throughput, 15928.0);
         // What it recommends passes the EPP's validation.
-        let changes = crate::config::epp::ParamChanges {
+        let changes = crate::config::epp::writer::ParamChanges {
             peak_prefill_throughput: rec.params.peak_prefill_throughput,
             max_ttft_penalty_ms: rec.params.max_ttft_penalty_ms,
             penalty_mode: rec.params.penalty_mode,
         };
-        let pasted =
-            crate::config::epp::filters_from_yaml(&crate::config::epp::minimal_config(&changes))
-                .unwrap();
+        let pasted = crate::config::epp::filters_from_yaml(
+            &crate::config::epp::writer::minimal_config(&changes),
+        )
+        .unwrap();
         assert_eq!(pasted.len(), 1);
         assert!(
             d.warnings

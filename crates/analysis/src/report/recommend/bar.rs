@@ -28,7 +28,7 @@ pub fn excess_ms(g: f64, b: f64, released: bool) -> f64 {
 
 /// A milliseconds value as the reports print it.
 pub fn fmt_ms(v: f64) -> String {
-    crate::config::epp::yaml_number(v)
+    crate::config::epp::writer::yaml_number(v)
 }
 
 /// The static bar minimising the summed excess TTFT of `scored` (gate
@@ -119,7 +119,7 @@ pub(super) fn recommendation_yaml(
         ));
         s.push_str(&format!(
             "{prefix}  peakPrefillThroughput: {}\n",
-            crate::config::epp::yaml_number(m.peak_prefill_throughput)
+            crate::config::epp::writer::yaml_number(m.peak_prefill_throughput)
         ));
         let note = match (m.penalty_mode, m.max_ttft_penalty_ms == 0.0) {
             (PenaltyMode::MatchedTokens, true) => "   # no ceiling",
@@ -128,7 +128,7 @@ pub(super) fn recommendation_yaml(
         };
         s.push_str(&format!(
             "{prefix}  maxTTFTPenaltyMs: {}{note}\n",
-            crate::config::epp::yaml_number(m.max_ttft_penalty_ms)
+            crate::config::epp::writer::yaml_number(m.max_ttft_penalty_ms)
         ));
         s
     };
