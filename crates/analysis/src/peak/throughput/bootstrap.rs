@@ -2,7 +2,7 @@
 //! bootstrap) and from the engines' queue models.
 
 use super::queue::{QUEUE_RESOLUTION, Queue};
-use super::{HitFrom, QUADRATURE_MIN_INTERVALS, REPLICATES, Span, quantile_sorted};
+use super::types::{HitFrom, QUADRATURE_MIN_INTERVALS, REPLICATES, Span, quantile_sorted};
 
 /// A small deterministic generator for the bootstrap (splitmix64).
 struct SplitMix(u64);

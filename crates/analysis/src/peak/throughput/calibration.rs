@@ -1,7 +1,7 @@
 //! The peak from calibration output: `PEAK_PREFILL_THROUGHPUT=` lines, or
 //! TTFT samples fitted as `TTFT = overhead + tokens / peak`.
 
-use super::{PeakEstimate, PeakSource, median, quantile_sorted};
+use super::types::{PeakEstimate, PeakSource, median, quantile_sorted};
 
 /// Estimates from calibration output text: `PEAK_PREFILL_THROUGHPUT=<n>` /
 /// `Measured peakPrefillThroughput = <n> tokens/sec` lines, else TTFT

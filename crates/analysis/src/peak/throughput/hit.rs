@@ -2,7 +2,7 @@
 //! completion with the EPP's routed requests, from the engine's cumulative
 //! rate, or fitted to the rolling rate from the lines alone.
 
-use super::{HIT_RATE_WINDOW_REQUESTS, Line, Routed};
+use super::types::{HIT_RATE_WINDOW_REQUESTS, Line, Routed};
 
 /// A span's computed share with its bounds: `(estimate, low, high)`.
 pub(super) type Share = (f64, f64, f64);

@@ -2,7 +2,7 @@
 //! fitted to the EPP's routed requests and the engine's v1 lines (see the
 //! module docs of `throughput`).
 
-use super::{Line, Routed};
+use super::types::{Line, Routed};
 
 /// One engine's first-come-first-served queue, fitted to the EPP's routed
 /// requests and the engine's v1 lines (see the module docs).

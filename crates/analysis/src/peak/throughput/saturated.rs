@@ -3,7 +3,7 @@
 
 use super::hit::{Share, own_window, routed_hit, span_hit, whole_history_hit};
 use super::sliding::Sliding;
-use super::{BLOCK, HitFrom, Line, MIN_RUN, Routed, Span, median};
+use super::types::{BLOCK, HitFrom, Line, MIN_RUN, Routed, Span, median};
 
 /// The cadence of one engine's lines (sorted by time) and the tokens each
 /// line counts.

@@ -2,7 +2,7 @@
 //! sliding window of the last 1000 requests with the EPP's routing.
 
 use super::hit::Share;
-use super::{HIT_RATE_WINDOW_REQUESTS, Line};
+use super::types::{HIT_RATE_WINDOW_REQUESTS, Line};
 
 /// Smoothing of the sliding-window solve ([`Sliding`]): the weight of the
 /// squared difference between neighbouring intervals' hit rates against
