@@ -22,7 +22,7 @@
 //! own message. An entry without `name` is named after its type, as the EPP
 //! does.
 //!
-//! # Writing back ([`writer::emit`])
+//! # Writing back ([`crate::emit`])
 //!
 //! The file is edited as text: only the scalars of the changed parameters are
 //! replaced, and a parameter the entry does not have yet is inserted on a new
