@@ -73,8 +73,15 @@ pub const MAX_CONFIG_BYTES: usize = 4 << 20;
 
 /// Most YAML nodes in one file (scalars, sequences and mappings, those of
 /// configs held in strings included), each alias counted as the nodes of
-/// what it refers to. A real config has a few hundred.
-pub const MAX_NODES: usize = 1_000_000;
+/// what it refers to. A real config has a few hundred, a Helm values file
+/// a few thousand.
+pub const MAX_NODES: usize = 250_000;
+
+/// Most items in one flow collection (`[…]`, `{…}`, counted by its commas,
+/// nested ones included). The YAML parser holds a flow collection that
+/// may turn out to be a mapping key whole until it closes (about 350 bytes
+/// an item); a real config's flow collections hold a few items.
+pub const MAX_FLOW_ITEMS: usize = 100_000;
 
 /// Most YAML documents (`---`) in one file, those of configs held in
 /// strings included. `helm template` of a whole chart writes a few dozen.
@@ -96,6 +103,9 @@ pub enum EppConfigError {
     TooManyNodes,
     /// More than [`MAX_DOCUMENTS`] documents.
     TooManyDocuments,
+    /// A flow collection of more than [`MAX_FLOW_ITEMS`] items (checked
+    /// before the YAML is parsed).
+    TooManyFlowItems,
     /// A string that looks like a config (it holds `plugins` on several
     /// lines) is not valid YAML, and the file holds no filter elsewhere.
     EmbeddedYaml {
@@ -149,6 +159,10 @@ impl fmt::Display for EppConfigError {
             EppConfigError::TooManyDocuments => write!(
                 f,
                 "not a usable EndpointPickerConfig YAML: more than {MAX_DOCUMENTS} documents (---)"
+            ),
+            EppConfigError::TooManyFlowItems => write!(
+                f,
+                "not a usable EndpointPickerConfig YAML: a flow collection ([…] or {{…}}) of more than {MAX_FLOW_ITEMS} items"
             ),
             EppConfigError::EmbeddedYaml { path, message } => write!(
                 f,
@@ -334,9 +348,12 @@ fn plain_scalar(s: &str) -> Value {
 
 /// A linear scan for nesting deeper than [`MAX_NESTING`]: flow brackets
 /// outside quotes and comments, and each line's indentation (two columns a
-/// level) plus its leading `- ` dashes.
+/// level) plus its leading `- ` dashes; and for flow collections of more
+/// than [`MAX_FLOW_ITEMS`] items (commas inside brackets: in flow context
+/// a plain scalar holds no comma).
 fn check_nesting(text: &str) -> Result<(), EppConfigError> {
     let mut flow = 0usize;
+    let mut items = 0usize;
     for line in text.lines() {
         let lead = line
             .bytes()
@@ -361,7 +378,18 @@ fn check_nesting(text: &str) -> Result<(), EppConfigError> {
                         return Err(EppConfigError::TooDeep);
                     }
                 }
-                (None, b']' | b'}') => flow = flow.saturating_sub(1),
+                (None, b']' | b'}') => {
+                    flow = flow.saturating_sub(1);
+                    if flow == 0 {
+                        items = 0;
+                    }
+                }
+                (None, b',') if flow > 0 => {
+                    items += 1;
+                    if items >= MAX_FLOW_ITEMS {
+                        return Err(EppConfigError::TooManyFlowItems);
+                    }
+                }
                 _ => {}
             }
             prev = b;
@@ -1889,23 +1917,54 @@ schedulingProfiles:
     }
 
     /// [`MAX_NODES`] nodes pass, one more is refused: an anchored list
-    /// of 1,000 nodes, 998 aliases of it and plain scalars to the count.
+    /// of 1,000 nodes, aliases of it and plain scalars to the count.
     #[test]
     fn node_bound_just_below_and_above() {
+        let aliases = (MAX_NODES - 2000) / 1000;
         let nodes = |extra: usize| {
             let list = vec!["x"; 999].join(",");
-            let aliases = vec!["*a"; 998].join(",");
+            let aliases = vec!["*a"; aliases].join(",");
             let plain = vec!["y"; extra].join(",");
             format!("[&a [{list}], {aliases}, {plain}]")
         };
-        // 1 + 1,000 + 998 × 1,000 + 999 = 1,000,000.
-        let at = nodes(999);
-        assert_eq!(MAX_NODES, 1_000_000);
+        // The outer list, the anchored one of 1,000 and the aliases.
+        let fixed = 1 + 1000 + 1000 * aliases;
+        let at = nodes(MAX_NODES - fixed);
         assert_eq!(parse_nodes(&at, &mut Budget::new()).unwrap().len(), 1);
         assert_eq!(
-            parse_nodes(&nodes(1000), &mut Budget::new()).unwrap_err(),
+            parse_nodes(&nodes(MAX_NODES - fixed + 1), &mut Budget::new()).unwrap_err(),
             EppConfigError::TooManyNodes
         );
+    }
+
+    /// A flow collection of [`MAX_FLOW_ITEMS`] items passes the scan, one
+    /// more is refused; separate collections count apart, and commas in
+    /// quotes or outside brackets do not count.
+    #[test]
+    fn flow_item_bound_just_below_and_above() {
+        let list = |n: usize| format!("[{}]\n", vec!["a"; n].join(","));
+        assert_eq!(check_nesting(&list(MAX_FLOW_ITEMS)), Ok(()));
+        assert_eq!(
+            check_nesting(&list(MAX_FLOW_ITEMS + 1)),
+            Err(EppConfigError::TooManyFlowItems)
+        );
+        let nested = format!("{{k: [{}], j: b}}", vec!["a"; MAX_FLOW_ITEMS].join(","));
+        assert_eq!(
+            check_nesting(&nested),
+            Err(EppConfigError::TooManyFlowItems)
+        );
+        assert_eq!(
+            filters_from_yaml(&list(MAX_FLOW_ITEMS + 1)),
+            Err(EppConfigError::TooManyFlowItems)
+        );
+        let apart = format!("a: {}b: {}", list(60_000), list(60_000));
+        assert_eq!(check_nesting(&apart), Ok(()));
+        let commas = format!(
+            "a: \"{}\"\nb: {}\n",
+            ",".repeat(200_000),
+            ",".repeat(200_000)
+        );
+        assert_eq!(check_nesting(&commas), Ok(()));
     }
 
     /// [`MAX_DOCUMENTS`] documents pass, one more is refused.
