@@ -10,6 +10,7 @@
 //! | peaks (`--peak-prefill-throughput`, `--current-peak-prefill-throughput`, `--what-if-peak`, `--what-if peakPrefillThroughput=`) | [`MIN_PEAK_TOK_S`] to [`MAX_PEAK_TOK_S`] tok/s | the TTFT is tokens over the peak: below, it overflows to infinity and every gate decision drops out of the row; above, every TTFT is 0 |
 //! | bars and times in ms (`--max-ttft-penalty-ms`, `--what-if-bar`, `--what-if maxTTFTPenaltyMs=`, `--pinned-worse-min`) | 0 to [`MAX_BAR_MS`] | a bar longer than a day holds every request |
 //! | `--affinity-threshold` | 0 to 1 | the filter's own range |
+//! | `--max-in-flight-requests-delta` | a whole number, 0 or more | the filter's own range |
 
 /// Most threads `-j` takes.
 pub const MAX_THREADS: usize = 256;
@@ -57,6 +58,15 @@ pub fn parse_bar_ms(s: &str) -> Result<f64, String> {
         return Err(format!("{s} ms: give 0 to {MAX_BAR_MS} ms (one day)"));
     }
     Ok(x)
+}
+
+/// A request-count flag (`--max-in-flight-requests-delta`): a whole
+/// number, 0 or more (the filter's own range).
+pub fn parse_delta(s: &str) -> Result<i64, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n >= 0 => Ok(n),
+        _ => Err(format!("{s}: give a whole number of requests, 0 or more")),
+    }
 }
 
 /// A fraction flag: 0 to 1.
@@ -214,6 +224,10 @@ mod tests {
         assert_eq!(parse_fraction("1"), Ok(1.0));
         for bad in ["-0.1", "1.01", "NaN"] {
             assert!(parse_fraction(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_delta("0"), Ok(0));
+        for bad in ["-1", "1.5", "x"] {
+            assert!(parse_delta(bad).unwrap_err().contains("0 or more"), "{bad}");
         }
     }
 

@@ -41,8 +41,8 @@ pub struct FilterArgs {
     /// Override ttftSource (prefillThroughput or latencyPredictor).
     #[arg(long, value_name = "SOURCE")]
     pub ttft_source: Option<String>,
-    /// Override maxInFlightRequestsDelta.
-    #[arg(long, value_name = "N")]
+    /// Override maxInFlightRequestsDelta (a whole number, 0 or more).
+    #[arg(long, value_name = "N", value_parser = crate::bounds::parse_delta)]
     pub max_in_flight_requests_delta: Option<i64>,
     /// Tokens per block of the prefix producers whose `-v=5` lines give
     /// matched tokens: `approximate=N` (approx-prefix-cache-producer, as it

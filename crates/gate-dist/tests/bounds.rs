@@ -130,6 +130,10 @@ fn numeric_flags_are_refused_outside_their_range() {
             &["--affinity-threshold", "from 0 to 1"],
         ),
         (
+            &["--max-in-flight-requests-delta=-1"],
+            &["--max-in-flight-requests-delta", "0 or more"],
+        ),
+        (
             &["--what-if", "peakPrefillThroughput=1e-320"],
             &[
                 "--what-if peakPrefillThroughput=1e-320",
