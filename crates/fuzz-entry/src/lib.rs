@@ -1,4 +1,4 @@
-//! The fuzz targets' entry points, one function per target ([`line`],
+//! The fuzz targets' entry points, one function per target ([`line()`],
 //! [`assembler`], [`pipeline`], [`decisions`], [`config`]), and what they
 //! share: the checks every parse must pass, the whole pipeline (parse,
 //! analysis, every renderer), and a structure-aware mutation of real
