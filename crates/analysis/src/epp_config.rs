@@ -48,6 +48,7 @@
 //! walks too. Configs held in strings (ConfigMap data, Helm values) count
 //! against the same bounds as the file around them.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -457,8 +458,9 @@ fn parse_nodes(text: &str, budget: &mut Budget) -> Result<Vec<Node>, EppConfigEr
     }
     let mut docs = Vec::new();
     let mut stack: Vec<Open> = Vec::new();
-    // Anchored nodes with the nodes each stands for.
-    let mut anchors: Vec<(usize, Node, usize)> = Vec::new();
+    // Anchored nodes with the nodes each stands for, by the parser's
+    // anchor id (unique per definition), so an alias is found at once.
+    let mut anchors: HashMap<usize, (Node, usize)> = HashMap::new();
     let mut parser = Parser::new_from_str(text);
     for ev in &mut parser {
         let (ev, span) = ev.map_err(|e| EppConfigError::Yaml(e.to_string()))?;
@@ -485,10 +487,8 @@ fn parse_nodes(text: &str, budget: &mut Budget) -> Result<Vec<Node>, EppConfigEr
             }
             Event::Alias(id) => {
                 let (n, size) = anchors
-                    .iter()
-                    .rev()
-                    .find(|(a, _, _)| *a == id)
-                    .map(|(_, n, size)| (n.clone(), *size))
+                    .get(&id)
+                    .map(|(n, size)| (n.clone(), *size))
                     .ok_or_else(|| EppConfigError::Yaml(format!("unknown alias {id}")))?;
                 budget.charge(size)?;
                 Some((Node::Alias(Arc::new(n)), 0, size))
@@ -542,7 +542,7 @@ fn parse_nodes(text: &str, budget: &mut Budget) -> Result<Vec<Node>, EppConfigEr
         };
         if anchor != 0 {
             // A shallow copy: the node's items are shared.
-            anchors.push((anchor, node.clone(), size));
+            anchors.insert(anchor, (node.clone(), size));
         }
         match stack.last_mut() {
             None => docs.push(node),
@@ -1908,6 +1908,12 @@ schedulingProfiles:
         let f = filters_from_yaml(y).unwrap();
         assert_eq!(f.len(), 2);
         assert!(f.iter().all(|(_, c)| c.max_ttft_penalty_ms == 5000.0));
+        // An anchor defined again: later aliases refer to the new one.
+        let again = "p: &p {maxTTFTPenaltyMs: 5000}\nq: &p {maxTTFTPenaltyMs: 7000}\nplugins:\n- type: prefix-cache-affinity-filter\n  parameters: *p\n";
+        assert_eq!(
+            filters_from_yaml(again).unwrap()[0].1.max_ttft_penalty_ms,
+            7000.0
+        );
         let mut budget = Budget::new();
         parse_nodes(y, &mut budget).unwrap();
         // Root map 1; p, its map and one key and value 4; plugins and its
