@@ -7,6 +7,10 @@
 //! | `--bins` | 2 to [`MAX_BINS`] | a histogram wider than any screen or chart |
 //! | `--what-if-bar`, `--what-if-peak` | [`MAX_WHAT_IF`] values each | every value is replayed on every decision and is one row |
 //! | `--window` | at least [`MIN_WINDOW_S`], at most [`MAX_WINDOWS`] windows over the decisions' time span | every window holds its own histograms and is one row |
+//! | peaks (`--peak-prefill-throughput`, `--current-peak-prefill-throughput`, `--what-if-peak`, `--what-if peakPrefillThroughput=`) | [`MIN_PEAK_TOK_S`] to [`MAX_PEAK_TOK_S`] tok/s | the TTFT is tokens over the peak: below, it overflows to infinity and every gate decision drops out of the row; above, every TTFT is 0 |
+//! | bars and times in ms (`--max-ttft-penalty-ms`, `--what-if-bar`, `--what-if maxTTFTPenaltyMs=`, `--pinned-worse-min`) | 0 to [`MAX_BAR_MS`] | a bar longer than a day holds every request |
+//! | `--affinity-threshold` | 0 to 1 | the filter's own range |
+//! | `--max-in-flight-requests-delta` | a whole number, 0 or more | the filter's own range |
 
 /// Most threads `-j` takes.
 pub const MAX_THREADS: usize = 256;
@@ -18,6 +22,61 @@ pub const MAX_WHAT_IF: usize = 64;
 pub const MIN_WINDOW_S: f64 = 1.0;
 /// Most time windows a `--window` may cut the decisions into.
 pub const MAX_WINDOWS: usize = 1_000;
+/// Smallest peak prefill throughput a flag takes, tokens/s.
+pub const MIN_PEAK_TOK_S: f64 = 1.0;
+/// Largest peak prefill throughput a flag takes, tokens/s (a billion;
+/// one engine reaches about 10^5).
+pub const MAX_PEAK_TOK_S: f64 = 1e9;
+/// Largest bar (or other TTFT) in ms a flag takes: one day.
+pub const MAX_BAR_MS: f64 = 86_400_000.0;
+
+/// A finite number, or why not.
+fn number(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        Ok(_) => Err(format!("{s}: not a finite number")),
+        Err(_) => Err(format!("{s:?} is not a number")),
+    }
+}
+
+/// A peak prefill throughput flag (tok/s): [`MIN_PEAK_TOK_S`] to
+/// [`MAX_PEAK_TOK_S`].
+pub fn parse_peak(s: &str) -> Result<f64, String> {
+    let x = number(s)?;
+    if !(MIN_PEAK_TOK_S..=MAX_PEAK_TOK_S).contains(&x) {
+        return Err(format!(
+            "{s} tok/s: a peak prefill throughput is from {MIN_PEAK_TOK_S} to {MAX_PEAK_TOK_S} tok/s"
+        ));
+    }
+    Ok(x)
+}
+
+/// A bar or TTFT flag in ms: 0 to [`MAX_BAR_MS`].
+pub fn parse_bar_ms(s: &str) -> Result<f64, String> {
+    let x = number(s)?;
+    if !(0.0..=MAX_BAR_MS).contains(&x) {
+        return Err(format!("{s} ms: give 0 to {MAX_BAR_MS} ms (one day)"));
+    }
+    Ok(x)
+}
+
+/// A request-count flag (`--max-in-flight-requests-delta`): a whole
+/// number, 0 or more (the filter's own range).
+pub fn parse_delta(s: &str) -> Result<i64, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n >= 0 => Ok(n),
+        _ => Err(format!("{s}: give a whole number of requests, 0 or more")),
+    }
+}
+
+/// A fraction flag: 0 to 1.
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let x = number(s)?;
+    if !(0.0..=1.0).contains(&x) {
+        return Err(format!("{s}: give a fraction from 0 to 1"));
+    }
+    Ok(x)
+}
 
 /// `-j N`: a thread count from 1 to [`MAX_THREADS`].
 pub fn parse_threads(s: &str) -> Result<usize, String> {
@@ -130,6 +189,46 @@ mod tests {
         let mut none = WindowBound::new(None);
         assert!(none.admit(Some(0.0)) && none.admit(Some(1e9)));
         assert!(none.finish().is_ok());
+    }
+
+    /// Each numeric range refuses just outside and takes its ends; a peak
+    /// of 1e-320 tok/s (which made every TTFT infinite and dropped every
+    /// gate decision from its row) and non-finite values are refused.
+    #[test]
+    fn numeric_ranges() {
+        assert_eq!(parse_peak("1"), Ok(1.0));
+        assert_eq!(parse_peak("1e9"), Ok(1e9));
+        for bad in [
+            "0.999",
+            "1e-320",
+            "0",
+            "-5",
+            "1.000001e9",
+            "NaN",
+            "inf",
+            "x",
+        ] {
+            assert!(parse_peak(bad).is_err(), "{bad}");
+        }
+        assert!(
+            parse_peak("1e-320")
+                .unwrap_err()
+                .contains("from 1 to 1000000000 tok/s")
+        );
+        assert_eq!(parse_bar_ms("0"), Ok(0.0));
+        assert_eq!(parse_bar_ms("86400000"), Ok(MAX_BAR_MS));
+        for bad in ["-1", "86400000.1", "1e308", "NaN", "-inf"] {
+            assert!(parse_bar_ms(bad).is_err(), "{bad}");
+        }
+        assert!(parse_bar_ms("-1").unwrap_err().contains("0 to 86400000 ms"));
+        assert_eq!(parse_fraction("1"), Ok(1.0));
+        for bad in ["-0.1", "1.01", "NaN"] {
+            assert!(parse_fraction(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_delta("0"), Ok(0));
+        for bad in ["-1", "1.5", "x"] {
+            assert!(parse_delta(bad).unwrap_err().contains("0 or more"), "{bad}");
+        }
     }
 
     #[test]

@@ -55,6 +55,16 @@ pub fn parse_what_if(spec: &str) -> anyhow::Result<Map<String, Value>> {
                     .parse()
                     .with_context(|| format!("--what-if {k}={v}: not a number"))?;
                 anyhow::ensure!(x.is_finite(), "--what-if {k}={v}: not a finite number");
+                // The flags' ranges: a row at a peak or bar out of them
+                // means nothing (the TTFT overflows or every request is held).
+                let range = match k {
+                    "peakPrefillThroughput" => Some(crate::bounds::parse_peak(v)),
+                    "maxTTFTPenaltyMs" if x >= 0.0 => Some(crate::bounds::parse_bar_ms(v)),
+                    _ => None,
+                };
+                if let Some(Err(e)) = range {
+                    bail!("--what-if {k}={e}");
+                }
                 Value::from(x)
             }
         };
@@ -82,8 +92,7 @@ impl CandidateArgs {
         crate::bounds::check_list("--what-if", self.what_if.len())?;
         let mut out = Vec::new();
         for path in &self.candidate_config {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --candidate-config {path}"))?;
+            let text = crate::config_file::read("--candidate-config", path)?;
             let list = filters_from_yaml(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
             out.push(CandidateConfig {
                 label: format!("file:{path}"),
@@ -119,6 +128,10 @@ mod tests {
             "maxTTFTPenaltyMs=NaN",
             "penaltyMode=fast",
             "maxTTFTPenaltyMs=1,maxTTFTPenaltyMs=2",
+            "peakPrefillThroughput=1e-320",
+            "peakPrefillThroughput=0",
+            "peakPrefillThroughput=2e9",
+            "maxTTFTPenaltyMs=1e300",
             "",
         ] {
             assert!(parse_what_if(bad).is_err(), "{bad}");
@@ -127,6 +140,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("maxTTFTPenaltyMs must be >= 0"), "{e}");
+        let e = parse_what_if("peakPrefillThroughput=1e-320")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("from 1 to 1000000000 tok/s"), "{e}");
     }
 
     #[test]

@@ -25,16 +25,16 @@ pub struct FilterArgs {
     /// deployment, DEPLOYMENT=FILE for one. Repeatable.
     #[arg(long = "config", value_name = "[DEPLOYMENT=]FILE")]
     pub config: Vec<String>,
-    /// Override maxTTFTPenaltyMs (ms).
-    #[arg(long, value_name = "MS", value_parser = finite)]
+    /// Override maxTTFTPenaltyMs (ms, 0 to 86400000).
+    #[arg(long, value_name = "MS", value_parser = crate::bounds::parse_bar_ms)]
     pub max_ttft_penalty_ms: Option<f64>,
     /// Override of peakPrefillThroughput (tokens/s); each binary names its
     /// own flag for it (`gate-dist --peak-prefill-throughput`,
     /// `recommend --current-peak-prefill-throughput`).
     #[arg(skip)]
     pub peak_prefill_throughput: Option<f64>,
-    /// Override affinityThreshold.
-    #[arg(long, value_name = "FRACTION", value_parser = finite)]
+    /// Override affinityThreshold (0 to 1).
+    #[arg(long, value_name = "FRACTION", value_parser = crate::bounds::parse_fraction)]
     pub affinity_threshold: Option<f64>,
     /// Override penaltyMode (static or matchedTokens).
     #[arg(long, value_name = "MODE")]
@@ -42,8 +42,8 @@ pub struct FilterArgs {
     /// Override ttftSource (prefillThroughput or latencyPredictor).
     #[arg(long, value_name = "SOURCE")]
     pub ttft_source: Option<String>,
-    /// Override maxInFlightRequestsDelta.
-    #[arg(long, value_name = "N")]
+    /// Override maxInFlightRequestsDelta (a whole number, 0 or more).
+    #[arg(long, value_name = "N", value_parser = crate::bounds::parse_delta)]
     pub max_in_flight_requests_delta: Option<i64>,
     /// Tokens per block of the prefix producers whose `-v=5` lines give
     /// matched tokens: `approximate=N` (approx-prefix-cache-producer, as it
@@ -198,8 +198,7 @@ impl FilterArgs {
                 Some((d, p)) if !d.is_empty() && !p.is_empty() => (d.to_string(), p),
                 _ => (String::new(), spec.as_str()),
             };
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --config {path}"))?;
+            let text = crate::config_file::read("--config", path)?;
             let mut b = producer_block_sizes(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
             for s in [&mut b.approximate_producer, &mut b.precise_producer] {
                 if s.source == BlockSizeSource::Config {
@@ -241,8 +240,7 @@ impl FilterArgs {
                 Some(_) => bail!("--config {spec:?}: expected FILE or DEPLOYMENT=FILE"),
                 None => (None, spec.as_str()),
             };
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --config {path}"))?;
+            let text = crate::config_file::read("--config", path)?;
             let filters =
                 filter_entries_from_yaml(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
             let many = filters.len() > 1;

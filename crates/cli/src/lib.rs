@@ -2,7 +2,7 @@
 //!
 //! What `gate-dist` and `recommend` share, so that each `main.rs` only wires
 //! flags to the library crates: filter parameters from the EPP's own config
-//! files and flags ([`filter_args`]), the deployments found and
+//! files and flags ([`filter_args`], the files read by [`config_file`]), the deployments found and
 //! `--list-deployments` ([`deployments`]), durations ([`duration`]), output
 //! destinations, default formats and exit codes ([`output`]), what a
 //! panic does ([`internal_error`]), messages on the terminal and
@@ -20,6 +20,7 @@
 
 pub mod bounds;
 pub mod candidates;
+pub mod config_file;
 pub mod deployments;
 pub mod duration;
 pub mod filter_args;

@@ -74,7 +74,7 @@ pub struct Args {
     pub candidates: CandidateArgs,
 
     /// Override peakPrefillThroughput of the config (tokens/s).
-    #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::filter_args::finite)]
+    #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::bounds::parse_peak)]
     pub peak_prefill_throughput: Option<f64>,
 
     /// Longest time a carried-forward endpoint load is trusted when
@@ -83,7 +83,7 @@ pub struct Args {
     pub max_staleness: f64,
 
     /// Lower edge of "pinned worse": held while the gate input was in [MS, bar).
-    #[arg(long, value_name = "MS", default_value_t = 5000.0, value_parser = gatecal_cli::filter_args::finite)]
+    #[arg(long, value_name = "MS", default_value_t = 5000.0, value_parser = gatecal_cli::bounds::parse_bar_ms)]
     pub pinned_worse_min: f64,
 
     /// Static bars to replay (ms, comma-separated).
@@ -91,12 +91,13 @@ pub struct Args {
         long,
         value_name = "MS,...",
         value_delimiter = ',',
-        default_value = "1000,2000,5000,10000,18000,30000"
+        default_value = "1000,2000,5000,10000,18000,30000",
+        value_parser = gatecal_cli::bounds::parse_bar_ms
     )]
     pub what_if_bar: Vec<f64>,
 
     /// Peak prefill throughputs to replay at the deployment's bar (tok/s, comma-separated).
-    #[arg(long, value_name = "TOK_PER_S,...", value_delimiter = ',')]
+    #[arg(long, value_name = "TOK_PER_S,...", value_delimiter = ',', value_parser = gatecal_cli::bounds::parse_peak)]
     pub what_if_peak: Vec<f64>,
 
     /// Count only the decisions logged at or after TIME: an RFC 3339 time

@@ -98,3 +98,115 @@ fn windows_are_bounded_in_length_and_count() {
         "{n} windows of 5 s over 30 minutes"
     );
 }
+
+/// Numbers that would make a row meaningless are refused when the flags
+/// are parsed, with the valid range: `--what-if-peak 1e-320` made every
+/// TTFT infinite and dropped every gate decision from its row.
+#[test]
+fn numeric_flags_are_refused_outside_their_range() {
+    for (args, says) in [
+        (
+            &["--what-if-peak", "4000,1e-320"][..],
+            &["--what-if-peak", "from 1 to 1000000000 tok/s"][..],
+        ),
+        (
+            &["--peak-prefill-throughput", "0.5"],
+            &["--peak-prefill-throughput", "from 1 to 1000000000"],
+        ),
+        (
+            &["--what-if-bar", "1000,1e300"],
+            &["--what-if-bar", "0 to 86400000 ms"],
+        ),
+        (
+            &["--max-ttft-penalty-ms=-1"],
+            &["--max-ttft-penalty-ms", "0 to 86400000 ms"],
+        ),
+        (
+            &["--pinned-worse-min", "NaN"],
+            &["--pinned-worse-min", "not a finite number"],
+        ),
+        (
+            &["--affinity-threshold", "1.5"],
+            &["--affinity-threshold", "from 0 to 1"],
+        ),
+        (
+            &["--max-in-flight-requests-delta=-1"],
+            &["--max-in-flight-requests-delta", "0 or more"],
+        ),
+        (
+            &["--what-if", "peakPrefillThroughput=1e-320"],
+            &[
+                "--what-if peakPrefillThroughput=1e-320",
+                "from 1 to 1000000000",
+            ],
+        ),
+    ] {
+        rejected(args, says);
+    }
+    // The ends of the ranges are taken.
+    let out = run(&[
+        "--what-if-peak",
+        "1,1e9",
+        "--what-if-bar",
+        "0,86400000",
+        "--format",
+        "json",
+        "-q",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Config files are bounded and sniffed before any YAML parse, every
+/// refusal naming the file: an alias bomb (which grew to gigabytes), a
+/// file one byte over the size bound (sparse: no bytes are written), the
+/// demo log (gzip) and a JSON-lines log given as `--config`, a ConfigMap
+/// whose config string is not YAML, and a Helm chart template.
+#[test]
+fn hostile_config_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let mut bomb = String::from("a0: &a0 [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n");
+    for i in 1..10 {
+        let prev = format!("*a{}", i - 1);
+        bomb.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev; 9].join(",")));
+    }
+    std::fs::write(path("bomb.yaml"), &bomb).unwrap();
+    let big = std::fs::File::create(path("big.yaml")).unwrap();
+    big.set_len(4 * 1024 * 1024 + 1).unwrap();
+    let log = std::fs::read_to_string(fixture("balanced/epp.log")).unwrap();
+    std::fs::write(path("epp.log"), log).unwrap();
+    std::fs::write(
+        path("cm.yaml"),
+        "kind: ConfigMap\ndata:\n  default-plugins.yaml: |\n    plugins:\n    - type: prefix-cache-affinity-filter\n      parameters: {maxTTFTPenaltyMs: [1}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        path("chart.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ include \"epp.fullname\" . }}\n",
+    )
+    .unwrap();
+    let demo = fixture("demo/glm-like.log.gz")
+        .to_string_lossy()
+        .into_owned();
+    for (file, says) in [
+        (path("bomb.yaml"), "aliases (*name) are expanded"),
+        (
+            path("big.yaml"),
+            "4194305 bytes, more than the 4194304 bytes",
+        ),
+        (demo, "gzip-compressed"),
+        (path("epp.log"), "one JSON object per line"),
+        (
+            path("cm.yaml"),
+            "data[\"default-plugins.yaml\"] holds a config as a string, but the string is not valid YAML",
+        ),
+        (path("chart.yaml"), "render it first (helm template"),
+    ] {
+        rejected(&["--config", &file], &[&file, says]);
+        rejected(&["--candidate-config", &file], &[&file, says]);
+    }
+}

@@ -199,10 +199,25 @@ fn config_file_and_flags() {
     assert_eq!(d["config"]["parameter_sources"]["affinityThreshold"], "log");
     assert_eq!(d["what_if"][0]["max_ttft_penalty_ms"], 100.0);
     assert!(!d["windows"].as_array().unwrap().is_empty());
-    // A bad parameter gets the EPP's own text and exit 2.
+    // A bad parameter is refused with its range and exit 2 (the EPP's own
+    // text for a combination the flags' ranges allow).
     let out = run(&[&fixture("glm-like/epp.log"), "--max-ttft-penalty-ms=-1"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("maxTTFTPenaltyMs must be >= 0"));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("--max-ttft-penalty-ms") && e.contains("0 to 86400000 ms"),
+        "{e}"
+    );
+    let out = run(&[
+        &fixture("glm-like/epp.log"),
+        "--penalty-mode",
+        "matchedTokens",
+        "--ttft-source",
+        "latencyPredictor",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("requires ttftSource"), "{e}");
 }
 
 #[test]

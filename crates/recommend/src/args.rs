@@ -65,11 +65,11 @@ pub struct Args {
 
     /// The deployment's true peak prefill throughput, if you know it (tok/s):
     /// used before any estimate.
-    #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::filter_args::finite)]
+    #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::bounds::parse_peak)]
     pub peak_prefill_throughput: Option<f64>,
 
     /// Override peakPrefillThroughput of the config in force (tok/s).
-    #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::filter_args::finite)]
+    #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::bounds::parse_peak)]
     pub current_peak_prefill_throughput: Option<f64>,
 
     /// Calibration output: `PEAK_PREFILL_THROUGHPUT=` lines, or TTFT samples
@@ -103,7 +103,7 @@ pub struct Args {
     pub max_staleness: f64,
 
     /// Lower edge of "pinned worse" (ms).
-    #[arg(long, value_name = "MS", default_value_t = 5000.0, value_parser = gatecal_cli::filter_args::finite)]
+    #[arg(long, value_name = "MS", default_value_t = 5000.0, value_parser = gatecal_cli::bounds::parse_bar_ms)]
     pub pinned_worse_min: f64,
 
     /// Output format [default: from -o's extension, else table on a

@@ -216,8 +216,7 @@ fn emit_config(
     };
     let text = match args.filter.config_file(&d.name) {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --config {path}"))?;
+            let text = gatecal_cli::config_file::read("--config", path)?;
             let (new, _) = emit(&text, &changes, |_, _| true)
                 .map_err(|e| anyhow::anyhow!("--emit-config {out} from {path}: {e}"))?;
             new

@@ -1164,3 +1164,60 @@ fn another_filter_instance_against_the_log_is_warned_about() {
         "loose-affinity-filter"
     );
 }
+
+/// recommend's own numeric flags are refused outside their ranges when
+/// the flags are parsed, and a hostile `--config` behind `--emit-config`
+/// or `--candidate-config` is refused at once, naming the file, with
+/// nothing written.
+#[test]
+fn numeric_flags_and_hostile_configs_are_refused() {
+    let log = fixture("balanced/epp.log");
+    let dir = tempfile::tempdir().unwrap();
+    let bomb = dir.path().join("bomb.yaml");
+    let mut y = String::from("a0: &a0 [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n");
+    for i in 1..10 {
+        let prev = format!("*a{}", i - 1);
+        y.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev; 9].join(",")));
+    }
+    y.push_str("plugins:\n- type: prefix-cache-affinity-filter\n  parameters: *a9\n");
+    std::fs::write(&bomb, y).unwrap();
+    let bomb = bomb.to_string_lossy().into_owned();
+    let out_yaml = dir.path().join("new.yaml");
+    let out_yaml = out_yaml.to_string_lossy().into_owned();
+    for (args, says) in [
+        (
+            vec!["--peak-prefill-throughput", "0.5"],
+            vec!["--peak-prefill-throughput", "from 1 to 1000000000 tok/s"],
+        ),
+        (
+            vec!["--current-peak-prefill-throughput", "1e-320"],
+            vec!["--current-peak-prefill-throughput", "from 1 to 1000000000"],
+        ),
+        (
+            vec!["--pinned-worse-min", "1e12"],
+            vec!["--pinned-worse-min", "0 to 86400000 ms"],
+        ),
+        (
+            vec!["--config", &bomb, "--emit-config", &out_yaml],
+            vec![&bomb, "aliases (*name) are expanded"],
+        ),
+        (
+            vec!["--candidate-config", &bomb],
+            vec![&bomb, "aliases (*name) are expanded"],
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_recommend"))
+            .arg(&log)
+            .args(&args)
+            .args(["--format", "json", "-q"])
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {e}");
+        for s in says {
+            assert!(e.contains(s), "{args:?}: {s:?} not in {e}");
+        }
+        assert!(out.stdout.is_empty(), "{args:?}: no report");
+    }
+    assert!(!Path::new(&out_yaml).exists(), "nothing written");
+}

@@ -34,15 +34,32 @@
 //! folded string, or reached through a YAML alias, cannot be edited in place
 //! and is refused with a message saying so. The result is parsed again and
 //! must give exactly the parameters asked for, else nothing is written.
+//!
+//! # Bounds
+//!
+//! A config file is a few KiB; the reader refuses, before any work grows
+//! with them, a text over [`MAX_CONFIG_BYTES`], nesting deeper than
+//! [`MAX_NESTING`], more than [`MAX_DOCUMENTS`] YAML documents, and more
+//! than [`MAX_NODES`] nodes with every alias counted as the nodes it stands
+//! for (a "billion laughs" file of a few hundred bytes stands for billions).
+//! An alias shares its anchor's nodes rather than copying them, so memory
+//! follows the file's size; every walk over the tree visits each node as
+//! often as the count charged for it, so the bound on nodes bounds the
+//! walks too. Configs held in strings (ConfigMap data, Helm values) count
+//! against the same bounds as the file around them.
 
-use std::fmt;
+use std::collections::HashMap;
+use std::sync::Arc;
 
-use gatecal_filter::{Config, ConfigError};
+use gatecal_filter::Config;
 use saphyr_parser::{Event, Parser, ScalarStyle};
 use serde_json::{Map, Number, Value};
 
+mod error;
 pub(crate) mod producers;
 pub(crate) mod writer;
+
+pub use error::EppConfigError;
 
 /// The filter's plugin type.
 pub const PLUGIN_TYPE: &str = "prefix-cache-affinity-filter";
@@ -52,83 +69,47 @@ pub const PLUGIN_TYPE: &str = "prefix-cache-affinity-filter";
 /// Real files nest about 6 levels.
 pub const MAX_NESTING: usize = 64;
 
-/// Why an `EndpointPickerConfig` could not be used.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum EppConfigError {
-    /// Not YAML.
-    Yaml(String),
-    /// Nested deeper than [`MAX_NESTING`] levels (checked before the YAML
-    /// is parsed, so a hostile file is refused at once).
-    TooDeep,
-    /// A number the EPP's JSON decoder cannot hold (`.nan`, `.inf`), at the
-    /// path given (`plugins[0].parameters.maxTTFTPenaltyMs`).
-    NonFinite(String),
-    /// No `prefix-cache-affinity-filter` plugin entry.
-    NoFilter,
-    /// A filter entry's parameters were refused.
-    Config {
-        /// The plugin instance name.
-        plugin: String,
-        /// The filter core's error (the EPP's text).
-        error: ConfigError,
-    },
-    /// The file cannot be written back as asked.
-    Emit(String),
-    /// A prefix producer's block size parameters were refused.
-    Producer {
-        /// The plugin instance name.
-        plugin: String,
-        /// What is wrong, as the EPP would refuse it.
-        message: String,
-    },
-}
+/// Largest config text read, bytes (4 MiB). A real EndpointPickerConfig
+/// is a few KiB, a ConfigMap or Helm values file holding one a few tens.
+pub const MAX_CONFIG_BYTES: usize = 4 << 20;
 
-impl fmt::Display for EppConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EppConfigError::Yaml(m) => write!(f, "not a valid EndpointPickerConfig YAML: {m}"),
-            EppConfigError::TooDeep => write!(
-                f,
-                "not a valid EndpointPickerConfig YAML: nested deeper than {MAX_NESTING} levels"
-            ),
-            EppConfigError::NonFinite(path) => write!(
-                f,
-                "{path}: not a finite number (.nan and .inf are no values the EPP accepts)"
-            ),
-            EppConfigError::NoFilter => write!(
-                f,
-                "no plugin of type {PLUGIN_TYPE} in this file (read: an EndpointPickerConfig, a ConfigMap holding one under data, a kind: List of those, or Helm values holding one, e.g. under router.epp.pluginsCustomConfig)"
-            ),
-            EppConfigError::Config { plugin, error } => write!(f, "plugin {plugin}: {error}"),
-            EppConfigError::Emit(m) => write!(f, "cannot write the config back: {m}"),
-            EppConfigError::Producer { plugin, message } => write!(f, "plugin {plugin}: {message}"),
-        }
-    }
-}
+/// Most YAML nodes in one file (scalars, sequences and mappings, those of
+/// configs held in strings included), each alias counted as the nodes of
+/// what it refers to. A real config has a few hundred, a Helm values file
+/// a few thousand.
+pub const MAX_NODES: usize = 250_000;
 
-impl std::error::Error for EppConfigError {}
+/// Most items in one flow collection (`[…]`, `{…}`, counted by its commas,
+/// nested ones included). The YAML parser holds a flow collection that
+/// may turn out to be a mapping key whole until it closes (about 350 bytes
+/// an item); a real config's flow collections hold a few items.
+pub const MAX_FLOW_ITEMS: usize = 100_000;
+
+/// Most YAML documents (`---`) in one file, those of configs held in
+/// strings included. `helm template` of a whole chart writes a few dozen.
+pub const MAX_DOCUMENTS: usize = 1_000;
 
 /// A YAML node with its place in the text it was parsed from.
 #[derive(Clone, Debug)]
 enum Node {
     Scalar {
-        value: String,
+        value: Arc<str>,
         style: ScalarStyle,
         /// Byte range of the scalar as written (quotes included).
         start: usize,
         end: usize,
     },
-    Seq(Vec<Node>),
+    Seq(Arc<[Node]>),
     Map {
-        entries: Vec<(Node, Node)>,
+        entries: Arc<[(Node, Node)]>,
         /// A flow mapping `{…}`: byte offset of its `}`.
         flow_end: Option<usize>,
         /// Byte offset of the mapping's start.
         start: usize,
     },
-    /// Reached through an alias (not editable in place).
-    Alias(Box<Node>),
+    /// Reached through an alias (not editable in place); shared with the
+    /// anchored node, never copied.
+    Alias(Arc<Node>),
 }
 
 impl Node {
@@ -152,7 +133,7 @@ impl Node {
     }
 
     fn is_null(&self) -> bool {
-        matches!(self, Node::Scalar { value, style: ScalarStyle::Plain, .. } if matches!(value.as_str(), "" | "~" | "null" | "Null" | "NULL"))
+        matches!(self, Node::Scalar { value, style: ScalarStyle::Plain, .. } if matches!(&**value, "" | "~" | "null" | "Null" | "NULL"))
     }
 
     /// The end of the last scalar in this node, bytes.
@@ -173,14 +154,14 @@ impl Node {
         match self {
             Node::Scalar { value, style, .. } => {
                 if *style != ScalarStyle::Plain {
-                    return Value::String(value.clone());
+                    return Value::String(value.to_string());
                 }
                 plain_scalar(value)
             }
             Node::Seq(v) => Value::Array(v.iter().map(Node::to_value).collect()),
             Node::Map { entries, .. } => {
                 let mut m = Map::new();
-                for (k, v) in entries {
+                for (k, v) in entries.iter() {
                     let key = match k.to_value() {
                         Value::String(s) => s,
                         other => other.to_string(),
@@ -267,9 +248,12 @@ fn plain_scalar(s: &str) -> Value {
 
 /// A linear scan for nesting deeper than [`MAX_NESTING`]: flow brackets
 /// outside quotes and comments, and each line's indentation (two columns a
-/// level) plus its leading `- ` dashes.
+/// level) plus its leading `- ` dashes; and for flow collections of more
+/// than [`MAX_FLOW_ITEMS`] items (commas inside brackets: in flow context
+/// a plain scalar holds no comma).
 fn check_nesting(text: &str) -> Result<(), EppConfigError> {
     let mut flow = 0usize;
+    let mut items = 0usize;
     for line in text.lines() {
         let lead = line
             .bytes()
@@ -294,7 +278,18 @@ fn check_nesting(text: &str) -> Result<(), EppConfigError> {
                         return Err(EppConfigError::TooDeep);
                     }
                 }
-                (None, b']' | b'}') => flow = flow.saturating_sub(1),
+                (None, b']' | b'}') => {
+                    flow = flow.saturating_sub(1);
+                    if flow == 0 {
+                        items = 0;
+                    }
+                }
+                (None, b',') if flow > 0 => {
+                    items += 1;
+                    if items >= MAX_FLOW_ITEMS {
+                        return Err(EppConfigError::TooManyFlowItems);
+                    }
+                }
                 _ => {}
             }
             prev = b;
@@ -303,91 +298,164 @@ fn check_nesting(text: &str) -> Result<(), EppConfigError> {
     Ok(())
 }
 
-/// Parses one YAML text into its documents, with byte offsets.
-fn parse_nodes(text: &str) -> Result<Vec<Node>, EppConfigError> {
+/// What one file may still spend: nodes (aliases counted as what they
+/// stand for) and documents, shared by the file and every config held in
+/// a string in it.
+#[derive(Debug)]
+struct Budget {
+    nodes: usize,
+    documents: usize,
+}
+
+impl Budget {
+    fn new() -> Budget {
+        Budget {
+            nodes: MAX_NODES,
+            documents: MAX_DOCUMENTS,
+        }
+    }
+
+    fn charge(&mut self, nodes: usize) -> Result<(), EppConfigError> {
+        self.nodes = self
+            .nodes
+            .checked_sub(nodes)
+            .ok_or(EppConfigError::TooManyNodes)?;
+        Ok(())
+    }
+}
+
+/// Parses one YAML text into its documents, with byte offsets, charging
+/// `budget` for every node (an alias for the nodes it stands for) and
+/// document.
+fn parse_nodes(text: &str, budget: &mut Budget) -> Result<Vec<Node>, EppConfigError> {
+    if text.len() > MAX_CONFIG_BYTES {
+        return Err(EppConfigError::TooLarge(text.len()));
+    }
     check_nesting(text)?;
-    // saphyr's markers count characters; map them to bytes.
-    let bytes_at: Vec<usize> = text
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain(std::iter::once(text.len()))
-        .collect();
-    let b = |ci: usize| bytes_at.get(ci).copied().unwrap_or(text.len());
+    // saphyr's markers count characters; map them to bytes (the same for
+    // ASCII text, the usual case).
+    let bytes_at: Vec<usize> = if text.is_ascii() {
+        Vec::new()
+    } else {
+        text.char_indices()
+            .map(|(i, _)| i)
+            .chain(std::iter::once(text.len()))
+            .collect()
+    };
+    let b = |ci: usize| {
+        if bytes_at.is_empty() {
+            ci.min(text.len())
+        } else {
+            bytes_at.get(ci).copied().unwrap_or(text.len())
+        }
+    };
+    /// An open collection: its items, anchor, start and the nodes it
+    /// stands for so far (itself included).
     enum Open {
-        Seq(Vec<Node>, usize),
-        Map(Vec<(Node, Node)>, Option<Node>, usize, usize),
+        Seq(Vec<Node>, usize, usize),
+        Map(Vec<(Node, Node)>, Option<Node>, usize, usize, usize),
     }
     let mut docs = Vec::new();
     let mut stack: Vec<Open> = Vec::new();
-    let mut anchors: Vec<(usize, Node)> = Vec::new();
+    // Anchored nodes with the nodes each stands for, by the parser's
+    // anchor id (unique per definition), so an alias is found at once.
+    let mut anchors: HashMap<usize, (Node, usize)> = HashMap::new();
     let mut parser = Parser::new_from_str(text);
     for ev in &mut parser {
         let (ev, span) = ev.map_err(|e| EppConfigError::Yaml(e.to_string()))?;
         let node = match ev {
-            Event::Scalar(v, style, anchor, _) => Some((
-                Node::Scalar {
-                    value: v.into_owned(),
-                    style,
-                    start: b(span.start.index()),
-                    end: b(span.end.index()),
-                },
-                anchor,
-            )),
+            Event::DocumentStart(_) => {
+                budget.documents = budget
+                    .documents
+                    .checked_sub(1)
+                    .ok_or(EppConfigError::TooManyDocuments)?;
+                None
+            }
+            Event::Scalar(v, style, anchor, _) => {
+                budget.charge(1)?;
+                Some((
+                    Node::Scalar {
+                        value: Arc::from(&*v),
+                        style,
+                        start: b(span.start.index()),
+                        end: b(span.end.index()),
+                    },
+                    anchor,
+                    1,
+                ))
+            }
             Event::Alias(id) => {
-                let n = anchors
-                    .iter()
-                    .rev()
-                    .find(|(a, _)| *a == id)
-                    .map(|(_, n)| n.clone())
+                let (n, size) = anchors
+                    .get(&id)
+                    .map(|(n, size)| (n.clone(), *size))
                     .ok_or_else(|| EppConfigError::Yaml(format!("unknown alias {id}")))?;
-                Some((Node::Alias(Box::new(n)), 0))
+                budget.charge(size)?;
+                Some((Node::Alias(Arc::new(n)), 0, size))
             }
             Event::SequenceStart(anchor, _) => {
                 if stack.len() >= MAX_NESTING {
                     return Err(EppConfigError::TooDeep);
                 }
-                stack.push(Open::Seq(Vec::new(), anchor));
+                budget.charge(1)?;
+                stack.push(Open::Seq(Vec::new(), anchor, 1));
                 None
             }
             Event::MappingStart(anchor, _) => {
                 if stack.len() >= MAX_NESTING {
                     return Err(EppConfigError::TooDeep);
                 }
-                stack.push(Open::Map(Vec::new(), None, anchor, b(span.start.index())));
+                budget.charge(1)?;
+                stack.push(Open::Map(
+                    Vec::new(),
+                    None,
+                    anchor,
+                    b(span.start.index()),
+                    1,
+                ));
                 None
             }
             Event::SequenceEnd => match stack.pop() {
-                Some(Open::Seq(v, a)) => Some((Node::Seq(v), a)),
+                Some(Open::Seq(v, a, size)) => Some((Node::Seq(v.into()), a, size)),
                 _ => return Err(EppConfigError::Yaml("unbalanced sequence".into())),
             },
             Event::MappingEnd => match stack.pop() {
-                Some(Open::Map(entries, _, a, start)) => {
+                Some(Open::Map(entries, _, a, start, size)) => {
                     let s = b(span.start.index());
                     let flow = text.as_bytes().get(s) == Some(&b'}');
                     Some((
                         Node::Map {
-                            entries,
+                            entries: entries.into(),
                             flow_end: flow.then_some(s),
                             start,
                         },
                         a,
+                        size,
                     ))
                 }
                 _ => return Err(EppConfigError::Yaml("unbalanced mapping".into())),
             },
             _ => None,
         };
-        let Some((node, anchor)) = node else { continue };
+        let Some((node, anchor, size)) = node else {
+            continue;
+        };
         if anchor != 0 {
-            anchors.push((anchor, node.clone()));
+            // A shallow copy: the node's items are shared.
+            anchors.insert(anchor, (node.clone(), size));
         }
         match stack.last_mut() {
             None => docs.push(node),
-            Some(Open::Seq(v, _)) => v.push(node),
-            Some(Open::Map(entries, key, _, _)) => match key.take() {
-                None => *key = Some(node),
-                Some(k) => entries.push((k, node)),
-            },
+            Some(Open::Seq(v, _, total)) => {
+                v.push(node);
+                *total = total.saturating_add(size);
+            }
+            Some(Open::Map(entries, key, _, _, total)) => {
+                *total = total.saturating_add(size);
+                match key.take() {
+                    None => *key = Some(node),
+                    Some(k) => entries.push((k, node)),
+                }
+            }
         }
     }
     Ok(docs)
@@ -425,6 +493,21 @@ pub struct FoundFilter {
 /// Texts a file's configs were parsed from: the file, then strings in it.
 struct Texts {
     texts: Vec<(String, Host, Option<usize>)>,
+    /// What the file may still spend.
+    budget: Budget,
+    /// Strings that looked like configs but were not valid YAML: where,
+    /// and the YAML error.
+    invalid: Vec<(String, String)>,
+}
+
+impl Texts {
+    fn new(text: &str) -> Texts {
+        Texts {
+            texts: vec![(text.to_string(), Host::File, None)],
+            budget: Budget::new(),
+            invalid: Vec::new(),
+        }
+    }
 }
 
 /// Walks `node` (configs held in strings included, recorded in `texts`)
@@ -458,7 +541,7 @@ where
                 }
                 return Ok(());
             }
-            for (k, v) in entries {
+            for (k, v) in entries.iter() {
                 let key = k.as_str().unwrap_or("?");
                 let sub = if path.is_empty() {
                     key_path(key, true)
@@ -480,8 +563,15 @@ where
             ..
         } if value.contains('\n') && value.contains("plugins") => {
             // A config held as a string (ConfigMap data, Helm values).
-            let Ok(inner) = parse_nodes(value) else {
-                return Ok(());
+            // Not YAML: kept to explain a file without a filter; a bound
+            // is an error of the file.
+            let inner = match parse_nodes(value, &mut texts.budget) {
+                Ok(inner) => inner,
+                Err(EppConfigError::Yaml(m)) => {
+                    texts.invalid.push((path.to_string(), m));
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
             };
             let host = match style {
                 ScalarStyle::Literal => literal_host(&texts.texts[doc].0, *start, value),
@@ -489,7 +579,7 @@ where
                 _ => Host::Fixed("a quoted or plain string"),
             };
             let idx = texts.texts.len();
-            texts.texts.push((value.clone(), host, Some(doc)));
+            texts.texts.push((value.to_string(), host, Some(doc)));
             for n in inner.iter().filter(|n| matches!(n, Node::Map { .. })) {
                 walk_plugins(n, path, idx, texts, depth + 1, visit)?;
             }
@@ -593,15 +683,14 @@ fn literal_host(outer: &str, start: usize, value: &str) -> Host {
 }
 
 /// Parses a file and hands `f` each of its documents with its path
-/// (`document[i]` when the file holds several) and the file's texts.
-fn each_document<F>(text: &str, f: &mut F) -> Result<(), EppConfigError>
+/// (`document[i]` when the file holds several) and the file's texts;
+/// returns the texts.
+fn each_document<F>(text: &str, f: &mut F) -> Result<Texts, EppConfigError>
 where
     F: FnMut(&Node, &str, &mut Texts) -> Result<(), EppConfigError>,
 {
-    let docs = parse_nodes(text)?;
-    let mut texts = Texts {
-        texts: vec![(text.to_string(), Host::File, None)],
-    };
+    let mut texts = Texts::new(text);
+    let docs = parse_nodes(text, &mut texts.budget)?;
     let many = docs.len() > 1;
     for (i, d) in docs.iter().enumerate() {
         let path = if many {
@@ -611,19 +700,61 @@ where
         };
         f(d, &path, &mut texts)?;
     }
-    Ok(())
+    Ok(texts)
+}
+
+/// The error of a file that held no filter: the first string that looked
+/// like a config but was not YAML, else [`EppConfigError::NoFilter`].
+fn no_filter(texts: &Texts) -> EppConfigError {
+    match texts.invalid.first() {
+        Some((path, message)) => EppConfigError::EmbeddedYaml {
+            path: if path.is_empty() {
+                "the file".into()
+            } else {
+                path.clone()
+            },
+            message: message.clone(),
+        },
+        None => EppConfigError::NoFilter,
+    }
+}
+
+/// A Helm chart template is no YAML until rendered: an error that a
+/// template would explain (not YAML, no filter found) becomes
+/// [`EppConfigError::HelmTemplate`] when a line holds a `{{ … }}` action.
+fn explain_template(text: &str, e: EppConfigError) -> EppConfigError {
+    if !matches!(
+        e,
+        EppConfigError::Yaml(_) | EppConfigError::NoFilter | EppConfigError::EmbeddedYaml { .. }
+    ) {
+        return e;
+    }
+    let action = text
+        .lines()
+        .position(|l| l.find("{{").is_some_and(|i| l[i + 2..].contains("}}")));
+    match action {
+        Some(i) => EppConfigError::HelmTemplate(i + 1),
+        None => e,
+    }
 }
 
 /// Every filter instance of a file, with where it was found.
 pub fn find_filters(text: &str) -> Result<Vec<FoundFilter>, EppConfigError> {
     let mut out = Vec::new();
-    each_document(text, &mut |d, path, texts| {
+    let found = each_document(text, &mut |d, path, texts| {
         search(d, path, 0, texts, &mut out, 0)
-    })?;
-    if out.is_empty() {
-        return Err(EppConfigError::NoFilter);
+    })
+    .and_then(|texts| {
+        if out.is_empty() {
+            Err(no_filter(&texts))
+        } else {
+            Ok(())
+        }
+    });
+    match found {
+        Ok(()) => Ok(out),
+        Err(e) => Err(explain_template(text, e)),
     }
-    Ok(out)
 }
 
 /// Every `prefix-cache-affinity-filter` instance of the file, as
@@ -781,5 +912,202 @@ schedulingProfiles:
             "[".repeat(100)
         );
         assert_eq!(check_nesting(&quoted), Ok(()));
+    }
+
+    /// The "billion laughs": ten levels of nine aliases, 460 bytes that
+    /// stand for more than 9^9 nodes.
+    pub(crate) fn alias_bomb() -> String {
+        let mut y = String::from("a0: &a0 [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n");
+        for i in 1..10 {
+            let prev = format!("*a{}", i - 1);
+            y.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev; 9].join(",")));
+        }
+        y
+    }
+
+    /// An alias bomb is refused as the parse reaches the bound, by every
+    /// reader, in the file and in a ConfigMap's string; before, every alias
+    /// was a deep copy and the file grew to gigabytes.
+    #[test]
+    fn alias_bombs_are_refused() {
+        let bomb = alias_bomb();
+        assert_eq!(bomb.len(), 460);
+        let plugins =
+            format!("{bomb}plugins:\n- type: prefix-cache-affinity-filter\n  parameters: *a9\n");
+        for y in [&bomb, &plugins] {
+            assert_eq!(find_filters(y).unwrap_err(), EppConfigError::TooManyNodes);
+            assert_eq!(
+                super::producers::producer_block_sizes(y).unwrap_err(),
+                EppConfigError::TooManyNodes
+            );
+            let ch = super::writer::ParamChanges {
+                peak_prefill_throughput: 3000.0,
+                max_ttft_penalty_ms: 1000.0,
+                penalty_mode: gatecal_filter::PenaltyMode::Static,
+            };
+            let e = super::writer::emit(y, &ch, |_, _| true);
+            assert_eq!(e.unwrap_err(), EppConfigError::TooManyNodes);
+        }
+        let held: String = plugins.lines().map(|l| format!("    {l}\n")).collect();
+        let cm = format!("kind: ConfigMap\ndata:\n  config.yaml: |\n{held}");
+        assert_eq!(find_filters(&cm).unwrap_err(), EppConfigError::TooManyNodes);
+        assert!(
+            EppConfigError::TooManyNodes
+                .to_string()
+                .contains("aliases (*name) are expanded")
+        );
+    }
+
+    /// Aliases are still read through (shared, not copied), and count as
+    /// what they stand for.
+    #[test]
+    fn aliases_are_shared_and_read() {
+        let y = "p: &p {maxTTFTPenaltyMs: 5000}\nplugins:\n- type: prefix-cache-affinity-filter\n  parameters: *p\n- type: prefix-cache-affinity-filter\n  name: b\n  parameters: *p\n";
+        let f = filters_from_yaml(y).unwrap();
+        assert_eq!(f.len(), 2);
+        assert!(f.iter().all(|(_, c)| c.max_ttft_penalty_ms == 5000.0));
+        // An anchor defined again: later aliases refer to the new one.
+        let again = "p: &p {maxTTFTPenaltyMs: 5000}\nq: &p {maxTTFTPenaltyMs: 7000}\nplugins:\n- type: prefix-cache-affinity-filter\n  parameters: *p\n";
+        assert_eq!(
+            filters_from_yaml(again).unwrap()[0].1.max_ttft_penalty_ms,
+            7000.0
+        );
+        let mut budget = Budget::new();
+        parse_nodes(y, &mut budget).unwrap();
+        // Root map 1; p, its map and one key and value 4; plugins and its
+        // list 2; the entries' maps with their keys and values, each *p
+        // counted as 3: 7 and 9.
+        assert_eq!(MAX_NODES - budget.nodes, 1 + 4 + 2 + 7 + 9);
+    }
+
+    /// [`MAX_NODES`] nodes pass, one more is refused: an anchored list
+    /// of 1,000 nodes, aliases of it and plain scalars to the count.
+    #[test]
+    fn node_bound_just_below_and_above() {
+        let aliases = (MAX_NODES - 2000) / 1000;
+        let nodes = |extra: usize| {
+            let list = vec!["x"; 999].join(",");
+            let aliases = vec!["*a"; aliases].join(",");
+            let plain = vec!["y"; extra].join(",");
+            format!("[&a [{list}], {aliases}, {plain}]")
+        };
+        // The outer list, the anchored one of 1,000 and the aliases.
+        let fixed = 1 + 1000 + 1000 * aliases;
+        let at = nodes(MAX_NODES - fixed);
+        assert_eq!(parse_nodes(&at, &mut Budget::new()).unwrap().len(), 1);
+        assert_eq!(
+            parse_nodes(&nodes(MAX_NODES - fixed + 1), &mut Budget::new()).unwrap_err(),
+            EppConfigError::TooManyNodes
+        );
+    }
+
+    /// A flow collection of [`MAX_FLOW_ITEMS`] items passes the scan, one
+    /// more is refused; separate collections count apart, and commas in
+    /// quotes or outside brackets do not count.
+    #[test]
+    fn flow_item_bound_just_below_and_above() {
+        let list = |n: usize| format!("[{}]\n", vec!["a"; n].join(","));
+        assert_eq!(check_nesting(&list(MAX_FLOW_ITEMS)), Ok(()));
+        assert_eq!(
+            check_nesting(&list(MAX_FLOW_ITEMS + 1)),
+            Err(EppConfigError::TooManyFlowItems)
+        );
+        let nested = format!("{{k: [{}], j: b}}", vec!["a"; MAX_FLOW_ITEMS].join(","));
+        assert_eq!(
+            check_nesting(&nested),
+            Err(EppConfigError::TooManyFlowItems)
+        );
+        assert_eq!(
+            filters_from_yaml(&list(MAX_FLOW_ITEMS + 1)),
+            Err(EppConfigError::TooManyFlowItems)
+        );
+        let apart = format!("a: {}b: {}", list(60_000), list(60_000));
+        assert_eq!(check_nesting(&apart), Ok(()));
+        let commas = format!(
+            "a: \"{}\"\nb: {}\n",
+            ",".repeat(200_000),
+            ",".repeat(200_000)
+        );
+        assert_eq!(check_nesting(&commas), Ok(()));
+    }
+
+    /// [`MAX_DOCUMENTS`] documents pass, one more is refused.
+    #[test]
+    fn document_bound_just_below_and_above() {
+        let docs = |n: usize| "---\nx: 1\n".repeat(n);
+        assert_eq!(
+            parse_nodes(&docs(MAX_DOCUMENTS), &mut Budget::new())
+                .unwrap()
+                .len(),
+            MAX_DOCUMENTS
+        );
+        assert_eq!(
+            filters_from_yaml(&docs(MAX_DOCUMENTS + 1)).unwrap_err(),
+            EppConfigError::TooManyDocuments
+        );
+        assert_eq!(
+            filters_from_yaml(&docs(MAX_DOCUMENTS)).unwrap_err(),
+            EppConfigError::NoFilter
+        );
+    }
+
+    /// A text of [`MAX_CONFIG_BYTES`] is read, one byte more is refused
+    /// before it is parsed.
+    #[test]
+    fn size_bound_just_below_and_above() {
+        let line = format!("#{}\n", "x".repeat(1022));
+        let at = line.repeat(MAX_CONFIG_BYTES / 1024);
+        assert_eq!(at.len(), MAX_CONFIG_BYTES);
+        assert_eq!(
+            filters_from_yaml(&at).unwrap_err(),
+            EppConfigError::NoFilter
+        );
+        let over = format!("{at} ");
+        assert_eq!(
+            filters_from_yaml(&over).unwrap_err(),
+            EppConfigError::TooLarge(MAX_CONFIG_BYTES + 1)
+        );
+        let e = EppConfigError::TooLarge(MAX_CONFIG_BYTES + 1).to_string();
+        assert!(e.contains("4194305 bytes") && e.contains("4194304"), "{e}");
+    }
+
+    /// A ConfigMap whose config string is not YAML names the key and the
+    /// YAML error, rather than "no plugin"; a string that is not a config
+    /// does not stop a filter found elsewhere.
+    #[test]
+    fn invalid_yaml_in_a_configmap_names_the_key() {
+        let cm = "kind: ConfigMap\ndata:\n  default-plugins.yaml: |\n    plugins:\n    - type: prefix-cache-affinity-filter\n      parameters: {maxTTFTPenaltyMs: [1000}\n";
+        let e = filters_from_yaml(cm).unwrap_err();
+        let EppConfigError::EmbeddedYaml { path, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(path, "data[\"default-plugins.yaml\"]");
+        let m = e.to_string();
+        assert!(
+            m.contains("data[\"default-plugins.yaml\"]") && m.contains("not valid YAML"),
+            "{m}"
+        );
+        let both = format!(
+            "{cm}  other.yaml: |\n    plugins:\n    - type: prefix-cache-affinity-filter\n"
+        );
+        assert_eq!(filters_from_yaml(&both).unwrap().len(), 1);
+    }
+
+    /// A Helm chart template is told to be rendered first, whether its
+    /// actions break the YAML or hide the filter.
+    #[test]
+    fn helm_templates_are_named() {
+        let broken = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ include \"epp.fullname\" . }}\ndata:\n{{- toYaml .Values.epp.config | nindent 2 }}\n";
+        let valid = "kind: ConfigMap\ndata:\n  config.yaml: |\n    {{ .Values.pluginsConfig }}\n";
+        for (y, line) in [(broken, 4), (valid, 4)] {
+            let e = filters_from_yaml(y).unwrap_err();
+            assert_eq!(e, EppConfigError::HelmTemplate(line), "{y}");
+            let m = e.to_string();
+            assert!(m.contains("render it first (helm template"), "{m}");
+            assert!(m.contains("or pass the ConfigMap"), "{m}");
+        }
+        // A rendered file that mentions braces in a value is read as it is.
+        let fine = "plugins:\n- type: prefix-cache-affinity-filter\n  name: \"{{x}}\"\n";
+        assert_eq!(filters_from_yaml(fine).unwrap()[0].0, "{{x}}");
     }
 }

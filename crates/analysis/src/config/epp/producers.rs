@@ -3,7 +3,9 @@
 
 use serde_json::Value;
 
-use super::{EppConfigError, Node, PLUGIN_TYPE, Texts, each_document, walk_plugins};
+use super::{
+    EppConfigError, Node, PLUGIN_TYPE, Texts, each_document, explain_template, walk_plugins,
+};
 use crate::input::{
     BlockSize, BlockSizeSource, DEFAULT_APPROXIMATE_BLOCK_SIZE, ProducerBlockSizes,
 };
@@ -211,7 +213,8 @@ pub fn producer_block_sizes(text: &str) -> Result<ProducerBlockSizes, EppConfigE
     let mut all = Vec::new();
     each_document(text, &mut |d, path, texts| {
         plugin_entries(d, path, texts, &mut all)
-    })?;
+    })
+    .map_err(|e| explain_template(text, e))?;
     let named: Vec<&str> = all
         .iter()
         .filter(|p| p.kind == PLUGIN_TYPE)

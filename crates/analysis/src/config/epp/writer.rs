@@ -6,7 +6,10 @@
 use gatecal_filter::{Config, TtftSource};
 use saphyr_parser::ScalarStyle;
 
-use super::{EppConfigError, Host, Node, Texts, filters_from_yaml, parse_nodes, search};
+use super::{
+    EppConfigError, Host, Node, each_document, explain_template, filters_from_yaml, no_filter,
+    search,
+};
 
 /// The parameters [`emit`] sets on each edited instance.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,7 +109,7 @@ fn entry_edits(
                         start,
                         end,
                     }) => {
-                        if value == v {
+                        if **value == **v {
                             continue;
                         }
                         let t = match style {
@@ -265,16 +268,13 @@ pub fn emit(
             "peakPrefillThroughput and maxTTFTPenaltyMs must be numbers".into(),
         ));
     }
-    let docs = parse_nodes(text)?;
-    let mut texts = Texts {
-        texts: vec![(text.to_string(), Host::File, None)],
-    };
     let mut found = Vec::new();
-    for d in &docs {
-        search(d, "", 0, &mut texts, &mut found, 0)?;
-    }
+    let texts = each_document(text, &mut |d, _, texts| {
+        search(d, "", 0, texts, &mut found, 0)
+    })
+    .map_err(|e| explain_template(text, e))?;
     if found.is_empty() {
-        return Err(EppConfigError::NoFilter);
+        return Err(explain_template(text, no_filter(&texts)));
     }
     // Edits per text, then each string's edits mapped into its host.
     let mut per_text: Vec<Vec<Edit>> = (0..texts.texts.len()).map(|_| Vec::new()).collect();
