@@ -18,7 +18,16 @@
 //!   "tags": [{"key", "type", "value"}], "processID"}], "processes": {ID:
 //!   {"serviceName", "tags"}}}]}`.
 //!
-//! Any of them may be pretty-printed over many lines, and gzip-compressed.
+//! Any of them may be gzip-compressed. The input's first document sets
+//! its layout: when its first line holds a whole document (or is not JSON
+//! at all), the input is one document per line, and a line that does not
+//! parse, one cut short by a Collector killed mid-write included, is one
+//! malformed line: the next line is read afresh. Only when the input
+//! starts with a document spread over several lines (pretty-printed, as
+//! `jq .` or a browser saves a response) are documents gathered over
+//! lines, each up to the line where its brackets close. A first line that
+//! does not close followed by a line that opens a document of its own is
+//! a cut first line, not a pretty-printed document.
 //! Span and trace ids are compared as written (hex or base64), never
 //! decoded.
 //!
@@ -179,6 +188,18 @@ struct SpanRef<'a> {
 /// The decisions of a document's filter spans, each with its parent's id.
 type Filters<'a> = Vec<(Box<Decision>, Option<Cow<'a, str>>)>;
 
+/// How an input lays its documents out, known from its first document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// No document read yet.
+    Unknown,
+    /// One document per line (the Collector's `file` exporter): a line
+    /// that does not parse is one malformed line.
+    Lines,
+    /// Documents spread over several lines (a pretty-printed response).
+    Pretty,
+}
+
 /// A decision waiting for its profile span.
 struct Waiting {
     decision: Box<Decision>,
@@ -206,6 +227,8 @@ pub(crate) struct TraceReader<'o> {
     /// Waiting keys, oldest first (resolved keys are skipped when popped).
     order: VecDeque<String>,
     waiting: usize,
+    /// How documents are laid out.
+    layout: Layout,
     /// Whether documents are tried on the fast path first.
     fast: bool,
     /// Documents read by the fast path.
@@ -231,6 +254,7 @@ impl<'o> TraceReader<'o> {
             pending: FxHashMap::default(),
             order: VecDeque::new(),
             waiting: 0,
+            layout: Layout::Unknown,
             fast: true,
             fast_documents: 0,
             last_spans: 0,
@@ -316,11 +340,24 @@ impl<'o> TraceReader<'o> {
     ) -> Result<(), ParseError> {
         self.line += 1;
         self.counts.lines_total += 1;
+        let t = crate::classify::trim_end(raw);
+        let start = t.iter().take_while(|c| c.is_ascii_whitespace()).count();
+        let t = &t[start..];
+        if !self.doc.is_empty() && self.layout == Layout::Unknown && looks_like_traces(t) {
+            // The input's first line did not close, and this one opens a
+            // new document on one line: the first was a line cut short,
+            // and the input is one document per line.
+            let first = self.doc_first;
+            let len = self.doc.len() as u64 - 1;
+            self.doc = Vec::new();
+            self.counts.shapes.trace += 1;
+            self.layout = Layout::Lines;
+            self.malformed_at(first, cut_short(len))?;
+        }
         if !self.doc.is_empty() {
-            if self.doc.len() + raw.len() + 1 > self.opts.max_trace_document_bytes.max(1) {
-                self.drop_document(MalformedReason::TooLong {
-                    bytes: self.opts.max_trace_document_bytes as u64,
-                })?;
+            let len = self.doc.len() + raw.len() + 1;
+            if len > self.opts.max_trace_document_bytes.max(1) {
+                self.drop_document(MalformedReason::TooLong { bytes: len as u64 })?;
                 self.depth = 0;
                 self.in_str = false;
                 self.esc = false;
@@ -335,12 +372,10 @@ impl<'o> TraceReader<'o> {
                 let r = self.document(&doc, first, sink);
                 self.account(first, self.line - first + 1, r)?;
                 self.depth = 0;
+                self.layout = Layout::Pretty;
             }
             return Ok(());
         }
-        let t = crate::classify::trim_end(raw);
-        let start = t.iter().take_while(|c| c.is_ascii_whitespace()).count();
-        let t = &t[start..];
         if t.is_empty() {
             self.counts.shapes.blank += 1;
             self.counts.lines_ignored += 1;
@@ -348,7 +383,7 @@ impl<'o> TraceReader<'o> {
         }
         let line = self.line;
         match self.document(t, line, sink) {
-            Err(e) if e.is_eof() => {
+            Err(e) if e.is_eof() && self.layout != Layout::Lines => {
                 // The document goes on over the next lines (pretty-printed).
                 self.doc.extend_from_slice(t);
                 self.doc.push(b'\n');
@@ -359,7 +394,17 @@ impl<'o> TraceReader<'o> {
                 self.scan(t);
                 Ok(())
             }
-            r => self.account(line, 1, r),
+            Err(e) if e.is_eof() => {
+                // One document per line: this one was cut short.
+                self.counts.shapes.trace += 1;
+                self.malformed_at(line, cut_short(t.len() as u64))
+            }
+            r => {
+                if self.layout == Layout::Unknown {
+                    self.layout = Layout::Lines;
+                }
+                self.account(line, 1, r)
+            }
         }
     }
 
@@ -575,6 +620,14 @@ impl<'o> TraceReader<'o> {
             counts: self.counts,
         })
     }
+}
+
+/// Why a line of a one-document-per-line input that ends inside its
+/// document is malformed.
+fn cut_short(bytes: u64) -> MalformedReason {
+    MalformedReason::BadTrace(format!(
+        "line cut short after {bytes} bytes (the document does not close; the next line is read as a document of its own)"
+    ))
 }
 
 /// Reads a whole trace stream (already decompressed) on this thread.
