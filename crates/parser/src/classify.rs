@@ -241,7 +241,7 @@ fn full<'a>(
         // Not the usual shape: the scanner reads it (again) from the start.
         f = Fields::new();
         if let Err(e) = json::members(body, |k, esc, v| f.put(k, esc, v)) {
-            return Class::Malformed(LineShape::ZapJson, MalformedReason::BadJson { at: e.at });
+            return Class::Malformed(LineShape::ZapJson, e.reason());
         }
     }
     let kind = match f.get(Key::Msg) {
@@ -371,10 +371,7 @@ fn console<'a>(body: &'a [u8], a: &mut Arena) -> Option<Class<'a>> {
     if let Some(c) = ctx
         && let Err(e) = json::members(c, |k, esc, v| f.put(k, esc, v))
     {
-        return Some(Class::Malformed(
-            LineShape::Console,
-            MalformedReason::BadJson { at: e.at },
-        ));
+        return Some(Class::Malformed(LineShape::Console, e.reason()));
     }
     let mut meta = LineMeta {
         ts,

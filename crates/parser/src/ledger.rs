@@ -22,6 +22,13 @@ pub enum MalformedReason {
         /// Byte offset within the line (after framing) where parsing failed.
         at: usize,
     },
+    /// The line's JSON nests deeper than 128 levels (objects and arrays),
+    /// the most the parser reads; zap's lines nest a few.
+    TooDeep {
+        /// Byte offset within the line (after framing) of the bracket
+        /// opening the 129th level.
+        at: usize,
+    },
     /// A JSON fragment: the tail of a line cut at its start (rotation), or
     /// the second half of a CRI-split line.
     JsonFragment,
@@ -53,6 +60,11 @@ impl std::fmt::Display for MalformedReason {
                 write!(f, "line of {bytes} bytes exceeds the line-length cap")
             }
             MalformedReason::BadJson { at } => write!(f, "invalid JSON object at byte {at}"),
+            MalformedReason::TooDeep { at } => write!(
+                f,
+                "JSON nested deeper than {} levels at byte {at}",
+                crate::MAX_JSON_DEPTH
+            ),
             MalformedReason::JsonFragment => f.write_str("JSON fragment (truncated line)"),
             MalformedReason::MissingKey(k) => write!(f, "missing or mistyped key `{k}`"),
             MalformedReason::BadFraming => f.write_str("malformed kubectl prefix or timestamp"),

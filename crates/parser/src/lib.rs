@@ -255,6 +255,12 @@ pub use trace::{
 };
 pub use vllm::{VllmStats, VllmStatsVersion};
 
+/// Deepest nesting of objects and arrays read in any JSON input (log
+/// lines, decision records, trace documents): a deeper line or document is
+/// malformed, "JSON nested deeper than 128 levels". EPP lines nest a few
+/// levels, OTLP documents about ten.
+pub const MAX_JSON_DEPTH: usize = 128;
+
 /// Default line-length cap, bytes: 4 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 4 << 20;
 /// Default [`ParseOptions::block_bytes`]: 1 MiB.

@@ -353,6 +353,12 @@ impl DecisionRecord {
     /// other than 1 or 2, a non-finite number, or (version 2) a config the
     /// EPP would reject.
     pub fn parse_line(line: &[u8]) -> Result<DecisionRecord, String> {
+        if let Some(at) = crate::json::too_deep(line) {
+            return Err(format!(
+                "JSON nested deeper than {} levels at byte {at}",
+                crate::MAX_JSON_DEPTH
+            ));
+        }
         let r: DecisionRecord = serde_json::from_slice(line).map_err(|e| e.to_string())?;
         if !(RECORD_VERSION_MIN..=RECORD_VERSION).contains(&r.v) {
             return Err(format!("unsupported version {}", r.v));

@@ -256,6 +256,12 @@ pub(super) fn read<'a>(
     spans: &mut Vec<SpanRef<'a>>,
     filters: &mut Filters<'a>,
 ) -> Result<(), serde_json::Error> {
+    if let Some(at) = crate::json::too_deep(bytes) {
+        return Err(serde::de::Error::custom(format!(
+            "JSON nested deeper than {} levels at byte {at}",
+            crate::MAX_JSON_DEPTH
+        )));
+    }
     let doc: Doc<'a> = serde_json::from_slice(bytes)?;
     let Doc {
         resource_spans,
