@@ -179,9 +179,16 @@ impl<'o> Engine<'o> {
                     pod,
                 } = u;
                 match flags.out_of_range {
-                    // A filter line with a number out of range: counted
-                    // malformed, and still its request's filter line.
-                    Some(k) => self.malformed(MalformedReason::OutOfRange(k.name()))?,
+                    // A malformed filter line (a number out of range, its
+                    // time, its JSON): counted malformed, and still its
+                    // request's filter line.
+                    Some(k) => {
+                        let reason = match &event {
+                            Event::Filter(l) => l.malformed.clone(),
+                            _ => None,
+                        };
+                        self.malformed(reason.unwrap_or(MalformedReason::OutOfRange(k.name())))?;
+                    }
                     None => self.counts.lines_used += 1,
                 }
                 if flags.huge {
@@ -404,8 +411,8 @@ pub(crate) fn pre_line(
         Class::Used(u) => {
             let Used {
                 mut meta,
-                event,
-                flags,
+                mut event,
+                mut flags,
                 request_id,
                 model,
             } = u;
@@ -420,11 +427,24 @@ pub(crate) fn pre_line(
             if let Some(t) = meta.ts
                 && !TS_RANGE.contains(&t)
             {
-                let shape = match f.body.first() {
-                    Some(b'{') => LineShape::ZapJson,
-                    _ => LineShape::Console,
-                };
-                return Pre::Malformed(shape, MalformedReason::OutOfRange("ts"));
+                let reason = MalformedReason::OutOfRange("ts");
+                match &mut event {
+                    // Still its request's filter line, with an unknown
+                    // outcome (see `FilterLine::malformed`).
+                    Event::Filter(l) if request_id.is_some() => {
+                        **l = crate::event::FilterLine::malformed(l.msg, fields::Key::Ts, reason);
+                        flags = l.flags;
+                        meta.ts = None;
+                        meta.kubelet_ts = None;
+                    }
+                    _ => {
+                        let shape = match f.body.first() {
+                            Some(b'{') => LineShape::ZapJson,
+                            _ => LineShape::Console,
+                        };
+                        return Pre::Malformed(shape, reason);
+                    }
+                }
             }
             used.push(UsedLine {
                 ts: meta.ts,

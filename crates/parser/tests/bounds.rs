@@ -69,3 +69,70 @@ fn json_nested_deeper_than_128_levels_says_so() {
 fn decisions(p: &Parsed) -> Vec<&Decision> {
     p.decisions().collect()
 }
+
+fn two_filter_instances() -> String {
+    let path = format!(
+        "{}/../../fixtures/edge/two_filter_instances.log",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// A filter line that is malformed (its time out of range or no time, its
+/// JSON cut short or broken) still names its decision: the decision's
+/// outcome is unknown, never a `not_applicable` inferred from the
+/// completion line that follows.
+#[test]
+fn a_malformed_filter_line_gives_an_unknown_decision() {
+    let log = two_filter_instances();
+    let first_request: Vec<&str> = log.lines().take(15).collect();
+    let filter = first_request
+        .iter()
+        .position(|l| l.contains("no sticky endpoints"))
+        .unwrap();
+    let line = first_request[filter];
+    let cut = line.find("\"affinityThreshold\"").unwrap();
+    for (what, broken) in [
+        (
+            "ts out of range",
+            line.replace("\"ts\":1787322974.0005994", "\"ts\":-5"),
+        ),
+        (
+            "ts year 9999",
+            line.replace("\"ts\":1787322974.0005994", "\"ts\":253402300000"),
+        ),
+        (
+            "ts NaN",
+            line.replace("\"ts\":1787322974.0005994", "\"ts\":\"NaN\""),
+        ),
+        (
+            "ts not a time",
+            line.replace("\"ts\":1787322974.0005994", "\"ts\":\"x\""),
+        ),
+        ("cut short", line[..cut].to_string()),
+        ("broken JSON", line.replace("\"total\":3", "\"total\":3,,")),
+    ] {
+        let mut text = String::new();
+        for (i, l) in first_request.iter().enumerate() {
+            text.push_str(if i == filter { &broken } else { l });
+            text.push('\n');
+        }
+        let p = parse("broken.log", &text);
+        assert_eq!(p.ledger.counts.lines_malformed, 1, "{what}");
+        let d: Vec<(Option<&str>, Option<gatecal_filter::Outcome>)> = p
+            .decisions()
+            .map(|d| (d.filter.as_deref(), d.outcome))
+            .collect();
+        assert_eq!(
+            d,
+            vec![
+                (Some("strict-affinity-filter"), None),
+                (
+                    Some("loose-affinity-filter"),
+                    Some(gatecal_filter::Outcome::Sticky)
+                )
+            ],
+            "{what}"
+        );
+    }
+}
