@@ -436,10 +436,9 @@ fn out_of_range(shape: LineShape, k: &'static str) -> Class<'static> {
     Class::Malformed(shape, MalformedReason::OutOfRange(k))
 }
 
-/// A count (tokens, requests, endpoints, tokens/s): finite and not
-/// negative.
+/// A count (tokens, requests, endpoints, tokens/s): [`crate::domain::is_count`].
 fn is_count(x: f64) -> bool {
-    x.is_finite() && x >= 0.0
+    crate::domain::is_count(x)
 }
 
 /// The first key of `vals` whose value is set and fails `ok`.
@@ -552,7 +551,7 @@ fn build<'a>(
                 .iter()
                 .find_map(|&(key, number)| (!number && f.get(key).is_some()).then_some(key));
             if let Some(k) = first_bad(&counts, is_count)
-                .or_else(|| first_bad(&reals, f64::is_finite))
+                .or_else(|| first_bad(&reals, crate::domain::is_threshold))
                 .or(not_a_number)
             {
                 // The line is malformed, but it is still this request's
@@ -656,7 +655,7 @@ fn build<'a>(
             let Some(score) = f.num(Key::Score, &mut flags) else {
                 return missing(shape, "score");
             };
-            if !score.is_finite() {
+            if !crate::domain::is_threshold(score) {
                 return out_of_range(shape, "score");
             }
             Event::Score {
@@ -676,7 +675,7 @@ fn build<'a>(
                 return out_of_range(shape, "tokenLoad");
             }
             let score = f.num(Key::Score, &mut flags);
-            if first_bad(&[("score", score)], f64::is_finite).is_some() {
+            if first_bad(&[("score", score)], crate::domain::is_threshold).is_some() {
                 return out_of_range(shape, "score");
             }
             Event::TokenLoad {

@@ -380,12 +380,8 @@ struct How {
     keep: usize,
 }
 
-/// Times a line may carry, epoch seconds: from 1970-01-01 to before
-/// 2100-01-01 UTC. A later `ts` (year 9999, say) would move the assembler's
-/// clock and evict every open request, and the reorder buffer's, and
-/// release every decision unordered; an earlier one is no time the EPP
-/// writes. Such a line is [`MalformedReason::OutOfRange`].
-pub(crate) const TS_RANGE: std::ops::Range<f64> = 0.0..4_102_444_800.0;
+/// Times a line may carry: [`crate::domain::TS_RANGE`].
+pub(crate) const TS_RANGE: std::ops::Range<f64> = crate::domain::TS_RANGE;
 
 /// Reads one line (trailing blanks already trimmed) in a known format; a
 /// used line is pushed to `used`, its strings to `arena`. A line whose time

@@ -209,6 +209,7 @@ mod arena;
 mod assemble;
 mod classify;
 mod decision;
+pub mod domain;
 mod engine;
 mod error;
 mod event;

@@ -65,7 +65,6 @@ fn json_nested_deeper_than_128_levels_says_so() {
     );
 }
 
-#[allow(dead_code)]
 fn decisions(p: &Parsed) -> Vec<&Decision> {
     p.decisions().collect()
 }
@@ -135,4 +134,121 @@ fn a_malformed_filter_line_gives_an_unknown_decision() {
             "{what}"
         );
     }
+}
+
+/// One OTLP line holding one filter span with `attrs` (and a start time).
+fn span_line(start: &str, attrs: &str) -> String {
+    format!(
+        r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{{"spanId":"a","name":"filter_prefix_cache_affinity","startTimeUnixNano":{start},"attributes":[{{"key":"gen_ai.request.id","value":{{"stringValue":"r1"}}}},{{"key":"llm_d.epp.filter.decision","value":{{"stringValue":"sticky"}}}}{attrs}]}}]}}]}}]}}"#
+    )
+}
+
+fn attr(key: &str, value: &str) -> String {
+    format!(r#",{{"key":"llm_d.epp.filter.{key}","value":{value}}}"#)
+}
+
+/// A trace span's counts, threshold and start time are held to the same
+/// domains as a log line's: out of range, the decision is unknown (made
+/// with none of its values) and the line malformed with the same words.
+#[test]
+fn trace_values_share_the_log_domains() {
+    let good_ts = r#""1764482019250000000""#;
+    let ok = parse(
+        "ok.jsonl",
+        &span_line(good_ts, &attr("sticky_endpoints", r#"{"intValue":"2"}"#)),
+    );
+    assert_eq!(ok.ledger.counts.lines_malformed, 0);
+    let d = decisions(&ok);
+    assert_eq!(
+        (d[0].outcome, d[0].sticky),
+        (Some(gatecal_filter::Outcome::Sticky), Some(2))
+    );
+    for (what, line, key) in [
+        (
+            "negative count",
+            span_line(good_ts, &attr("sticky_endpoints", r#"{"intValue":"-3"}"#)),
+            "llm_d.epp.filter.sticky_endpoints",
+        ),
+        (
+            "huge count",
+            span_line(
+                good_ts,
+                &attr("candidate_endpoints", r#"{"doubleValue":1e300}"#),
+            ),
+            "llm_d.epp.filter.candidate_endpoints",
+        ),
+        (
+            "NaN threshold",
+            span_line(
+                good_ts,
+                &attr("affinity_threshold", r#"{"doubleValue":"NaN"}"#),
+            ),
+            "llm_d.epp.filter.affinity_threshold",
+        ),
+        ("start at -1 ns", span_line("-1", ""), "startTimeUnixNano"),
+        (
+            "start in year 9999",
+            span_line(r#""253402300000000000000""#, ""),
+            "startTimeUnixNano",
+        ),
+    ] {
+        let p = parse("bad.jsonl", &line);
+        let c = &p.ledger.counts;
+        assert_eq!(c.lines_malformed, 1, "{what}");
+        assert_eq!(c.lines_out_of_range, 1, "{what}");
+        assert_eq!(
+            c.first_malformed[0].reason.to_string(),
+            format!("value of `{key}` out of range"),
+            "{what}"
+        );
+        let d = decisions(&p);
+        assert_eq!(d.len(), 1, "{what}: the decision is still there");
+        assert_eq!(d[0].outcome, None, "{what}: its outcome unknown");
+        assert_eq!((d[0].sticky, d[0].total), (None, None), "{what}");
+        assert_eq!(d[0].request_id.as_deref(), Some("r1"));
+    }
+}
+
+/// A decision record's time and counts have the log lines' domains, and
+/// the same words; a log line's `ts` that is no time is refused as well.
+#[test]
+fn record_and_log_values_share_the_domains() {
+    for (what, from, to, key) in [
+        (
+            "ts -1 ns",
+            "\"ts\":1764482019.25",
+            "\"ts\":-0.000000001",
+            "ts",
+        ),
+        (
+            "ts year 9999",
+            "\"ts\":1764482019.25",
+            "\"ts\":253402300000",
+            "ts",
+        ),
+        (
+            "negative count",
+            "\"in_flight_tokens\":41000",
+            "\"in_flight_tokens\":-5",
+            "in_flight_tokens",
+        ),
+    ] {
+        let bad = RECORD.replace(from, to);
+        assert_ne!(bad, RECORD);
+        let p = parse("r.jsonl", &format!("{RECORD}\n{bad}\n"));
+        assert_eq!(p.ledger.counts.lines_malformed, 1, "{what}");
+        assert_eq!(
+            reasons(&p)[0],
+            format!("invalid decision record: value of `{key}` out of range"),
+            "{what}"
+        );
+    }
+    // A scorer line at `"ts":"NaN"` is no time: refused, not read as a
+    // line without a time.
+    let log = two_filter_instances();
+    let scorer = log.lines().find(|l| l.contains("TokenLoadScorer")).unwrap();
+    let nan = scorer.replace("\"ts\":1787322974.0011988", "\"ts\":\"NaN\"");
+    assert_ne!(nan, scorer);
+    let p = parse("nan.log", &nan);
+    assert_eq!(reasons(&p), vec!["value of `ts` out of range".to_string()]);
 }

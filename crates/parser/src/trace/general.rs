@@ -311,7 +311,7 @@ pub(super) fn read<'a>(
                         .and_then(|p| procs.get(p))
                         .unwrap_or(&none);
                     let a = span_attrs(s.tags, AttrKind::Jaeger)?;
-                    filters.push((tr.decision(ids, a, ts, line), parent.clone()));
+                    filters.push((tr.decision(ids, a, ts, "startTime", line), parent.clone()));
                     None
                 }
                 Some(PROFILE_SPAN) => Some(span_attrs(s.tags, AttrKind::Jaeger)?.profile()),
@@ -350,7 +350,10 @@ fn otlp<'a>(
                 let profile = match s.name.as_deref() {
                     Some(FILTER_SPAN) => {
                         let a = span_attrs(s.attributes, AttrKind::Otlp)?;
-                        filters.push((tr.decision(&ids, a, ts, line), parent.clone()));
+                        filters.push((
+                            tr.decision(&ids, a, ts, "startTimeUnixNano", line),
+                            parent.clone(),
+                        ));
                         None
                     }
                     Some(PROFILE_SPAN) => Some(span_attrs(s.attributes, AttrKind::Otlp)?.profile()),

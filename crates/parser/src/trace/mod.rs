@@ -229,6 +229,8 @@ pub(crate) struct TraceReader<'o> {
     waiting: usize,
     /// How documents are laid out.
     layout: Layout,
+    /// The first value out of its domain in the document being read.
+    out_of_range: std::cell::Cell<Option<&'static str>>,
     /// Whether documents are tried on the fast path first.
     fast: bool,
     /// Documents read by the fast path.
@@ -255,6 +257,7 @@ impl<'o> TraceReader<'o> {
             order: VecDeque::new(),
             waiting: 0,
             layout: Layout::Unknown,
+            out_of_range: std::cell::Cell::new(None),
             fast: true,
             fast_documents: 0,
             last_spans: 0,
@@ -281,6 +284,11 @@ impl<'o> TraceReader<'o> {
         result: Result<bool, serde_json::Error>,
     ) -> Result<(), ParseError> {
         self.counts.shapes.trace += n;
+        if let (Ok(_), Some(k)) = (&result, self.out_of_range.take()) {
+            // Its decisions are emitted (a bad one unknown), and its lines
+            // counted malformed, as a malformed filter line is.
+            return self.malformed_lines(first, n, crate::domain::out_of_range(k));
+        }
         match result {
             Ok(true) => self.counts.lines_used += n,
             Ok(false) => self.counts.lines_ignored += n,
@@ -418,9 +426,11 @@ impl<'o> TraceReader<'o> {
         // Sized as the last document was (documents of one input are alike).
         let mut spans: Vec<SpanRef<'_>> = Vec::with_capacity(self.last_spans);
         let mut filters: Filters<'_> = Vec::with_capacity(self.last_filters);
+        self.out_of_range.set(None);
         if self.fast && fast::read(self, bytes, line, &mut spans, &mut filters).is_some() {
             self.fast_documents += 1;
         } else {
+            self.out_of_range.set(None);
             spans.clear();
             filters.clear();
             general::read(self, bytes, line, &mut spans, &mut filters)?;
@@ -544,18 +554,74 @@ impl<'o> TraceReader<'o> {
         sink(Item::Decision(d));
     }
 
-    /// The decision of one filter span.
+    /// The decision of one filter span, its start time (epoch seconds)
+    /// read from `ts_key`. A value outside its domain
+    /// ([`crate::domain`]: a count that is negative, no number or past
+    /// 2^53, a threshold that is not finite, a start time outside
+    /// [`crate::domain::TS_RANGE`]) makes the decision's outcome unknown
+    /// and unsets its values, as a malformed filter line does, and the
+    /// document is counted malformed (`value of KEY out of range`).
     fn decision(
+        &self,
+        ids: &ResourceIds,
+        mut a: SpanAttrs<'_>,
+        ts: Option<f64>,
+        ts_key: &'static str,
+        line: u64,
+    ) -> Box<Decision> {
+        use crate::domain::{is_count, is_threshold, is_timestamp};
+        // A value given: its number, or NaN when it is none.
+        let num = |v: &Option<Scalar<'_>>| match v {
+            None | Some(Scalar::Other) => None,
+            Some(v) => Some(v.as_f64().unwrap_or(f64::NAN)),
+        };
+        let checks: [(&'static str, Option<f64>, fn(f64) -> bool); 4] = [
+            (ATTR_STICKY, num(&a.sticky), is_count),
+            (ATTR_CANDIDATES, num(&a.candidates), is_count),
+            (ATTR_THRESHOLD, num(&a.threshold), is_threshold),
+            (ts_key, ts, is_timestamp),
+        ];
+        let bad = checks
+            .iter()
+            .find(|(_, v, ok)| v.is_some_and(|x| !ok(x)))
+            .map(|(k, ..)| *k);
+        let penalty_no_number = num(&a.penalty).is_some_and(|x| x.is_nan())
+            && a.penalty.as_ref().and_then(Scalar::as_f64).is_none();
+        let bad = bad.or(penalty_no_number.then_some(ATTR_PENALTY));
+        let mut ts = ts;
+        let outcome_of = |v: Scalar<'_>| match v {
+            Scalar::Str(s) => Outcome::parse(&s),
+            v => v.into_string().as_deref().and_then(Outcome::parse),
+        };
+        if let Some(k) = bad {
+            if self.out_of_range.get().is_none() {
+                self.out_of_range.set(Some(k));
+            }
+            let logged = a.decision.take().and_then(outcome_of);
+            a = SpanAttrs {
+                request_id: a.request_id.take(),
+                model: a.model.take(),
+                ..SpanAttrs::default()
+            };
+            if k == ts_key {
+                ts = None;
+            }
+            let mut d = self.decision_of(ids, a, ts, line, None);
+            d.message = message_of(logged);
+            return d;
+        }
+        let outcome = a.decision.take().and_then(outcome_of);
+        self.decision_of(ids, a, ts, line, outcome)
+    }
+
+    fn decision_of(
         &self,
         ids: &ResourceIds,
         a: SpanAttrs<'_>,
         ts: Option<f64>,
         line: u64,
+        outcome: Option<Outcome>,
     ) -> Box<Decision> {
-        let outcome = a.decision.and_then(|v| match v {
-            Scalar::Str(s) => Outcome::parse(&s),
-            v => v.into_string().as_deref().and_then(Outcome::parse),
-        });
         let model = a.model.and_then(Scalar::into_string);
         let deployment = self.naming.resolve_traced(
             ids.deployment.as_deref(),
@@ -574,15 +640,7 @@ impl<'o> TraceReader<'o> {
             },
             epp_pod: ids.pod.clone(),
             outcome,
-            message: match outcome {
-                Some(Outcome::Sticky) => FilterMsg::NarrowedToSticky,
-                Some(Outcome::NoMatch) => FilterMsg::NoSticky,
-                Some(Outcome::Exploration) => FilterMsg::ExplorationSkip,
-                Some(Outcome::LoadOverride) => FilterMsg::TtftGateBroken,
-                Some(Outcome::MissingSignal) => FilterMsg::MissingSignal,
-                Some(Outcome::RequestLoadOverride) => FilterMsg::RequestGateBroken,
-                Some(Outcome::NotApplicable) | None => FilterMsg::None,
-            },
+            message: message_of(outcome),
             traced_penalty_ms: a.penalty.and_then(|v| v.as_f64()),
             sticky: a.sticky.and_then(|v| v.as_f64()).and_then(count_u32),
             total: a.candidates.and_then(|v| v.as_f64()).and_then(count_u32),
@@ -619,6 +677,19 @@ impl<'o> TraceReader<'o> {
             format: InputFormat::Traces,
             counts: self.counts,
         })
+    }
+}
+
+/// The filter message that logs an outcome.
+fn message_of(outcome: Option<Outcome>) -> FilterMsg {
+    match outcome {
+        Some(Outcome::Sticky) => FilterMsg::NarrowedToSticky,
+        Some(Outcome::NoMatch) => FilterMsg::NoSticky,
+        Some(Outcome::Exploration) => FilterMsg::ExplorationSkip,
+        Some(Outcome::LoadOverride) => FilterMsg::TtftGateBroken,
+        Some(Outcome::MissingSignal) => FilterMsg::MissingSignal,
+        Some(Outcome::RequestLoadOverride) => FilterMsg::RequestGateBroken,
+        Some(Outcome::NotApplicable) | None => FilterMsg::None,
     }
 }
 
