@@ -281,6 +281,9 @@ pub struct InputSummary {
     /// Decisions seen twice (the same log given twice, overlapping
     /// captures), counted once ([`crate::DuplicateCheck`]).
     pub duplicates: crate::dedup::Duplicates,
+    /// Prometheus samples dropped (recommend): a time or value outside
+    /// its domain (NaN, an infinity, a negative value, past 2^53).
+    pub prometheus_samples_dropped: u64,
     /// The first malformed lines, `file:line: why`.
     pub first_malformed: Vec<String>,
     /// Trace inputs and the join of their decisions with the logs' (absent

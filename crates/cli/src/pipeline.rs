@@ -131,6 +131,7 @@ pub fn summary(inputs: &Inputs) -> InputSummary {
         decisions_evicted: t.decisions_evicted,
         requests_evicted_for_memory: t.requests_evicted_for_memory,
         duplicates: inputs.duplicates,
+        prometheus_samples_dropped: 0,
         first_malformed: t.first_malformed.iter().map(|m| m.to_string()).collect(),
         traces: inputs.traces.clone(),
     }
@@ -697,19 +698,6 @@ pub fn pooled_warning(p: &gatecal_analysis::Pooled) -> Option<String> {
     })
 }
 
-/// Reads a file whole, gunzipping it when it starts with the gzip magic.
-fn read_maybe_gzip(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let raw = std::fs::read(path)?;
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(&raw[..]).read_to_end(&mut out)?;
-        Ok(out)
-    } else {
-        Ok(raw)
-    }
-}
-
 /// Whether a file starts like a Prometheus `query_range` response (gzip or
 /// not): its first 4 KiB, decompressed if need be.
 fn is_prometheus(path: &std::path::Path) -> bool {
@@ -738,17 +726,33 @@ fn is_prometheus(path: &std::path::Path) -> bool {
 }
 
 /// Takes the Prometheus `query_range` responses out of the inputs (found by
-/// content, under any name) and reads them: `(file, series)`. A file that
-/// starts like one but does not parse is an error naming it.
+/// content, under any name) and reads them, streamed, gunzipped when they
+/// start with the gzip magic: `(file, series)`. A file that starts like
+/// one but does not parse is an error naming it, and so is the file that
+/// takes the responses past `max_bytes` (all files together, decompressed).
 pub fn take_prometheus(
     files: &mut InputFiles,
+    max_bytes: u64,
 ) -> anyhow::Result<Vec<(String, Vec<gatecal_analysis::prometheus::PromSeries>)>> {
+    use std::io::{BufRead, BufReader};
     let taken = files.take_files(is_prometheus);
     let mut out = Vec::with_capacity(taken.len());
+    let mut left = max_bytes;
     for (display, path) in taken {
-        let bytes = read_maybe_gzip(&path).map_err(|e| anyhow::anyhow!("{display}: {e}"))?;
-        let series = gatecal_analysis::prometheus::parse_query_range(&bytes)
-            .map_err(|e| anyhow::anyhow!("{display}: {e}"))?;
+        let err = |e: String| anyhow::anyhow!("{display}: {e}");
+        let mut f = BufReader::new(std::fs::File::open(&path).map_err(|e| err(e.to_string()))?);
+        let gz = f
+            .fill_buf()
+            .map_err(|e| err(e.to_string()))?
+            .starts_with(&[0x1f, 0x8b]);
+        let r: Box<dyn std::io::Read> = if gz {
+            Box::new(flate2::read::MultiGzDecoder::new(f))
+        } else {
+            Box::new(f)
+        };
+        let (series, read) =
+            gatecal_analysis::prometheus::read_query_range(r, left, max_bytes).map_err(err)?;
+        left = left.saturating_sub(read);
         out.push((display, series));
     }
     Ok(out)
