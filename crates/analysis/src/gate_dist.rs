@@ -313,6 +313,9 @@ pub struct TraceSummary {
     /// Traced decisions with no log decision to join (other period, other
     /// deployment, no request id, or a duplicate key).
     pub unmatched: u64,
+    /// Traced decisions read while the most the join holds were held
+    /// (50,000): not used, counted here and in the note.
+    pub not_held: u64,
     /// What the figures describe, in words (printed in every format).
     pub note: String,
 }

@@ -61,6 +61,11 @@ pub struct InputArgs {
     /// kubelet timestamps or other absolute times of the same input.
     #[arg(long, value_name = "YEAR")]
     pub year: Option<i32>,
+    /// Most MiB of one trace document (a line of OTLP/JSON, a whole Jaeger
+    /// or Tempo response), 1 to 4096: a longer one is skipped, counted
+    /// malformed (each is held whole while it is read).
+    #[arg(long, value_name = "MIB", default_value_t = (gatecal_parser::DEFAULT_MAX_TRACE_DOCUMENT_BYTES >> 20) as u64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_trace_document_mib: u64,
     /// Threads for reading and parsing, 1 to 256 (default: the machine's
     /// cores, at most 8).
     #[arg(short = 'j', long, value_name = "N", value_parser = crate::bounds::parse_threads)]
@@ -93,6 +98,7 @@ impl InputArgs {
             },
             strict: self.strict,
             year: self.year,
+            max_trace_document_bytes: (self.max_trace_document_mib as usize) << 20,
             threads: self.threads.unwrap_or_else(|| {
                 std::thread::available_parallelism()
                     .map(|n| n.get().min(8))
@@ -147,24 +153,36 @@ pub fn summary(inputs: &Inputs) -> InputSummary {
 /// decisions no log decision joined are counted and dropped (the logs give
 /// every decision; a traced one outside them is of another period). When
 /// the other inputs give no decision at all, the held decisions pass on at
-/// the end. Memory: the held traced decisions (the sample), never the logs.
+/// the end. Memory: the held traced decisions (the sample), never the logs:
+/// at most [`MAX_HELD_TRACED_DECISIONS`]; those read past it are counted
+/// (`TraceSummary::not_held`, said in the note) and join nothing.
 struct Join {
     /// Whether inputs other than traces exist.
     hold: bool,
-    held: Vec<Option<Decision>>,
+    held: Vec<Option<Box<Decision>>>,
+    /// Traced decisions read while [`MAX_HELD_TRACED_DECISIONS`] were held.
+    not_held: u64,
     keys: FxHashMap<(String, Option<String>), std::collections::VecDeque<usize>>,
     traced: u64,
     joined: u64,
     log_decisions: u64,
 }
 
+/// Traced decisions held for the join with the logs at most (about 1 KiB
+/// each: about 60 MiB).
+pub const MAX_HELD_TRACED_DECISIONS: usize = 50_000;
+
 impl Join {
     /// A decision as read; returns it when it goes on now.
-    fn push(&mut self, mut d: Decision) -> Option<Decision> {
+    fn push(&mut self, mut d: Box<Decision>) -> Option<Box<Decision>> {
         if d.completion == Completion::Traced {
             self.traced += 1;
             if !self.hold || self.log_decisions > 0 {
                 return Some(d);
+            }
+            if self.held.len() >= MAX_HELD_TRACED_DECISIONS {
+                self.not_held += 1;
+                return None;
             }
             let i = self.held.len();
             if let Some(id) = d.request_id.clone() {
@@ -211,7 +229,7 @@ impl Join {
 
     /// The held decisions that pass on at the end: all of them when no log
     /// decision was read, else none.
-    fn finish(&mut self) -> Vec<Decision> {
+    fn finish(&mut self) -> Vec<Box<Decision>> {
         self.keys.clear();
         if self.log_decisions == 0 {
             std::mem::take(&mut self.held)
@@ -235,10 +253,10 @@ impl Join {
         } else {
             self.traced - self.joined
         };
-        let note = if traces_only {
+        let mut note = if traces_only {
             format!(
                 "traces only: every figure describes the {} sampled decision(s) of the traces, not all decisions (head sampling keeps a share of the requests; the spans do not say which)",
-                self.traced
+                self.traced - self.not_held
             )
         } else {
             format!(
@@ -246,6 +264,12 @@ impl Join {
                 self.log_decisions, self.joined, unmatched
             )
         };
+        if self.not_held > 0 {
+            note.push_str(&format!(
+                "; {} traced decision(s) read past the first {MAX_HELD_TRACED_DECISIONS} held for the join were not used (give the traces of a shorter period)",
+                self.not_held
+            ));
+        }
         TraceSummary {
             inputs,
             spans: ledger.total.trace_spans,
@@ -254,6 +278,7 @@ impl Join {
             traces_only,
             joined: self.joined,
             unmatched,
+            not_held: self.not_held,
             note,
         }
     }
@@ -601,6 +626,7 @@ pub fn read_inputs(
     let mut join = Join {
         hold: trace_inputs > 0 && other_inputs > 0,
         held: Vec::new(),
+        not_held: 0,
         keys: FxHashMap::default(),
         traced: 0,
         joined: 0,
@@ -626,8 +652,8 @@ pub fn read_inputs(
             }) {
                 return;
             }
-            if let Some(d) = join.push(*d) {
-                on_decision(d);
+            if let Some(d) = join.push(d) {
+                on_decision(*d);
             }
         }
         Item::VllmStats(s) => {
@@ -637,7 +663,7 @@ pub fn read_inputs(
         }
     });
     for d in join.finish() {
-        on_decision(d);
+        on_decision(*d);
     }
     if let Some(d) = display {
         d.finish();

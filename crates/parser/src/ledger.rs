@@ -48,6 +48,15 @@ pub enum MalformedReason {
     /// kubelet timestamp) before 1970 or from 2100 on (year 9999). The line is not used: no estimate is
     /// made from it, and no open request is evicted by its time.
     OutOfRange(&'static str),
+    /// A trace document longer than
+    /// [`crate::ParseOptions::max_trace_document_bytes`]: skipped up to its
+    /// end without being held.
+    TraceTooLong {
+        /// Its length in bytes.
+        bytes: u64,
+        /// The cap, bytes.
+        cap: u64,
+    },
     /// A trace document (OTLP/JSON, Jaeger or Tempo) that is not valid JSON
     /// of its shape, or is cut.
     BadTrace(String),
@@ -71,6 +80,15 @@ impl std::fmt::Display for MalformedReason {
             MalformedReason::BadVllmStats => f.write_str("unparsable vLLM stats line"),
             MalformedReason::BadRecord(why) => write!(f, "invalid decision record: {why}"),
             MalformedReason::OutOfRange(k) => write!(f, "value of `{k}` out of range"),
+            MalformedReason::TraceTooLong { bytes, cap } => write!(
+                f,
+                "trace document of {bytes} bytes is over the cap of {} (raise it with --max-trace-document-mib, or query a shorter period)",
+                if cap % (1 << 20) == 0 {
+                    format!("{} MiB", cap >> 20)
+                } else {
+                    format!("{cap} bytes")
+                }
+            ),
             MalformedReason::BadTrace(why) => write!(f, "invalid trace document: {why}"),
         }
     }

@@ -314,9 +314,10 @@ pub struct ParseOptions {
     /// total, for a progress display on another thread.
     pub progress: Option<Progress>,
     /// Longest trace document read, bytes (default
-    /// [`DEFAULT_MAX_TRACE_DOCUMENT_BYTES`], 256 MiB): one line of the
+    /// [`DEFAULT_MAX_TRACE_DOCUMENT_BYTES`], 32 MiB): one line of the
     /// Collector's `file` exporter, or one whole Jaeger or Tempo response.
-    /// A longer one is malformed and skipped.
+    /// A longer one is malformed (`TraceTooLong`) and skipped to its end
+    /// without being held.
     pub max_trace_document_bytes: usize,
 }
 

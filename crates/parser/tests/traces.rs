@@ -205,7 +205,37 @@ fn bad_documents_are_counted_with_their_line() {
             .counts
             .first_malformed
             .iter()
-            .any(|m| matches!(m.reason, MalformedReason::TooLong { .. }))
+            .any(|m| matches!(m.reason, MalformedReason::TraceTooLong { .. }))
+    );
+}
+
+/// A pretty-printed document over the cap is skipped up to its end, never
+/// held, counted with its real length; the document after it is read.
+#[test]
+fn a_document_over_the_cap_is_skipped_to_its_end() {
+    let one = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"a","name":"filter_prefix_cache_affinity","attributes":[{"key":"gen_ai.request.id","value":{"stringValue":"r1"}}]}]}]}]}"#;
+    let pretty =
+        serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(one).unwrap())
+            .unwrap();
+    let big = pretty.replace("\"r1\"", &format!("\"{}\"", "x".repeat(5000)));
+    let text = format!("{pretty}\n{big}\n{pretty}\n");
+    let opts = ParseOptions {
+        max_trace_document_bytes: 4096,
+        ..ParseOptions::default()
+    };
+    let p = parse_slice("p.json", text.as_bytes(), &opts).unwrap();
+    let c = &p.ledger.counts;
+    assert!(c.balanced());
+    assert_eq!(p.decisions().count(), 2, "the documents around it");
+    assert_eq!(c.lines_malformed as usize, big.lines().count());
+    let first = pretty.lines().count() as u64 + 1;
+    assert_eq!(c.first_malformed[0].at.line, first);
+    assert_eq!(
+        c.first_malformed[0].reason.to_string(),
+        format!(
+            "trace document of {} bytes is over the cap of 4096 bytes (raise it with --max-trace-document-mib, or query a shorter period)",
+            big.len() + 1
+        )
     );
 }
 

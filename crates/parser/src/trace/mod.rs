@@ -48,8 +48,10 @@
 //!
 //! A document (one line of the `file` exporter, or one whole Jaeger or
 //! Tempo response) is parsed as a whole: it may be at most
-//! [`crate::ParseOptions::max_trace_document_bytes`] (256 MiB by default);
-//! a longer one is counted as malformed and skipped. A span's ancestors end
+//! [`crate::ParseOptions::max_trace_document_bytes`]
+//! ([`DEFAULT_MAX_TRACE_DOCUMENT_BYTES`], 32 MiB); a longer one is counted
+//! as malformed (all its lines) and skipped up to its end without being
+//! held. A span's ancestors end
 //! after it, so an exporter writes them in the same document or a later
 //! one: a filter span whose profile span is not in its own document waits
 //! for it among at most [`MAX_PENDING`] waiting decisions; when that many
@@ -117,10 +119,16 @@ pub const ATTR_REQUEST_ID: &str = "gen_ai.request.id";
 /// Attribute of [`FILTER_SPAN`]: the target model.
 pub const ATTR_MODEL: &str = "gen_ai.request.model";
 
-/// Decisions waiting for their profile span at most.
-pub const MAX_PENDING: usize = 100_000;
-/// Default of [`crate::ParseOptions::max_trace_document_bytes`]: 256 MiB.
-pub const DEFAULT_MAX_TRACE_DOCUMENT_BYTES: usize = 256 << 20;
+/// Decisions waiting for their profile span at most (each about 1 KiB:
+/// about 25 MiB).
+pub const MAX_PENDING: usize = 20_000;
+/// Default of [`crate::ParseOptions::max_trace_document_bytes`]: 32 MiB.
+/// A document is held whole while it is read (its buffer up to twice its
+/// size) and parsed into about half its size again: about 100 MiB at the
+/// cap. The Collector's `file` exporter writes lines of a few hundred KiB;
+/// a Jaeger response of 10,000 three-span traces, pretty-printed, is about
+/// 27 MiB.
+pub const DEFAULT_MAX_TRACE_DOCUMENT_BYTES: usize = 32 << 20;
 /// Ancestors followed from a filter span to its profile span at most.
 const MAX_HOPS: usize = 16;
 
@@ -229,6 +237,9 @@ pub(crate) struct TraceReader<'o> {
     waiting: usize,
     /// How documents are laid out.
     layout: Layout,
+    /// A document over the cap being skipped: its first line and its bytes
+    /// so far.
+    skipping: Option<(u64, u64)>,
     /// The first value out of its domain in the document being read.
     out_of_range: std::cell::Cell<Option<&'static str>>,
     /// Whether documents are tried on the fast path first.
@@ -257,6 +268,7 @@ impl<'o> TraceReader<'o> {
             order: VecDeque::new(),
             waiting: 0,
             layout: Layout::Unknown,
+            skipping: None,
             out_of_range: std::cell::Cell::new(None),
             fast: true,
             fast_documents: 0,
@@ -348,6 +360,10 @@ impl<'o> TraceReader<'o> {
     ) -> Result<(), ParseError> {
         self.line += 1;
         self.counts.lines_total += 1;
+        if let Some((_, bytes)) = &mut self.skipping {
+            *bytes += raw.len() as u64 + 1;
+            return self.skip(raw);
+        }
         let t = crate::classify::trim_end(raw);
         let start = t.iter().take_while(|c| c.is_ascii_whitespace()).count();
         let t = &t[start..];
@@ -364,12 +380,13 @@ impl<'o> TraceReader<'o> {
         }
         if !self.doc.is_empty() {
             let len = self.doc.len() + raw.len() + 1;
-            if len > self.opts.max_trace_document_bytes.max(1) {
-                self.drop_document(MalformedReason::TooLong { bytes: len as u64 })?;
-                self.depth = 0;
-                self.in_str = false;
-                self.esc = false;
-                return Ok(());
+            let cap = self.opts.max_trace_document_bytes.max(1);
+            if len > cap {
+                // Dropped; its remaining lines are skipped up to its end,
+                // and counted with its whole length there.
+                self.doc = Vec::new();
+                self.skipping = Some((self.doc_first, len as u64));
+                return self.skip(raw);
             }
             self.doc.extend_from_slice(raw);
             self.doc.push(b'\n');
@@ -414,6 +431,29 @@ impl<'o> TraceReader<'o> {
                 self.account(line, 1, r)
             }
         }
+    }
+
+    /// One line of a document over the cap, already counted: scanned for
+    /// its brackets only, up to the line that closes the document.
+    fn skip(&mut self, raw: &[u8]) -> Result<(), ParseError> {
+        self.scan(raw);
+        if self.depth <= 0 && !self.in_str {
+            self.depth = 0;
+            self.esc = false;
+            return self.end_skip();
+        }
+        Ok(())
+    }
+
+    /// Counts the lines of the document skipped (up to this line).
+    fn end_skip(&mut self) -> Result<(), ParseError> {
+        let Some((first, bytes)) = self.skipping.take() else {
+            return Ok(());
+        };
+        let cap = self.opts.max_trace_document_bytes.max(1) as u64;
+        let n = self.line - first + 1;
+        self.counts.shapes.trace += n;
+        self.malformed_lines(first, n, MalformedReason::TraceTooLong { bytes, cap })
     }
 
     /// Reads one document; returns whether it held any span read.
@@ -659,6 +699,7 @@ impl<'o> TraceReader<'o> {
         compressed: u64,
         gzip: bool,
     ) -> Result<InputLedger, ParseError> {
+        self.end_skip()?;
         if !self.doc.is_empty() {
             // A document cut at the end of the input.
             self.drop_document(MalformedReason::BadTrace(
@@ -731,9 +772,21 @@ pub(crate) fn run_with<R: Read>(
             Ok(Some(Line::TooLong(n))) => {
                 tr.line += 1;
                 tr.counts.lines_total += 1;
-                tr.counts.shapes.trace += 1;
-                let l = tr.line;
-                tr.malformed_at(l, MalformedReason::TooLong { bytes: n })?;
+                if let Some((_, bytes)) = &mut tr.skipping {
+                    // A line of a document being skipped (its brackets
+                    // unread: a long string, most likely).
+                    *bytes += n + 1;
+                } else if !tr.doc.is_empty() {
+                    // The document being gathered goes past the cap.
+                    let bytes = tr.doc.len() as u64 + n + 1;
+                    tr.doc = Vec::new();
+                    tr.skipping = Some((tr.doc_first, bytes));
+                } else {
+                    tr.counts.shapes.trace += 1;
+                    let l = tr.line;
+                    let cap = opts.max_trace_document_bytes.max(1) as u64;
+                    tr.malformed_at(l, MalformedReason::TraceTooLong { bytes: n, cap })?;
+                }
             }
             Ok(None) => break,
             Err(e) => return Err(ParseError::io(display, e)),

@@ -326,3 +326,31 @@ fn a_strings_end_is_found_word_at_a_time_as_byte_by_byte() {
         }
     }
 }
+
+/// Decisions waiting for their profile span are at most [`MAX_PENDING`]:
+/// past it the oldest are emitted without a profile, and counted.
+#[test]
+fn waiting_decisions_are_bounded() {
+    let n = MAX_PENDING + 5;
+    let spans: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"spanId":"f{i}","parentSpanId":"p{i}","name":"filter_prefix_cache_affinity","attributes":[]}}"#
+            )
+        })
+        .collect();
+    let line = format!(
+        r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{}]}}]}}]}}"#,
+        spans.join(",")
+    );
+    let opts = ParseOptions::default();
+    let mut tr = TraceReader::new("t.jsonl", DeploymentNaming::fallback("default"), &opts);
+    let mut emitted = 0;
+    tr.line(line.as_bytes(), &mut |_| emitted += 1).unwrap();
+    assert_eq!(tr.waiting, MAX_PENDING, "the rest emitted");
+    assert_eq!(emitted, 5);
+    assert_eq!(tr.counts.trace_decisions_without_profile, 5);
+    let il = tr.finish(&mut |_| emitted += 1, 0, 0, false).unwrap();
+    assert_eq!(emitted, n);
+    assert_eq!(il.counts.trace_decisions_without_profile, n as u64);
+}
