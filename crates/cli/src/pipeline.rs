@@ -229,12 +229,13 @@ impl Join {
 
     /// The held decisions that pass on at the end: all of them when no log
     /// decision was read, else none.
-    fn finish(&mut self) -> Vec<Box<Decision>> {
+    fn finish(&mut self) -> Vec<Decision> {
         self.keys.clear();
         if self.log_decisions == 0 {
             std::mem::take(&mut self.held)
                 .into_iter()
                 .flatten()
+                .map(|d| *d)
                 .collect()
         } else {
             Vec::new()
@@ -663,7 +664,7 @@ pub fn read_inputs(
         }
     });
     for d in join.finish() {
-        on_decision(*d);
+        on_decision(d);
     }
     if let Some(d) = display {
         d.finish();

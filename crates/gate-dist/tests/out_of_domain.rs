@@ -150,11 +150,7 @@ fn other_bad_numbers_name_their_key() {
         let (log, _) = replace_number(&base, "ts", bad);
         let p = parse(&log, 2);
         assert_eq!(p.ledger.counts.lines_out_of_range, used, "ts {bad}");
-        assert_eq!(
-            p.decisions().count(),
-            clean.decisions().count(),
-            "ts {bad}"
-        );
+        assert_eq!(p.decisions().count(), clean.decisions().count(), "ts {bad}");
         assert!(p.decisions().all(|d| d.outcome.is_none()), "ts {bad}");
     }
 }

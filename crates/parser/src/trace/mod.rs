@@ -615,7 +615,7 @@ impl<'o> TraceReader<'o> {
             None | Some(Scalar::Other) => None,
             Some(v) => Some(v.as_f64().unwrap_or(f64::NAN)),
         };
-        let checks: [(&'static str, Option<f64>, fn(f64) -> bool); 4] = [
+        let checks: [Check; 4] = [
             (ATTR_STICKY, num(&a.sticky), is_count),
             (ATTR_CANDIDATES, num(&a.candidates), is_count),
             (ATTR_THRESHOLD, num(&a.threshold), is_threshold),
@@ -720,6 +720,10 @@ impl<'o> TraceReader<'o> {
         })
     }
 }
+
+/// A value checked against its domain: its key, the value if given (NaN
+/// when it is no number), the domain.
+type Check = (&'static str, Option<f64>, fn(f64) -> bool);
 
 /// The filter message that logs an outcome.
 fn message_of(outcome: Option<Outcome>) -> FilterMsg {
