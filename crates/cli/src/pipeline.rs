@@ -309,6 +309,17 @@ pub fn no_decisions(what: &str, ledger: &Ledger) -> anyhow::Error {
             "{} decision record line(s), none readable as a decision: see the malformed lines",
             sh.decision_record
         )
+    } else if epp == 0 && sh.trace > 0 {
+        match t.first_malformed.first() {
+            Some(m) => format!(
+                "{} trace line(s), no filter span read; {} malformed, the first at {m}",
+                sh.trace, t.lines_malformed
+            ),
+            None => format!(
+                "{} trace line(s) but no filter_prefix_cache_affinity span: does the EPP export the filter's spans?",
+                sh.trace
+            ),
+        }
     } else if epp == 0 && sh.vllm > 0 {
         format!(
             "only vLLM lines ({} of {}), no EPP log line: add the EPP pod's log (kubectl logs -l <epp-selector> --tail=-1)",

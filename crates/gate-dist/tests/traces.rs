@@ -288,3 +288,41 @@ fn traced_decisions_held_for_the_join_are_bounded() {
         "{t}"
     );
 }
+
+/// A trace document over --max-trace-document-mib is skipped, and when it
+/// was the only input the error says why, naming the flag.
+#[test]
+fn a_trace_document_over_the_cap_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    let pad = format!(
+        "{{\n  \"data\": [\n    {{\"traceID\": \"{}\", \"spans\": []}}\n  ]\n}}\n",
+        "a".repeat(1_200_000)
+    );
+    std::fs::write(&big, &pad).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+        .arg(&big)
+        .args(["--max-trace-document-mib", "1", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "big.json:1: trace document of {} bytes is over the cap of 1 MiB (raise it with --max-trace-document-mib",
+            pad.len()
+        )),
+        "{err}"
+    );
+    // Under a higher cap it is read (and holds no decision: exit 3, other cause).
+    let out = Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+        .arg(&big)
+        .args(["--max-trace-document-mib", "2", "--quiet"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no filter_prefix_cache_affinity span"),
+        "{err}"
+    );
+}
