@@ -167,24 +167,6 @@ pub fn looks_like_traces(head: &[u8]) -> bool {
     }
 }
 
-/// Whether one line starts a trace document ([`looks_like_traces`]), or is
-/// the second line of a pretty-printed one: a `resourceSpans`, `batches` or
-/// `data` member opening an array.
-pub(crate) fn looks_like_trace_line(line: &[u8]) -> bool {
-    if looks_like_traces(line) {
-        return true;
-    }
-    let t = line.trim_ascii_start();
-    ["\"resourceSpans\"", "\"batches\"", "\"data\""]
-        .iter()
-        .any(|k| {
-            t.strip_prefix(k.as_bytes())
-                .map(|r| r.trim_ascii_start())
-                .and_then(|r| r.strip_prefix(b":"))
-                .is_some_and(|r| r.trim_ascii_start().starts_with(b"["))
-        })
-}
-
 /// A span as the linking needs it.
 struct SpanRef<'a> {
     id: Cow<'a, str>,

@@ -18,10 +18,6 @@ fn sniffing() {
     assert!(!looks_like_traces(br#"{"v":1,"candidates":[]}"#));
     assert!(!looks_like_traces(b"I0821 14:36:14.123456 1 x.go:1] y"));
     assert!(!looks_like_traces(b""));
-    assert!(looks_like_trace_line(b"  \"data\": ["));
-    assert!(looks_like_trace_line(br#"{"resourceSpans":[]}"#));
-    assert!(!looks_like_trace_line(b"  \"data\": {"));
-    assert!(!looks_like_trace_line(b"{"));
 }
 
 /// The items and ledger of `bytes` read with the fast path and without it
