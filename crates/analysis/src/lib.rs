@@ -84,7 +84,10 @@ pub use gate::whatif::{CandidateConfig, CandidateSource, WhatIfSpec, matched_tok
 pub use input::dedup::{DecisionKey, DuplicateCheck, Duplicates, MAX_FINGERPRINTS};
 pub use input::pool::{MAX_DEPLOYMENTS, OTHER_DEPLOYMENT, Pooled};
 pub use input::{BlockSize, BlockSizeSource, DecisionInput, ProducerBlockSizes, ScoredEndpoint};
-pub use peak::prometheus::{PromSeries, looks_like_query_range, parse_query_range};
+pub use peak::prometheus::{
+    DEFAULT_MAX_PROMETHEUS_MIB, PromSeries, looks_like_query_range, parse_query_range,
+    read_query_range,
+};
 pub use peak::throughput::{PeakSource, VllmEstimator, from_calibration_text};
 pub use report::gate_dist::{
     GateDist, GateDistOptions, GateDistReport, HistogramBins, InputSummary, TimeRange, TraceSummary,

@@ -60,6 +60,11 @@ pub struct InputArgs {
     /// kubelet timestamps or other absolute times of the same input.
     #[arg(long, value_name = "YEAR")]
     pub year: Option<i32>,
+    /// Most MiB of one trace document (a line of OTLP/JSON, a whole Jaeger
+    /// or Tempo response), 1 to 4096: a longer one is skipped, counted
+    /// malformed (each is held whole while it is read).
+    #[arg(long, value_name = "MIB", default_value_t = (gatecal_parser::DEFAULT_MAX_TRACE_DOCUMENT_BYTES >> 20) as u64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_trace_document_mib: u64,
     /// Threads for reading and parsing, 1 to 256 (default: the machine's
     /// cores, at most 8).
     #[arg(short = 'j', long, value_name = "N", value_parser = crate::bounds::parse_threads)]
@@ -92,6 +97,7 @@ impl InputArgs {
             },
             strict: self.strict,
             year: self.year,
+            max_trace_document_bytes: (self.max_trace_document_mib as usize) << 20,
             threads: self.threads.unwrap_or_else(|| {
                 std::thread::available_parallelism()
                     .map(|n| n.get().min(8))
@@ -130,6 +136,7 @@ pub fn summary(inputs: &Inputs) -> InputSummary {
         decisions_evicted: t.decisions_evicted,
         requests_evicted_for_memory: t.requests_evicted_for_memory,
         duplicates: inputs.duplicates,
+        prometheus_samples_dropped: 0,
         first_malformed: t.first_malformed.iter().map(|m| m.to_string()).collect(),
         traces: inputs.traces.clone(),
     }
@@ -145,24 +152,36 @@ pub fn summary(inputs: &Inputs) -> InputSummary {
 /// decisions no log decision joined are counted and dropped (the logs give
 /// every decision; a traced one outside them is of another period). When
 /// the other inputs give no decision at all, the held decisions pass on at
-/// the end. Memory: the held traced decisions (the sample), never the logs.
+/// the end. Memory: the held traced decisions (the sample), never the logs:
+/// at most [`MAX_HELD_TRACED_DECISIONS`]; those read past it are counted
+/// (`TraceSummary::not_held`, said in the note) and join nothing.
 struct Join {
     /// Whether inputs other than traces exist.
     hold: bool,
-    held: Vec<Option<Decision>>,
+    held: Vec<Option<Box<Decision>>>,
+    /// Traced decisions read while [`MAX_HELD_TRACED_DECISIONS`] were held.
+    not_held: u64,
     keys: FxHashMap<(String, Option<String>), std::collections::VecDeque<usize>>,
     traced: u64,
     joined: u64,
     log_decisions: u64,
 }
 
+/// Traced decisions held for the join with the logs at most (about 1 KiB
+/// each: about 60 MiB).
+pub const MAX_HELD_TRACED_DECISIONS: usize = 50_000;
+
 impl Join {
     /// A decision as read; returns it when it goes on now.
-    fn push(&mut self, mut d: Decision) -> Option<Decision> {
+    fn push(&mut self, mut d: Box<Decision>) -> Option<Box<Decision>> {
         if d.completion == Completion::Traced {
             self.traced += 1;
             if !self.hold || self.log_decisions > 0 {
                 return Some(d);
+            }
+            if self.held.len() >= MAX_HELD_TRACED_DECISIONS {
+                self.not_held += 1;
+                return None;
             }
             let i = self.held.len();
             if let Some(id) = d.request_id.clone() {
@@ -215,6 +234,7 @@ impl Join {
             std::mem::take(&mut self.held)
                 .into_iter()
                 .flatten()
+                .map(|d| *d)
                 .collect()
         } else {
             Vec::new()
@@ -233,10 +253,10 @@ impl Join {
         } else {
             self.traced - self.joined
         };
-        let note = if traces_only {
+        let mut note = if traces_only {
             format!(
                 "traces only: every figure describes the {} sampled decision(s) of the traces, not all decisions (head sampling keeps a share of the requests; the spans do not say which)",
-                self.traced
+                self.traced - self.not_held
             )
         } else {
             format!(
@@ -244,6 +264,12 @@ impl Join {
                 self.log_decisions, self.joined, unmatched
             )
         };
+        if self.not_held > 0 {
+            note.push_str(&format!(
+                "; {} traced decision(s) read past the first {MAX_HELD_TRACED_DECISIONS} held for the join were not used (give the traces of a shorter period)",
+                self.not_held
+            ));
+        }
         TraceSummary {
             inputs,
             spans: ledger.total.trace_spans,
@@ -252,6 +278,7 @@ impl Join {
             traces_only,
             joined: self.joined,
             unmatched,
+            not_held: self.not_held,
             note,
         }
     }
@@ -281,6 +308,17 @@ pub fn no_decisions(what: &str, ledger: &Ledger) -> anyhow::Error {
             "{} decision record line(s), none readable as a decision: see the malformed lines",
             sh.decision_record
         )
+    } else if epp == 0 && sh.trace > 0 {
+        match t.first_malformed.first() {
+            Some(m) => format!(
+                "{} trace line(s), no filter span read; {} malformed, the first at {m}",
+                sh.trace, t.lines_malformed
+            ),
+            None => format!(
+                "{} trace line(s) but no filter_prefix_cache_affinity span: does the EPP export the filter's spans?",
+                sh.trace
+            ),
+        }
     } else if epp == 0 && sh.vllm > 0 {
         format!(
             "only vLLM lines ({} of {}), no EPP log line: add the EPP pod's log (kubectl logs -l <epp-selector> --tail=-1)",
@@ -599,6 +637,7 @@ pub fn read_inputs(
     let mut join = Join {
         hold: trace_inputs > 0 && other_inputs > 0,
         held: Vec::new(),
+        not_held: 0,
         keys: FxHashMap::default(),
         traced: 0,
         joined: 0,
@@ -624,8 +663,8 @@ pub fn read_inputs(
             }) {
                 return;
             }
-            if let Some(d) = join.push(*d) {
-                on_decision(d);
+            if let Some(d) = join.push(d) {
+                on_decision(*d);
             }
         }
         Item::VllmStats(s) => {
@@ -696,19 +735,6 @@ pub fn pooled_warning(p: &gatecal_analysis::Pooled) -> Option<String> {
     })
 }
 
-/// Reads a file whole, gunzipping it when it starts with the gzip magic.
-fn read_maybe_gzip(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let raw = std::fs::read(path)?;
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(&raw[..]).read_to_end(&mut out)?;
-        Ok(out)
-    } else {
-        Ok(raw)
-    }
-}
-
 /// Whether a file starts like a Prometheus `query_range` response (gzip or
 /// not): its first 4 KiB, decompressed if need be.
 fn is_prometheus(path: &std::path::Path) -> bool {
@@ -737,17 +763,32 @@ fn is_prometheus(path: &std::path::Path) -> bool {
 }
 
 /// Takes the Prometheus `query_range` responses out of the inputs (found by
-/// content, under any name) and reads them: `(file, series)`. A file that
-/// starts like one but does not parse is an error naming it.
+/// content, under any name) and reads them, streamed, gunzipped when they
+/// start with the gzip magic: `(file, series)`. A file that starts like
+/// one but does not parse is an error naming it, and so is the file that
+/// takes the responses past `max_bytes` (all files together, decompressed).
 pub fn take_prometheus(
     files: &mut InputFiles,
+    max_bytes: u64,
 ) -> anyhow::Result<Vec<(String, Vec<gatecal_analysis::PromSeries>)>> {
+    use std::io::{BufRead, BufReader};
     let taken = files.take_files(is_prometheus);
     let mut out = Vec::with_capacity(taken.len());
+    let mut left = max_bytes;
     for (display, path) in taken {
-        let bytes = read_maybe_gzip(&path).map_err(|e| anyhow::anyhow!("{display}: {e}"))?;
-        let series = gatecal_analysis::parse_query_range(&bytes)
-            .map_err(|e| anyhow::anyhow!("{display}: {e}"))?;
+        let err = |e: String| anyhow::anyhow!("{display}: {e}");
+        let mut f = BufReader::new(std::fs::File::open(&path).map_err(|e| err(e.to_string()))?);
+        let gz = f
+            .fill_buf()
+            .map_err(|e| err(e.to_string()))?
+            .starts_with(&[0x1f, 0x8b]);
+        let r: Box<dyn std::io::Read> = if gz {
+            Box::new(flate2::read::MultiGzDecoder::new(f))
+        } else {
+            Box::new(f)
+        };
+        let (series, read) = gatecal_analysis::read_query_range(r, left, max_bytes).map_err(err)?;
+        left = left.saturating_sub(read);
         out.push((display, series));
     }
     Ok(out)

@@ -250,3 +250,78 @@ fn logs_and_traces_join_and_validate_the_reconstruction() {
         );
     }
 }
+
+/// With logs, at most 50,000 traced decisions are held for the join: those
+/// read past it are counted (`not_held`) and said in the note, never held.
+#[test]
+fn traced_decisions_held_for_the_join_are_bounded() {
+    const HELD: usize = 50_000;
+    let n = HELD + 7;
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("t.jsonl");
+    let mut text = String::with_capacity(n * 200);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        text.push_str(r#"{"resourceSpans":[{"scopeSpans":[{"spans":["#);
+        for (k, i) in chunk.iter().enumerate() {
+            if k > 0 {
+                text.push(',');
+            }
+            text.push_str(&format!(
+                r#"{{"spanId":"s{i}","name":"filter_prefix_cache_affinity","startTimeUnixNano":"{}","attributes":[{{"key":"gen_ai.request.id","value":{{"stringValue":"t-{i}"}}}}]}}"#,
+                1_787_320_815_000_000_000u64 + *i as u64 * 1_000_000
+            ));
+        }
+        text.push_str("]}]}]}\n");
+    }
+    std::fs::write(&traces, text).unwrap();
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/glm-like/epp.log");
+    let r = gate_dist(&[&traces, &log]);
+    let t = &r["input"]["traces"];
+    assert_eq!(t["decisions"], n as u64);
+    assert_eq!(t["not_held"], 7);
+    assert!(
+        t["note"]
+            .as_str()
+            .unwrap()
+            .contains("7 traced decision(s) read past the first 50000"),
+        "{t}"
+    );
+}
+
+/// A trace document over --max-trace-document-mib is skipped, and when it
+/// was the only input the error says why, naming the flag.
+#[test]
+fn a_trace_document_over_the_cap_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    let pad = format!(
+        "{{\n  \"data\": [\n    {{\"traceID\": \"{}\", \"spans\": []}}\n  ]\n}}\n",
+        "a".repeat(1_200_000)
+    );
+    std::fs::write(&big, &pad).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+        .arg(&big)
+        .args(["--max-trace-document-mib", "1", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "big.json:1: trace document of {} bytes is over the cap of 1 MiB (raise it with --max-trace-document-mib",
+            pad.len()
+        )),
+        "{err}"
+    );
+    // Under a higher cap it is read (and holds no decision: exit 3, other cause).
+    let out = Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+        .arg(&big)
+        .args(["--max-trace-document-mib", "2", "--quiet"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no filter_prefix_cache_affinity span"),
+        "{err}"
+    );
+}

@@ -241,7 +241,11 @@ fn full<'a>(
         // Not the usual shape: the scanner reads it (again) from the start.
         f = Fields::new();
         if let Err(e) = json::members(body, |k, esc, v| f.put(k, esc, v)) {
-            return Class::Malformed(LineShape::ZapJson, MalformedReason::BadJson { at: e.at });
+            // Cut short or broken after its message and request id: a
+            // filter line is still its request's (the members before the
+            // error name them).
+            return unknown_filter(&f, Key::Msg, e.reason())
+                .unwrap_or(Class::Malformed(LineShape::ZapJson, e.reason()));
         }
     }
     let kind = match f.get(Key::Msg) {
@@ -254,7 +258,9 @@ fn full<'a>(
         return Class::Ignored(LineShape::ZapJson);
     };
     let Ok(ts) = line_ts(&f) else {
-        return out_of_range(LineShape::ZapJson, "ts");
+        let reason = MalformedReason::OutOfRange("ts");
+        return unknown_filter(&f, Key::Ts, reason)
+            .unwrap_or_else(|| out_of_range(LineShape::ZapJson, "ts"));
     };
     let mut meta = LineMeta {
         ts,
@@ -371,10 +377,7 @@ fn console<'a>(body: &'a [u8], a: &mut Arena) -> Option<Class<'a>> {
     if let Some(c) = ctx
         && let Err(e) = json::members(c, |k, esc, v| f.put(k, esc, v))
     {
-        return Some(Class::Malformed(
-            LineShape::Console,
-            MalformedReason::BadJson { at: e.at },
-        ));
+        return Some(Class::Malformed(LineShape::Console, e.reason()));
     }
     let mut meta = LineMeta {
         ts,
@@ -384,17 +387,48 @@ fn console<'a>(body: &'a [u8], a: &mut Arena) -> Option<Class<'a>> {
     Some(build(kind, &f, &mut meta, LineShape::Console, a))
 }
 
+/// A filter line malformed for `reason` (`key`'s value, or its JSON) whose
+/// members read so far (`f`) name its message and request: its request's
+/// filter line with no value and an unknown outcome, counted malformed
+/// (not lost, nor taken for a `not_applicable` inferred from the
+/// completion line after it). `None` for any other line.
+fn unknown_filter<'a>(f: &Fields<'a>, key: Key, reason: MalformedReason) -> Option<Class<'a>> {
+    let kind = match f.get(Key::Msg)? {
+        Val::Str(raw, false) => kind_of(raw),
+        v @ Val::Str(_, true) => v.as_str().and_then(|m| kind_of(m.as_bytes())),
+        _ => None,
+    }?;
+    let Kind::Filter(msg) = kind else {
+        return None;
+    };
+    let request_id = raw_str(f, Key::RequestId)?;
+    Some(Class::Used(Used {
+        meta: LineMeta::default(),
+        event: Event::Filter(Box::new(FilterLine::malformed(msg, key, reason))),
+        flags: ValueFlags {
+            out_of_range: Some(key),
+            ..ValueFlags::default()
+        },
+        request_id: Some(request_id),
+        model: if kind.reads_model() {
+            raw_model(f)
+        } else {
+            None
+        },
+    }))
+}
+
 fn missing(shape: LineShape, k: &'static str) -> Class<'static> {
     Class::Malformed(shape, MalformedReason::MissingKey(k))
 }
 
-/// The line's `ts`; `Err` for a number that is no plausible epoch time
-/// (`1e400`, `-5e12`).
+/// The line's `ts` (`None` when absent or `null`); `Err` for a number that
+/// is no plausible epoch time (`1e400`, `-5e12`) and for any other value
+/// that is not an RFC 3339 time (`"NaN"`, `"x"`, `true`).
 fn line_ts(f: &Fields<'_>) -> Result<Option<f64>, ()> {
     match f.get(Key::Ts) {
-        Some(v @ Val::Num(_)) => fields::ts(v).map(Some).ok_or(()),
-        Some(v) => Ok(fields::ts(v)),
-        None => Ok(None),
+        Some(Val::Null) | None => Ok(None),
+        Some(v) => fields::ts(v).map(Some).ok_or(()),
     }
 }
 
@@ -402,10 +436,9 @@ fn out_of_range(shape: LineShape, k: &'static str) -> Class<'static> {
     Class::Malformed(shape, MalformedReason::OutOfRange(k))
 }
 
-/// A count (tokens, requests, endpoints, tokens/s): finite and not
-/// negative.
+/// A count (tokens, requests, endpoints, tokens/s): [`crate::domain::is_count`].
 fn is_count(x: f64) -> bool {
-    x.is_finite() && x >= 0.0
+    crate::domain::is_count(x)
 }
 
 /// The first key of `vals` whose value is set and fails `ok`.
@@ -518,7 +551,7 @@ fn build<'a>(
                 .iter()
                 .find_map(|&(key, number)| (!number && f.get(key).is_some()).then_some(key));
             if let Some(k) = first_bad(&counts, is_count)
-                .or_else(|| first_bad(&reals, f64::is_finite))
+                .or_else(|| first_bad(&reals, crate::domain::is_threshold))
                 .or(not_a_number)
             {
                 // The line is malformed, but it is still this request's
@@ -622,7 +655,7 @@ fn build<'a>(
             let Some(score) = f.num(Key::Score, &mut flags) else {
                 return missing(shape, "score");
             };
-            if !score.is_finite() {
+            if !crate::domain::is_threshold(score) {
                 return out_of_range(shape, "score");
             }
             Event::Score {
@@ -642,7 +675,7 @@ fn build<'a>(
                 return out_of_range(shape, "tokenLoad");
             }
             let score = f.num(Key::Score, &mut flags);
-            if first_bad(&[("score", score)], f64::is_finite).is_some() {
+            if first_bad(&[("score", score)], crate::domain::is_threshold).is_some() {
                 return out_of_range(shape, "score");
             }
             Event::TokenLoad {

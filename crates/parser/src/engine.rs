@@ -179,9 +179,16 @@ impl<'o> Engine<'o> {
                     pod,
                 } = u;
                 match flags.out_of_range {
-                    // A filter line with a number out of range: counted
-                    // malformed, and still its request's filter line.
-                    Some(k) => self.malformed(MalformedReason::OutOfRange(k.name()))?,
+                    // A malformed filter line (a number out of range, its
+                    // time, its JSON): counted malformed, and still its
+                    // request's filter line.
+                    Some(k) => {
+                        let reason = match &event {
+                            Event::Filter(l) => l.malformed.clone(),
+                            _ => None,
+                        };
+                        self.malformed(reason.unwrap_or(MalformedReason::OutOfRange(k.name())))?;
+                    }
                     None => self.counts.lines_used += 1,
                 }
                 if flags.huge {
@@ -373,12 +380,8 @@ struct How {
     keep: usize,
 }
 
-/// Times a line may carry, epoch seconds: from 1970-01-01 to before
-/// 2100-01-01 UTC. A later `ts` (year 9999, say) would move the assembler's
-/// clock and evict every open request, and the reorder buffer's, and
-/// release every decision unordered; an earlier one is no time the EPP
-/// writes. Such a line is [`MalformedReason::OutOfRange`].
-pub(crate) const TS_RANGE: std::ops::Range<f64> = 0.0..4_102_444_800.0;
+/// Times a line may carry: [`crate::domain::TS_RANGE`].
+pub(crate) const TS_RANGE: std::ops::Range<f64> = crate::domain::TS_RANGE;
 
 /// Reads one line (trailing blanks already trimmed) in a known format; a
 /// used line is pushed to `used`, its strings to `arena`. A line whose time
@@ -404,8 +407,8 @@ pub(crate) fn pre_line(
         Class::Used(u) => {
             let Used {
                 mut meta,
-                event,
-                flags,
+                mut event,
+                mut flags,
                 request_id,
                 model,
             } = u;
@@ -420,11 +423,24 @@ pub(crate) fn pre_line(
             if let Some(t) = meta.ts
                 && !TS_RANGE.contains(&t)
             {
-                let shape = match f.body.first() {
-                    Some(b'{') => LineShape::ZapJson,
-                    _ => LineShape::Console,
-                };
-                return Pre::Malformed(shape, MalformedReason::OutOfRange("ts"));
+                let reason = MalformedReason::OutOfRange("ts");
+                match &mut event {
+                    // Still its request's filter line, with an unknown
+                    // outcome (see `FilterLine::malformed`).
+                    Event::Filter(l) if request_id.is_some() => {
+                        **l = crate::event::FilterLine::malformed(l.msg, fields::Key::Ts, reason);
+                        flags = l.flags;
+                        meta.ts = None;
+                        meta.kubelet_ts = None;
+                    }
+                    _ => {
+                        let shape = match f.body.first() {
+                            Some(b'{') => LineShape::ZapJson,
+                            _ => LineShape::Console,
+                        };
+                        return Pre::Malformed(shape, reason);
+                    }
+                }
             }
             used.push(UsedLine {
                 ts: meta.ts,

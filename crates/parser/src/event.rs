@@ -52,6 +52,31 @@ pub struct FilterLine {
     pub extras: FilterExtras,
     /// Flags raised by the line's numbers.
     pub flags: ValueFlags,
+    /// Why the line is malformed, when it is but still names its request
+    /// (then every value is unset and the decision's outcome is unknown).
+    #[serde(skip)]
+    pub malformed: Option<crate::ledger::MalformedReason>,
+}
+
+impl FilterLine {
+    /// The line, malformed for `reason` (the value of `key`, or its JSON),
+    /// as its request's filter line: its message, no value, an unknown
+    /// outcome.
+    pub(crate) fn malformed(
+        msg: FilterMsg,
+        key: crate::fields::Key,
+        reason: crate::ledger::MalformedReason,
+    ) -> FilterLine {
+        FilterLine {
+            msg,
+            flags: ValueFlags {
+                out_of_range: Some(key),
+                ..ValueFlags::default()
+            },
+            malformed: Some(reason),
+            ..FilterLine::default()
+        }
+    }
 }
 
 /// One event, the typed content of one used line.

@@ -135,10 +135,54 @@ fn hex4(b: Option<&[u8]>) -> Option<u32> {
     Some(v)
 }
 
+/// Where `b` (JSON, well formed or not) opens its first object or array
+/// nested deeper than [`crate::MAX_JSON_DEPTH`], if it does: for the inputs
+/// read with serde_json, which skips unknown members at any depth.
+pub(crate) fn too_deep(b: &[u8]) -> Option<usize> {
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for (i, &c) in b.iter().enumerate() {
+        if in_str {
+            if esc {
+                esc = false;
+            } else if c == b'\\' {
+                esc = true;
+            } else if c == b'"' {
+                in_str = false;
+            }
+            continue;
+        }
+        match c {
+            b'"' => in_str = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > crate::MAX_JSON_DEPTH {
+                    return Some(i);
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// A structural error at a byte offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct JsonError {
     pub at: usize,
+    /// Whether the value nests deeper than [`Brackets::MAX_DEPTH`] there.
+    pub too_deep: bool,
+}
+
+impl JsonError {
+    /// The reason a line with this error is malformed.
+    pub(crate) fn reason(self) -> crate::ledger::MalformedReason {
+        if self.too_deep {
+            crate::ledger::MalformedReason::TooDeep { at: self.at }
+        } else {
+            crate::ledger::MalformedReason::BadJson { at: self.at }
+        }
+    }
 }
 
 /// Cursor over one JSON text.
@@ -158,7 +202,10 @@ impl<'a> Scanner<'a> {
     }
 
     fn err<T>(&self) -> Result<T, JsonError> {
-        Err(JsonError { at: self.i })
+        Err(JsonError {
+            at: self.i,
+            too_deep: false,
+        })
     }
 
     #[inline(always)]
@@ -257,7 +304,12 @@ impl<'a> Scanner<'a> {
                     continue;
                 }
                 // (Opened in the guard; past the cap, an error.)
-                b'{' | b'[' if !open.open(c) => return self.err(),
+                b'{' | b'[' if !open.open(c) => {
+                    return Err(JsonError {
+                        at: self.i,
+                        too_deep: true,
+                    });
+                }
                 b'}' | b']' => match open.close(c) {
                     Some(true) => {
                         self.i += 1;
@@ -478,7 +530,7 @@ pub(crate) struct Brackets {
 
 impl Brackets {
     /// Deepest nesting of a value.
-    pub(crate) const MAX_DEPTH: u32 = 128;
+    pub(crate) const MAX_DEPTH: u32 = crate::MAX_JSON_DEPTH as u32;
 
     /// Opens `c` (`{` or `[`); `false` past [`Brackets::MAX_DEPTH`].
     #[inline]

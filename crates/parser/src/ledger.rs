@@ -22,6 +22,13 @@ pub enum MalformedReason {
         /// Byte offset within the line (after framing) where parsing failed.
         at: usize,
     },
+    /// The line's JSON nests deeper than 128 levels (objects and arrays),
+    /// the most the parser reads; zap's lines nest a few.
+    TooDeep {
+        /// Byte offset within the line (after framing) of the bracket
+        /// opening the 129th level.
+        at: usize,
+    },
     /// A JSON fragment: the tail of a line cut at its start (rotation), or
     /// the second half of a CRI-split line.
     JsonFragment,
@@ -41,6 +48,15 @@ pub enum MalformedReason {
     /// kubelet timestamp) before 1970 or from 2100 on (year 9999). The line is not used: no estimate is
     /// made from it, and no open request is evicted by its time.
     OutOfRange(&'static str),
+    /// A trace document longer than
+    /// [`crate::ParseOptions::max_trace_document_bytes`]: skipped up to its
+    /// end without being held.
+    TraceTooLong {
+        /// Its length in bytes.
+        bytes: u64,
+        /// The cap, bytes.
+        cap: u64,
+    },
     /// A trace document (OTLP/JSON, Jaeger or Tempo) that is not valid JSON
     /// of its shape, or is cut.
     BadTrace(String),
@@ -53,12 +69,26 @@ impl std::fmt::Display for MalformedReason {
                 write!(f, "line of {bytes} bytes exceeds the line-length cap")
             }
             MalformedReason::BadJson { at } => write!(f, "invalid JSON object at byte {at}"),
+            MalformedReason::TooDeep { at } => write!(
+                f,
+                "JSON nested deeper than {} levels at byte {at}",
+                crate::MAX_JSON_DEPTH
+            ),
             MalformedReason::JsonFragment => f.write_str("JSON fragment (truncated line)"),
             MalformedReason::MissingKey(k) => write!(f, "missing or mistyped key `{k}`"),
             MalformedReason::BadFraming => f.write_str("malformed kubectl prefix or timestamp"),
             MalformedReason::BadVllmStats => f.write_str("unparsable vLLM stats line"),
             MalformedReason::BadRecord(why) => write!(f, "invalid decision record: {why}"),
             MalformedReason::OutOfRange(k) => write!(f, "value of `{k}` out of range"),
+            MalformedReason::TraceTooLong { bytes, cap } => write!(
+                f,
+                "trace document of {bytes} bytes is over the cap of {} (raise it with --max-trace-document-mib, or query a shorter period)",
+                if cap % (1 << 20) == 0 {
+                    format!("{} MiB", cap >> 20)
+                } else {
+                    format!("{cap} bytes")
+                }
+            ),
             MalformedReason::BadTrace(why) => write!(f, "invalid trace document: {why}"),
         }
     }

@@ -209,6 +209,7 @@ mod arena;
 mod assemble;
 mod classify;
 mod decision;
+pub mod domain;
 mod engine;
 mod error;
 mod event;
@@ -254,6 +255,12 @@ pub use trace::{
     DEFAULT_MAX_TRACE_DOCUMENT_BYTES, MAX_PENDING as MAX_PENDING_TRACE_DECISIONS, looks_like_traces,
 };
 pub use vllm::{VllmStats, VllmStatsVersion};
+
+/// Deepest nesting of objects and arrays read in any JSON input (log
+/// lines, decision records, trace documents): a deeper line or document is
+/// malformed, "JSON nested deeper than 128 levels". EPP lines nest a few
+/// levels, OTLP documents about ten.
+pub const MAX_JSON_DEPTH: usize = 128;
 
 /// Default line-length cap, bytes: 4 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 4 << 20;
@@ -307,9 +314,10 @@ pub struct ParseOptions {
     /// total, for a progress display on another thread.
     pub progress: Option<Progress>,
     /// Longest trace document read, bytes (default
-    /// [`DEFAULT_MAX_TRACE_DOCUMENT_BYTES`], 256 MiB): one line of the
+    /// [`DEFAULT_MAX_TRACE_DOCUMENT_BYTES`], 32 MiB): one line of the
     /// Collector's `file` exporter, or one whole Jaeger or Tempo response.
-    /// A longer one is malformed and skipped.
+    /// A longer one is malformed (`TraceTooLong`) and skipped to its end
+    /// without being held.
     pub max_trace_document_bytes: usize,
 }
 

@@ -353,14 +353,39 @@ impl DecisionRecord {
     /// other than 1 or 2, a non-finite number, or (version 2) a config the
     /// EPP would reject.
     pub fn parse_line(line: &[u8]) -> Result<DecisionRecord, String> {
+        if let Some(at) = crate::json::too_deep(line) {
+            return Err(format!(
+                "JSON nested deeper than {} levels at byte {at}",
+                crate::MAX_JSON_DEPTH
+            ));
+        }
         let r: DecisionRecord = serde_json::from_slice(line).map_err(|e| e.to_string())?;
         if !(RECORD_VERSION_MIN..=RECORD_VERSION).contains(&r.v) {
             return Err(format!("unsupported version {}", r.v));
         }
+        let range = |k: &'static str| Err(crate::domain::out_of_range(k).to_string());
         match r.ts {
-            Some(t) if !t.is_finite() => return Err("ts is not finite".to_string()),
+            Some(t) if !crate::domain::is_timestamp(t) => return range("ts"),
             None if r.v == 1 => return Err("missing field `ts`".to_string()),
             _ => {}
+        }
+        // Counts: the same domain as a log line's ([`crate::domain`]).
+        let count = |x: Option<i64>| x.is_none_or(|x| crate::domain::is_count(x as f64));
+        if !count(r.prompt_tokens) {
+            return range("prompt_tokens");
+        }
+        for c in &r.candidates {
+            for (k, v) in [
+                ("match_blocks", c.match_blocks),
+                ("total_blocks", c.total_blocks),
+                ("block_size_tokens", c.block_size_tokens),
+                ("in_flight_tokens", c.in_flight_tokens),
+                ("in_flight_requests", c.in_flight_requests),
+            ] {
+                if !count(v) {
+                    return range(k);
+                }
+            }
         }
         if r.v == 1 && (r.gate.is_some() || r.config.is_some()) {
             // Version 1 had neither: a writer that mixes versions.

@@ -21,8 +21,12 @@ const KINDS: &[(&str, LineTest)] = &[
     ("EPP log lines", is_epp_line),
     ("vLLM log lines", is_vllm_line),
     ("decision records", crate::record::looks_like_record),
-    ("OpenTelemetry traces", crate::trace::looks_like_trace_line),
+    // Traces: by the start of the file (see `sniff`), not line by line.
+    ("OpenTelemetry traces", |_| false),
 ];
+
+/// The name of the trace kind in [`KINDS`].
+const TRACES: &str = "OpenTelemetry traces";
 
 /// The kinds, for messages: `EPP log lines, vLLM log lines, decision records or OpenTelemetry traces`.
 pub(crate) fn kinds_list() -> String {
@@ -36,7 +40,12 @@ pub(crate) fn kinds_list() -> String {
 
 /// The kind of input `head` (a file's first bytes, decompressed) starts
 /// with, if any. A last line cut by the end of `head` is looked at too.
+/// Traces only when the file starts as a trace document (a line of
+/// OTLP/JSON, or a pretty-printed response), as the parse reads them.
 pub(crate) fn sniff(head: &[u8]) -> Option<&'static str> {
+    if crate::trace::looks_like_traces(head) {
+        return Some(TRACES);
+    }
     head.split(|&c| c == b'\n')
         .take(SNIFF_LINES)
         .filter_map(|line| frame(line).ok())
@@ -94,6 +103,12 @@ mod tests {
         assert_eq!(sniff(otlp), Some("OpenTelemetry traces"));
         let jaeger = b"{\n  \"data\": [\n    {\n";
         assert_eq!(sniff(jaeger), Some("OpenTelemetry traces"));
+        // Only at the start: a JSON file whose fifth line opens `"data"`,
+        // or a banner before a trace line, is not read as traces.
+        let later = b"{\n  \"schema\": \"x\",\n  \"n\": 1,\n  \"m\": 2,\n  \"data\": [\n";
+        assert_eq!(sniff(later), None);
+        let banner = b"# exported\n{\"resourceSpans\":[]}\n";
+        assert_eq!(sniff(banner), None);
     }
 
     #[test]

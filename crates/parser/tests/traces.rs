@@ -162,20 +162,20 @@ fn bad_documents_are_counted_with_their_line() {
     assert!(c.balanced());
     assert_eq!(c.lines_total, 6);
     assert_eq!(c.lines_used, 2);
-    assert_eq!(c.lines_ignored, 1, "the blank line");
     assert_eq!(
-        c.lines_malformed, 3,
-        "the broken line and the cut document's two"
+        c.lines_ignored, 2,
+        "the blank line, and the object without spans after the cut line"
+    );
+    assert_eq!(
+        c.lines_malformed, 2,
+        "the broken line and the cut one (the next line is read on its own)"
     );
     assert_eq!(c.first_malformed[0].at.line, 3);
     assert!(matches!(
         c.first_malformed[0].reason,
         MalformedReason::BadTrace(_)
     ));
-    assert_eq!(
-        c.first_malformed[1].at.line, 5,
-        "a cut document: its first line"
-    );
+    assert_eq!(c.first_malformed[1].at.line, 5, "a cut line");
     let d: Vec<&Decision> = p.decisions().collect();
     assert_eq!(d.len(), 1);
     assert_eq!(
@@ -205,6 +205,118 @@ fn bad_documents_are_counted_with_their_line() {
             .counts
             .first_malformed
             .iter()
-            .any(|m| matches!(m.reason, MalformedReason::TooLong { .. }))
+            .any(|m| matches!(m.reason, MalformedReason::TraceTooLong { .. }))
+    );
+}
+
+/// A pretty-printed document over the cap is skipped up to its end, never
+/// held, counted with its real length; the document after it is read.
+#[test]
+fn a_document_over_the_cap_is_skipped_to_its_end() {
+    let one = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"a","name":"filter_prefix_cache_affinity","attributes":[{"key":"gen_ai.request.id","value":{"stringValue":"r1"}}]}]}]}]}"#;
+    let pretty =
+        serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(one).unwrap())
+            .unwrap();
+    let big = pretty.replace("\"r1\"", &format!("\"{}\"", "x".repeat(5000)));
+    let text = format!("{pretty}\n{big}\n{pretty}\n");
+    let opts = ParseOptions {
+        max_trace_document_bytes: 4096,
+        ..ParseOptions::default()
+    };
+    let p = parse_slice("p.json", text.as_bytes(), &opts).unwrap();
+    let c = &p.ledger.counts;
+    assert!(c.balanced());
+    assert_eq!(p.decisions().count(), 2, "the documents around it");
+    assert_eq!(c.lines_malformed as usize, big.lines().count());
+    let first = pretty.lines().count() as u64 + 1;
+    assert_eq!(c.first_malformed[0].at.line, first);
+    assert_eq!(
+        c.first_malformed[0].reason.to_string(),
+        format!(
+            "trace document of {} bytes is over the cap of 4096 bytes (raise it with --max-trace-document-mib, or query a shorter period)",
+            big.len() + 1
+        )
+    );
+}
+
+/// Counts the decisions of each line of an OTLP/JSON file on its own.
+fn per_line_decisions(text: &str) -> Vec<usize> {
+    text.lines()
+        .map(|l| {
+            parse_slice("one.jsonl", l.as_bytes(), &ParseOptions::default())
+                .unwrap()
+                .decisions()
+                .count()
+        })
+        .collect()
+}
+
+/// A line of a one-document-per-line file cut short (a Collector killed
+/// mid-write) is one malformed line: the next line starts afresh, on any
+/// line of the file, the first included.
+#[test]
+fn a_cut_line_is_one_malformed_line() {
+    let s = scenario("pd-disagg").unwrap().with_requests(900);
+    let out = run(&s, 3, &Variant::default());
+    let (bytes, n) = write_traces(Vec::new(), &s, &out.truth, 3, 0.5).unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 4, "several export batches");
+    let per_line = per_line_decisions(&text);
+    assert_eq!(per_line.iter().sum::<usize>() as u64, n);
+    for cut in [0, 1, lines.len() / 2] {
+        let mut cut_text = String::new();
+        for (i, l) in lines.iter().enumerate() {
+            if i == cut {
+                cut_text.push_str(&l[..l.len() / 2]);
+            } else {
+                cut_text.push_str(l);
+            }
+            cut_text.push('\n');
+        }
+        let p = parse_slice("cut.jsonl", cut_text.as_bytes(), &ParseOptions::default()).unwrap();
+        let c = &p.ledger.counts;
+        assert!(c.balanced(), "cut {cut}");
+        assert_eq!(c.lines_malformed, 1, "cut {cut}: the cut line alone");
+        assert_eq!(c.lines_used as usize, lines.len() - 1, "cut {cut}");
+        assert_eq!(c.first_malformed[0].at.line, cut as u64 + 1, "cut {cut}");
+        let why = c.first_malformed[0].reason.to_string();
+        let half = lines[cut].len() / 2;
+        assert!(
+            why.contains(&format!("cut short after {half} bytes")),
+            "cut {cut}: {why}"
+        );
+        // The decisions of a span whose parent was on the cut line keep
+        // their own line's figures (a profile may be missing).
+        assert_eq!(
+            p.decisions().count(),
+            per_line.iter().sum::<usize>() - per_line[cut],
+            "cut {cut}"
+        );
+    }
+}
+
+/// A pretty-printed document is still read when the file starts as one,
+/// and a file that does not is read line by line.
+#[test]
+fn pretty_printed_only_when_the_file_starts_as_one() {
+    let one = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"a","name":"filter_prefix_cache_affinity","attributes":[{"key":"gen_ai.request.id","value":{"stringValue":"r1"}}]}]}]}]}"#;
+    let pretty: String =
+        serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(one).unwrap())
+            .unwrap();
+    // Two pretty-printed documents: both read.
+    let two = format!("{pretty}\n{pretty}\n");
+    let p = parse_slice("p.json", two.as_bytes(), &ParseOptions::default()).unwrap();
+    assert_eq!(p.decisions().count(), 2);
+    assert_eq!(p.ledger.counts.lines_malformed, 0);
+    // Lines, then a pretty-printed document: its lines are malformed one by
+    // one (each line is a document of its own), the lines after it read.
+    let mixed = format!("{one}\n{pretty}\n{one}\n");
+    let p = parse_slice("m.jsonl", mixed.as_bytes(), &ParseOptions::default()).unwrap();
+    assert_eq!(p.decisions().count(), 2);
+    assert!(p.ledger.counts.balanced());
+    assert_eq!(
+        p.ledger.counts.lines_malformed as usize,
+        pretty.lines().filter(|l| !l.trim().is_empty()).count()
     );
 }

@@ -78,6 +78,12 @@ pub struct Args {
     #[arg(long, value_name = "[DEPLOYMENT=]FILE")]
     pub calibration: Vec<String>,
 
+    /// Most MiB of Prometheus query_range responses read, all files
+    /// together, after decompression (1 to 4096): the samples are held for
+    /// the estimate, so this bounds their memory (about 50 bytes a sample).
+    #[arg(long, value_name = "MIB", default_value_t = gatecal_analysis::DEFAULT_MAX_PROMETHEUS_MIB, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_prometheus_mib: u64,
+
     /// Count only the decisions logged at or after TIME: an RFC 3339 time (2026-08-21T14:00:00Z), a date (2026-08-21,
     /// midnight UTC), or a duration before now, as `kubectl logs --since`
     /// (30m, 2h, 1h30m).

@@ -701,6 +701,57 @@ fn prometheus_files_are_found_by_content_and_bad_ones_named() {
     );
 }
 
+/// Prometheus samples out of range are dropped and counted in the report's
+/// input accounting; responses past --max-prometheus-mib (all files
+/// together, after decompression) are refused, naming the flag.
+#[test]
+fn prometheus_samples_out_of_range_are_counted_and_big_responses_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let raw =
+        std::fs::read_to_string(fixture("glm-like/prometheus/num_requests_waiting.json")).unwrap();
+    // Three samples made NaN, +Inf and 1e308.
+    let mut bad = raw.clone();
+    for v in ["NaN", "+Inf", "1e308"] {
+        let at = bad.find(",\"0\"]").expect("a zero sample");
+        bad.replace_range(at..at + 5, &format!(",\"{v}\"]"));
+    }
+    let waiting = dir.path().join("waiting.json");
+    std::fs::write(&waiting, &bad).unwrap();
+    let local = fixture("glm-like/prometheus/prompt_tokens_local_compute.json");
+    let log = fixture("glm-like/epp.log");
+    let w = waiting.to_str().unwrap();
+    let out = run(&[&log, &local, w, "--format", "json"]);
+    let v = ok_json(&out, "");
+    assert_eq!(v["input"]["prometheus_samples_dropped"], 3);
+    let out = run(&[&log, &local, w, "--format", "table"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("prometheus: 3 sample(s) dropped"), "{table}");
+    // Past the bound: a response of a little over 1 MiB.
+    let padded = raw.replacen(
+        "\"values\":[",
+        &format!("\"values\":[{}", "[1787320815.000,\"0\"],".repeat(50_000)),
+        1,
+    );
+    assert!(padded.len() > 1 << 20);
+    let big = dir.path().join("big.json");
+    std::fs::write(&big, padded).unwrap();
+    let b = big.to_str().unwrap();
+    let out = run(&[&log, b, "--max-prometheus-mib", "1", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("big.json: more than 1 MiB of Prometheus responses")
+            && err.contains("--max-prometheus-mib"),
+        "{err}"
+    );
+    let out = run(&[&log, b, "--max-prometheus-mib", "2", "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The user's own config, with a named instance, other parameters, a
 /// producer and a profile that refers to the instance.
 const USER_CONFIG: &str = "\

@@ -313,6 +313,12 @@ pub fn input_section(i: &InputSummary) -> Section {
                 )
             })
             .chain(duplicates_note(&i.duplicates).map(|n| format!("duplicates: {n}")))
+            .chain((i.prometheus_samples_dropped > 0).then(|| {
+                format!(
+                    "prometheus: {} sample(s) dropped, their time or value out of range (NaN, an infinity, negative, past 2^53)",
+                    count(i.prometheus_samples_dropped)
+                )
+            }))
             .chain(i.first_malformed.iter().map(|m| format!("malformed: {m}")))
             .collect(),
     }

@@ -58,27 +58,8 @@ pub struct PromSeries {
     pub labels: BTreeMap<String, String>,
     /// `(unix seconds, value)`, in order.
     pub samples: Vec<(f64, f64)>,
-}
-
-#[derive(Deserialize)]
-struct Response {
-    status: String,
-    data: Option<Data>,
-    error: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Data {
-    #[serde(rename = "resultType")]
-    result_type: String,
-    result: Vec<RawSeries>,
-}
-
-#[derive(Deserialize)]
-struct RawSeries {
-    metric: BTreeMap<String, String>,
-    #[serde(default)]
-    values: Vec<(f64, String)>,
+    /// Samples dropped: a time or value outside its domain.
+    pub dropped: u64,
 }
 
 /// Whether a file's first bytes are a `query_range` response (or a bare
@@ -103,51 +84,278 @@ pub fn looks_like_query_range(head: &[u8]) -> bool {
     }
 }
 
+/// Default of the most bytes of Prometheus responses one run reads, all
+/// files together, after decompression (`recommend --max-prometheus-mib`):
+/// 32 MiB, about 1.3 million samples (a day of 15 s samples of six queries
+/// for about 35 engines). The samples are held for the estimate, about
+/// 100 bytes each at the peak (read, pooled, per engine), so this bounds
+/// the memory they take: about 130 MiB at the default.
+pub const DEFAULT_MAX_PROMETHEUS_MIB: u64 = 32;
+
 /// Reads one response. `Err` with the reason when it is not a successful
-/// matrix response or a value is not a number.
+/// matrix response or a value is not a number. Samples whose time or
+/// value is outside its domain ([`gatecal_parser::domain`]: a time before
+/// 1970 or from 2100 on, a value that is NaN, infinite, negative or past
+/// 2^53) are dropped and counted in [`PromSeries::dropped`].
 pub fn parse_query_range(bytes: &[u8]) -> Result<Vec<PromSeries>, String> {
-    let trimmed = bytes.trim_ascii_start();
-    let raw: Vec<RawSeries> = if trimmed.starts_with(b"[") {
-        serde_json::from_slice(trimmed).map_err(|e| format!("not a Prometheus matrix: {e}"))?
+    read_query_range(bytes, u64::MAX, u64::MAX).map(|(s, _)| s)
+}
+
+/// [`parse_query_range`] from a stream, read once and never held whole:
+/// each sample is read straight into its series; also returns the bytes
+/// read. `Err` once the stream gives more than `left` bytes: the bound of
+/// all responses together is `max_bytes` (named in the error, with the
+/// flag that raises it).
+pub fn read_query_range<R: std::io::Read>(
+    r: R,
+    left: u64,
+    max_bytes: u64,
+) -> Result<(Vec<PromSeries>, u64), String> {
+    let n = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let mut counted = Counted {
+        r,
+        n: n.clone(),
+        left,
+    };
+    let mut first = [0u8; 1];
+    // The first byte past blanks tells a response from a bare matrix.
+    let lead = loop {
+        match std::io::Read::read(&mut counted, &mut first) {
+            Ok(0) => return Err("not a Prometheus query_range response: empty".into()),
+            Ok(_) if first[0].is_ascii_whitespace() => {}
+            Ok(_) => break first[0],
+            Err(_) if n.get() > left => return Err(too_big(max_bytes)),
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let chained = std::io::Read::chain(&first[..], counted);
+    let mut de =
+        serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(64 << 10, chained));
+    let fail = |e: serde_json::Error, what: &str| {
+        if n.get() > left {
+            too_big(max_bytes)
+        } else {
+            format!("{what}: {e}")
+        }
+    };
+    let out = if lead == b'[' {
+        let v = serde::de::DeserializeSeed::deserialize(SeriesList, &mut de)
+            .map_err(|e| fail(e, "not a Prometheus matrix"))?;
+        de.end().map_err(|e| fail(e, "not a Prometheus matrix"))?;
+        v
     } else {
-        let r: Response = serde_json::from_slice(trimmed)
-            .map_err(|e| format!("not a Prometheus query_range response: {e}"))?;
-        if r.status != "success" {
+        let r = Response::deserialize(&mut de)
+            .map_err(|e| fail(e, "not a Prometheus query_range response"))?;
+        de.end()
+            .map_err(|e| fail(e, "not a Prometheus query_range response"))?;
+        if r.status.as_deref() != Some("success") {
             return Err(format!(
                 "the response's status is {:?}{}",
-                r.status,
+                r.status.unwrap_or_default(),
                 r.error.map(|e| format!(": {e}")).unwrap_or_default()
             ));
         }
         let d = r.data.ok_or("the response has no data")?;
-        if d.result_type != "matrix" {
+        let result_type = d.result_type.unwrap_or_default();
+        if result_type != "matrix" {
             return Err(format!(
-                "resultType {:?}: query_range answers a matrix (use query_range, not query)",
-                d.result_type
+                "resultType {result_type:?}: query_range answers a matrix (use query_range, not query)"
             ));
         }
-        d.result
+        d.result.unwrap_or_default()
     };
-    let mut out = Vec::with_capacity(raw.len());
-    for mut s in raw {
-        let metric = s.metric.remove("__name__").unwrap_or_default();
-        let mut samples = Vec::with_capacity(s.values.len());
-        for (t, v) in s.values {
-            let x: f64 = v
-                .parse()
-                .map_err(|_| format!("{metric}: sample at {t} is not a number: {v:?}"))?;
-            if t.is_finite() && x.is_finite() {
-                samples.push((t, x));
+    Ok((out, n.get()))
+}
+
+/// The error past the bound of `max_bytes`.
+fn too_big(max_bytes: u64) -> String {
+    format!(
+        "more than {} MiB of Prometheus responses (after decompression): raise --max-prometheus-mib, or query a shorter range or a longer step",
+        max_bytes >> 20
+    )
+}
+
+/// A reader that counts the bytes through it, and fails once more than
+/// `left` came.
+struct Counted<R> {
+    r: R,
+    n: std::rc::Rc<std::cell::Cell<u64>>,
+    left: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let k = self.r.read(buf)?;
+        self.n.set(self.n.get() + k as u64);
+        if self.n.get() > self.left {
+            return Err(std::io::Error::other("past the bound"));
+        }
+        Ok(k)
+    }
+}
+
+/// `{"status", "data": {"resultType", "result"}, "error"}`, keys in any
+/// order.
+#[derive(Deserialize)]
+struct Response {
+    status: Option<String>,
+    data: Option<Data>,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    #[serde(rename = "resultType")]
+    result_type: Option<String>,
+    #[serde(default, deserialize_with = "series_list")]
+    result: Option<Vec<PromSeries>>,
+}
+
+fn series_list<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<PromSeries>>, D::Error> {
+    serde::de::DeserializeSeed::deserialize(SeriesList, d).map(Some)
+}
+
+/// A `result` array, each series read as it comes.
+struct SeriesList;
+
+impl<'de> serde::de::DeserializeSeed<'de> for SeriesList {
+    type Value = Vec<PromSeries>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for SeriesList {
+    type Value = Vec<PromSeries>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of series")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(s) = a.next_element_seed(OneSeries)? {
+            out.push(s);
+        }
+        Ok(out)
+    }
+}
+
+/// One series: `{"metric": {labels}, "values": [[t, "v"], …]}`.
+struct OneSeries;
+
+impl<'de> serde::de::DeserializeSeed<'de> for OneSeries {
+    type Value = PromSeries;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<PromSeries, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for OneSeries {
+    type Value = PromSeries;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a series object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<PromSeries, A::Error> {
+        use serde::de::Error;
+        let mut labels: Option<BTreeMap<String, String>> = None;
+        let mut values: Option<Samples> = None;
+        while let Some(k) = a.next_key::<std::borrow::Cow<'_, str>>()? {
+            match k.as_ref() {
+                "metric" => {
+                    if labels.is_some() {
+                        return Err(A::Error::duplicate_field("metric"));
+                    }
+                    labels = Some(a.next_value()?);
+                }
+                "values" => {
+                    if values.is_some() {
+                        return Err(A::Error::duplicate_field("values"));
+                    }
+                    values = Some(a.next_value_seed(SamplesSeed)?);
+                }
+                _ => {
+                    a.next_value::<serde::de::IgnoredAny>()?;
+                }
             }
         }
+        let mut labels = labels.ok_or_else(|| A::Error::missing_field("metric"))?;
+        let metric = labels.remove("__name__").unwrap_or_default();
+        let v = values.unwrap_or_default();
+        if let Some((t, text)) = v.not_a_number {
+            return Err(A::Error::custom(format!(
+                "{metric}: sample at {t} is not a number: {text:?}"
+            )));
+        }
+        let mut samples = v.samples;
+        samples.shrink_to_fit();
         samples.sort_by(|a, b| a.0.total_cmp(&b.0));
-        out.push(PromSeries {
+        Ok(PromSeries {
             metric,
-            labels: s.metric,
+            labels,
             samples,
-        });
+            dropped: v.dropped,
+        })
     }
-    Ok(out)
+}
+
+/// A series' samples as read: those in their domains, how many were not,
+/// and the first value that is no number at all.
+#[derive(Default)]
+struct Samples {
+    samples: Vec<(f64, f64)>,
+    dropped: u64,
+    not_a_number: Option<(f64, String)>,
+}
+
+struct SamplesSeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for SamplesSeed {
+    type Value = Samples;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Samples, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for SamplesSeed {
+    type Value = Samples;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of [time, \"value\"] pairs")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Samples, A::Error> {
+        use gatecal_parser::domain::{is_count, is_timestamp};
+        let mut out = Samples::default();
+        while let Some((t, v)) = a.next_element::<(f64, SampleValue)>()? {
+            match v.0 {
+                Ok(x) if is_timestamp(t) && is_count(x) => out.samples.push((t, x)),
+                Ok(_) => out.dropped += 1,
+                Err(text) => {
+                    out.not_a_number.get_or_insert((t, text));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A sample's value: the string Prometheus writes (`"12"`, `"NaN"`,
+/// `"+Inf"`), as a number, or the text when it is none.
+struct SampleValue(Result<f64, String>);
+
+impl<'de> Deserialize<'de> for SampleValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SampleValue, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = SampleValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sample value")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<SampleValue, E> {
+                Ok(SampleValue(v.parse::<f64>().map_err(|_| v.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
 /// The counters and gauge of one engine, by timestamp (milliseconds).
@@ -190,6 +398,9 @@ pub struct PromEstimator {
     pub ignored: u64,
     /// Samples read again (same series, time and value): counted once.
     pub duplicates: u64,
+    /// Samples dropped on reading: a time or value outside its domain
+    /// (NaN, an infinity, a negative value, past 2^53).
+    pub dropped: u64,
     /// Samples read again with another value, per series.
     conflicts: BTreeMap<SeriesKey, Conflict>,
 }
@@ -287,6 +498,7 @@ impl PromEstimator {
     pub fn push(&mut self, series: Vec<PromSeries>) {
         self.read += series.len() as u64;
         for s in series {
+            self.dropped += s.dropped;
             let key = (s.metric, s.labels);
             let merged = self.series.entry(key.clone()).or_default();
             for (t, v) in s.samples {
@@ -609,5 +821,105 @@ mod tests {
         assert_eq!(p.samples, 9);
         let [a, b] = p.interval.unwrap();
         assert!(a <= 1000.0 && 1000.0 <= b);
+    }
+
+    /// Samples outside their domain (a value of 1e308, NaN, +Inf, a
+    /// negative one, a time of year 9999) are dropped and counted, never
+    /// read: one 1e308 counter sample would make a peak of about 1e304
+    /// tok/s.
+    #[test]
+    fn samples_out_of_domain_are_dropped_and_counted() {
+        let c: Vec<(f64, f64)> = (0..12)
+            .map(|k| (15.0 * k as f64, 15_000.0 * k as f64))
+            .collect();
+        let w: Vec<(f64, f64)> = (0..12)
+            .map(|k| {
+                (
+                    15.0 * k as f64,
+                    if (1..11).contains(&k) { 2.0 } else { 0.0 },
+                )
+            })
+            .collect();
+        let local = response(
+            "vllm:prompt_tokens_by_source_total",
+            ",\"source\":\"local_compute\"",
+            &c,
+        )
+        .replace("[45,\"45000\"]", "[45,\"1e308\"]");
+        let waiting = response("vllm:num_requests_waiting", "", &w).replace(
+            "[0,\"0\"]",
+            "[0,\"NaN\"],[1,\"+Inf\"],[2,\"-5\"],[253402300000,\"1\"]",
+        );
+        let (local, waiting) = (
+            parse_query_range(local.as_bytes()).unwrap(),
+            parse_query_range(waiting.as_bytes()).unwrap(),
+        );
+        assert_eq!((local[0].dropped, local[0].samples.len()), (1, 11));
+        assert_eq!((waiting[0].dropped, waiting[0].samples.len()), (4, 11));
+        let mut est = PromEstimator::default();
+        est.push(local);
+        est.push(waiting);
+        assert_eq!(est.dropped, 5);
+        let dep = |p: &str| (p == "p-0").then(|| "dep".to_string());
+        let got = est.estimates(dep)["dep"].value;
+        // The same as without those samples at all.
+        let mut without = PromEstimator::default();
+        let c3: Vec<(f64, f64)> = c.iter().copied().filter(|s| s.0 != 45.0).collect();
+        for r in [
+            response(
+                "vllm:prompt_tokens_by_source_total",
+                ",\"source\":\"local_compute\"",
+                &c3,
+            ),
+            response("vllm:num_requests_waiting", "", &w[1..]),
+        ] {
+            without.push(parse_query_range(r.as_bytes()).unwrap());
+        }
+        let want = without.estimates(dep)["dep"].value;
+        assert_eq!(got, want);
+        assert!(got > 500.0 && got < 2000.0, "{got}");
+        // A value that is no number at all is an error naming the series.
+        let e = parse_query_range(
+            response("vllm:num_requests_waiting", "", &w)
+                .replace("[0,\"0\"]", "[0,\"lots\"]")
+                .as_bytes(),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("vllm:num_requests_waiting") && e.contains("lots"),
+            "{e}"
+        );
+    }
+
+    /// Responses are read streamed, and refused past the bound with the
+    /// flag that raises it; the bytes read are counted across files.
+    #[test]
+    fn responses_past_the_bound_are_refused() {
+        let w: Vec<(f64, f64)> = (0..200).map(|k| (15.0 * k as f64, 1.0)).collect();
+        let r = response("vllm:num_requests_waiting", "", &w);
+        let (s, n) = read_query_range(r.as_bytes(), r.len() as u64, 1 << 20).unwrap();
+        assert_eq!((s[0].samples.len(), n), (200, r.len() as u64));
+        let e = read_query_range(r.as_bytes(), r.len() as u64 - 1, 1 << 20).unwrap_err();
+        assert_eq!(
+            e,
+            "more than 1 MiB of Prometheus responses (after decompression): raise --max-prometheus-mib, or query a shorter range or a longer step"
+        );
+        // A bare matrix too, in a slow reader that gives a byte at a time.
+        struct Slow<'a>(&'a [u8]);
+        impl std::io::Read for Slow<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let Some((&b, rest)) = self.0.split_first() else {
+                    return Ok(0);
+                };
+                buf[0] = b;
+                self.0 = rest;
+                Ok(1)
+            }
+        }
+        let bare =
+            "  [{\"values\":[[2,\"3\"],[1,\"4\"]],\"metric\":{\"__name__\":\"x\",\"pod\":\"p\"}}]";
+        let (s, _) = read_query_range(Slow(bare.as_bytes()), u64::MAX, u64::MAX).unwrap();
+        assert_eq!(s[0].samples, vec![(1.0, 4.0), (2.0, 3.0)]);
+        assert_eq!(s[0].metric, "x");
     }
 }

@@ -115,6 +115,9 @@ pub struct InputSummary {
     /// Decisions seen twice (the same log given twice, overlapping
     /// captures), counted once ([`crate::DuplicateCheck`]).
     pub duplicates: crate::input::dedup::Duplicates,
+    /// Prometheus samples dropped (recommend): a time or value outside
+    /// its domain (NaN, an infinity, a negative value, past 2^53).
+    pub prometheus_samples_dropped: u64,
     /// The first malformed lines, `file:line: why`.
     pub first_malformed: Vec<String>,
     /// Trace inputs and the join of their decisions with the logs' (absent
@@ -144,6 +147,9 @@ pub struct TraceSummary {
     /// Traced decisions with no log decision to join (other period, other
     /// deployment, no request id, or a duplicate key).
     pub unmatched: u64,
+    /// Traced decisions read while the most the join holds were held
+    /// (50,000): not used, counted here and in the note.
+    pub not_held: u64,
     /// What the figures describe, in words (printed in every format).
     pub note: String,
 }

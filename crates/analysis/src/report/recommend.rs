@@ -411,6 +411,7 @@ impl Recommend {
     pub fn finish(mut self, mut input: InputSummary) -> RecommendReport {
         input.duplicates.prometheus = self.prometheus.duplicates;
         input.duplicates.prometheus_conflicts = self.prometheus.conflicting_samples();
+        input.prometheus_samples_dropped = self.prometheus.dropped;
         self.drain();
         let (recon, deps, sink, opts) =
             (&mut self.recon, &mut self.deps, &mut self.sink, &self.opts);

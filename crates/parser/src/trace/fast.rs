@@ -560,7 +560,9 @@ fn span<'a>(c: &mut Cur<'a>, ids: &ResourceIds, out: &mut Out<'_, '_, 'a, '_>) -
     let profile = match name {
         Some(FILTER_SPAN) => {
             let ts = start.flatten().map(ns_to_secs);
-            let d = out.tr.decision(ids, attrs()?, ts, out.line);
+            let d = out
+                .tr
+                .decision(ids, attrs()?, ts, "startTimeUnixNano", out.line);
             out.filters.push((d, parent.map(Cow::Borrowed)));
             None
         }

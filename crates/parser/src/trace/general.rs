@@ -256,6 +256,12 @@ pub(super) fn read<'a>(
     spans: &mut Vec<SpanRef<'a>>,
     filters: &mut Filters<'a>,
 ) -> Result<(), serde_json::Error> {
+    if let Some(at) = crate::json::too_deep(bytes) {
+        return Err(serde::de::Error::custom(format!(
+            "JSON nested deeper than {} levels at byte {at}",
+            crate::MAX_JSON_DEPTH
+        )));
+    }
     let doc: Doc<'a> = serde_json::from_slice(bytes)?;
     let Doc {
         resource_spans,
@@ -305,7 +311,7 @@ pub(super) fn read<'a>(
                         .and_then(|p| procs.get(p))
                         .unwrap_or(&none);
                     let a = span_attrs(s.tags, AttrKind::Jaeger)?;
-                    filters.push((tr.decision(ids, a, ts, line), parent.clone()));
+                    filters.push((tr.decision(ids, a, ts, "startTime", line), parent.clone()));
                     None
                 }
                 Some(PROFILE_SPAN) => Some(span_attrs(s.tags, AttrKind::Jaeger)?.profile()),
@@ -344,7 +350,10 @@ fn otlp<'a>(
                 let profile = match s.name.as_deref() {
                     Some(FILTER_SPAN) => {
                         let a = span_attrs(s.attributes, AttrKind::Otlp)?;
-                        filters.push((tr.decision(&ids, a, ts, line), parent.clone()));
+                        filters.push((
+                            tr.decision(&ids, a, ts, "startTimeUnixNano", line),
+                            parent.clone(),
+                        ));
                         None
                     }
                     Some(PROFILE_SPAN) => Some(span_attrs(s.attributes, AttrKind::Otlp)?.profile()),

@@ -18,7 +18,16 @@
 //!   "tags": [{"key", "type", "value"}], "processID"}], "processes": {ID:
 //!   {"serviceName", "tags"}}}]}`.
 //!
-//! Any of them may be pretty-printed over many lines, and gzip-compressed.
+//! Any of them may be gzip-compressed. The input's first document sets
+//! its layout: when its first line holds a whole document (or is not JSON
+//! at all), the input is one document per line, and a line that does not
+//! parse, one cut short by a Collector killed mid-write included, is one
+//! malformed line: the next line is read afresh. Only when the input
+//! starts with a document spread over several lines (pretty-printed, as
+//! `jq .` or a browser saves a response) are documents gathered over
+//! lines, each up to the line where its brackets close. A first line that
+//! does not close followed by a line that opens a document of its own is
+//! a cut first line, not a pretty-printed document.
 //! Span and trace ids are compared as written (hex or base64), never
 //! decoded.
 //!
@@ -39,8 +48,10 @@
 //!
 //! A document (one line of the `file` exporter, or one whole Jaeger or
 //! Tempo response) is parsed as a whole: it may be at most
-//! [`crate::ParseOptions::max_trace_document_bytes`] (256 MiB by default);
-//! a longer one is counted as malformed and skipped. A span's ancestors end
+//! [`crate::ParseOptions::max_trace_document_bytes`]
+//! ([`DEFAULT_MAX_TRACE_DOCUMENT_BYTES`], 32 MiB); a longer one is counted
+//! as malformed (all its lines) and skipped up to its end without being
+//! held. A span's ancestors end
 //! after it, so an exporter writes them in the same document or a later
 //! one: a filter span whose profile span is not in its own document waits
 //! for it among at most [`MAX_PENDING`] waiting decisions; when that many
@@ -108,10 +119,16 @@ pub const ATTR_REQUEST_ID: &str = "gen_ai.request.id";
 /// Attribute of [`FILTER_SPAN`]: the target model.
 pub const ATTR_MODEL: &str = "gen_ai.request.model";
 
-/// Decisions waiting for their profile span at most.
-pub const MAX_PENDING: usize = 100_000;
-/// Default of [`crate::ParseOptions::max_trace_document_bytes`]: 256 MiB.
-pub const DEFAULT_MAX_TRACE_DOCUMENT_BYTES: usize = 256 << 20;
+/// Decisions waiting for their profile span at most (each about 1 KiB:
+/// about 25 MiB).
+pub const MAX_PENDING: usize = 20_000;
+/// Default of [`crate::ParseOptions::max_trace_document_bytes`]: 32 MiB.
+/// A document is held whole while it is read (its buffer up to twice its
+/// size) and parsed into about half its size again: about 100 MiB at the
+/// cap. The Collector's `file` exporter writes lines of a few hundred KiB;
+/// a Jaeger response of 10,000 three-span traces, pretty-printed, is about
+/// 27 MiB.
+pub const DEFAULT_MAX_TRACE_DOCUMENT_BYTES: usize = 32 << 20;
 /// Ancestors followed from a filter span to its profile span at most.
 const MAX_HOPS: usize = 16;
 
@@ -150,24 +167,6 @@ pub fn looks_like_traces(head: &[u8]) -> bool {
     }
 }
 
-/// Whether one line starts a trace document ([`looks_like_traces`]), or is
-/// the second line of a pretty-printed one: a `resourceSpans`, `batches` or
-/// `data` member opening an array.
-pub(crate) fn looks_like_trace_line(line: &[u8]) -> bool {
-    if looks_like_traces(line) {
-        return true;
-    }
-    let t = line.trim_ascii_start();
-    ["\"resourceSpans\"", "\"batches\"", "\"data\""]
-        .iter()
-        .any(|k| {
-            t.strip_prefix(k.as_bytes())
-                .map(|r| r.trim_ascii_start())
-                .and_then(|r| r.strip_prefix(b":"))
-                .is_some_and(|r| r.trim_ascii_start().starts_with(b"["))
-        })
-}
-
 /// A span as the linking needs it.
 struct SpanRef<'a> {
     id: Cow<'a, str>,
@@ -178,6 +177,18 @@ struct SpanRef<'a> {
 
 /// The decisions of a document's filter spans, each with its parent's id.
 type Filters<'a> = Vec<(Box<Decision>, Option<Cow<'a, str>>)>;
+
+/// How an input lays its documents out, known from its first document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// No document read yet.
+    Unknown,
+    /// One document per line (the Collector's `file` exporter): a line
+    /// that does not parse is one malformed line.
+    Lines,
+    /// Documents spread over several lines (a pretty-printed response).
+    Pretty,
+}
 
 /// A decision waiting for its profile span.
 struct Waiting {
@@ -206,6 +217,13 @@ pub(crate) struct TraceReader<'o> {
     /// Waiting keys, oldest first (resolved keys are skipped when popped).
     order: VecDeque<String>,
     waiting: usize,
+    /// How documents are laid out.
+    layout: Layout,
+    /// A document over the cap being skipped: its first line and its bytes
+    /// so far.
+    skipping: Option<(u64, u64)>,
+    /// The first value out of its domain in the document being read.
+    out_of_range: std::cell::Cell<Option<&'static str>>,
     /// Whether documents are tried on the fast path first.
     fast: bool,
     /// Documents read by the fast path.
@@ -231,6 +249,9 @@ impl<'o> TraceReader<'o> {
             pending: FxHashMap::default(),
             order: VecDeque::new(),
             waiting: 0,
+            layout: Layout::Unknown,
+            skipping: None,
+            out_of_range: std::cell::Cell::new(None),
             fast: true,
             fast_documents: 0,
             last_spans: 0,
@@ -257,6 +278,11 @@ impl<'o> TraceReader<'o> {
         result: Result<bool, serde_json::Error>,
     ) -> Result<(), ParseError> {
         self.counts.shapes.trace += n;
+        if let (Ok(_), Some(k)) = (&result, self.out_of_range.take()) {
+            // Its decisions are emitted (a bad one unknown), and its lines
+            // counted malformed, as a malformed filter line is.
+            return self.malformed_lines(first, n, crate::domain::out_of_range(k));
+        }
         match result {
             Ok(true) => self.counts.lines_used += n,
             Ok(false) => self.counts.lines_ignored += n,
@@ -316,15 +342,33 @@ impl<'o> TraceReader<'o> {
     ) -> Result<(), ParseError> {
         self.line += 1;
         self.counts.lines_total += 1;
+        if let Some((_, bytes)) = &mut self.skipping {
+            *bytes += raw.len() as u64 + 1;
+            return self.skip(raw);
+        }
+        let t = crate::classify::trim_end(raw);
+        let start = t.iter().take_while(|c| c.is_ascii_whitespace()).count();
+        let t = &t[start..];
+        if !self.doc.is_empty() && self.layout == Layout::Unknown && looks_like_traces(t) {
+            // The input's first line did not close, and this one opens a
+            // new document on one line: the first was a line cut short,
+            // and the input is one document per line.
+            let first = self.doc_first;
+            let len = self.doc.len() as u64 - 1;
+            self.doc = Vec::new();
+            self.counts.shapes.trace += 1;
+            self.layout = Layout::Lines;
+            self.malformed_at(first, cut_short(len))?;
+        }
         if !self.doc.is_empty() {
-            if self.doc.len() + raw.len() + 1 > self.opts.max_trace_document_bytes.max(1) {
-                self.drop_document(MalformedReason::TooLong {
-                    bytes: self.opts.max_trace_document_bytes as u64,
-                })?;
-                self.depth = 0;
-                self.in_str = false;
-                self.esc = false;
-                return Ok(());
+            let len = self.doc.len() + raw.len() + 1;
+            let cap = self.opts.max_trace_document_bytes.max(1);
+            if len > cap {
+                // Dropped; its remaining lines are skipped up to its end,
+                // and counted with its whole length there.
+                self.doc = Vec::new();
+                self.skipping = Some((self.doc_first, len as u64));
+                return self.skip(raw);
             }
             self.doc.extend_from_slice(raw);
             self.doc.push(b'\n');
@@ -335,12 +379,10 @@ impl<'o> TraceReader<'o> {
                 let r = self.document(&doc, first, sink);
                 self.account(first, self.line - first + 1, r)?;
                 self.depth = 0;
+                self.layout = Layout::Pretty;
             }
             return Ok(());
         }
-        let t = crate::classify::trim_end(raw);
-        let start = t.iter().take_while(|c| c.is_ascii_whitespace()).count();
-        let t = &t[start..];
         if t.is_empty() {
             self.counts.shapes.blank += 1;
             self.counts.lines_ignored += 1;
@@ -348,7 +390,7 @@ impl<'o> TraceReader<'o> {
         }
         let line = self.line;
         match self.document(t, line, sink) {
-            Err(e) if e.is_eof() => {
+            Err(e) if e.is_eof() && self.layout != Layout::Lines => {
                 // The document goes on over the next lines (pretty-printed).
                 self.doc.extend_from_slice(t);
                 self.doc.push(b'\n');
@@ -359,8 +401,41 @@ impl<'o> TraceReader<'o> {
                 self.scan(t);
                 Ok(())
             }
-            r => self.account(line, 1, r),
+            Err(e) if e.is_eof() => {
+                // One document per line: this one was cut short.
+                self.counts.shapes.trace += 1;
+                self.malformed_at(line, cut_short(t.len() as u64))
+            }
+            r => {
+                if self.layout == Layout::Unknown {
+                    self.layout = Layout::Lines;
+                }
+                self.account(line, 1, r)
+            }
         }
+    }
+
+    /// One line of a document over the cap, already counted: scanned for
+    /// its brackets only, up to the line that closes the document.
+    fn skip(&mut self, raw: &[u8]) -> Result<(), ParseError> {
+        self.scan(raw);
+        if self.depth <= 0 && !self.in_str {
+            self.depth = 0;
+            self.esc = false;
+            return self.end_skip();
+        }
+        Ok(())
+    }
+
+    /// Counts the lines of the document skipped (up to this line).
+    fn end_skip(&mut self) -> Result<(), ParseError> {
+        let Some((first, bytes)) = self.skipping.take() else {
+            return Ok(());
+        };
+        let cap = self.opts.max_trace_document_bytes.max(1) as u64;
+        let n = self.line - first + 1;
+        self.counts.shapes.trace += n;
+        self.malformed_lines(first, n, MalformedReason::TraceTooLong { bytes, cap })
     }
 
     /// Reads one document; returns whether it held any span read.
@@ -373,9 +448,11 @@ impl<'o> TraceReader<'o> {
         // Sized as the last document was (documents of one input are alike).
         let mut spans: Vec<SpanRef<'_>> = Vec::with_capacity(self.last_spans);
         let mut filters: Filters<'_> = Vec::with_capacity(self.last_filters);
+        self.out_of_range.set(None);
         if self.fast && fast::read(self, bytes, line, &mut spans, &mut filters).is_some() {
             self.fast_documents += 1;
         } else {
+            self.out_of_range.set(None);
             spans.clear();
             filters.clear();
             general::read(self, bytes, line, &mut spans, &mut filters)?;
@@ -499,18 +576,74 @@ impl<'o> TraceReader<'o> {
         sink(Item::Decision(d));
     }
 
-    /// The decision of one filter span.
+    /// The decision of one filter span, its start time (epoch seconds)
+    /// read from `ts_key`. A value outside its domain
+    /// ([`crate::domain`]: a count that is negative, no number or past
+    /// 2^53, a threshold that is not finite, a start time outside
+    /// [`crate::domain::TS_RANGE`]) makes the decision's outcome unknown
+    /// and unsets its values, as a malformed filter line does, and the
+    /// document is counted malformed (`value of KEY out of range`).
     fn decision(
+        &self,
+        ids: &ResourceIds,
+        mut a: SpanAttrs<'_>,
+        ts: Option<f64>,
+        ts_key: &'static str,
+        line: u64,
+    ) -> Box<Decision> {
+        use crate::domain::{is_count, is_threshold, is_timestamp};
+        // A value given: its number, or NaN when it is none.
+        let num = |v: &Option<Scalar<'_>>| match v {
+            None | Some(Scalar::Other) => None,
+            Some(v) => Some(v.as_f64().unwrap_or(f64::NAN)),
+        };
+        let checks: [Check; 4] = [
+            (ATTR_STICKY, num(&a.sticky), is_count),
+            (ATTR_CANDIDATES, num(&a.candidates), is_count),
+            (ATTR_THRESHOLD, num(&a.threshold), is_threshold),
+            (ts_key, ts, is_timestamp),
+        ];
+        let bad = checks
+            .iter()
+            .find(|(_, v, ok)| v.is_some_and(|x| !ok(x)))
+            .map(|(k, ..)| *k);
+        let penalty_no_number = num(&a.penalty).is_some_and(|x| x.is_nan())
+            && a.penalty.as_ref().and_then(Scalar::as_f64).is_none();
+        let bad = bad.or(penalty_no_number.then_some(ATTR_PENALTY));
+        let mut ts = ts;
+        let outcome_of = |v: Scalar<'_>| match v {
+            Scalar::Str(s) => Outcome::parse(&s),
+            v => v.into_string().as_deref().and_then(Outcome::parse),
+        };
+        if let Some(k) = bad {
+            if self.out_of_range.get().is_none() {
+                self.out_of_range.set(Some(k));
+            }
+            let logged = a.decision.take().and_then(outcome_of);
+            a = SpanAttrs {
+                request_id: a.request_id.take(),
+                model: a.model.take(),
+                ..SpanAttrs::default()
+            };
+            if k == ts_key {
+                ts = None;
+            }
+            let mut d = self.decision_of(ids, a, ts, line, None);
+            d.message = message_of(logged);
+            return d;
+        }
+        let outcome = a.decision.take().and_then(outcome_of);
+        self.decision_of(ids, a, ts, line, outcome)
+    }
+
+    fn decision_of(
         &self,
         ids: &ResourceIds,
         a: SpanAttrs<'_>,
         ts: Option<f64>,
         line: u64,
+        outcome: Option<Outcome>,
     ) -> Box<Decision> {
-        let outcome = a.decision.and_then(|v| match v {
-            Scalar::Str(s) => Outcome::parse(&s),
-            v => v.into_string().as_deref().and_then(Outcome::parse),
-        });
         let model = a.model.and_then(Scalar::into_string);
         let deployment = self.naming.resolve_traced(
             ids.deployment.as_deref(),
@@ -529,15 +662,7 @@ impl<'o> TraceReader<'o> {
             },
             epp_pod: ids.pod.clone(),
             outcome,
-            message: match outcome {
-                Some(Outcome::Sticky) => FilterMsg::NarrowedToSticky,
-                Some(Outcome::NoMatch) => FilterMsg::NoSticky,
-                Some(Outcome::Exploration) => FilterMsg::ExplorationSkip,
-                Some(Outcome::LoadOverride) => FilterMsg::TtftGateBroken,
-                Some(Outcome::MissingSignal) => FilterMsg::MissingSignal,
-                Some(Outcome::RequestLoadOverride) => FilterMsg::RequestGateBroken,
-                Some(Outcome::NotApplicable) | None => FilterMsg::None,
-            },
+            message: message_of(outcome),
             traced_penalty_ms: a.penalty.and_then(|v| v.as_f64()),
             sticky: a.sticky.and_then(|v| v.as_f64()).and_then(count_u32),
             total: a.candidates.and_then(|v| v.as_f64()).and_then(count_u32),
@@ -556,6 +681,7 @@ impl<'o> TraceReader<'o> {
         compressed: u64,
         gzip: bool,
     ) -> Result<InputLedger, ParseError> {
+        self.end_skip()?;
         if !self.doc.is_empty() {
             // A document cut at the end of the input.
             self.drop_document(MalformedReason::BadTrace(
@@ -575,6 +701,31 @@ impl<'o> TraceReader<'o> {
             counts: self.counts,
         })
     }
+}
+
+/// A value checked against its domain: its key, the value if given (NaN
+/// when it is no number), the domain.
+type Check = (&'static str, Option<f64>, fn(f64) -> bool);
+
+/// The filter message that logs an outcome.
+fn message_of(outcome: Option<Outcome>) -> FilterMsg {
+    match outcome {
+        Some(Outcome::Sticky) => FilterMsg::NarrowedToSticky,
+        Some(Outcome::NoMatch) => FilterMsg::NoSticky,
+        Some(Outcome::Exploration) => FilterMsg::ExplorationSkip,
+        Some(Outcome::LoadOverride) => FilterMsg::TtftGateBroken,
+        Some(Outcome::MissingSignal) => FilterMsg::MissingSignal,
+        Some(Outcome::RequestLoadOverride) => FilterMsg::RequestGateBroken,
+        Some(Outcome::NotApplicable) | None => FilterMsg::None,
+    }
+}
+
+/// Why a line of a one-document-per-line input that ends inside its
+/// document is malformed.
+fn cut_short(bytes: u64) -> MalformedReason {
+    MalformedReason::BadTrace(format!(
+        "line cut short after {bytes} bytes (the document does not close; the next line is read as a document of its own)"
+    ))
 }
 
 /// Reads a whole trace stream (already decompressed) on this thread.
@@ -607,9 +758,21 @@ pub(crate) fn run_with<R: Read>(
             Ok(Some(Line::TooLong(n))) => {
                 tr.line += 1;
                 tr.counts.lines_total += 1;
-                tr.counts.shapes.trace += 1;
-                let l = tr.line;
-                tr.malformed_at(l, MalformedReason::TooLong { bytes: n })?;
+                if let Some((_, bytes)) = &mut tr.skipping {
+                    // A line of a document being skipped (its brackets
+                    // unread: a long string, most likely).
+                    *bytes += n + 1;
+                } else if !tr.doc.is_empty() {
+                    // The document being gathered goes past the cap.
+                    let bytes = tr.doc.len() as u64 + n + 1;
+                    tr.doc = Vec::new();
+                    tr.skipping = Some((tr.doc_first, bytes));
+                } else {
+                    tr.counts.shapes.trace += 1;
+                    let l = tr.line;
+                    let cap = opts.max_trace_document_bytes.max(1) as u64;
+                    tr.malformed_at(l, MalformedReason::TraceTooLong { bytes: n, cap })?;
+                }
             }
             Ok(None) => break,
             Err(e) => return Err(ParseError::io(display, e)),

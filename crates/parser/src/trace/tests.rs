@@ -18,10 +18,6 @@ fn sniffing() {
     assert!(!looks_like_traces(br#"{"v":1,"candidates":[]}"#));
     assert!(!looks_like_traces(b"I0821 14:36:14.123456 1 x.go:1] y"));
     assert!(!looks_like_traces(b""));
-    assert!(looks_like_trace_line(b"  \"data\": ["));
-    assert!(looks_like_trace_line(br#"{"resourceSpans":[]}"#));
-    assert!(!looks_like_trace_line(b"  \"data\": {"));
-    assert!(!looks_like_trace_line(b"{"));
 }
 
 /// The items and ledger of `bytes` read with the fast path and without it
@@ -325,4 +321,32 @@ fn a_strings_end_is_found_word_at_a_time_as_byte_by_byte() {
             assert_eq!(fast::string_end(&vec![0xc3; len]), None);
         }
     }
+}
+
+/// Decisions waiting for their profile span are at most [`MAX_PENDING`]:
+/// past it the oldest are emitted without a profile, and counted.
+#[test]
+fn waiting_decisions_are_bounded() {
+    let n = MAX_PENDING + 5;
+    let spans: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"spanId":"f{i}","parentSpanId":"p{i}","name":"filter_prefix_cache_affinity","attributes":[]}}"#
+            )
+        })
+        .collect();
+    let line = format!(
+        r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{}]}}]}}]}}"#,
+        spans.join(",")
+    );
+    let opts = ParseOptions::default();
+    let mut tr = TraceReader::new("t.jsonl", DeploymentNaming::fallback("default"), &opts);
+    let mut emitted = 0;
+    tr.line(line.as_bytes(), &mut |_| emitted += 1).unwrap();
+    assert_eq!(tr.waiting, MAX_PENDING, "the rest emitted");
+    assert_eq!(emitted, 5);
+    assert_eq!(tr.counts.trace_decisions_without_profile, 5);
+    let il = tr.finish(&mut |_| emitted += 1, 0, 0, false).unwrap();
+    assert_eq!(emitted, n);
+    assert_eq!(il.counts.trace_decisions_without_profile, n as u64);
 }
