@@ -258,9 +258,7 @@ impl Join {
     }
 }
 
-/// Lines a pod keeps in a `kubectl logs -l SELECTOR` capture without
-/// `--tail=-1`: kubectl then prints only the last 10 lines of each pod.
-pub const KUBECTL_SELECTOR_TAIL: u64 = 10;
+pub use gatecal_parser::KUBECTL_SELECTOR_TAIL;
 
 /// The error of an input that held no filter decision (exit 3), with the
 /// likely cause read from the ledger, in this order: no line at all; no EPP
@@ -306,40 +304,13 @@ pub fn no_decisions(what: &str, ledger: &Ledger) -> anyhow::Error {
     crate::output::NoDecisions(format!("{what}: {cause}")).into()
 }
 
-/// When every `[pod/NAME/CONTAINER] ` prefix of the inputs (files read again,
-/// gzip or plain; the first 64 MiB of each) belongs to a pod with at most
-/// [`KUBECTL_SELECTOR_TAIL`] lines: the number of pods and the most lines
-/// of one. `None` when no line has a prefix, an input cannot be read again
-/// (stdin), or a pod has more.
+/// When every `[pod/NAME/CONTAINER] ` prefix of the inputs belongs to a
+/// pod with at most [`KUBECTL_SELECTOR_TAIL`] lines: the number of pods and
+/// the most lines of one, as counted while the inputs were read
+/// ([`gatecal_parser::PodLines`]). `None` when no line has a prefix, or a
+/// pod has more.
 fn pods_all_short(ledger: &Ledger) -> Option<(usize, u64)> {
-    use std::io::{BufRead, BufReader, Read};
-    const LIMIT: u64 = 64 << 20;
-    let mut pods: std::collections::HashMap<Vec<u8>, u64> = std::collections::HashMap::new();
-    for input in &ledger.inputs {
-        let mut f = std::fs::File::open(&input.name).ok()?;
-        let mut magic = [0u8; 2];
-        let gz = f.read_exact(&mut magic).is_ok() && magic == [0x1f, 0x8b];
-        let f = std::fs::File::open(&input.name).ok()?;
-        let r: Box<dyn Read> = if gz {
-            Box::new(flate2::read::MultiGzDecoder::new(f))
-        } else {
-            Box::new(f)
-        };
-        for line in BufReader::new(r.take(LIMIT)).split(b'\n') {
-            let line = line.ok()?;
-            let Some(rest) = line.strip_prefix(b"[pod/") else {
-                continue;
-            };
-            let name = &rest[..rest.iter().position(|&c| c == b'/').unwrap_or(rest.len())];
-            let n = pods.entry(name.to_vec()).or_default();
-            *n += 1;
-            if *n > KUBECTL_SELECTOR_TAIL {
-                return None;
-            }
-        }
-    }
-    let most = pods.values().copied().max()?;
-    Some((pods.len(), most))
+    ledger.total.pod_lines.all_short()
 }
 
 /// Parses the command line of a binary: `--help` and `--version` print and
@@ -574,7 +545,7 @@ const SKIPPED_LISTED: usize = 20;
 /// listed on stderr, prefixed with `bin`.
 pub fn read_inputs(
     args: &InputArgs,
-    files: InputFiles,
+    mut files: InputFiles,
     bin: &str,
     mut on_decision: impl FnMut(Decision),
     mut on_vllm: impl FnMut(&VllmStats),
@@ -596,7 +567,7 @@ pub fn read_inputs(
         );
     }
     let mut opts = args.parse_options();
-    let (trace_inputs, other_inputs) = count_trace_files(&files, &opts);
+    let (trace_inputs, other_inputs) = count_trace_files(&mut files, &opts);
     let mut join = Join {
         hold: trace_inputs > 0 && other_inputs > 0,
         held: Vec::new(),
@@ -697,56 +668,27 @@ pub fn pooled_warning(p: &gatecal_analysis::Pooled) -> Option<String> {
     })
 }
 
-/// Reads a file whole, gunzipping it when it starts with the gzip magic.
-fn read_maybe_gzip(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let raw = std::fs::read(path)?;
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(&raw[..]).read_to_end(&mut out)?;
-        Ok(out)
-    } else {
-        Ok(raw)
-    }
-}
-
-/// Whether a file starts like a Prometheus `query_range` response (gzip or
-/// not): its first 4 KiB, decompressed if need be.
-fn is_prometheus(path: &std::path::Path) -> bool {
-    use std::io::Read;
-    let Ok(f) = std::fs::File::open(path) else {
-        return false;
-    };
-    if !f.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let mut raw = Vec::new();
-    if f.take(4096).read_to_end(&mut raw).is_err() {
-        return false;
-    }
-    let head = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        // A prefix of a gzip stream: decompress what it holds.
-        let _ = flate2::read::MultiGzDecoder::new(&raw[..])
-            .take(4096)
-            .read_to_end(&mut out);
-        out
-    } else {
-        raw
-    };
-    gatecal_analysis::prometheus::looks_like_query_range(&head)
-}
-
 /// Takes the Prometheus `query_range` responses out of the inputs (found by
-/// content, under any name) and reads them: `(file, series)`. A file that
-/// starts like one but does not parse is an error naming it.
+/// content, under any name, gzip or not: their first 4 KiB) and reads
+/// them: `(file, series)`. A file that starts like one but does not parse
+/// is an error naming it. A stream (stdin, a pipe) is read once, on from
+/// the start looked at.
 pub fn take_prometheus(
     files: &mut InputFiles,
+    args: &InputArgs,
 ) -> anyhow::Result<Vec<(String, Vec<gatecal_analysis::prometheus::PromSeries>)>> {
-    let taken = files.take_files(is_prometheus);
+    use std::io::Read;
+    let taken = files.take_files(
+        &args.parse_options(),
+        gatecal_analysis::prometheus::looks_like_query_range,
+    );
     let mut out = Vec::with_capacity(taken.len());
-    for (display, path) in taken {
-        let bytes = read_maybe_gzip(&path).map_err(|e| anyhow::anyhow!("{display}: {e}"))?;
+    for file in taken {
+        let display = file.display.clone();
+        let mut bytes = Vec::new();
+        file.reader()
+            .and_then(|mut r| r.read_to_end(&mut bytes))
+            .map_err(|e| anyhow::anyhow!("{display}: {e}"))?;
         let series = gatecal_analysis::prometheus::parse_query_range(&bytes)
             .map_err(|e| anyhow::anyhow!("{display}: {e}"))?;
         out.push((display, series));

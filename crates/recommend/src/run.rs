@@ -92,7 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let out = outputs.open("-o", args.output.as_deref(), &mut files)?;
     let emitter = Emitter::open(&args.input, emit)?;
-    let prometheus = take_prometheus(&mut files)?;
+    let prometheus = take_prometheus(&mut files, &args.input)?;
     let mut recommend = Recommend::new(opts, configs);
     for (_, series) in prometheus {
         recommend.push_prometheus(series);
