@@ -2,7 +2,7 @@
 //! out, with the ledger, `--emit-decisions`, `--strict` and progress.
 
 use std::cell::RefCell;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -331,7 +331,7 @@ pub struct Emitter {
 }
 
 struct EmitState {
-    w: DecisionWriter<Box<dyn Write>>,
+    w: DecisionWriter<crate::output::Writer>,
     err: Option<io::Error>,
 }
 
@@ -345,7 +345,7 @@ impl Emitter {
         Ok(Some(Emitter {
             path: p.clone(),
             state: Rc::new(RefCell::new(EmitState {
-                w: DecisionWriter::new(dest.into_writer()?),
+                w: DecisionWriter::new(dest.into_writer()),
                 err: None,
             })),
         }))
@@ -388,7 +388,7 @@ impl Emitter {
             return Err(anyhow::Error::from(e).context(format!("cannot write {}", path.display())));
         }
         let n = state.w.written();
-        match state.w.into_inner().and_then(|mut b| b.flush()) {
+        match state.w.into_inner().and_then(crate::output::Writer::finish) {
             Err(e) if !closed(&e) => {
                 Err(anyhow::Error::from(e).context(format!("cannot write {}", path.display())))
             }
