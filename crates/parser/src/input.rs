@@ -490,7 +490,7 @@ impl InputFiles {
     /// Takes out of the files to read those whose start `take` claims (for
     /// another reader, by their content: the first 4 KiB, decompressed
     /// when gzip), in order. Looks at every file's start first
-    /// ([`InputFiles::probe`]): a stream (stdin, a pipe) taken is read on
+    /// (as [`crate::parse_files`] does): a stream (stdin, a pipe) taken is read on
     /// from there, never opened again; a regular file is opened again.
     pub fn take_files(
         &mut self,
