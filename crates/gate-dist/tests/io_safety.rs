@@ -542,39 +542,71 @@ fn names(d: &Path) -> Vec<String> {
     v
 }
 
-/// Runs started together that write the same files leave one run's
-/// complete report and records (not a mix of several, nor zeros where one
-/// run truncated what another wrote), and no temporary file.
+/// Sends `signal` (`STOP`, `CONT`, `INT`, …) to a process.
+#[cfg(unix)]
+fn kill(signal: &str, pid: u32) {
+    let ok = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{signal} {pid}");
+}
+
+/// Two runs that write the same files at once (one stopped while it
+/// writes its records, the other run whole meanwhile) leave one run's
+/// complete report and records, not parts of both nor zeros where one run
+/// emptied what the other was writing, and no temporary file.
+#[cfg(unix)]
 #[test]
 fn concurrent_runs_writing_one_file_leave_one_complete_file() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let log = fixture("glm-like/epp.log");
-    let children: Vec<_> = (0..6)
-        .map(|_| {
-            bin()
-                .current_dir(d)
-                .args([log.to_str().unwrap(), "-q", "-j", "1"])
-                .args(["-o", "r.json", "--emit-decisions", "d.jsonl"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+    let run = |log: &str| {
+        bin()
+            .current_dir(d)
+            .arg(fixture(log))
+            .args(["-q", "--format", "json", "-j", "1"])
+            .args(["-o", "r.json", "--emit-decisions", "d.jsonl"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // 1,100 decisions: their records are written as the log is read.
+    let long = run("demo/glm-like.log.gz");
+    let writing = || {
+        fs::read_dir(d).unwrap().any(|e| {
+            let e = e.unwrap();
+            e.file_name().to_string_lossy().contains("d.jsonl")
+                && e.metadata().is_ok_and(|m| m.len() > 0)
         })
-        .collect();
-    for c in children {
-        let out = wait_or_fail(c, Duration::from_secs(300));
-        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    let start = Instant::now();
+    while !writing() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no record written"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    kill("STOP", long.id());
+    // 12 decisions, run whole while the other is stopped.
+    let short = wait_or_fail(run("balanced/epp.log"), Duration::from_secs(120));
+    kill("CONT", long.id());
+    let long = wait_or_fail(long, Duration::from_secs(300));
+    for out in [&short, &long] {
+        assert!(out.status.success(), "{}", stderr(out));
     }
     let report = fs::read(d.join("r.json")).unwrap();
-    assert_eq!(decisions(&report), 60);
+    assert_eq!(decisions(&report), 1100);
     let records = fs::read_to_string(d.join("d.jsonl")).unwrap();
-    assert!(!records.contains('\0'));
-    assert_eq!(records.lines().count(), 60);
+    assert!(!records.contains('\0'), "NUL bytes in the records");
     for line in records.lines() {
         serde_json::from_str::<serde_json::Value>(line).expect("a whole record");
     }
+    assert_eq!(records.lines().count(), 1100);
     assert_eq!(names(d), ["d.jsonl", "r.json"]);
 }
 
@@ -615,24 +647,17 @@ fn an_interrupted_run_leaves_no_partial_output() {
         // Some log lines: the run is reading.
         let log = fs::read(fixture("balanced/epp.log")).unwrap();
         std::io::Write::write_all(&mut held, &log[..8192]).unwrap();
-        // Wait until its outputs are open (their temporary files exist).
+        // Wait until its outputs are open (files beside the input).
         let start = Instant::now();
-        while names(d).iter().filter(|n| n.ends_with(".tmp")).count() < 3 {
+        while names(d).len() < 4 {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
-                "no temporary files: {:?}",
+                "no output opened: {:?}",
                 names(d)
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        let pid = child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args([&format!("-{signal}"), &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        kill(signal, child.id());
         let out = wait_or_fail(child, Duration::from_secs(60));
         drop(held);
         assert_eq!(
