@@ -1,18 +1,24 @@
 //! Where output goes, which format by default, and how errors become exit codes.
 //!
-//! Every output file is opened by [`Outputs::open`] before any input is
-//! read: a missing folder or a file that cannot be created fails at once,
-//! and an output that is an input (the same device and inode: the same
-//! path, a symlink or a hard link to it) is an error naming both, so the
-//! input is never truncated. A file in an input folder that this run
-//! writes is not read (see [`gatecal_parser::InputFiles::exclude_output`]).
+//! Every output file is checked and opened by [`Outputs::open`] before any
+//! input is read: a missing folder or a folder that takes no new file
+//! fails at once, and an output that is a file the run reads (the same
+//! device and inode: the same path, a symlink or a hard link to it; an
+//! input named by path, a file of an input folder whose content is an
+//! input, a `--config`) is an error naming both, so no input is ever
+//! replaced. A file of an input folder that is no input (an earlier
+//! report) is not read (see [`gatecal_parser::InputFiles::exclude_output`]).
+//! A regular file is written whole or not at all, through a temporary file
+//! renamed onto it ([`crate::atomic`]); a special file (`/dev/null`,
+//! `/dev/stdout`, a FIFO) is written in place.
 //!
 //! Exit codes: 0 on success and when the reader closed the pipe
 //! (`gate-dist … | head`), 1 when `--strict` found malformed lines, 2 on
 //! usage or I/O errors (the message names the path), 3 when the input held
 //! no filter decision (the message gives the likely cause:
 //! [`crate::pipeline::no_decisions`]), 101 on an internal error (a panic:
-//! [`crate::internal_error`]).
+//! [`crate::internal_error`]), 130, 143 and 129 after SIGINT, SIGTERM and
+//! SIGHUP ([`crate::atomic::clean_up_on_signals`]).
 
 use std::fmt;
 use std::fs::{self, File};
@@ -870,5 +876,42 @@ mod tests {
         let bad = dir.path().join("no/such/dir/r.txt");
         let e = write_output(Some(&bad), |w| w.write_all(b"x")).unwrap_err();
         assert!(format!("{e:#}").contains("no/such/dir/r.txt"));
+    }
+
+    /// A write that fails leaves the file as it was and no temporary
+    /// file; one that succeeds replaces it whole, through a symlink too.
+    #[test]
+    fn a_file_is_replaced_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.txt");
+        std::fs::write(&p, "old").unwrap();
+        let e = write_output(Some(&p), |w| {
+            w.write_all(b"half")?;
+            Err(io::Error::other("disk on fire"))
+        })
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("disk on fire"), "{e:#}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "old");
+        let names = || -> Vec<_> {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect()
+        };
+        assert_eq!(names().len(), 1);
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("link.txt");
+            std::os::unix::fs::symlink("r.txt", &link).unwrap();
+            write_output(Some(&link), |w| w.write_all(b"new")).unwrap();
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+            assert!(
+                std::fs::symlink_metadata(&link)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink()
+            );
+            assert_eq!(names().len(), 2);
+        }
     }
 }

@@ -41,6 +41,15 @@
 //! a [`ParseError::Io`] naming the path; a path or glob that matches nothing
 //! is [`ParseError::NotFound`].
 //!
+//! Every input is read once. Stdin, `/dev/stdin`, a FIFO, process
+//! substitution or a device is opened once: its first 4 KiB are read (to
+//! tell gzip, traces and what [`InputFiles::take_files`] looks for) and
+//! kept before the rest, never read again. A regular file is read from
+//! its start once to tell what it holds, then opened again to be parsed,
+//! which must find the same file (device and inode). What a message
+//! needs about the lines is counted as they are read
+//! ([`Counts::pod_lines`]).
+//!
 //! Lines end at `\n`; a trailing `\r` (CRLF) and trailing blanks are dropped;
 //! invalid UTF-8 is tolerated (replaced where a value is read). A line longer
 //! than [`ParseOptions::max_line_bytes`] (default
