@@ -507,9 +507,10 @@ fn the_cause_of_no_decisions_comes_from_the_one_read() {
 #[test]
 fn stdin_is_read_once_as_dash_or_dev_stdin() {
     let (_, gz) = log_and_gzip();
-    for arg in ["-", "/dev/stdin"] {
+    for args in [&["-"][..], &["/dev/stdin"], &["-", "/dev/stdin", "-"]] {
         let mut child = bin()
-            .args([arg, "--format", "json", "-q"])
+            .args(args)
+            .args(["--format", "json"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -523,13 +524,32 @@ fn stdin_is_read_once_as_dash_or_dev_stdin() {
         });
         let out = wait_or_fail(child, Duration::from_secs(120));
         let _ = writer.join();
-        assert_eq!(
-            decisions_of(&out),
-            (Some(0), 60, 1656),
-            "{arg}: {}",
-            stderr(&out)
-        );
+        let e = stderr(&out);
+        assert_eq!(decisions_of(&out), (Some(0), 60, 1656), "{args:?}: {e}");
+        if args.len() > 1 {
+            assert!(
+                e.contains("/dev/stdin: the same file as -, read once"),
+                "{e}"
+            );
+            assert!(e.contains("-: the same file as -, read once"), "{e}");
+        }
     }
+    // An output onto the file stdin reads is refused.
+    let (dir, log) = scratch();
+    let d = dir.path();
+    let out = bin()
+        .current_dir(d)
+        .args(["-", "-o", "x.log"])
+        .stdin(fs::File::open(d.join("x.log")).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("-o x.log is the input -"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read(d.join("x.log")).unwrap(), log);
 }
 
 /// The names in a folder, sorted.

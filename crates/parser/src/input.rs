@@ -408,8 +408,22 @@ impl InputFiles {
         }
         // Each file once.
         let mut first: std::collections::HashMap<FileId, String> = Default::default();
+        let mut stdin_seen = false;
         let files = std::mem::take(&mut out.files);
         for f in files {
+            // Stdin (a terminal, say) given twice.
+            if f.path.is_none() {
+                if stdin_seen {
+                    out.skipped.push(SkippedFile {
+                        path: f.display.clone(),
+                        reason: SkipReason::Duplicate {
+                            first: "-".to_string(),
+                        },
+                    });
+                    continue;
+                }
+                stdin_seen = true;
+            }
             if let Some(id) = &f.id {
                 if let Some(d) = first.get(id) {
                     out.skipped.push(SkippedFile {
@@ -639,6 +653,26 @@ fn walk(
     Ok(())
 }
 
+/// The identity of standard input when it is a file or a pipe (not a
+/// terminal or another device): `-` with `/dev/stdin` is read once, and an
+/// output onto the file stdin reads is caught.
+fn stdin_id() -> Option<FileId> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::FileTypeExt;
+        let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
+        let m = fs::File::from(fd).metadata().ok()?;
+        let t = m.file_type();
+        if t.is_char_device() || t.is_block_device() {
+            return None;
+        }
+        Some(FileId::from_meta(Path::new("-"), &m))
+    }
+    #[cfg(not(unix))]
+    None
+}
+
 /// Expands one spec into files: folders recursively in sorted order
 /// (hidden entries skipped), globs in sorted order.
 fn expand_one(
@@ -652,7 +686,7 @@ fn expand_one(
             path: None,
             display: "-".to_string(),
             explicit: spec.name.clone(),
-            id: None,
+            id: stdin_id(),
             found: false,
             probe: None,
         }),
