@@ -5,7 +5,8 @@
 //! FILE:LINE` (and a backtrace when `RUST_BACKTRACE` asks for one), then
 //! exits with [`EXIT_CODE`] from whichever thread panicked. No thread is
 //! left waiting for the one that panicked, whatever it was doing (reading
-//! stdin, waiting for a block), and no partial report is written.
+//! stdin, waiting for a block), and no partial report is written (the
+//! temporary files of the outputs are removed: [`crate::atomic`]).
 
 use std::backtrace::{Backtrace, BacktraceStatus};
 use std::io::Write;
@@ -37,6 +38,8 @@ pub fn install(bin: &'static str) {
             let _ = writeln!(err, "{bt}");
         }
         let _ = err.flush();
+        // No output is left half written under a temporary name.
+        let _held = crate::atomic::remove_all();
         std::process::exit(EXIT_CODE);
     }));
 }

@@ -7,7 +7,9 @@
 //! destinations, default formats and exit codes ([`output`]), what a
 //! panic does ([`internal_error`]), messages on the terminal and
 //! `--version` ([`term`]), `--generate` ([`generate`]), progress
-//! ([`progress`]), `--since`/`--until` times ([`time`]).
+//! ([`progress`]), `--since`/`--until` times ([`time`]), output files
+//! written whole or not at all, and what SIGINT and SIGTERM do
+//! ([`atomic`]).
 //!
 //! # Example
 //!
@@ -18,6 +20,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod atomic;
 pub mod bounds;
 pub mod candidates;
 pub mod config_file;

@@ -1,21 +1,27 @@
 //! Where output goes, which format by default, and how errors become exit codes.
 //!
-//! Every output file is opened by [`Outputs::open`] before any input is
-//! read: a missing folder or a file that cannot be created fails at once,
-//! and an output that is an input (the same device and inode: the same
-//! path, a symlink or a hard link to it) is an error naming both, so the
-//! input is never truncated. A file in an input folder that this run
-//! writes is not read (see [`gatecal_parser::InputFiles::exclude_output`]).
+//! Every output file is checked and opened by [`Outputs::open`] before any
+//! input is read: a missing folder or a folder that takes no new file
+//! fails at once, and an output that is a file the run reads (the same
+//! device and inode: the same path, a symlink or a hard link to it; an
+//! input named by path, a file of an input folder whose content is an
+//! input, a `--config`) is an error naming both, so no input is ever
+//! replaced. A file of an input folder that is no input (an earlier
+//! report) is not read (see [`gatecal_parser::InputFiles::exclude_output`]).
+//! A regular file is written whole or not at all, through a temporary file
+//! renamed onto it ([`crate::atomic`]); a special file (`/dev/null`,
+//! `/dev/stdout`, a FIFO) is written in place.
 //!
 //! Exit codes: 0 on success and when the reader closed the pipe
 //! (`gate-dist … | head`), 1 when `--strict` found malformed lines, 2 on
 //! usage or I/O errors (the message names the path), 3 when the input held
 //! no filter decision (the message gives the likely cause:
 //! [`crate::pipeline::no_decisions`]), 101 on an internal error (a panic:
-//! [`crate::internal_error`]).
+//! [`crate::internal_error`]), 130, 143 and 129 after SIGINT, SIGTERM and
+//! SIGHUP ([`crate::atomic::clean_up_on_signals`]).
 
 use std::fmt;
-use std::fs::File;
+use std::fs::{self, File};
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -278,58 +284,154 @@ pub fn stdout_is_terminal(output: Option<&Path>) -> bool {
     output.is_none() && io::stdout().is_terminal()
 }
 
-/// Writes with `f` to `-o FILE` (or `-` / none for stdout), buffered, flushed.
+/// Writes with `f` to `-o FILE` (or `-` / none for stdout), buffered,
+/// flushed; a file is written whole or not at all ([`Outputs::open`]).
 pub fn write_output(
     output: Option<&Path>,
     f: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> anyhow::Result<()> {
-    match output.filter(|p| p.as_os_str() != "-") {
-        Some(p) => {
-            let file = File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
-            let mut w = BufWriter::new(file);
-            f(&mut w).with_context(|| format!("cannot write {}", p.display()))?;
-            w.flush()
-                .with_context(|| format!("cannot write {}", p.display()))?;
-        }
-        None => {
-            let stdout = io::stdout();
-            let mut w = BufWriter::new(stdout.lock());
-            f(&mut w).context("cannot write to stdout")?;
-            w.flush().context("cannot write to stdout")?;
-        }
-    }
-    Ok(())
+    Outputs::default()
+        .open("-o", output, &mut InputFiles::default())?
+        .write(f)
 }
 
-/// One output file, opened (created if missing, not yet truncated) before
-/// any input is read.
+/// How an output file is written.
+#[derive(Debug)]
+enum How {
+    /// To a temporary file beside the target, renamed onto it once
+    /// written in full.
+    Replace {
+        temp: crate::atomic::Temp,
+        target: PathBuf,
+    },
+    /// In place: a special file (`/dev/null`, `/dev/stdout`, a FIFO, a
+    /// device, process substitution), opened for appending.
+    InPlace,
+}
+
+/// One output file, checked and opened before any input is read: a
+/// regular file (or a new one) as a temporary file in its target's folder,
+/// renamed onto the target when written in full ([`crate::atomic`]); a
+/// special file as itself.
 #[derive(Debug)]
 pub struct OutputFile {
     path: PathBuf,
     file: File,
+    how: How,
 }
 
 impl OutputFile {
-    /// Its path.
+    /// Its path, as given.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Truncates the file and returns a buffered writer over it.
-    pub fn into_writer(self) -> anyhow::Result<BufWriter<File>> {
-        self.file
-            .set_len(0)
-            .with_context(|| format!("cannot write {}", self.path.display()))?;
-        Ok(BufWriter::new(self.file))
+    /// Whether it is a special file written in place (`/dev/null`, a
+    /// FIFO, a device), not a regular file.
+    pub fn is_special(&self) -> bool {
+        matches!(self.how, How::InPlace)
     }
 
-    /// Writes the file with `f` (truncated first), buffered, flushed.
+    /// A buffered writer over it; [`FileWriter::finish`] completes it.
+    pub fn into_writer(self) -> FileWriter {
+        FileWriter {
+            w: BufWriter::new(self.file),
+            how: self.how,
+            path: self.path,
+        }
+    }
+
+    /// Writes the file with `f`, buffered, and completes it.
     pub fn write(self, f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow::Result<()> {
         let path = self.path.clone();
-        let mut w = self.into_writer()?;
+        let mut w = self.into_writer();
         f(&mut w).with_context(|| format!("cannot write {}", path.display()))?;
-        w.flush()
+        w.finish()
             .with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+/// A buffered writer over an [`OutputFile`]. Dropped without
+/// [`FileWriter::finish`] (an error), the file's target is left as it was.
+#[derive(Debug)]
+pub struct FileWriter {
+    w: BufWriter<File>,
+    how: How,
+    path: PathBuf,
+}
+
+impl Write for FileWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.w.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.w.write_all(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+}
+
+impl FileWriter {
+    /// Its path, as given.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Flushes the file and, for a regular file, renames it onto its
+    /// target: the output is then complete.
+    pub fn finish(self) -> io::Result<()> {
+        let FileWriter { w, how, .. } = self;
+        let file = w.into_inner().map_err(io::IntoInnerError::into_error)?;
+        drop(file);
+        match how {
+            How::Replace { temp, target } => temp.commit(&target),
+            How::InPlace => Ok(()),
+        }
+    }
+}
+
+/// A writer over a [`Destination`].
+#[derive(Debug)]
+pub enum Writer {
+    /// Standard output, buffered.
+    Stdout(BufWriter<io::Stdout>),
+    /// A file.
+    File(FileWriter),
+}
+
+impl Write for Writer {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Writer::Stdout(w) => w.write(buf),
+            Writer::File(w) => w.write(buf),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Writer::Stdout(w) => w.write_all(buf),
+            Writer::File(w) => w.write_all(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Writer::Stdout(w) => w.flush(),
+            Writer::File(w) => w.flush(),
+        }
+    }
+}
+
+impl Writer {
+    /// Flushes, and completes a file ([`FileWriter::finish`]).
+    pub fn finish(self) -> io::Result<()> {
+        match self {
+            Writer::Stdout(mut w) => w.flush(),
+            Writer::File(w) => w.finish(),
+        }
     }
 }
 
@@ -343,15 +445,15 @@ pub enum Destination {
 }
 
 impl Destination {
-    /// A buffered writer (a file is truncated first).
-    pub fn into_writer(self) -> anyhow::Result<Box<dyn Write>> {
-        Ok(match self {
-            Destination::File(o) => Box::new(o.into_writer()?),
-            Destination::Stdout => Box::new(BufWriter::new(io::stdout())),
-        })
+    /// A buffered writer; [`Writer::finish`] completes it.
+    pub fn into_writer(self) -> Writer {
+        match self {
+            Destination::File(o) => Writer::File(o.into_writer()),
+            Destination::Stdout => Writer::Stdout(BufWriter::new(io::stdout())),
+        }
     }
 
-    /// Writes with `f`, buffered, flushed.
+    /// Writes with `f`, buffered, and completes the output.
     pub fn write(self, f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow::Result<()> {
         match self {
             Destination::File(o) => o.write(f),
@@ -365,14 +467,48 @@ impl Destination {
     }
 }
 
+/// One output opened: its flag, its path as given, where it ends up, and
+/// the identity of the file there, if one existed.
+#[derive(Debug)]
+struct Opened {
+    flag: String,
+    path: PathBuf,
+    target: PathBuf,
+    id: Option<FileId>,
+}
+
+/// Whether an open file is a character device (`/dev/null`, a terminal).
+fn is_char_device(file: &File) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        file.metadata()
+            .is_ok_and(|m| m.file_type().is_char_device())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        false
+    }
+}
+
+/// Whether a folder (canonical) holds files that are no place for a
+/// temporary file: `/dev` (`/dev/stdout`, `/dev/null`) and `/proc`
+/// (`/dev/fd/N`, `/proc/self/fd/N`, whatever they point to).
+fn is_special_folder(dir: &Path) -> bool {
+    cfg!(unix) && (dir == Path::new("/dev") || dir.starts_with("/proc"))
+}
+
 /// The outputs of a run, checked against its inputs.
 #[derive(Debug, Default)]
 pub struct Outputs {
     /// The name and identity of every input named by path, and of the
     /// other files read.
     inputs: Vec<(String, FileId)>,
-    /// Outputs opened so far: flag, path, identity.
-    opened: Vec<(String, PathBuf, FileId)>,
+    /// The files found in input folders or by globs: name, path, identity.
+    found: Vec<(String, PathBuf, FileId)>,
+    /// Outputs opened so far.
+    opened: Vec<Opened>,
     /// The flag whose output goes to stdout, if any.
     stdout: Option<String>,
 }
@@ -382,13 +518,16 @@ impl Outputs {
     /// `others` (other files the run reads, e.g. `--config`, with the flag
     /// that names them).
     pub fn new(inputs: &InputFiles, others: &[(&str, &Path)]) -> Outputs {
-        // Files found in a folder or by a glob are skipped when written
-        // (`InputFiles::exclude_output`), not errors.
-        let mut all: Vec<(String, FileId)> = inputs
-            .files()
-            .filter(|(_, _, _, named)| *named)
-            .filter_map(|(name, _, id, _)| Some((name.to_string(), id?.clone())))
-            .collect();
+        let mut all = Vec::new();
+        let mut found = Vec::new();
+        for (name, path, id, named) in inputs.files() {
+            let Some(id) = id else { continue };
+            if named {
+                all.push((name.to_string(), id.clone()));
+            } else if let Some(p) = path {
+                found.push((name.to_string(), p.to_path_buf(), id.clone()));
+            }
+        }
         for (flag, p) in others {
             if let Ok(id) = FileId::of(p) {
                 all.push((format!("{flag} {}", p.display()), id));
@@ -396,15 +535,22 @@ impl Outputs {
         }
         Outputs {
             inputs: all,
+            found,
             opened: Vec::new(),
             stdout: None,
         }
     }
 
-    /// Opens the output `path` of `flag` (stdout for none or `-`): its
-    /// folder must exist, it must not be a folder, nor an input or another
-    /// output of the run; it is created if missing, and truncated only
-    /// when written. A file found in an input folder is taken out of
+    /// Opens the output `path` of `flag` (stdout for none or `-`), before
+    /// any input is read: its folder must exist and take a new file, it
+    /// must not be a folder, nor a file the run reads (an input named by
+    /// path, a file of an input folder whose content is an input, a
+    /// `--config`: by device and inode, so through symlinks and hard links
+    /// too), nor another output of the run. A regular file (or a new one)
+    /// is written to a temporary file in its target's folder, renamed onto
+    /// the target when complete; a special file (`/dev/null`,
+    /// `/dev/stdout`, a FIFO, a device) is opened as itself. A file of an
+    /// input folder that is no input (an earlier report) is taken out of
     /// `inputs`.
     pub fn open(
         &mut self,
@@ -420,15 +566,29 @@ impl Outputs {
             self.stdout = Some(flag.to_string());
             return Ok(Destination::Stdout);
         };
+        let (file, opened) = self.prepare(flag, path, Some(inputs))?;
+        self.opened.push(opened);
+        Ok(Destination::File(file))
+    }
+
+    /// Opens a file written after the inputs were read (e.g. one SVG per
+    /// deployment beside `--svg`), checked as [`Outputs::open`] checks
+    /// (a file of an input folder by its content).
+    pub fn open_late(&self, flag: &str, path: &Path) -> anyhow::Result<OutputFile> {
+        self.prepare(flag, path, None).map(|(f, _)| f)
+    }
+
+    /// The checks of [`Outputs::open`], and the file opened.
+    fn prepare(
+        &self,
+        flag: &str,
+        path: &Path,
+        inputs: Option<&mut InputFiles>,
+    ) -> anyhow::Result<(OutputFile, Opened)> {
         let p = path.display();
-        if path.is_dir() {
+        let existing = fs::metadata(path).ok();
+        if existing.as_ref().is_some_and(fs::Metadata::is_dir) {
             bail!("{flag} {p}: is a folder, not a file");
-        }
-        if let Ok(id) = FileId::of(path) {
-            self.check(flag, path, &id)?;
-            if let Err(input) = inputs.exclude_output(&id, flag) {
-                bail!("{flag} {p} is the input {input} (the same file): it would be overwritten");
-            }
         }
         let parent = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
@@ -437,49 +597,150 @@ impl Outputs {
         if !parent.is_dir() {
             bail!("{flag} {p}: folder {} does not exist", parent.display());
         }
-        let file = File::options()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .with_context(|| format!("{flag}: cannot create {p}"))?;
-        let id =
-            FileId::of_file(&file, path).with_context(|| format!("{flag}: cannot create {p}"))?;
-        self.check(flag, path, &id)?;
-        if let Err(input) = inputs.exclude_output(&id, flag) {
-            bail!("{flag} {p} is the input {input} (the same file): it would be overwritten");
+        let dir = parent
+            .canonicalize()
+            .with_context(|| format!("{flag} {p}: cannot find folder {}", parent.display()))?;
+        let special = existing.as_ref().is_some_and(|m| !m.is_file()) || is_special_folder(&dir);
+        if special {
+            let file = File::options()
+                .append(true)
+                .open(path)
+                .with_context(|| format!("{flag}: cannot open {p}"))?;
+            let id =
+                FileId::of_file(&file, path).with_context(|| format!("{flag}: cannot open {p}"))?;
+            if is_char_device(&file) {
+                // `/dev/null` for two outputs, say: nothing is mixed.
+                self.check_inputs(flag, path, &id)?;
+            } else {
+                self.check(flag, path, Some(&id), path)?;
+            }
+            let opened = Opened {
+                flag: flag.to_string(),
+                path: path.to_path_buf(),
+                target: path.to_path_buf(),
+                id: Some(id),
+            };
+            let file = OutputFile {
+                path: path.to_path_buf(),
+                file,
+                how: How::InPlace,
+            };
+            return Ok((file, opened));
         }
-        self.opened
-            .push((flag.to_string(), path.to_path_buf(), id.clone()));
-        Ok(Destination::File(OutputFile {
+        let Some(name) = path.file_name() else {
+            bail!("{flag} {p}: not a file name");
+        };
+        // A symlink is followed: its target is replaced, the link kept.
+        let target = match &existing {
+            Some(_) => path
+                .canonicalize()
+                .with_context(|| format!("{flag}: cannot open {p}"))?,
+            None => dir.join(name),
+        };
+        let id = match &existing {
+            Some(_) => {
+                Some(FileId::of(&target).with_context(|| format!("{flag}: cannot open {p}"))?)
+            }
+            None => None,
+        };
+        self.check(flag, path, id.as_ref(), &target)?;
+        if let Some(id) = &id {
+            self.check_found(flag, path, id, inputs)?;
+        }
+        let (Some(tdir), Some(tname)) = (target.parent(), target.file_name()) else {
+            bail!("{flag} {p}: not a file name");
+        };
+        let (temp, file) = crate::atomic::Temp::create(tdir, tname, existing.as_ref())
+            .with_context(|| {
+                format!(
+                    "{flag} {p}: cannot create a file in folder {}",
+                    tdir.display()
+                )
+            })?;
+        let opened = Opened {
+            flag: flag.to_string(),
+            path: path.to_path_buf(),
+            target: target.clone(),
+            id,
+        };
+        let file = OutputFile {
             path: path.to_path_buf(),
             file,
-        }))
+            how: How::Replace { temp, target },
+        };
+        Ok((file, opened))
     }
 
-    /// Checks a file written after the inputs were read (e.g. one SVG per
-    /// deployment beside `--svg`): not an input and not another output.
-    pub fn check_late(&self, flag: &str, path: &Path) -> anyhow::Result<()> {
-        match FileId::of(path) {
-            Ok(id) => self.check(flag, path, &id),
-            Err(_) => Ok(()),
-        }
-    }
-
-    fn check(&self, flag: &str, path: &Path, id: &FileId) -> anyhow::Result<()> {
-        let p = path.display();
+    /// Not a file the run reads by name.
+    fn check_inputs(&self, flag: &str, path: &Path, id: &FileId) -> anyhow::Result<()> {
         if let Some((input, _)) = self.inputs.iter().find(|(_, i)| i == id) {
-            bail!("{flag} {p} is the input {input} (the same file): it would be overwritten");
+            bail!(
+                "{flag} {} is the input {input} (the same file): it would be overwritten",
+                path.display()
+            );
         }
-        if let Some((other, q, _)) = self.opened.iter().find(|(_, q, i)| i == id && q != path) {
-            bail!("{flag} {p} and {other} {} are the same file", q.display());
+        Ok(())
+    }
+
+    /// Not a file the run reads by name, nor another output.
+    fn check(
+        &self,
+        flag: &str,
+        path: &Path,
+        id: Option<&FileId>,
+        target: &Path,
+    ) -> anyhow::Result<()> {
+        let p = path.display();
+        if let Some(id) = id {
+            self.check_inputs(flag, path, id)?;
         }
-        if let Some((other, _, _)) = self
-            .opened
-            .iter()
-            .find(|(f, q, i)| i == id && q == path && f != flag)
-        {
-            bail!("{flag} and {other} both write {p}");
+        let same = |o: &Opened| match (id, &o.id) {
+            (Some(a), Some(b)) => a == b,
+            _ => o.target == target,
+        };
+        if let Some(o) = self.opened.iter().find(|o| same(o) && o.path != path) {
+            bail!(
+                "{flag} {p} and {} {} are the same file",
+                o.flag,
+                o.path.display()
+            );
+        }
+        if let Some(o) = self.opened.iter().find(|o| same(o) && o.path == path) {
+            if o.flag == flag {
+                bail!("{flag} {p} is given twice");
+            }
+            bail!("{flag} and {} both write {p}", o.flag);
+        }
+        Ok(())
+    }
+
+    /// A file found in an input folder (or by a glob): an error when the
+    /// run reads it (its content is an input), else it is not read.
+    fn check_found(
+        &self,
+        flag: &str,
+        path: &Path,
+        id: &FileId,
+        inputs: Option<&mut InputFiles>,
+    ) -> anyhow::Result<()> {
+        let p = path.display();
+        match inputs {
+            Some(inputs) => {
+                if let Err(input) = inputs.exclude_output(id, flag) {
+                    bail!(
+                        "{flag} {p} is the input {input} (the same file): it would be overwritten"
+                    );
+                }
+            }
+            None => {
+                if let Some((input, _, _)) = self.found.iter().find(|(_, q, i)| {
+                    i == id && gatecal_parser::looks_like_input(q).unwrap_or(true)
+                }) {
+                    bail!(
+                        "{flag} {p} is the input {input} (the same file): it would be overwritten"
+                    );
+                }
+            }
         }
         Ok(())
     }
@@ -615,5 +876,42 @@ mod tests {
         let bad = dir.path().join("no/such/dir/r.txt");
         let e = write_output(Some(&bad), |w| w.write_all(b"x")).unwrap_err();
         assert!(format!("{e:#}").contains("no/such/dir/r.txt"));
+    }
+
+    /// A write that fails leaves the file as it was and no temporary
+    /// file; one that succeeds replaces it whole, through a symlink too.
+    #[test]
+    fn a_file_is_replaced_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.txt");
+        std::fs::write(&p, "old").unwrap();
+        let e = write_output(Some(&p), |w| {
+            w.write_all(b"half")?;
+            Err(io::Error::other("disk on fire"))
+        })
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("disk on fire"), "{e:#}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "old");
+        let names = || -> Vec<_> {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect()
+        };
+        assert_eq!(names().len(), 1);
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("link.txt");
+            std::os::unix::fs::symlink("r.txt", &link).unwrap();
+            write_output(Some(&link), |w| w.write_all(b"new")).unwrap();
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+            assert!(
+                std::fs::symlink_metadata(&link)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink()
+            );
+            assert_eq!(names().len(), 2);
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! out, with the ledger, `--emit-decisions`, `--strict` and progress.
 
 use std::cell::RefCell;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -284,9 +284,7 @@ impl Join {
     }
 }
 
-/// Lines a pod keeps in a `kubectl logs -l SELECTOR` capture without
-/// `--tail=-1`: kubectl then prints only the last 10 lines of each pod.
-pub const KUBECTL_SELECTOR_TAIL: u64 = 10;
+pub use gatecal_parser::KUBECTL_SELECTOR_TAIL;
 
 /// The error of an input that held no filter decision (exit 3), with the
 /// likely cause read from the ledger, in this order: no line at all; no EPP
@@ -343,40 +341,13 @@ pub fn no_decisions(what: &str, ledger: &Ledger) -> anyhow::Error {
     crate::output::NoDecisions(format!("{what}: {cause}")).into()
 }
 
-/// When every `[pod/NAME/CONTAINER] ` prefix of the inputs (files read again,
-/// gzip or plain; the first 64 MiB of each) belongs to a pod with at most
-/// [`KUBECTL_SELECTOR_TAIL`] lines: the number of pods and the most lines
-/// of one. `None` when no line has a prefix, an input cannot be read again
-/// (stdin), or a pod has more.
+/// When every `[pod/NAME/CONTAINER] ` prefix of the inputs belongs to a
+/// pod with at most [`KUBECTL_SELECTOR_TAIL`] lines: the number of pods and
+/// the most lines of one, as counted while the inputs were read
+/// ([`gatecal_parser::PodLines`]). `None` when no line has a prefix, or a
+/// pod has more.
 fn pods_all_short(ledger: &Ledger) -> Option<(usize, u64)> {
-    use std::io::{BufRead, BufReader, Read};
-    const LIMIT: u64 = 64 << 20;
-    let mut pods: std::collections::HashMap<Vec<u8>, u64> = std::collections::HashMap::new();
-    for input in &ledger.inputs {
-        let mut f = std::fs::File::open(&input.name).ok()?;
-        let mut magic = [0u8; 2];
-        let gz = f.read_exact(&mut magic).is_ok() && magic == [0x1f, 0x8b];
-        let f = std::fs::File::open(&input.name).ok()?;
-        let r: Box<dyn Read> = if gz {
-            Box::new(flate2::read::MultiGzDecoder::new(f))
-        } else {
-            Box::new(f)
-        };
-        for line in BufReader::new(r.take(LIMIT)).split(b'\n') {
-            let line = line.ok()?;
-            let Some(rest) = line.strip_prefix(b"[pod/") else {
-                continue;
-            };
-            let name = &rest[..rest.iter().position(|&c| c == b'/').unwrap_or(rest.len())];
-            let n = pods.entry(name.to_vec()).or_default();
-            *n += 1;
-            if *n > KUBECTL_SELECTOR_TAIL {
-                return None;
-            }
-        }
-    }
-    let most = pods.values().copied().max()?;
-    Some((pods.len(), most))
+    ledger.total.pod_lines.all_short()
 }
 
 /// Parses the command line of a binary: `--help` and `--version` print and
@@ -397,7 +368,7 @@ pub struct Emitter {
 }
 
 struct EmitState {
-    w: DecisionWriter<Box<dyn Write>>,
+    w: DecisionWriter<crate::output::Writer>,
     err: Option<io::Error>,
 }
 
@@ -411,7 +382,7 @@ impl Emitter {
         Ok(Some(Emitter {
             path: p.clone(),
             state: Rc::new(RefCell::new(EmitState {
-                w: DecisionWriter::new(dest.into_writer()?),
+                w: DecisionWriter::new(dest.into_writer()),
                 err: None,
             })),
         }))
@@ -454,7 +425,7 @@ impl Emitter {
             return Err(anyhow::Error::from(e).context(format!("cannot write {}", path.display())));
         }
         let n = state.w.written();
-        match state.w.into_inner().and_then(|mut b| b.flush()) {
+        match state.w.into_inner().and_then(crate::output::Writer::finish) {
             Err(e) if !closed(&e) => {
                 Err(anyhow::Error::from(e).context(format!("cannot write {}", path.display())))
             }
@@ -611,7 +582,7 @@ const SKIPPED_LISTED: usize = 20;
 /// listed on stderr, prefixed with `bin`.
 pub fn read_inputs(
     args: &InputArgs,
-    files: InputFiles,
+    mut files: InputFiles,
     bin: &str,
     mut on_decision: impl FnMut(Decision),
     mut on_vllm: impl FnMut(&VllmStats),
@@ -633,7 +604,7 @@ pub fn read_inputs(
         );
     }
     let mut opts = args.parse_options();
-    let (trace_inputs, other_inputs) = count_trace_files(&files, &opts);
+    let (trace_inputs, other_inputs) = count_trace_files(&mut files, &opts);
     let mut join = Join {
         hold: trace_inputs > 0 && other_inputs > 0,
         held: Vec::new(),
@@ -735,58 +706,27 @@ pub fn pooled_warning(p: &gatecal_analysis::Pooled) -> Option<String> {
     })
 }
 
-/// Whether a file starts like a Prometheus `query_range` response (gzip or
-/// not): its first 4 KiB, decompressed if need be.
-fn is_prometheus(path: &std::path::Path) -> bool {
-    use std::io::Read;
-    let Ok(f) = std::fs::File::open(path) else {
-        return false;
-    };
-    if !f.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let mut raw = Vec::new();
-    if f.take(4096).read_to_end(&mut raw).is_err() {
-        return false;
-    }
-    let head = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        // A prefix of a gzip stream: decompress what it holds.
-        let _ = flate2::read::MultiGzDecoder::new(&raw[..])
-            .take(4096)
-            .read_to_end(&mut out);
-        out
-    } else {
-        raw
-    };
-    gatecal_analysis::looks_like_query_range(&head)
-}
-
 /// Takes the Prometheus `query_range` responses out of the inputs (found by
-/// content, under any name) and reads them, streamed, gunzipped when they
-/// start with the gzip magic: `(file, series)`. A file that starts like
-/// one but does not parse is an error naming it, and so is the file that
-/// takes the responses past `max_bytes` (all files together, decompressed).
+/// content, under any name, gzip or not: their first 4 KiB) and reads
+/// them, streamed: `(file, series)`. A file that starts like one but does
+/// not parse is an error naming it, and so is the file that takes the
+/// responses past `max_bytes` (all files together, decompressed). A stream
+/// (stdin, a pipe) is read once, on from the start looked at.
 pub fn take_prometheus(
     files: &mut InputFiles,
+    args: &InputArgs,
     max_bytes: u64,
 ) -> anyhow::Result<Vec<(String, Vec<gatecal_analysis::PromSeries>)>> {
-    use std::io::{BufRead, BufReader};
-    let taken = files.take_files(is_prometheus);
+    let taken = files.take_files(
+        &args.parse_options(),
+        gatecal_analysis::looks_like_query_range,
+    );
     let mut out = Vec::with_capacity(taken.len());
     let mut left = max_bytes;
-    for (display, path) in taken {
+    for file in taken {
+        let display = file.display.clone();
         let err = |e: String| anyhow::anyhow!("{display}: {e}");
-        let mut f = BufReader::new(std::fs::File::open(&path).map_err(|e| err(e.to_string()))?);
-        let gz = f
-            .fill_buf()
-            .map_err(|e| err(e.to_string()))?
-            .starts_with(&[0x1f, 0x8b]);
-        let r: Box<dyn std::io::Read> = if gz {
-            Box::new(flate2::read::MultiGzDecoder::new(f))
-        } else {
-            Box::new(f)
-        };
+        let r = file.reader().map_err(|e| err(e.to_string()))?;
         let (series, read) = gatecal_analysis::read_query_range(r, left, max_bytes).map_err(err)?;
         left = left.saturating_sub(read);
         out.push((display, series));

@@ -15,6 +15,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     gatecal_cli::internal_error::install("gate-dist");
+    gatecal_cli::atomic::clean_up_on_signals();
     match gatecal_cli::pipeline::parse_args::<args::Args>() {
         Ok(args) => {
             let result = match args.input.generate {

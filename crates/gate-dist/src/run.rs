@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use gatecal_analysis::{GateDist, GateDistReport, Stats};
 use gatecal_cli::deployments::{Listed, check_names, write_list};
 use gatecal_cli::output::{
@@ -166,6 +165,9 @@ fn write_svgs(
         })
     };
     let path = file.path().to_path_buf();
+    // A special file (`--svg /dev/null`, a pipe) takes the overall SVG
+    // alone: the per-deployment files have no folder beside it.
+    let special = file.is_special();
     if let [d] = report.deployments.as_slice() {
         let s = svg(&d.name, &d.histogram, &d.stats, None);
         return file.write(|w| w.write_all(s.as_bytes()));
@@ -173,6 +175,9 @@ fn write_svgs(
     let o = &report.overall;
     let s = svg("all deployments", &o.histogram, &o.stats, note.as_deref());
     file.write(|w| w.write_all(s.as_bytes()))?;
+    if special {
+        return Ok(());
+    }
     let path = path.as_path();
     let stem = path
         .file_stem()
@@ -191,9 +196,10 @@ fn write_svgs(
             })
             .collect();
         let p: PathBuf = path.with_file_name(format!("{stem}-{safe}.svg"));
-        outputs.check_late("--svg", &p)?;
-        std::fs::write(&p, svg(&d.name, &d.histogram, &d.stats, None))
-            .with_context(|| format!("cannot write {}", p.display()))?;
+        let s = svg(&d.name, &d.histogram, &d.stats, None);
+        outputs
+            .open_late("--svg", &p)?
+            .write(|w| w.write_all(s.as_bytes()))?;
     }
     Ok(())
 }

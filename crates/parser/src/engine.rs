@@ -99,6 +99,7 @@ impl<'o> Engine<'o> {
         raw: &[u8],
         sink: &mut dyn FnMut(Item),
     ) -> Result<(), ParseError> {
+        self.counts.pod_lines.line(raw);
         let raw = classify::trim_end(raw);
         if self.format == InputFormat::Auto && !raw.iter().all(u8::is_ascii_whitespace) {
             self.format = if record::looks_like_record(raw) {
@@ -233,6 +234,7 @@ impl<'o> Engine<'o> {
         self.counts.lines_ignored += a.ignored;
         self.counts.lines_malformed += a.malformed;
         self.counts.lines_out_of_range += a.out_of_range;
+        self.counts.pod_lines.merge(&a.pods);
     }
 
     fn finish_stats(
@@ -366,6 +368,8 @@ struct Tally {
     run: u32,
     /// Malformed lines given an entry.
     kept: usize,
+    /// The block's lines per pod.
+    pods: crate::ledger::PodLines,
 }
 
 /// How the lines of a block are classified.
@@ -464,17 +468,82 @@ pub(crate) fn run<R: Read>(
     opts: &ParseOptions,
     sink: &mut dyn FnMut(Item),
 ) -> Result<InputLedger, ParseError> {
-    let path = || std::path::PathBuf::from(display);
-    let (r, gzip, raw_count) = input::decode(reader).map_err(|e| ParseError::io(path(), e))?;
-    let (r, traces) = sniffed(r, opts).map_err(|e| ParseError::io(path(), e))?;
+    let opened = open(reader, opts).map_err(|e| ParseError::io(display, e))?;
+    run_opened_here(opened, display, naming, opts, sink)
+}
+
+/// A stream opened to be read: decoded (gzip by content), its start
+/// peeked and chained before the rest, and what the start showed. A
+/// stream that cannot be opened again (stdin, a pipe) is opened once, and
+/// its start looked at, before it is parsed.
+pub(crate) struct Opened<D> {
+    /// The decoded stream, from its start.
+    pub(crate) r: D,
+    /// Whether it is a trace input (forced by [`InputFormat::Traces`],
+    /// detected by content with [`InputFormat::Auto`]).
+    pub(crate) traces: bool,
+    /// Whether it is gzip.
+    pub(crate) gzip: bool,
+    /// The raw (compressed) bytes read so far.
+    pub(crate) raw: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R: Read> Opened<Peeked<input::Decoded<R>>> {
+    /// The first bytes of the decoded stream (up to [`input::PEEK_BYTES`]).
+    pub(crate) fn head(&self) -> &[u8] {
+        self.r.head.get_ref()
+    }
+}
+
+impl<D> Opened<D> {
+    /// The same stream, read through `f`.
+    pub(crate) fn map<E>(self, f: impl FnOnce(D) -> E) -> Opened<E> {
+        Opened {
+            r: f(self.r),
+            traces: self.traces,
+            gzip: self.gzip,
+            raw: self.raw,
+        }
+    }
+}
+
+/// Opens a stream: decodes it and peeks at its start ([`Opened`]).
+pub(crate) fn open<R: Read>(
+    reader: R,
+    opts: &ParseOptions,
+) -> std::io::Result<Opened<Peeked<input::Decoded<R>>>> {
+    let (r, gzip, raw) = input::decode(reader)?;
+    let (r, traces) = sniffed(r, opts)?;
+    Ok(Opened {
+        r,
+        traces,
+        gzip,
+        raw,
+    })
+}
+
+/// Reads an opened stream through an engine on this thread.
+fn run_opened_here<D: Read>(
+    opened: Opened<D>,
+    display: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    sink: &mut dyn FnMut(Item),
+) -> Result<InputLedger, ParseError> {
+    let Opened {
+        r,
+        traces,
+        gzip,
+        raw,
+    } = opened;
     if traces {
-        return run_traces(r, display, naming, opts, sink, gzip, &raw_count);
+        return run_traces(r, display, naming, opts, sink, gzip, &raw);
     }
     let mut lines = LineReader::new(r, opts.max_line_bytes);
     let mut eng = Engine::new(display, naming, opts);
     sequential(&mut lines, &mut eng, sink, false, display)?;
     let bytes = lines.bytes;
-    let compressed = raw_count.load(std::sync::atomic::Ordering::Relaxed);
+    let compressed = raw.load(std::sync::atomic::Ordering::Relaxed);
     Ok(eng.finish(sink, bytes, if gzip { compressed } else { bytes }, gzip))
 }
 
@@ -501,19 +570,22 @@ impl<R: Read> Read for Peeked<R> {
     }
 }
 
-/// A decoded stream with its start peeked: the stream (the peeked bytes
-/// chained before the rest) and whether it is a trace input (forced by
-/// [`InputFormat::Traces`], detected by content with [`InputFormat::Auto`]).
+/// A decoded stream with its start peeked (up to [`input::PEEK_BYTES`],
+/// whatever the format): the stream (the peeked bytes chained before the
+/// rest) and whether it is a trace input (forced by
+/// [`InputFormat::Traces`], detected by content with
+/// [`InputFormat::Auto`]).
 fn sniffed<R: Read>(mut r: R, opts: &ParseOptions) -> std::io::Result<(Peeked<R>, bool)> {
-    let (head, looks, ended) = match opts.format {
-        InputFormat::Auto => input::peek(&mut r)?,
-        f => (Vec::new(), f == InputFormat::Traces, false),
+    let (head, looks, ended) = input::peek(&mut r)?;
+    let traces = match opts.format {
+        InputFormat::Auto => looks,
+        f => f == InputFormat::Traces,
     };
     let peeked = Peeked {
         head: std::io::Cursor::new(head),
         rest: (!ended).then_some(r),
     };
-    Ok((peeked, looks))
+    Ok((peeked, traces))
 }
 
 /// Reads a trace input on this thread ([`crate::trace`]).
@@ -546,21 +618,28 @@ pub(crate) fn run_parallel<R: Read + Send>(
     opts: &ParseOptions,
     sink: &mut dyn FnMut(Item),
 ) -> Result<InputLedger, ParseError> {
-    if opts.threads <= 1 {
-        return run(reader, display, naming, opts, sink);
+    let opened = open(reader, opts).map_err(|e| ParseError::io(display, e))?;
+    run_opened(opened, display, naming, opts, sink)
+}
+
+/// [`run_parallel`] for a stream already opened ([`open`]).
+pub(crate) fn run_opened<D: Read + Send>(
+    opened: Opened<D>,
+    display: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    sink: &mut dyn FnMut(Item),
+) -> Result<InputLedger, ParseError> {
+    if opts.threads <= 1 || opened.traces {
+        return run_opened_here(opened, display, naming, opts, sink);
     }
-    let path = || std::path::PathBuf::from(display);
-    let (r, gzip, raw_count) = input::decode(reader).map_err(|e| ParseError::io(path(), e))?;
-    let (r, traces) = sniffed(r, opts).map_err(|e| ParseError::io(path(), e))?;
-    if traces {
-        return run_traces(r, display, naming, opts, sink, gzip, &raw_count);
-    }
+    let Opened { r, gzip, raw, .. } = opened;
     let lines = LineReader::new(r, opts.max_line_bytes);
     let eng = Engine::new(display, naming, opts);
     let (eng, bytes) = format_then(lines, eng, sink, display, |lines, eng, sink| {
         parallel_stream(lines, eng, sink, opts.threads, display)
     })?;
-    let compressed = raw_count.load(std::sync::atomic::Ordering::Relaxed);
+    let compressed = raw.load(std::sync::atomic::Ordering::Relaxed);
     Ok(eng.finish(sink, bytes, if gzip { compressed } else { bytes }, gzip))
 }
 

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
+use crate::ParseOptions;
+use crate::engine::{Opened, Peeked};
 use crate::error::ParseError;
 
 /// One input argument: a path (file, folder or glob) or stdin, optionally
@@ -197,7 +199,7 @@ impl std::fmt::Display for SkippedFile {
 }
 
 /// One file to read after expanding folders and globs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) struct Expanded {
     /// `None` for stdin.
     pub path: Option<PathBuf>,
@@ -210,6 +212,173 @@ pub(crate) struct Expanded {
     /// Found in a folder or by a glob (not named by path): read only when
     /// its first lines are an input ([`crate::sniff`]).
     pub found: bool,
+    /// What its first bytes showed, once looked at ([`InputFiles::probe`]).
+    pub probe: Option<Probe>,
+}
+
+/// A stream opened once and kept open, its start peeked: stdin, a FIFO,
+/// process substitution, a device.
+pub(crate) type Held = Opened<Peeked<Decoded<Box<dyn Read + Send>>>>;
+
+/// What a file's first bytes showed, read once before the parse.
+pub(crate) enum Probe {
+    /// A regular file, closed again: whether it holds traces, and whether
+    /// its first lines are an input ([`crate::sniff`]; looked at only for
+    /// a file found in a folder or by a glob). It is opened again to be
+    /// parsed, and must then be the same file (device and inode).
+    Regular {
+        /// Its start is a trace document.
+        traces: bool,
+        /// Its first lines are of an input kind.
+        input: bool,
+    },
+    /// Not a regular file: never opened twice, so kept open with its start
+    /// read, to be parsed from there.
+    Held(Box<Held>),
+    /// It could not be opened or its start read: the error, reported when
+    /// it is parsed.
+    Failed(Option<io::Error>),
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Probe::Regular { traces, input } => f
+                .debug_struct("Regular")
+                .field("traces", traces)
+                .field("input", input)
+                .finish(),
+            Probe::Held(h) => f
+                .debug_struct("Held")
+                .field("traces", &h.traces)
+                .field("gzip", &h.gzip)
+                .finish(),
+            Probe::Failed(e) => f.debug_tuple("Failed").field(e).finish(),
+        }
+    }
+}
+
+impl Probe {
+    /// Whether the file holds traces (a file that failed does not).
+    pub(crate) fn traces(&self) -> bool {
+        match self {
+            Probe::Regular { traces, .. } => *traces,
+            Probe::Held(h) => h.traces,
+            Probe::Failed(_) => false,
+        }
+    }
+}
+
+/// Reads up to `want` bytes of a (decoded) stream's start: as much as it
+/// gives (a cut or corrupt gzip stream is read as far as it goes; the
+/// parse reports the error).
+fn read_head(r: impl Read, want: usize) -> Vec<u8> {
+    let mut head = Vec::with_capacity(want.min(PEEK_BYTES));
+    let _ = r.take(want as u64).read_to_end(&mut head);
+    head
+}
+
+/// The file `f` opened for reading: a regular file must be the one
+/// expanded (its device and inode), or it was replaced meanwhile.
+pub(crate) fn open_checked(f: &Expanded, path: &Path) -> io::Result<(fs::File, fs::Metadata)> {
+    let file = fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_file()
+        && let Some(id) = &f.id
+        && FileId::from_meta(path, &meta) != *id
+    {
+        return Err(io::Error::other(
+            "replaced by another file while this run read its inputs",
+        ));
+    }
+    Ok((file, meta))
+}
+
+impl Expanded {
+    /// Looks at the file's start: a regular file is read from its start
+    /// and closed (at most 64 KiB, after gzip decompression, for a file
+    /// found in a folder; 4 KiB otherwise); anything else is opened once
+    /// and kept open ([`Probe::Held`]).
+    fn probe(&self, opts: &ParseOptions) -> Probe {
+        let hold = |r: Box<dyn Read + Send>| match crate::engine::open(r, opts) {
+            Ok(h) => Probe::Held(Box::new(h)),
+            Err(e) => Probe::Failed(Some(e)),
+        };
+        let Some(path) = &self.path else {
+            return hold(Box::new(io::stdin()));
+        };
+        let (file, meta) = match open_checked(self, path) {
+            Ok(f) => f,
+            Err(e) => return Probe::Failed(Some(e)),
+        };
+        if !meta.is_file() {
+            return hold(Box::new(file));
+        }
+        let want = if self.found {
+            crate::sniff::SNIFF_BYTES
+        } else {
+            PEEK_BYTES
+        };
+        let head = match decode(file) {
+            Ok((r, _, _)) => read_head(r, want),
+            Err(e) => return Probe::Failed(Some(e)),
+        };
+        let traces = match opts.format {
+            crate::InputFormat::Auto => {
+                crate::trace::looks_like_traces(&head[..head.len().min(PEEK_BYTES)])
+            }
+            f => f == crate::InputFormat::Traces,
+        };
+        Probe::Regular {
+            traces,
+            input: !self.found || crate::sniff::sniff(&head).is_some(),
+        }
+    }
+}
+
+/// Whether the regular file at `path` would be read if found in a folder:
+/// its first lines (64 lines or 64 KiB, after gzip decompression) are of
+/// an input kind (EPP or vLLM log lines, decision records, OpenTelemetry
+/// traces). `false` for a file that is not regular.
+pub fn looks_like_input(path: &Path) -> io::Result<bool> {
+    let file = fs::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Ok(false);
+    }
+    let (r, _, _) = decode(file)?;
+    Ok(crate::sniff::sniff(&read_head(r, crate::sniff::SNIFF_BYTES)).is_some())
+}
+
+/// A file taken out of the inputs by [`InputFiles::take_files`].
+pub struct TakenFile {
+    /// Its name as given or found.
+    pub display: String,
+    source: Taken,
+}
+
+enum Taken {
+    /// A regular file, opened again to be read.
+    Path(Expanded),
+    /// A stream kept open since its start was read.
+    Held(Box<Held>),
+}
+
+impl TakenFile {
+    /// The whole file, decompressed when it is gzip, from its start (read
+    /// once for a stream: its start comes from what was peeked).
+    pub fn reader(self) -> io::Result<Box<dyn Read + Send>> {
+        match self.source {
+            Taken::Held(h) => Ok(Box::new(h.r)),
+            Taken::Path(f) => {
+                let Some(p) = &f.path else {
+                    return Err(io::Error::other("standard input taken as a file"));
+                };
+                let (file, _) = open_checked(&f, p)?;
+                let (r, _, _) = decode(file)?;
+                Ok(Box::new(r))
+            }
+        }
+    }
 }
 
 /// The files a parse reads: the inputs with folders and globs expanded,
@@ -223,7 +392,7 @@ pub(crate) struct Expanded {
 /// cannot be followed (a loop, a missing target) and a folder met twice are
 /// skipped. A file met twice (by device and inode: through a symlink, a
 /// hard link, a glob and a folder) is read once.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct InputFiles {
     pub(crate) files: Vec<Expanded>,
     pub(crate) skipped: Vec<SkippedFile>,
@@ -239,8 +408,22 @@ impl InputFiles {
         }
         // Each file once.
         let mut first: std::collections::HashMap<FileId, String> = Default::default();
+        let mut stdin_seen = false;
         let files = std::mem::take(&mut out.files);
         for f in files {
+            // Stdin (a terminal, say) given twice.
+            if f.path.is_none() {
+                if stdin_seen {
+                    out.skipped.push(SkippedFile {
+                        path: f.display.clone(),
+                        reason: SkipReason::Duplicate {
+                            first: "-".to_string(),
+                        },
+                    });
+                    continue;
+                }
+                stdin_seen = true;
+            }
             if let Some(id) = &f.id {
                 if let Some(d) = first.get(id) {
                     out.skipped.push(SkippedFile {
@@ -271,14 +454,20 @@ impl InputFiles {
     }
 
     /// Takes the file `id` out of the files to read, as written by this run
-    /// (`flag` names the output). `Err` with its name when it was named by
-    /// path (an error for the caller: the output would overwrite an input).
+    /// (`flag` names the output): a file found in a folder or by a glob
+    /// that is no input by its content (a report, a chart) is skipped
+    /// ([`SkipReason::Output`]). `Err` with its name when the run reads it
+    /// (an error for the caller: the output would overwrite an input): it
+    /// was named by path, or found and its first lines are an input (or
+    /// cannot be read to tell).
     pub fn exclude_output(&mut self, id: &FileId, flag: &str) -> Result<(), String> {
-        if let Some(f) = self
-            .files
-            .iter()
-            .find(|f| !f.found && f.id.as_ref() == Some(id))
-        {
+        if let Some(f) = self.files.iter().find(|f| {
+            f.id.as_ref() == Some(id)
+                && (!f.found
+                    || f.path
+                        .as_deref()
+                        .is_none_or(|p| looks_like_input(p).unwrap_or(true)))
+        }) {
             return Err(f.display.clone());
         }
         let skipped = &mut self.skipped;
@@ -298,18 +487,55 @@ impl InputFiles {
         Ok(())
     }
 
-    /// Takes out of the files to read the regular files `take` claims (for
-    /// another reader, e.g. by their content): their display names and
-    /// paths, in order.
-    pub fn take_files(&mut self, mut take: impl FnMut(&Path) -> bool) -> Vec<(String, PathBuf)> {
-        let mut out = Vec::new();
-        self.files.retain(|f| match &f.path {
-            Some(p) if take(p) => {
-                out.push((f.display.clone(), p.clone()));
-                false
+    /// Looks once at the start of every file not yet looked at
+    /// ([`Probe`]): a regular file is read from its start and closed; stdin,
+    /// a FIFO, process substitution or a device is opened here, once, and
+    /// kept open with its start read, to be parsed from there (such a
+    /// stream is never opened or read again). An error is kept for the
+    /// parse to report.
+    pub(crate) fn probe(&mut self, opts: &ParseOptions) {
+        for f in &mut self.files {
+            if f.probe.is_none() {
+                f.probe = Some(f.probe(opts));
             }
-            _ => true,
-        });
+        }
+    }
+
+    /// Takes out of the files to read those whose start `take` claims (for
+    /// another reader, by their content: the first 4 KiB, decompressed
+    /// when gzip), in order. Looks at every file's start first
+    /// (as [`crate::parse_files`] does): a stream (stdin, a pipe) taken is read on
+    /// from there, never opened again; a regular file is opened again.
+    pub fn take_files(
+        &mut self,
+        opts: &ParseOptions,
+        mut take: impl FnMut(&[u8]) -> bool,
+    ) -> Vec<TakenFile> {
+        self.probe(opts);
+        let mut out = Vec::new();
+        let mut kept = Vec::with_capacity(self.files.len());
+        for mut f in std::mem::take(&mut self.files) {
+            let taken = match &f.probe {
+                Some(Probe::Held(h)) => take(h.head()),
+                Some(Probe::Regular { .. }) => f.path.as_deref().is_some_and(|p| {
+                    open_checked(&f, p)
+                        .and_then(|(file, _)| decode(file))
+                        .is_ok_and(|(r, _, _)| take(&read_head(r, PEEK_BYTES)))
+                }),
+                _ => false,
+            };
+            if !taken {
+                kept.push(f);
+                continue;
+            }
+            let display = f.display.clone();
+            let source = match f.probe.take() {
+                Some(Probe::Held(h)) => Taken::Held(h),
+                _ => Taken::Path(f),
+            };
+            out.push(TakenFile { display, source });
+        }
+        self.files = kept;
         out
     }
 
@@ -427,6 +653,26 @@ fn walk(
     Ok(())
 }
 
+/// The identity of standard input when it is a file or a pipe (not a
+/// terminal or another device): `-` with `/dev/stdin` is read once, and an
+/// output onto the file stdin reads is caught.
+fn stdin_id() -> Option<FileId> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::FileTypeExt;
+        let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
+        let m = fs::File::from(fd).metadata().ok()?;
+        let t = m.file_type();
+        if t.is_char_device() || t.is_block_device() {
+            return None;
+        }
+        Some(FileId::from_meta(Path::new("-"), &m))
+    }
+    #[cfg(not(unix))]
+    None
+}
+
 /// Expands one spec into files: folders recursively in sorted order
 /// (hidden entries skipped), globs in sorted order.
 fn expand_one(
@@ -440,8 +686,9 @@ fn expand_one(
             path: None,
             display: "-".to_string(),
             explicit: spec.name.clone(),
-            id: None,
+            id: stdin_id(),
             found: false,
+            probe: None,
         }),
         InputSource::Path(p) => {
             let s = p.to_string_lossy();
@@ -471,6 +718,7 @@ fn expand_one(
                         explicit: spec.name.clone(),
                         id: Some(id_of(&f)?),
                         found: true,
+                        probe: None,
                         path: Some(f),
                     });
                 }
@@ -488,6 +736,7 @@ fn expand_one(
                         explicit: spec.name.clone(),
                         id: Some(id_of(&f)?),
                         found: true,
+                        probe: None,
                         path: Some(f),
                     });
                 }
@@ -497,6 +746,7 @@ fn expand_one(
                     explicit: spec.name.clone(),
                     id: Some(id_of(p)?),
                     found: false,
+                    probe: None,
                     path: Some(p.clone()),
                 });
             } else {
@@ -595,18 +845,6 @@ pub(crate) fn peek<R: Read>(r: &mut R) -> io::Result<(Vec<u8>, bool, bool)> {
     head.truncate(got);
     let traces = crate::trace::looks_like_traces(&head);
     Ok((head, traces, ended))
-}
-
-/// Whether a file holds traces, by its content (gzip or not). A file that
-/// cannot be read is not (its error is reported when it is read).
-pub(crate) fn is_trace_file(path: &Path) -> bool {
-    let Ok(f) = fs::File::open(path) else {
-        return false;
-    };
-    let Ok((mut r, _, _)) = decode(f) else {
-        return false;
-    };
-    peek(&mut r).is_ok_and(|(_, t, _)| t)
 }
 
 /// The owner of a pod from its name: a Deployment's pod

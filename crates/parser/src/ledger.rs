@@ -249,6 +249,92 @@ pub struct Counts {
     pub trace_decisions_without_profile: u64,
     /// The first malformed lines (up to [`crate::ParseOptions::keep_malformed`]).
     pub first_malformed: Vec<MalformedLine>,
+    /// Lines per pod of the kubectl `--prefix`, counted while every pod
+    /// has few ([`PodLines`]).
+    #[serde(skip)]
+    pub pod_lines: PodLines,
+}
+
+/// Lines a pod keeps in a `kubectl logs -l SELECTOR` capture without
+/// `--tail=-1`: kubectl then prints only the last 10 lines of each pod.
+pub const KUBECTL_SELECTOR_TAIL: u64 = 10;
+
+/// Pods counted at most by [`PodLines`]: a capture of more pods is not
+/// taken for a selector capture cut at [`KUBECTL_SELECTOR_TAIL`] lines.
+const MAX_PODS_COUNTED: usize = 4096;
+
+/// The lines of each pod named by a kubectl `[pod/NAME/CONTAINER] ` prefix
+/// (a line over the line-length cap is not looked at), counted as the
+/// lines are read while every pod has at most [`KUBECTL_SELECTOR_TAIL`]
+/// lines and there are at most 4,096 pods; past that nothing more is kept.
+/// The same lines give the same counts however the input is cut into
+/// blocks and read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodLines {
+    lines: rustc_hash::FxHashMap<Box<[u8]>, u64>,
+    /// A pod has more lines, or there are more pods, than counted.
+    beyond: bool,
+}
+
+impl PodLines {
+    /// Counts one line (as read, with its prefixes).
+    pub(crate) fn line(&mut self, raw: &[u8]) {
+        if self.beyond {
+            return;
+        }
+        let Some(rest) = raw.strip_prefix(b"[pod/") else {
+            return;
+        };
+        let name = &rest[..memchr::memchr(b'/', rest).unwrap_or(rest.len())];
+        self.add(name, 1);
+    }
+
+    fn add(&mut self, name: &[u8], n: u64) {
+        let pods = self.lines.len();
+        let count = match self.lines.get_mut(name) {
+            Some(c) => {
+                *c += n;
+                *c
+            }
+            None if pods >= MAX_PODS_COUNTED => return self.give_up(),
+            None => {
+                self.lines.insert(name.into(), n);
+                n
+            }
+        };
+        if count > KUBECTL_SELECTOR_TAIL {
+            self.give_up();
+        }
+    }
+
+    fn give_up(&mut self) {
+        self.beyond = true;
+        self.lines = Default::default();
+    }
+
+    /// Adds the counts of other lines.
+    pub(crate) fn merge(&mut self, o: &PodLines) {
+        if o.beyond {
+            self.give_up();
+        }
+        for (name, &n) in &o.lines {
+            if self.beyond {
+                return;
+            }
+            self.add(name, n);
+        }
+    }
+
+    /// When lines have a pod prefix and every pod has at most
+    /// [`KUBECTL_SELECTOR_TAIL`] lines: the number of pods and the most
+    /// lines of one.
+    pub fn all_short(&self) -> Option<(usize, u64)> {
+        if self.beyond {
+            return None;
+        }
+        let most = self.lines.values().copied().max()?;
+        Some((self.lines.len(), most))
+    }
 }
 
 impl Counts {
@@ -279,6 +365,7 @@ impl Counts {
         self.vllm_stats += o.vllm_stats;
         self.trace_spans += o.trace_spans;
         self.trace_decisions_without_profile += o.trace_decisions_without_profile;
+        self.pod_lines.merge(&o.pod_lines);
         for m in &o.first_malformed {
             if self.first_malformed.len() >= keep {
                 break;
@@ -376,5 +463,59 @@ impl Ledger {
     pub fn push(&mut self, input: InputLedger, keep: usize) {
         self.total.merge(&input.counts, keep);
         self.inputs.push(input);
+    }
+}
+
+#[cfg(test)]
+mod pod_lines_tests {
+    use crate::{ParseOptions, parse_slice};
+
+    /// A capture whose pods have `lines[i]` lines each, interleaved.
+    fn capture(lines: &[usize]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let most = lines.iter().copied().max().unwrap_or(0);
+        for k in 0..most {
+            for (p, &n) in lines.iter().enumerate() {
+                if k < n {
+                    out.extend_from_slice(
+                        format!(
+                            "[pod/epp-{p}-7c9d8-xk2lp/epp] {{\"level\":\"info\",\"ts\":1755786974.{k},\"msg\":\"Starting\"}}\n"
+                        )
+                        .as_bytes(),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// The lines of each pod are counted as they are read, the same on
+    /// one thread and on several in blocks of any size.
+    #[test]
+    fn pods_are_counted_while_read_on_any_thread_count() {
+        for (lines, want) in [
+            (vec![3, 10, 1], Some((3, 10))),
+            (vec![3, 11, 1], None),
+            (vec![], None),
+        ] {
+            let log = capture(&lines);
+            for (threads, block_bytes) in [(1, 1 << 20), (2, 64), (3, 200)] {
+                let opts = ParseOptions {
+                    threads,
+                    block_bytes,
+                    ..ParseOptions::default()
+                };
+                let p = parse_slice("c.log", &log, &opts).unwrap();
+                assert_eq!(
+                    p.ledger.counts.pod_lines.all_short(),
+                    want,
+                    "{lines:?}, {threads} threads, {block_bytes} B blocks"
+                );
+            }
+        }
+        // More pods than counted: not taken for a cut selector capture.
+        let many = vec![1; super::MAX_PODS_COUNTED + 1];
+        let p = parse_slice("c.log", &capture(&many), &ParseOptions::default()).unwrap();
+        assert_eq!(p.ledger.counts.pod_lines.all_short(), None);
     }
 }

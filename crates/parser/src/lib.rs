@@ -41,6 +41,15 @@
 //! a [`ParseError::Io`] naming the path; a path or glob that matches nothing
 //! is [`ParseError::NotFound`].
 //!
+//! Every input is read once. Stdin, `/dev/stdin`, a FIFO, process
+//! substitution or a device is opened once: its first 4 KiB are read (to
+//! tell gzip, traces and what [`InputFiles::take_files`] looks for) and
+//! kept before the rest, never read again. A regular file is read from
+//! its start once to tell what it holds, then opened again to be parsed,
+//! which must find the same file (device and inode). What a message
+//! needs about the lines is counted as they are read
+//! ([`Counts::pod_lines`]).
+//!
 //! Lines end at `\n`; a trailing `\r` (CRLF) and trailing blanks are dropped;
 //! invalid UTF-8 is tolerated (replaced where a value is read). A line longer
 //! than [`ParseOptions::max_line_bytes`] (default
@@ -240,10 +249,13 @@ pub use decision::{
 };
 pub use error::ParseError;
 pub use event::{Event, FilterLine, LineMeta};
-pub use input::{FileId, InputFiles, InputSource, InputSpec, SkipReason, SkippedFile, pod_owner};
+pub use input::{
+    FileId, InputFiles, InputSource, InputSpec, SkipReason, SkippedFile, TakenFile,
+    looks_like_input, pod_owner,
+};
 pub use ledger::{
-    Counts, InputFormat, InputLedger, Ledger, LineShape, MalformedLine, MalformedReason,
-    ShapeCounts,
+    Counts, InputFormat, InputLedger, KUBECTL_SELECTOR_TAIL, Ledger, LineShape, MalformedLine,
+    MalformedReason, PodLines, ShapeCounts,
 };
 pub use progress::Progress;
 pub use record::{
@@ -401,27 +413,26 @@ pub fn parse_inputs(
 /// by a glob is read only when its first lines are an input (EPP or vLLM
 /// log lines, decision records); the others go to [`Ledger::skipped`],
 /// after the files [`InputFiles`] skipped.
+///
+/// Each input is read once: the start of every file is looked at first
+/// (to read trace files first, and to skip found files that are no
+/// input); stdin and every file that is not a regular file (a FIFO,
+/// process substitution, `/dev/stdin`, a device) is opened then, once,
+/// and parsed on from what was read, never opened again. A regular file
+/// is opened again to be parsed, and must then still be the same file
+/// (device and inode), else it is an error naming it.
 pub fn parse_files(
     files: InputFiles,
     opts: &ParseOptions,
     mut sink: impl FnMut(Item),
 ) -> Result<Ledger, ParseError> {
     let mut files = files;
+    files.probe(opts);
     // Trace files first (a stable sort), so that a log decision can be
     // joined with its traced gate input as it is read.
-    if files.files.len() > 1 {
-        let traces: Vec<bool> = files
-            .files
-            .iter()
-            .map(|f| f.path.as_deref().is_some_and(input::is_trace_file))
-            .collect();
-        let mut tagged: Vec<(bool, input::Expanded)> = traces
-            .into_iter()
-            .zip(std::mem::take(&mut files.files))
-            .collect();
-        tagged.sort_by_key(|(t, _)| !*t);
-        files.files = tagged.into_iter().map(|(_, f)| f).collect();
-    }
+    files
+        .files
+        .sort_by_key(|f| !f.probe.as_ref().is_some_and(input::Probe::traces));
     if let Some(p) = &opts.progress {
         p.set_total(&files.files);
     }
@@ -429,24 +440,30 @@ pub fn parse_files(
         skipped: files.skipped,
         ..Ledger::default()
     };
-    for f in files.files {
+    for mut f in files.files {
         let naming = DeploymentNaming {
             explicit: f.explicit.clone(),
             fallback: DEFAULT_DEPLOYMENT.to_string(),
         };
-        let il = match &f.path {
-            None => engine::run_parallel(
-                progress::Tally::new(std::io::stdin(), opts),
-                &f.display,
-                naming,
-                opts,
-                &mut sink,
-            )?,
-            Some(p) => {
-                let mut file = std::fs::File::open(p).map_err(|e| ParseError::io(p, e))?;
-                if f.found && !sniff_file(&mut file).map_err(|e| ParseError::io(p, e))? {
+        let path = f
+            .path
+            .clone()
+            .unwrap_or_else(|| std::path::PathBuf::from(&f.display));
+        let il = match f.probe.take() {
+            None => unreachable!("every file is probed"),
+            Some(input::Probe::Failed(e)) => {
+                let e = e.unwrap_or_else(|| std::io::Error::other("not readable"));
+                return Err(ParseError::io(path, e));
+            }
+            Some(input::Probe::Held(h)) => {
+                let raw = h.raw.clone();
+                let held = (*h).map(|r| progress::Bridge::new(r, &raw, opts));
+                engine::run_opened(held, &f.display, naming, opts, &mut sink)?
+            }
+            Some(input::Probe::Regular { input, .. }) => {
+                if !input {
                     if let Some(pr) = &opts.progress {
-                        pr.skipped(&file);
+                        pr.skipped(&path);
                     }
                     ledger.skipped.push(SkippedFile {
                         path: f.display.clone(),
@@ -454,6 +471,8 @@ pub fn parse_files(
                     });
                     continue;
                 }
+                let (file, _) =
+                    input::open_checked(&f, &path).map_err(|e| ParseError::io(&path, e))?;
                 run_file(file, &f.display, naming, opts, &mut sink)?
             }
         };
@@ -462,33 +481,18 @@ pub fn parse_files(
     Ok(ledger)
 }
 
-/// Whether a file's first bytes (decompressed) are an input; leaves the
-/// file at its start.
-fn sniff_file(file: &mut std::fs::File) -> std::io::Result<bool> {
-    use std::io::{Seek, SeekFrom};
-    let (r, _, _) = input::decode(&*file)?;
-    let mut head = Vec::with_capacity(4096);
-    // A cut or corrupt gzip stream is read as far as it goes; the parse
-    // reports the error.
-    let _ = r.take(sniff::SNIFF_BYTES as u64).read_to_end(&mut head);
-    file.seek(SeekFrom::Start(0))?;
-    Ok(sniff::sniff(&head).is_some())
-}
-
 /// How many of `files` hold traces, and how many do not (detected by
-/// content, as [`parse_files`] does; standard input counts as not traces
-/// unless [`ParseOptions::format`] says so).
-pub fn count_trace_files(files: &InputFiles, opts: &ParseOptions) -> (usize, usize) {
-    let files = &files.files;
-    let traces = match opts.format {
-        InputFormat::Traces => files.len(),
-        InputFormat::Auto => files
-            .iter()
-            .filter(|f| f.path.as_deref().is_some_and(input::is_trace_file))
-            .count(),
-        _ => 0,
-    };
-    (traces, files.len() - traces)
+/// content, as [`parse_files`] does, or as [`ParseOptions::format`] says).
+/// Looks at the start of every file that was not looked at yet (see
+/// [`parse_files`]: a stream is opened then, once).
+pub fn count_trace_files(files: &mut InputFiles, opts: &ParseOptions) -> (usize, usize) {
+    files.probe(opts);
+    let traces = files
+        .files
+        .iter()
+        .filter(|f| f.probe.as_ref().is_some_and(input::Probe::traces))
+        .count();
+    (traces, files.files.len() - traces)
 }
 
 /// A regular file is read at offsets, in parallel (see

@@ -50,8 +50,8 @@ impl Progress {
     }
 
     /// Counts a file that is not read as read.
-    pub(crate) fn skipped(&self, file: &std::fs::File) {
-        if let Ok(m) = file.metadata() {
+    pub(crate) fn skipped(&self, path: &std::path::Path) {
+        if let Ok(m) = std::fs::metadata(path) {
             self.read.fetch_add(m.len(), Ordering::Relaxed);
         }
     }
@@ -107,6 +107,40 @@ impl<R: Read> Read for Tally<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.count(n);
+        Ok(n)
+    }
+}
+
+/// A decoded stream opened before the parse (and so before a progress
+/// display could count it): as it is read, the raw bytes its source has
+/// given so far (`raw`, counted by the decoder's source, from the first
+/// byte) are added to [`ParseOptions::progress`].
+pub(crate) struct Bridge<R> {
+    inner: R,
+    raw: Arc<AtomicU64>,
+    counted: u64,
+    read: Option<Arc<AtomicU64>>,
+}
+
+impl<R> Bridge<R> {
+    pub(crate) fn new(inner: R, raw: &Arc<AtomicU64>, opts: &ParseOptions) -> Bridge<R> {
+        Bridge {
+            inner,
+            raw: raw.clone(),
+            counted: 0,
+            read: opts.progress.as_ref().map(|p| p.read.clone()),
+        }
+    }
+}
+
+impl<R: Read> Read for Bridge<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(r) = &self.read {
+            let now = self.raw.load(Ordering::Relaxed);
+            r.fetch_add(now.saturating_sub(self.counted), Ordering::Relaxed);
+            self.counted = now;
+        }
         Ok(n)
     }
 }

@@ -9,7 +9,9 @@ use gatecal_analysis::{
     from_calibration_text, minimal_config,
 };
 use gatecal_cli::deployments::{Listed, check_names, write_list};
-use gatecal_cli::output::{Outputs, report_format, report_renderer, run_info, table_width};
+use gatecal_cli::output::{
+    Destination, Outputs, report_format, report_renderer, run_info, table_width,
+};
 use gatecal_cli::pipeline::{
     Analysed, Emitter, analyse, input_files, no_decisions, take_prometheus,
 };
@@ -91,8 +93,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     let out = outputs.open("-o", args.output.as_deref(), &mut files)?;
+    let mut emit_configs = Vec::with_capacity(args.emit_config.len());
+    for spec in &args.emit_config {
+        let (dep, path) = emit_config_spec(spec)?;
+        let dest = outputs.open("--emit-config", Some(Path::new(path)), &mut files)?;
+        emit_configs.push((dep, path, dest));
+    }
     let emitter = Emitter::open(&args.input, emit)?;
-    let prometheus = take_prometheus(&mut files, args.max_prometheus_mib << 20)?;
+    let prometheus = take_prometheus(&mut files, &args.input, args.max_prometheus_mib << 20)?;
     let mut recommend = Recommend::new(opts, configs);
     for (_, series) in prometheus {
         recommend.push_prometheus(series);
@@ -135,8 +143,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return check();
     }
     check()?;
-    for spec in &args.emit_config {
-        emit_config(&args, &report, spec, &outputs)?;
+    for (dep, path, dest) in emit_configs {
+        emit_config(&args, &report, dep, path, dest)?;
     }
     out.write(|w| {
         report_renderer(format, width, run_info(args.output.as_deref(), None)).recommend(&report, w)
@@ -165,26 +173,32 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--emit-config [DEPLOYMENT=]FILE`: the deployment named, if any, and the file.
+fn emit_config_spec(spec: &str) -> anyhow::Result<(Option<&str>, &str)> {
+    match spec.split_once('=') {
+        Some((d, p)) if !d.is_empty() && !p.is_empty() => Ok((Some(d), p)),
+        Some(_) => bail!("--emit-config {spec:?}: expected FILE or DEPLOYMENT=FILE"),
+        None => Ok((None, spec)),
+    }
+}
+
 /// `--emit-config [DEPLOYMENT=]FILE`: the deployment's config file written
-/// back with the recommended parameters.
+/// back with the recommended parameters (to `dest`, opened with the other
+/// outputs before any input was read).
 fn emit_config(
     args: &Args,
     report: &RecommendReport,
-    spec: &str,
-    outputs: &Outputs,
+    dep: Option<&str>,
+    out: &str,
+    dest: Destination,
 ) -> anyhow::Result<()> {
-    let (dep, out) = match spec.split_once('=') {
-        Some((d, p)) if !d.is_empty() && !p.is_empty() => (Some(d), p),
-        Some(_) => bail!("--emit-config {spec:?}: expected FILE or DEPLOYMENT=FILE"),
-        None => (None, spec),
-    };
     let d = match dep {
         Some(name) => report
             .deployments
             .iter()
             .find(|d| d.name == name)
             .with_context(|| {
-                format!("--emit-config {spec}: no deployment {name:?} in the report")
+                format!("--emit-config {name}={out}: no deployment {name:?} in the report")
             })?,
         None => match report.deployments.as_slice() {
             [d] => d,
@@ -223,6 +237,6 @@ fn emit_config(
         }
         None => minimal_config(&changes),
     };
-    outputs.check_late("--emit-config", Path::new(out))?;
-    std::fs::write(out, text).with_context(|| format!("cannot write --emit-config {out}"))
+    dest.write(|w| w.write_all(text.as_bytes()))
+        .with_context(|| format!("--emit-config {out}"))
 }

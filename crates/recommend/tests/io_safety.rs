@@ -85,19 +85,92 @@ fn a_folder_input_never_reads_back_what_the_run_writes() {
         v["input"]["lines_total"].as_u64().unwrap()
     };
     let want = lines(&run_in(d, &["logs/x.log", "--format", "json"]));
+    // Twice: the second run finds the first run's report in the folder,
+    // and neither reads it nor refuses to replace it (it is no input).
     for round in 0..2 {
-        let out = run_in(
-            d,
-            &[
-                "logs",
-                "--emit-decisions",
-                "logs/d.jsonl",
-                "--format",
-                "json",
-            ],
-        );
+        let out = run_in(d, &["logs", "-o", "logs/r.json", "--format", "json"]);
         assert!(out.status.success(), "round {round}: {}", stderr(&out));
-        assert_eq!(lines(&out), want, "round {round}: {}", stderr(&out));
+        let report = Output {
+            stdout: fs::read(d.join("logs/r.json")).unwrap(),
+            ..out
+        };
+        assert_eq!(lines(&report), want, "round {round}: {}", stderr(&report));
+    }
+    // Decision records in the folder are an input: not replaced.
+    let out = run_in(
+        d,
+        &[
+            "logs",
+            "--emit-decisions",
+            "logs/d.jsonl",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let records = fs::read(d.join("logs/d.jsonl")).unwrap();
+    let out = run_in(d, &["logs", "--emit-decisions", "logs/d.jsonl"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--emit-decisions logs/d.jsonl is the input logs/d.jsonl"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read(d.join("logs/d.jsonl")).unwrap(), records);
+}
+
+/// `--emit-config` onto a file the run reads (a log of an input folder,
+/// the `--config` itself) is refused before any input is read, and checked
+/// with the other outputs (a missing folder fails at once too).
+#[test]
+fn emit_config_is_checked_before_any_input_is_read() {
+    let (dir, log) = scratch();
+    let d = dir.path();
+    fs::create_dir(d.join("logs")).unwrap();
+    fs::rename(d.join("x.log"), d.join("logs/epp.log")).unwrap();
+    let yaml =
+        "plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {maxTTFTPenaltyMs: 5000}\n";
+    fs::write(d.join("epp.yaml"), yaml).unwrap();
+    for (flags, says) in [
+        (
+            vec!["--emit-config", "logs/epp.log"],
+            "--emit-config logs/epp.log is the input logs/epp.log",
+        ),
+        (
+            vec!["--config", "epp.yaml", "--emit-config", "epp.yaml"],
+            "--emit-config epp.yaml is the input --config epp.yaml",
+        ),
+        (
+            vec!["--emit-config", "no/such/dir/epp.yaml"],
+            "--emit-config no/such/dir/epp.yaml: folder no/such/dir does not exist",
+        ),
+    ] {
+        // Stdin stays open and empty: reading it would block.
+        let mut child = bin()
+            .current_dir(d)
+            .args(["-", "logs"])
+            .args(&flags)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let start = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("{flags:?}: recommend read its input before checking --emit-config");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let e = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {e}");
+        assert!(e.contains(says), "{flags:?}: {e}");
+        assert_eq!(fs::read(d.join("logs/epp.log")).unwrap(), log);
+        assert_eq!(fs::read_to_string(d.join("epp.yaml")).unwrap(), yaml);
     }
 }
 

@@ -211,6 +211,7 @@ pub(super) fn pre_block(
         let p = if line.len() > how.cap {
             Pre::TooLong(line.len() as u64)
         } else {
+            r.tally.pods.line(line);
             pre_line(
                 classify::trim_end(line),
                 how.format,
