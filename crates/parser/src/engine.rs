@@ -22,6 +22,7 @@ use crate::input::{self, pod_owner};
 use crate::ledger::{Counts, InputFormat, InputLedger, LineShape, MalformedLine, MalformedReason};
 use crate::lines::{Line, LineReader};
 use crate::record::{self, DecisionRecord};
+use crate::reframe;
 use crate::time;
 use crate::vllm::VllmStats;
 use crate::{Item, ParseOptions};
@@ -450,10 +451,30 @@ pub(crate) fn run<R: Read>(
 ) -> Result<InputLedger, ParseError> {
     let path = || std::path::PathBuf::from(display);
     let (r, gzip, raw_count) = input::decode(reader).map_err(|e| ParseError::io(path(), e))?;
-    let (r, traces) = sniffed(r, opts).map_err(|e| ParseError::io(path(), e))?;
+    let (r, traces, framing) = sniffed(r, opts).map_err(|e| ParseError::io(path(), e))?;
     if traces {
         return run_traces(r, display, naming, opts, sink, gzip, &raw_count);
     }
+    match framing {
+        Some(f) => {
+            let from_path = reframe::pod_from_path(std::path::Path::new(display));
+            let r = reframe::Reframed::new(r, f, from_path, opts.max_line_bytes);
+            run_lines(r, display, naming, opts, sink, gzip, &raw_count)
+        }
+        None => run_lines(r, display, naming, opts, sink, gzip, &raw_count),
+    }
+}
+
+/// Reads a decoded stream of lines through an engine on this thread.
+fn run_lines<R: Read>(
+    r: R,
+    display: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    sink: &mut dyn FnMut(Item),
+    gzip: bool,
+    raw_count: &std::sync::atomic::AtomicU64,
+) -> Result<InputLedger, ParseError> {
     let mut lines = LineReader::new(r, opts.max_line_bytes);
     let mut eng = Engine::new(display, naming, opts);
     sequential(&mut lines, &mut eng, sink, false, display)?;
@@ -486,21 +507,29 @@ impl<R: Read> Read for Peeked<R> {
 }
 
 /// A decoded stream with its start peeked: the stream (the peeked bytes
-/// chained before the rest) and whether it is a trace input (forced by
-/// [`InputFormat::Traces`], detected by content with [`InputFormat::Auto`]).
-fn sniffed<R: Read>(mut r: R, opts: &ParseOptions) -> std::io::Result<(Peeked<R>, bool)> {
+/// chained before the rest), whether it is a trace input (forced by
+/// [`InputFormat::Traces`], detected by content with [`InputFormat::Auto`]),
+/// and the framing to rewrite when its lines are framed by another tool
+/// than kubectl (see [`reframe`]).
+fn sniffed<R: Read>(
+    mut r: R,
+    opts: &ParseOptions,
+) -> std::io::Result<(Peeked<R>, bool, Option<reframe::Framing>)> {
     let (head, looks, ended) = match opts.format {
-        InputFormat::Auto => input::peek(&mut r)?,
+        InputFormat::Auto | InputFormat::Logs => {
+            let (head, looks, ended) = input::peek(&mut r)?;
+            (head, looks && opts.format == InputFormat::Auto, ended)
+        }
         f => (Vec::new(), f == InputFormat::Traces, false),
     };
+    let framing = if looks { None } else { reframe::detect(&head) };
     let peeked = Peeked {
         head: std::io::Cursor::new(head),
         rest: (!ended).then_some(r),
     };
-    Ok((peeked, looks))
+    Ok((peeked, looks, framing))
 }
 
-/// Reads a trace input on this thread ([`crate::trace`]).
 fn run_traces<R: Read>(
     r: R,
     display: &str,
@@ -535,9 +564,16 @@ pub(crate) fn run_parallel<R: Read + Send>(
     }
     let path = || std::path::PathBuf::from(display);
     let (r, gzip, raw_count) = input::decode(reader).map_err(|e| ParseError::io(path(), e))?;
-    let (r, traces) = sniffed(r, opts).map_err(|e| ParseError::io(path(), e))?;
+    let (r, traces, framing) = sniffed(r, opts).map_err(|e| ParseError::io(path(), e))?;
     if traces {
         return run_traces(r, display, naming, opts, sink, gzip, &raw_count);
+    }
+    if let Some(f) = framing {
+        // Rewritten lines are read on this thread: framed captures are
+        // small next to the logs read in parallel.
+        let from_path = reframe::pod_from_path(std::path::Path::new(display));
+        let r = reframe::Reframed::new(r, f, from_path, opts.max_line_bytes);
+        return run_lines(r, display, naming, opts, sink, gzip, &raw_count);
     }
     let lines = LineReader::new(r, opts.max_line_bytes);
     let eng = Engine::new(display, naming, opts);
@@ -623,7 +659,8 @@ pub(crate) fn run_at<S: ReadAt + ?Sized>(
                 Err(e) => return Err(ParseError::io(display, e)),
             }
         }
-        if crate::trace::looks_like_traces(&head[..got]) {
+        if crate::trace::looks_like_traces(&head[..got]) || reframe::detect(&head[..got]).is_some()
+        {
             return run_parallel(reader, display, naming, opts, sink);
         }
     }

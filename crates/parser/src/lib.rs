@@ -221,6 +221,7 @@ mod lines;
 mod messages;
 mod progress;
 mod record;
+mod reframe;
 mod sniff;
 mod time;
 mod trace;

@@ -37,6 +37,14 @@ pub(crate) fn kinds_list() -> String {
 /// The kind of input `head` (a file's first bytes, decompressed) starts
 /// with, if any. A last line cut by the end of `head` is looked at too.
 pub(crate) fn sniff(head: &[u8]) -> Option<&'static str> {
+    if let Some(h) = crate::reframe::reframed_head(head, None) {
+        return sniff_lines(&h);
+    }
+    sniff_lines(head)
+}
+
+/// [`sniff`] of lines in kubectl's framing.
+fn sniff_lines(head: &[u8]) -> Option<&'static str> {
     head.split(|&c| c == b'\n')
         .take(SNIFF_LINES)
         .filter_map(|line| frame(line).ok())
