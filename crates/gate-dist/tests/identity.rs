@@ -182,3 +182,68 @@ fn list_deployments_prints_pods_decisions_times_and_config() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("EPP pods: mistral-small-epp-"), "{text}");
 }
+
+/// The JSON report without its input ledger (which counts the lines as
+/// each capture frames them).
+fn report_without_input(path: &Path) -> serde_json::Value {
+    let out = run(&[path.to_str().unwrap(), "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_object_mut().unwrap().remove("input");
+    v
+}
+
+/// A kubectl capture reframed as stern, logcli and Fluent Bit would write
+/// it gives the same report as the capture itself: the pods (and so the
+/// deployments) come from each framing.
+#[test]
+fn other_capture_tools_give_the_kubectl_report() {
+    let kubectl = fixture("variants/prefix-timestamps/epp.log");
+    let text = std::fs::read_to_string(&kubectl).unwrap();
+    let want = report_without_input(&kubectl);
+    assert!(want["deployments"][0]["decisions"].as_u64().unwrap() > 0);
+    let dir = tempfile::tempdir().unwrap();
+    let json = |s: &str| serde_json::to_string(s).unwrap();
+    let reframe = |f: &dyn Fn(&str, &str, &str, &str) -> String| -> String {
+        text.lines()
+            .map(|l| {
+                let (inner, rest) = l.strip_prefix("[pod/").unwrap().split_once("] ").unwrap();
+                let (pod, container) = inner.split_once('/').unwrap();
+                let (ts, body) = rest.split_once(' ').unwrap();
+                f(pod, container, ts, body)
+            })
+            .collect()
+    };
+    let framings: [(&str, String); 3] = [
+        (
+            "stern.log",
+            reframe(&|p, c, t, b| format!("{p} {c} {t} {b}\n")),
+        ),
+        (
+            "logcli.log",
+            reframe(&|p, c, t, b| format!("{t} {{container=\"{c}\", pod=\"{p}\"}} {b}\n")),
+        ),
+        (
+            "fluent-bit.json",
+            reframe(&|p, c, t, b| {
+                format!(
+                    "{{\"time\":{},\"log\":{},\"kubernetes\":{{\"pod_name\":{},\"container_name\":{}}}}}\n",
+                    json(t),
+                    json(b),
+                    json(p),
+                    json(c)
+                )
+            }),
+        ),
+    ];
+    for (name, body) in framings {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        assert_eq!(report_without_input(&path), want, "{name}");
+    }
+}

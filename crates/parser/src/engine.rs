@@ -22,6 +22,7 @@ use crate::input::{self, pod_owner};
 use crate::ledger::{Counts, InputFormat, InputLedger, LineShape, MalformedLine, MalformedReason};
 use crate::lines::{Line, LineReader};
 use crate::record::{self, DecisionRecord};
+use crate::reframe;
 use crate::time;
 use crate::vllm::VllmStats;
 use crate::{Item, ParseOptions};
@@ -486,6 +487,9 @@ pub(crate) struct Opened<D> {
     pub(crate) gzip: bool,
     /// The raw (compressed) bytes read so far.
     pub(crate) raw: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The framing to rewrite, when the lines are framed by another tool
+    /// than kubectl ([`reframe`]).
+    pub(crate) framing: Option<reframe::Framing>,
 }
 
 impl<R: Read> Opened<Peeked<input::Decoded<R>>> {
@@ -503,6 +507,7 @@ impl<D> Opened<D> {
             traces: self.traces,
             gzip: self.gzip,
             raw: self.raw,
+            framing: self.framing,
         }
     }
 }
@@ -513,12 +518,13 @@ pub(crate) fn open<R: Read>(
     opts: &ParseOptions,
 ) -> std::io::Result<Opened<Peeked<input::Decoded<R>>>> {
     let (r, gzip, raw) = input::decode(reader)?;
-    let (r, traces) = sniffed(r, opts)?;
+    let (r, traces, framing) = sniffed(r, opts)?;
     Ok(Opened {
         r,
         traces,
         gzip,
         raw,
+        framing,
     })
 }
 
@@ -535,10 +541,29 @@ fn run_opened_here<D: Read>(
         traces,
         gzip,
         raw,
+        framing,
     } = opened;
     if traces {
         return run_traces(r, display, naming, opts, sink, gzip, &raw);
     }
+    if let Some(f) = framing {
+        let from_path = reframe::pod_from_path(std::path::Path::new(display));
+        let r = reframe::Reframed::new(r, f, from_path, opts.max_line_bytes);
+        return run_lines(r, display, naming, opts, sink, gzip, &raw);
+    }
+    run_lines(r, display, naming, opts, sink, gzip, &raw)
+}
+
+/// Reads a decoded stream of lines through an engine on this thread.
+fn run_lines<R: Read>(
+    r: R,
+    display: &str,
+    naming: DeploymentNaming,
+    opts: &ParseOptions,
+    sink: &mut dyn FnMut(Item),
+    gzip: bool,
+    raw: &std::sync::atomic::AtomicU64,
+) -> Result<InputLedger, ParseError> {
     let mut lines = LineReader::new(r, opts.max_line_bytes);
     let mut eng = Engine::new(display, naming, opts);
     sequential(&mut lines, &mut eng, sink, false, display)?;
@@ -574,18 +599,26 @@ impl<R: Read> Read for Peeked<R> {
 /// whatever the format): the stream (the peeked bytes chained before the
 /// rest) and whether it is a trace input (forced by
 /// [`InputFormat::Traces`], detected by content with
-/// [`InputFormat::Auto`]).
-fn sniffed<R: Read>(mut r: R, opts: &ParseOptions) -> std::io::Result<(Peeked<R>, bool)> {
+/// [`InputFormat::Auto`]), and the framing to rewrite when its lines are
+/// framed by another tool than kubectl ([`reframe`]).
+fn sniffed<R: Read>(
+    mut r: R,
+    opts: &ParseOptions,
+) -> std::io::Result<(Peeked<R>, bool, Option<reframe::Framing>)> {
     let (head, looks, ended) = input::peek(&mut r)?;
     let traces = match opts.format {
         InputFormat::Auto => looks,
         f => f == InputFormat::Traces,
     };
+    let framing = match opts.format {
+        InputFormat::Auto | InputFormat::Logs if !traces => reframe::detect(&head),
+        _ => None,
+    };
     let peeked = Peeked {
         head: std::io::Cursor::new(head),
         rest: (!ended).then_some(r),
     };
-    Ok((peeked, traces))
+    Ok((peeked, traces, framing))
 }
 
 /// Reads a trace input on this thread ([`crate::trace`]).
@@ -630,7 +663,9 @@ pub(crate) fn run_opened<D: Read + Send>(
     opts: &ParseOptions,
     sink: &mut dyn FnMut(Item),
 ) -> Result<InputLedger, ParseError> {
-    if opts.threads <= 1 || opened.traces {
+    // Rewritten lines are read on this thread: framed captures are small
+    // next to the logs read in parallel.
+    if opts.threads <= 1 || opened.traces || opened.framing.is_some() {
         return run_opened_here(opened, display, naming, opts, sink);
     }
     let Opened { r, gzip, raw, .. } = opened;
@@ -718,7 +753,8 @@ pub(crate) fn run_at<S: ReadAt + ?Sized>(
                 Err(e) => return Err(ParseError::io(display, e)),
             }
         }
-        if crate::trace::looks_like_traces(&head[..got]) {
+        if crate::trace::looks_like_traces(&head[..got]) || reframe::detect(&head[..got]).is_some()
+        {
             return run_parallel(reader, display, naming, opts, sink);
         }
     }

@@ -231,6 +231,7 @@ mod lines;
 mod messages;
 mod progress;
 mod record;
+mod reframe;
 mod sniff;
 mod time;
 mod trace;

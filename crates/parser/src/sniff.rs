@@ -46,6 +46,14 @@ pub(crate) fn sniff(head: &[u8]) -> Option<&'static str> {
     if crate::trace::looks_like_traces(head) {
         return Some(TRACES);
     }
+    if let Some(h) = crate::reframe::reframed_head(head, None) {
+        return sniff_lines(&h);
+    }
+    sniff_lines(head)
+}
+
+/// [`sniff`] of lines in kubectl's framing.
+fn sniff_lines(head: &[u8]) -> Option<&'static str> {
     head.split(|&c| c == b'\n')
         .take(SNIFF_LINES)
         .filter_map(|line| frame(line).ok())

@@ -20,7 +20,13 @@ pub fn year_month_of(epoch: f64) -> (i64, u32) {
     } else {
         0.0
     };
-    let days = (epoch / 86_400.0).floor() as i64;
+    let (y, m, _) = civil_from_days((epoch / 86_400.0).floor() as i64);
+    (y, m)
+}
+
+/// The proleptic Gregorian (year, month, day) of a day count since
+/// 1970-01-01: the inverse of [`days_from_civil`].
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
     let doe = z - era * 146_097;
@@ -28,9 +34,9 @@ pub fn year_month_of(epoch: f64) -> (i64, u32) {
     let y = yoe + era * 400;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    (y, m as u32)
+    (if m <= 2 { y + 1 } else { y }, m as u32, d as u32)
 }
 
 fn num(b: &[u8]) -> Option<u32> {
@@ -116,6 +122,16 @@ pub fn epoch_of(year: i64, month: u8, day: u8, secs_of_day: u32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn civil_days_round_trip() {
+        for days in [-800_000, -1, 0, 1, 59, 60, 11_016, 20_686, 47_482] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
+        }
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_686), (2026, 8, 21));
+    }
 
     #[test]
     fn rfc3339_forms() {
