@@ -98,7 +98,9 @@ mod scenario;
 mod stream;
 mod truth;
 mod vllm;
+mod workload_trace;
 pub use vllm::{HIT_RATE_WINDOW, PeakTruth};
+pub use workload_trace::{TRACE_BLOCK_TOKENS, TraceError, TraceRequest, parse_trace, read_trace};
 mod zap;
 
 use std::io::{self, Write};
