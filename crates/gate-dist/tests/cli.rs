@@ -297,7 +297,7 @@ fn gzip_on_stdin_with_a_name() {
     writer.join().unwrap().unwrap();
     let v = ok_json(&out, "");
     assert_eq!(v["deployments"][0]["name"], "glm-5-2");
-    assert_eq!(v["deployments"][0]["decisions"], 1100);
+    assert_eq!(v["deployments"][0]["decisions"], 1168);
 }
 
 /// An input without decisions exits 3, with the likely cause.

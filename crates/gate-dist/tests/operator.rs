@@ -46,9 +46,9 @@ fn the_readme_demo_is_thirty_minutes_of_traffic() {
     let d = &v["deployments"][0];
     let span = d["last_ts"].as_f64().unwrap() - d["first_ts"].as_f64().unwrap();
     assert!((1700.0..=1800.0).contains(&span), "{span} s");
-    assert_eq!(d["decisions"], 1100);
+    assert_eq!(d["decisions"], 1168);
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    assert!(readme.contains("30 minutes of simulated\ntraffic, 1,100 decisions"));
+    assert!(readme.contains("30 minutes of simulated\ntraffic, 1,168 decisions"));
 }
 
 /// Every `kubectl logs` capture the docs show keeps whole logs and selects

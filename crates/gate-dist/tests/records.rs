@@ -106,12 +106,12 @@ fn the_demo_keeps_its_evidence_and_what_ifs() {
     let (a, b) = round_trip(&demo, &[], &[]);
     assert_eq!(a, b);
     let d = &b["deployments"][0];
-    // The figures the version-1 records lost: the gate input of the 699
+    // The figures the version-1 records lost: the gate input of the 825
     // reconstructed decisions, the self-check, and the what-if releases.
-    assert_eq!(d["gate_input_ms"]["count"], 701);
-    assert_eq!(d["evidence"]["reconstructed"], 699);
-    assert_eq!(d["self_check"]["replayed"], 2);
-    assert_eq!(d["self_check"]["agreed"], 2);
+    assert_eq!(d["gate_input_ms"]["count"], 826);
+    assert_eq!(d["evidence"]["reconstructed"], 825);
+    assert_eq!(d["self_check"]["replayed"], 1);
+    assert_eq!(d["self_check"]["agreed"], 1);
     assert!(d["what_if"][0]["released"].as_u64().unwrap() > 100);
 }
 

@@ -7,7 +7,7 @@ mod naming;
 mod request;
 
 pub use naming::{DeploymentNaming, PoolNames, endpoint_pod, pod_deployment};
-use request::{Buffered, Req};
+use request::{Buffered, FirstBody, Req};
 
 use std::collections::VecDeque;
 
@@ -49,6 +49,12 @@ pub struct AssemblerLimits {
 /// Default of [`AssemblerLimits::max_open_bytes`]: 64 MiB.
 pub const DEFAULT_MAX_OPEN_BYTES: usize = 64 << 20;
 
+/// Log-time seconds a handled request's decisions wait for its first
+/// response chunk (for their observed TTFT) before they are emitted
+/// without it. At most [`AssemblerLimits::max_open_requests`] requests
+/// wait; beyond, the oldest is emitted.
+pub(crate) const RESPONSE_WAIT_SECS: f64 = 900.0;
+
 /// Default of [`AssemblerLimits::max_events_per_request`].
 pub const DEFAULT_MAX_EVENTS_PER_REQUEST: usize = 100_000;
 
@@ -69,6 +75,21 @@ struct QEntry {
     serial: u64,
     enq_ts: f64,
     key: Vec<u8>,
+}
+
+/// A closed request's decisions, held until its first response body
+/// chunk is read (for their observed TTFT), in the order they closed.
+struct Waiting {
+    /// Position in the order of closing.
+    seq: u64,
+    key: Vec<u8>,
+    arrival: Option<f64>,
+    /// Log time when it closed (the wait is measured from here).
+    since: f64,
+    /// No more waiting: the first chunk was read, or will not be.
+    settled: bool,
+    first_body: Option<FirstBody>,
+    decisions: Vec<Decision>,
 }
 
 /// Assembles events into decisions. Feed it every event of one input in
@@ -126,6 +147,12 @@ pub struct Assembler {
     /// Heap bytes of the open requests (the sum of their `bytes`).
     open_bytes: usize,
     requests_evicted_for_memory: u64,
+    /// Closed requests' decisions in closing order, some waiting for their
+    /// first response chunk; emitted from the front.
+    waiting: VecDeque<Waiting>,
+    /// The requests still waiting: key -> their `seq`.
+    waiting_keys: FxMap<Vec<u8>, u64>,
+    next_wait_seq: u64,
 }
 
 /// Recounts a request's bytes after it buffered an event: whether it is
@@ -166,6 +193,9 @@ impl Assembler {
             requests_evicted: 0,
             open_bytes: 0,
             requests_evicted_for_memory: 0,
+            waiting: VecDeque::new(),
+            waiting_keys: FxMap::default(),
+            next_wait_seq: 0,
         }
     }
 
@@ -268,10 +298,36 @@ impl Assembler {
         }
         let touch = ts.unwrap_or(self.max_ts);
         Self::key_into(&mut self.scratch, ctx);
-        if matches!(event, Event::ReceivedRequest)
-            && let Some(old) = take(&mut self.reqs, &mut self.open_bytes, &self.scratch)
+        if matches!(event, Event::ReceivedRequest) {
+            if let Some(old) = take(&mut self.reqs, &mut self.open_bytes, &self.scratch) {
+                self.close(old, Completion::Superseded, emit);
+            }
+            // A reused id: the response chunks from here are the new
+            // request's.
+            if let Some(seq) = self.waiting_keys.remove(self.scratch.as_slice()) {
+                self.settle(seq, None);
+                self.pump(emit);
+            }
+        }
+        if let Event::ResponseBody {
+            bytes,
+            end_of_stream,
+        } = &event
+            && !self.reqs.contains_key(self.scratch.as_slice())
         {
-            self.close(old, Completion::Superseded, emit);
+            // A chunk of a closed request: its first settles the wait. The
+            // chunks of requests not waiting (started before the log, or
+            // already settled) are read and left.
+            if let Some(first) = FirstBody::of(ts, *bytes, *end_of_stream)
+                && let Some(seq) = self.waiting_keys.remove(self.scratch.as_slice())
+            {
+                self.settle(seq, Some(first));
+                self.pump(emit);
+            }
+            if advanced {
+                self.evict_aged(emit);
+            }
+            return;
         }
         let handled = matches!(event, Event::RequestHandled { .. });
         let cap = self.limits.max_events_per_request.max(1);
@@ -335,7 +391,50 @@ impl Assembler {
         }
     }
 
+    /// Marks the waiting entry `seq` settled, with its first chunk.
+    fn settle(&mut self, seq: u64, first: Option<FirstBody>) {
+        let front = self.waiting.front().map_or(0, |w| w.seq);
+        let at = seq.wrapping_sub(front) as usize;
+        if let Some(w) = self.waiting.get_mut(at).filter(|w| w.seq == seq) {
+            w.settled = true;
+            if w.first_body.is_none() {
+                w.first_body = first;
+            }
+        }
+    }
+
+    /// Emits the waiting entries from the front while they are settled,
+    /// have waited longer than [`RESPONSE_WAIT_SECS`] of log time, or are
+    /// more than the open-request cap.
+    fn pump(&mut self, emit: &mut dyn FnMut(Decision)) {
+        let threshold = self.max_ts - RESPONSE_WAIT_SECS;
+        while let Some(front) = self.waiting.front() {
+            let go = front.settled
+                || front.since < threshold
+                || self.waiting.len() > self.limits.max_open_requests.max(1);
+            if !go {
+                break;
+            }
+            let Some(w) = self.waiting.pop_front() else {
+                break;
+            };
+            if self.waiting_keys.get(w.key.as_slice()) == Some(&w.seq) {
+                self.waiting_keys.remove(w.key.as_slice());
+            }
+            Self::emit_waiting(w, emit);
+        }
+    }
+
+    fn emit_waiting(w: Waiting, emit: &mut dyn FnMut(Decision)) {
+        let ttft = w.first_body.and_then(|f| f.ttft_ms(w.arrival));
+        for mut d in w.decisions {
+            d.observed_ttft_ms = ttft;
+            emit(d);
+        }
+    }
+
     fn evict_aged(&mut self, emit: &mut dyn FnMut(Decision)) {
+        self.pump(emit);
         let threshold = self.max_ts - self.limits.max_open_age_secs;
         while let Some(front) = self.queue.front() {
             if front.enq_ts >= threshold || front.enq_ts.is_nan() {
@@ -456,7 +555,19 @@ impl Assembler {
                     crate::fields::member_count(scores.as_bytes(), address);
             }
         }
+        // The request's key, for the chunks of its response.
+        let mut key = Vec::new();
+        Self::key_into(
+            &mut key,
+            &Ctx {
+                ts: None,
+                request_id: r.request_id.as_deref().map(str::as_bytes),
+                pod: r.pod.as_deref().map(str::as_bytes),
+                model: None,
+            },
+        );
         let n = r.done.len();
+        let mut out = Vec::with_capacity(n);
         for (i, mut d) in std::mem::take(&mut r.done).into_iter().enumerate() {
             // The request's strings are cloned into every decision but the
             // last (usually the only one), which takes them.
@@ -503,8 +614,42 @@ impl Assembler {
                 .startup_peak
                 .get(d.epp_pod.as_deref().unwrap_or_default().as_bytes())
                 .copied();
-            emit(*d);
+            out.push(*d);
         }
+        // A handled request whose arrival is known waits for its first
+        // response chunk; the others are settled. Either way they leave in
+        // closing order.
+        let wait = how == Completion::Handled
+            && r.arrival_ts.is_some()
+            && r.first_body.is_none()
+            && !out.is_empty();
+        if !wait && self.waiting.is_empty() {
+            let ttft = r.first_body.and_then(|f| f.ttft_ms(r.arrival_ts));
+            for mut d in out {
+                d.observed_ttft_ms = ttft;
+                emit(d);
+            }
+            return;
+        }
+        let seq = self.next_wait_seq;
+        self.next_wait_seq += 1;
+        if wait {
+            self.waiting_keys.insert(key.clone(), seq);
+        }
+        self.waiting.push_back(Waiting {
+            seq,
+            key,
+            arrival: r.arrival_ts,
+            since: if self.max_ts.is_finite() {
+                self.max_ts
+            } else {
+                r.last_ts
+            },
+            settled: !wait,
+            first_body: r.first_body,
+            decisions: out,
+        });
+        self.pump(emit);
     }
 
     /// Closes every open request ([`Completion::EndOfInput`]), in the order
@@ -516,6 +661,10 @@ impl Assembler {
         self.queue.clear();
         for r in all {
             self.close(r, Completion::EndOfInput, emit);
+        }
+        self.waiting_keys.clear();
+        while let Some(w) = self.waiting.pop_front() {
+            Self::emit_waiting(w, emit);
         }
     }
 }
@@ -546,6 +695,70 @@ mod tests {
             plugin: "f/prefix-cache-affinity-filter".to_string(),
             survivors: Some(vec!["ns/a".to_string()]),
         }
+    }
+
+    fn chunk(bytes: f64, end_of_stream: bool) -> Event {
+        Event::ResponseBody {
+            bytes: Some(bytes),
+            end_of_stream: Some(end_of_stream),
+        }
+    }
+
+    /// Feeds a request from its arrival at `t` to `Request handled`.
+    fn handled(a: &mut Assembler, id: &str, t: f64, emit: &mut dyn FnMut(Decision)) {
+        a.feed(1, &meta(id, t), Event::ReceivedRequest, emit);
+        a.feed(2, &meta(id, t + 0.001), narrowed(), emit);
+        a.feed(3, &meta(id, t + 0.002), completed(), emit);
+        let h = Event::RequestHandled { endpoint: None };
+        a.feed(4, &meta(id, t + 0.003), h, emit);
+    }
+
+    /// Handled requests wait for their first response chunk; they leave in
+    /// the order they closed, each with its observed TTFT, or without one
+    /// when the response was not streamed, the id was reused, or the chunk
+    /// came too late.
+    #[test]
+    fn decisions_wait_for_the_first_response_chunk() {
+        let mut a = Assembler::new("t", DeploymentNaming::fallback("d"), limits(100, 60.0));
+        let got: std::cell::RefCell<Vec<(String, Option<f64>)>> = Default::default();
+        let mut emit = |d: Decision| {
+            let id = d.request_id.unwrap_or_default();
+            got.borrow_mut().push((id, d.observed_ttft_ms));
+        };
+        handled(&mut a, "a", 100.0, &mut emit);
+        handled(&mut a, "b", 100.25, &mut emit);
+        a.feed(5, &meta("b", 100.5), chunk(100.0, false), &mut emit);
+        // An empty chunk is not the first token.
+        a.feed(6, &meta("a", 100.75), chunk(0.0, false), &mut emit);
+        // Nothing leaves before a's first chunk: b waits behind it.
+        assert!(got.borrow().is_empty());
+        a.feed(7, &meta("a", 101.0), chunk(50.0, false), &mut emit);
+        assert_eq!(got.borrow().len(), 2);
+        // A later chunk changes nothing.
+        a.feed(8, &meta("a", 102.0), chunk(50.0, true), &mut emit);
+        handled(&mut a, "c", 103.0, &mut emit);
+        a.feed(9, &meta("c", 104.0), chunk(900.0, true), &mut emit);
+        handled(&mut a, "d", 105.0, &mut emit);
+        handled(&mut a, "d", 106.0, &mut emit);
+        a.feed(10, &meta("d", 106.5), chunk(10.0, false), &mut emit);
+        handled(&mut a, "e", 110.0, &mut emit);
+        // 900 s of log time later, e leaves without.
+        handled(&mut a, "f", 1011.0, &mut emit);
+        assert_eq!(got.borrow().len(), 6);
+        a.finish(&mut emit);
+        let ms = |s: f64| Some(s * 1000.0);
+        assert_eq!(
+            got.into_inner(),
+            vec![
+                ("a".to_string(), ms(101.0 - 100.0)),
+                ("b".to_string(), ms(100.5 - 100.25)),
+                ("c".to_string(), None),
+                ("d".to_string(), None),
+                ("d".to_string(), ms(0.5)),
+                ("e".to_string(), None),
+                ("f".to_string(), None),
+            ]
+        );
     }
 
     fn limits(max_open_requests: usize, max_open_age_secs: f64) -> AssemblerLimits {

@@ -611,6 +611,16 @@ fn build<'a>(
             }
         }
         Kind::Received => Event::ReceivedRequest,
+        Kind::ResponseBody => {
+            let bytes = f.num(Key::ResponseBytes, &mut flags);
+            if first_bad(&[("len(responseBytes)", bytes)], is_count).is_some() {
+                return out_of_range(shape, "len(responseBytes)");
+            }
+            Event::ResponseBody {
+                bytes,
+                end_of_stream: f.bool(Key::EndOfStream),
+            }
+        }
         Kind::Profile => match f.span(Key::Profile, a) {
             Some(profile) => Event::SchedulerProfile { profile },
             None => return missing(shape, "profile"),
@@ -834,6 +844,40 @@ mod tests {
             assert_eq!(bad(id, r#","total":4,"sticky":1"#), None);
             assert_eq!(bad(id, r#","tau":"NaN""#), Some("affinityThreshold"));
         }
+    }
+
+    /// A response body chunk line: its size and end of stream; a negative
+    /// size is out of range, missing keys are none.
+    #[test]
+    fn response_body_chunk() {
+        let u = used(
+            r#"{"level":"debug","ts":1755786975.25,"caller":"handlers/response.go:52","msg":"HandleResponseBody is triggered","x-request-id":"req-0042","len(responseBytes)":179,"endOfStream":false}"#,
+        );
+        assert_eq!(u.meta.request_id.as_deref(), Some("req-0042"));
+        assert_eq!(u.meta.ts, Some(1755786975.25));
+        assert_eq!(
+            u.event,
+            Event::ResponseBody {
+                bytes: Some(179.0),
+                end_of_stream: Some(false),
+            }
+        );
+        let u = used(
+            r#"{"level":"debug","ts":1,"msg":"HandleResponseBody is triggered","x-request-id":"r"}"#,
+        );
+        assert_eq!(
+            u.event,
+            Event::ResponseBody {
+                bytes: None,
+                end_of_stream: None,
+            }
+        );
+        assert!(matches!(
+            classify(
+                br#"{"level":"debug","ts":1,"msg":"HandleResponseBody is triggered","x-request-id":"r","len(responseBytes)":-1,"endOfStream":true}"#
+            ),
+            Class::Malformed(_, MalformedReason::OutOfRange("len(responseBytes)"))
+        ));
     }
 
     #[test]

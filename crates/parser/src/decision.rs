@@ -388,6 +388,17 @@ pub struct Decision {
     /// pod read before this decision: the peak in force.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub startup_peak: Option<f64>,
+    /// The request's observed time to first token, ms: from its `EPP
+    /// received request` line to the first `HandleResponseBody is
+    /// triggered` line of its streamed response (`-v=4`, builds from
+    /// 2026-03-24). `None` when either line is missing, the response was not
+    /// streamed, or it came more than 900 s of log time after the request
+    /// was handled (while more than
+    /// [`max_open_requests`](crate::ParseOptions::max_open_requests)
+    /// requests wait, the oldest goes without). Every decision of one
+    /// request carries the same value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_ttft_ms: Option<f64>,
     /// A version-2 decisions record's gate and config, taken as given by
     /// the analysis (no reconstruction); `None` for decisions from logs.
     #[serde(skip)]

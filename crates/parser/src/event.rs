@@ -118,6 +118,15 @@ pub enum Event<S = String, L = Vec<String>> {
     },
     /// `EPP received request`: starts a new request under its id.
     ReceivedRequest,
+    /// `HandleResponseBody is triggered` (`-v=4`): a chunk of the
+    /// response body reached the EPP (one line per chunk of a streamed
+    /// response; one at the end of a response that is not streamed).
+    ResponseBody {
+        /// `len(responseBytes)`: bytes of the chunk.
+        bytes: Option<f64>,
+        /// `endOfStream`: the last chunk.
+        end_of_stream: Option<bool>,
+    },
     /// `Running scheduler profile`.
     SchedulerProfile {
         /// `profile`.
@@ -242,6 +251,7 @@ impl<S, L> Event<S, L> {
             Event::Filter(_)
             | Event::EndpointTtft { .. }
             | Event::ReceivedRequest
+            | Event::ResponseBody { .. }
             | Event::SchedulerProfile { .. }
             | Event::BeforeFilters { .. }
             | Event::RunningFilter { .. }
@@ -286,6 +296,13 @@ impl<S, L> Event<S, L> {
                 reason: reason.map(|x| m.s(x)),
             },
             Event::ReceivedRequest => Event::ReceivedRequest,
+            Event::ResponseBody {
+                bytes,
+                end_of_stream,
+            } => Event::ResponseBody {
+                bytes,
+                end_of_stream,
+            },
             Event::SchedulerProfile { profile } => Event::SchedulerProfile {
                 profile: m.s(profile),
             },

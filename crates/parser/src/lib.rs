@@ -151,6 +151,7 @@
 //! | `Produce completed` (precise prefix producer, V5) | `"blockKeys":50,"scores":{"10.0.0.1:8000":45.5}` | [`Event::PreciseProduced`] |
 //! | `Completed running picker plugin successfully` | `"result":{"TargetEndpoints":[…],"ScoredCandidates":null}` | [`Event::PickerCompleted`] |
 //! | `Request handled` | `"endpoint":"10.0.0.2:8000"` | [`Event::RequestHandled`] |
+//! | `HandleResponseBody is triggered` (one per response body chunk) | `"len(responseBytes)":179,"endOfStream":false` | [`Event::ResponseBody`] |
 //!
 //! Levels are read in every spelling (`debug`, `info`, `trace`, `error`,
 //! `dpanic`, `Level(-4)`, `LEVEL(-4)`, `DEBUG`); `ts` as an epoch float or an

@@ -34,6 +34,7 @@ pub(crate) enum Kind {
     ProduceCompleted,
     PickerCompleted,
     Handled,
+    ResponseBody,
 }
 
 /// The table of messages. Each row: the kind, `=`, the message text (or
@@ -131,6 +132,7 @@ messages! {
         CachedServers = b"Found cached servers", -;
         ProduceCompleted = b"Produce completed", -;
         PickerCompleted = b"Completed running picker plugin successfully", -;
+        ResponseBody = b"HandleResponseBody is triggered", -;
     }
 }
 

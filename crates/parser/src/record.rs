@@ -207,6 +207,10 @@ pub struct DecisionRecord {
     /// The request's prompt tokens, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<i64>,
+    /// The request's observed time to first token, ms (its `EPP received
+    /// request` line to its first response body chunk), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_ttft_ms: Option<f64>,
     /// The gate as analysed (version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateRecord>,
@@ -277,6 +281,7 @@ impl From<&Decision> for DecisionRecord {
                 .prompt_tokens
                 .filter(|p| p.is_finite() && *p >= 0.0)
                 .map(|p| p.round() as i64),
+            observed_ttft_ms: d.observed_ttft_ms.filter(|t| t.is_finite() && *t >= 0.0),
             gate: d.recorded.as_ref().map(|r| r.gate.clone()),
             config: d.recorded.as_ref().and_then(|r| {
                 r.config_record
@@ -343,6 +348,7 @@ impl DecisionRecord {
                 .collect(),
             chosen: self.chosen_endpoint,
             prompt_tokens: self.prompt_tokens.map(|p| p as f64),
+            observed_ttft_ms: self.observed_ttft_ms,
             completion: Completion::Record,
             ..Decision::default()
         }
@@ -386,6 +392,11 @@ impl DecisionRecord {
                     return range(k);
                 }
             }
+        }
+        if r.observed_ttft_ms
+            .is_some_and(|t| !(t.is_finite() && t >= 0.0))
+        {
+            return Err("observed_ttft_ms is negative or not finite".to_string());
         }
         if r.v == 1 && (r.gate.is_some() || r.config.is_some()) {
             // Version 1 had neither: a writer that mixes versions.
@@ -478,6 +489,39 @@ mod tests {
         assert_eq!(DecisionRecord::parse_line(&out).unwrap(), r);
         assert!(looks_like_record(EXAMPLE.as_bytes()));
         assert!(!looks_like_record(br#"{"level":"info","msg":"x"}"#));
+    }
+
+    /// The observed TTFT goes from a decision to its record and back, bit
+    /// for bit.
+    #[test]
+    fn observed_ttft_round_trips() {
+        for ttft in [1241.333334, 0.1 + 0.2, 451840.447649, 0.0] {
+            let d = Decision {
+                deployment: "d".to_string(),
+                ts: Some(1787320800.0663826),
+                observed_ttft_ms: Some(ttft),
+                ..Decision::default()
+            };
+            let mut w = DecisionWriter::new(Vec::new());
+            w.write(&d).unwrap();
+            let out = w.into_inner().unwrap();
+            let text = String::from_utf8(out.clone()).unwrap();
+            assert!(text.contains("\"observed_ttft_ms\":"), "{text}");
+            let r = DecisionRecord::parse_line(&out).unwrap();
+            assert_eq!(r.observed_ttft_ms.map(f64::to_bits), Some(ttft.to_bits()));
+            let back = r.into_decision(SourceLoc::default());
+            assert_eq!(
+                back.observed_ttft_ms.map(f64::to_bits),
+                Some(ttft.to_bits())
+            );
+        }
+        // Absent when unknown; a negative one is refused.
+        let mut w = DecisionWriter::new(Vec::new());
+        w.write(&Decision::default()).unwrap();
+        let out = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        assert!(!out.contains("observed_ttft_ms"), "{out}");
+        let bad = r#"{"v":2,"ts":1,"deployment":"d","candidates":[],"observed_ttft_ms":-1}"#;
+        assert!(DecisionRecord::parse_line(bad.as_bytes()).is_err());
     }
 
     #[test]

@@ -124,6 +124,24 @@ fn every_scenario_and_variant_matches_the_truth() {
                 .iter()
                 .map(|t| (t.epp_pod.as_str(), t.deployment.as_str()))
                 .collect();
+            // Observed TTFT: the `EPP received request` line to the first
+            // response chunk's, as the truth's, within the log's time
+            // resolution (a second with the old encoding).
+            let ttft: std::collections::BTreeMap<&str, f64> = out
+                .truth
+                .iter()
+                .map(|t| (t.request_id.as_str(), t.ttft_ms))
+                .collect();
+            let resolution_ms = if variant.old_encoding { 1000.0 } else { 0.001 };
+            for d in p.decisions() {
+                let want = ttft[d.request_id.as_deref().unwrap()];
+                let got = d.observed_ttft_ms.unwrap_or(f64::NAN);
+                assert!(
+                    (got - want).abs() <= resolution_ms,
+                    "{what}: {:?} observed {got} ms, truth {want} ms",
+                    d.request_id
+                );
+            }
             for d in p.decisions() {
                 if variant.prefix {
                     let pod = d.epp_pod.as_deref().unwrap();

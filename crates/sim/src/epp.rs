@@ -360,7 +360,23 @@ pub fn render(
         .str("modelName", &dep.model)
         .str("targetModelName", &dep.model);
     w.push(l);
-    let done = req.done_ns.max(w.t + 1_000_000);
+    // The response: the body's first chunk when the first token reaches
+    // the EPP (after the request's own lines), its last at the end, then
+    // the end of the response. A real streamed response logs one
+    // `HandleResponseBody is triggered` per chunk; the ones between are
+    // left out.
+    let first = req.first_token_ns.max(w.t + 1_000);
+    let l = ZapLine::new(enc, 4, first, RESPONSE_BODY_CALLER, RESPONSE_BODY_MSG)
+        .ctx(rid, None)
+        .int("len(responseBytes)", first_chunk_bytes(&dep.model))
+        .boolean("endOfStream", false);
+    w.push_at(first, l);
+    let done = req.done_ns.max(first + 1_000_000);
+    let l = ZapLine::new(enc, 4, done, RESPONSE_BODY_CALLER, RESPONSE_BODY_MSG)
+        .ctx(rid, None)
+        .int("len(responseBytes)", 14)
+        .boolean("endOfStream", true);
+    w.push_at(done, l);
     let l = ZapLine::new(
         enc,
         2,
@@ -370,6 +386,16 @@ pub fn render(
     )
     .ctx(rid, None);
     w.push_at(done, l);
+}
+
+/// The message the EPP logs at `-v=4` for each response body chunk.
+const RESPONSE_BODY_MSG: &str = "HandleResponseBody is triggered";
+const RESPONSE_BODY_CALLER: &str = "handlers/response.go:52";
+
+/// Bytes of the first chunk of an OpenAI chat-completion stream: one
+/// `data: {...}` event with the role and the first token.
+fn first_chunk_bytes(model: &str) -> i64 {
+    160 + model.len() as i64
 }
 
 fn pd_line(w: &mut Writer<'_>, rid: &str, d: Option<&DirectorCtx<'_>>, hit: i64, prompt: i64) {
@@ -753,5 +779,11 @@ fn truth_record(
         prompt_tokens: req.prompt_tokens,
         epp_pod: dep.epp_pod.clone(),
         chosen_endpoint: pool.endpoints[run.order[run.chosen]].ns_name(),
+        ttft_ms: (req.first_token_ns - req.arrival_ns) as f64 / 1e6,
+        arrival_ts: epoch_float(req.arrival_ns),
+        output_tokens: req.output_tokens,
+        session_id: req.session,
+        session_turn: req.turn,
+        think_time_ms: req.think_ns.map(|ns| ns as f64 / 1e6),
     }
 }

@@ -40,9 +40,9 @@
 //! yet finished; `match_blocks` is the cached prefix of the prompt in blocks,
 //! `total_blocks = prompt_tokens / block_size` (at least 1).
 //!
-//! **Workload.** Requests arrive as a Poisson process whose rate follows the
-//! scenario's piecewise-linear profile over the run. An arrival continues a
-//! ready session (its previous response done, plus think time) with
+//! **Workload.** Requests arrive as a Poisson process of slots whose rate
+//! follows the scenario's piecewise-linear profile over the run. A slot
+//! continues a ready session (its previous response done, plus think time) with
 //! probability `1 - 1/turns_mean`; if the sessions it tries are all still
 //! waiting for a response the arrival is dropped (open sessions send less
 //! under a backlog, which keeps overload from feeding itself). Otherwise it
@@ -50,7 +50,17 @@
 //! lognormal context whose mean drifts geometrically over the run (3.5k →
 //! 140k tokens in `glm-like`, mean prompt ~7.5k → ~70k). A follow-up
 //! prompt is the previous prompt, its output, and a new user message, so
-//! the engine that served the previous turn holds most of it.
+//! the engine that served the previous turn holds most of it. A request
+//! trace ([`Scenario::with_workload_trace`]) replaces the sessions with its
+//! own open-loop arrivals and 512-token prefix blocks.
+//!
+//! **Random streams.** Arrival slots, each session's content (its first
+//! context, turns, messages, outputs and think times) and routing (candidate
+//! order, signals, exploration, tie-breaks) draw from separate streams, so
+//! two runs that differ only in the filter's config
+//! ([`Scenario::set_filter_param`]) see the same slots and sessions: a paired
+//! experiment. Every truth record carries the request's TTFT (`ttft_ms`:
+//! arrival at the EPP to first token at the EPP).
 //!
 //! **Scheduling.** The candidates (all engines of the profile's pool, in a
 //! random order as the datastore returns them) go through each filter
@@ -98,7 +108,9 @@ mod scenario;
 mod stream;
 mod truth;
 mod vllm;
+mod workload_trace;
 pub use vllm::{HIT_RATE_WINDOW, PeakTruth};
+pub use workload_trace::{TRACE_BLOCK_TOKENS, TraceError, TraceRequest, parse_trace, read_trace};
 mod zap;
 
 use std::io::{self, Write};

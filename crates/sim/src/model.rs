@@ -2,12 +2,14 @@
 //! and prefix caches, and the scheduling of each request through the filter
 //! core, a token-load scorer and a max-score picker.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use gatecal_filter::{Candidate, Decision, TtftSource, decide};
 
 use crate::rng::Rng;
 use crate::scenario::{Deployment, Pool, interp, interp_geo};
+use crate::workload_trace::{TRACE_BLOCK_TOKENS, TraceRequest};
 
 /// The scorer's `queueThresholdTokens` default: tokenLoad is capped here.
 pub const QUEUE_THRESHOLD_TOKENS: f64 = 4_194_304.0;
@@ -77,6 +79,25 @@ pub struct Job {
     pub output_tokens: i64,
 }
 
+/// What a request's prompt is made of, for the prefix caches: a session's
+/// prompt (the shared system prompt, then the session's own blocks), or a
+/// trace request's 512-token blocks by id.
+#[derive(Clone, Debug)]
+pub enum Prefix {
+    /// A synthetic session's prompt.
+    Session {
+        /// Blocks of the shared system prompt.
+        sys_blocks: i64,
+        /// Session id.
+        session: u64,
+    },
+    /// A trace request: one id per [`TRACE_BLOCK_TOKENS`]-token block.
+    Trace {
+        /// The trace's `hash_ids`.
+        hash_ids: Vec<u64>,
+    },
+}
+
 #[derive(Clone, Debug, Default)]
 struct PrefixCache {
     sys: bool,
@@ -84,18 +105,65 @@ struct PrefixCache {
     used_blocks: i64,
     cap_blocks: i64,
     tick: u64,
+    /// Trace blocks held: id -> last use, and the same ordered by last use.
+    trace_blocks: HashMap<u64, u64>,
+    trace_lru: BTreeSet<(u64, u64)>,
+    /// Capacity in trace blocks.
+    trace_cap: usize,
 }
 
 impl PrefixCache {
-    fn matched(&self, sys_blocks: i64, session: u64, prompt_blocks: i64) -> i64 {
-        if !self.sys && sys_blocks > 0 {
-            return 0;
+    /// Cached blocks (of `block_size` tokens) of a prompt of
+    /// `prompt_tokens`, at most `prompt_blocks`.
+    fn matched(&self, prefix: &Prefix, prompt_tokens: i64, bs: i64, prompt_blocks: i64) -> i64 {
+        match prefix {
+            Prefix::Session {
+                sys_blocks,
+                session,
+            } => {
+                let sys_blocks = *sys_blocks;
+                if !self.sys && sys_blocks > 0 {
+                    return 0;
+                }
+                let sess = self.sessions.get(session).map(|e| e.0).unwrap_or(0);
+                (sys_blocks + sess.min(prompt_blocks - sys_blocks)).clamp(0, prompt_blocks)
+            }
+            Prefix::Trace { hash_ids } => {
+                let held = hash_ids
+                    .iter()
+                    .take_while(|h| self.trace_blocks.contains_key(h))
+                    .count() as i64;
+                let tokens = (held * TRACE_BLOCK_TOKENS).min(prompt_tokens);
+                (tokens / bs.max(1)).clamp(0, prompt_blocks)
+            }
         }
-        let sess = self.sessions.get(&session).map(|e| e.0).unwrap_or(0);
-        (sys_blocks + sess.min(prompt_blocks - sys_blocks)).clamp(0, prompt_blocks)
     }
 
-    fn insert(&mut self, sys_blocks: i64, session: u64, session_blocks: i64) {
+    fn insert(&mut self, prefix: &Prefix, prompt_blocks: i64) {
+        match prefix {
+            Prefix::Session {
+                sys_blocks,
+                session,
+            } => self.insert_session(*sys_blocks, *session, prompt_blocks - *sys_blocks),
+            Prefix::Trace { hash_ids } => {
+                for &h in hash_ids {
+                    self.tick += 1;
+                    if let Some(old) = self.trace_blocks.insert(h, self.tick) {
+                        self.trace_lru.remove(&(old, h));
+                    }
+                    self.trace_lru.insert((self.tick, h));
+                }
+                while self.trace_blocks.len() > self.trace_cap {
+                    let Some((_, h)) = self.trace_lru.pop_first() else {
+                        break;
+                    };
+                    self.trace_blocks.remove(&h);
+                }
+            }
+        }
+    }
+
+    fn insert_session(&mut self, sys_blocks: i64, session: u64, session_blocks: i64) {
         self.tick += 1;
         if !self.sys {
             self.sys = true;
@@ -212,12 +280,22 @@ pub struct PoolState {
     pub engines: Vec<Engine>,
 }
 
+/// An open session. Its content (first context, turns, every follow-up
+/// message, output and think time) comes from its own random stream,
+/// derived from the seed and its id, so it is the same whatever the
+/// routing; only when its turns arrive depends on when their answers end.
 #[derive(Clone, Debug)]
 struct Session {
     id: u64,
+    rng: Rng,
+    /// Run fraction at which the session opened (sets its message sizes).
+    start_frac: f64,
+    /// The previous turn's prompt (the first prompt before turn 0).
     last_prompt: i64,
     last_output: i64,
     turns_left: u64,
+    /// Turns sent so far.
+    turn: u32,
     ready_ns: i64,
 }
 
@@ -298,6 +376,19 @@ pub struct Request {
     pub pd: Option<PdEval>,
     /// Completion of the response.
     pub done_ns: i64,
+    /// First token at the EPP: the end of the prefill on the engine that
+    /// streams the answer (under P/D, the decode engine once the KV cache
+    /// has arrived). The model has no return latency.
+    pub first_token_ns: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
+    /// Session id (a trace request's line number in the trace).
+    pub session: u64,
+    /// Turn within the session, from 0.
+    pub turn: u32,
+    /// The think time the session waits after this answer before its next
+    /// turn may arrive; `None` for trace requests.
+    pub think_ns: Option<i64>,
 }
 
 /// A deployment's simulation state.
@@ -306,10 +397,18 @@ pub struct DepState {
     pub index: usize,
     /// Pools, same order as the spec's.
     pub pools: Vec<PoolState>,
-    rng: Rng,
+    /// Arrival slots: gaps, session-or-new, which sessions to try, request ids.
+    arrivals: Rng,
+    /// Routing: candidate order, missing signals, predictions, scrape
+    /// times, exploration draws, tie-breaks.
+    routing: Rng,
+    /// Seed of the sessions' own streams.
+    session_seed: u64,
     sessions: Vec<Session>,
     next_session: u64,
-    next_request: u64,
+    next_slot: u64,
+    /// A replayed trace and the index of its next request.
+    trace: Option<(Arc<[TraceRequest]>, usize)>,
     /// Next arrival time.
     pub next_arrival_ns: i64,
     start_ns: i64,
@@ -340,7 +439,13 @@ impl DepState {
         let name_hash = dep.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
         });
+        // Streams by purpose, so that routing never consumes a draw of the
+        // workload: two runs differing only in the filter's config see the
+        // same arrival slots, request ids and sessions.
         let mut rng = Rng::derive(seed ^ name_hash, 1000 + index as u64);
+        let arrivals = Rng::derive(seed ^ name_hash, 2000 + index as u64);
+        let routing = Rng::derive(seed ^ name_hash, 3000 + index as u64);
+        let session_seed = Rng::derive(seed ^ name_hash, 4000 + index as u64).next_u64();
         let mut pools = Vec::new();
         for (pi, p) in dep.pools.iter().enumerate() {
             let rs_hash = pod_hash(&mut rng);
@@ -388,6 +493,7 @@ impl DepState {
                     engines.push(Engine {
                         cache: PrefixCache {
                             cap_blocks: p.kv_capacity_tokens / dep.block_size.max(1),
+                            trace_cap: (p.kv_capacity_tokens / TRACE_BLOCK_TOKENS).max(0) as usize,
                             ..PrefixCache::default()
                         },
                         ..Engine::default()
@@ -399,16 +505,22 @@ impl DepState {
         let mut s = DepState {
             index,
             pools,
-            rng,
+            arrivals,
+            routing,
+            session_seed,
             sessions: Vec::new(),
             next_session: 1,
-            next_request: 1,
+            next_slot: 1,
+            trace: dep.workload.trace.clone().map(|t| (t, 0)),
             next_arrival_ns: start_ns,
             start_ns,
             end_ns,
             collect_jobs,
         };
-        s.next_arrival_ns = s.draw_next_arrival(dep, start_ns);
+        s.next_arrival_ns = match &s.trace {
+            Some((t, _)) => trace_arrival(t, 0, start_ns),
+            None => s.draw_next_arrival(dep, start_ns),
+        };
         s
     }
 
@@ -419,11 +531,12 @@ impl DepState {
 
     fn draw_next_arrival(&mut self, dep: &Deployment, t: i64) -> i64 {
         let rate = interp(&dep.workload.rate, self.frac(t)).max(1e-3);
-        let gap = self.rng.exp(1.0 / rate);
+        let gap = self.arrivals.exp(1.0 / rate);
         t + (gap * NS).max(1.0) as i64
     }
 
-    /// Whether arrivals remain before the end.
+    /// Whether arrivals remain before the end (of the run, or of a
+    /// replayed trace).
     pub fn has_next(&self) -> bool {
         self.next_arrival_ns < self.end_ns
     }
@@ -432,17 +545,34 @@ impl DepState {
     /// `None` when it was meant to continue a session but none was ready
     /// (its user is still waiting for a response): under a backlog, open
     /// sessions send less, as real users do.
+    ///
+    /// Every arrival slot makes the same draws from the arrival stream
+    /// (gap, session-or-new, three session picks, request id) whatever
+    /// happens in it; a session's content comes from its own stream.
     pub fn step(&mut self, dep: &Deployment) -> Option<Request> {
+        if self.trace.is_some() {
+            return Some(self.step_trace(dep));
+        }
         let t = self.next_arrival_ns;
         self.next_arrival_ns = self.draw_next_arrival(dep, t);
         let w = &dep.workload;
         let frac = self.frac(t);
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        let cont = self.arrivals.chance(1.0 - 1.0 / w.turns_mean.max(1.0));
+        let picks = [
+            self.arrivals.f64(),
+            self.arrivals.f64(),
+            self.arrivals.f64(),
+        ];
+        let rid = self.request_id(dep, slot);
 
         // Pick a session: continue a ready one, or start a new one.
         let mut chosen = None;
-        if !self.sessions.is_empty() && self.rng.chance(1.0 - 1.0 / w.turns_mean.max(1.0)) {
-            for _ in 0..3 {
-                let i = self.rng.index(self.sessions.len());
+        if cont && !self.sessions.is_empty() {
+            let n = self.sessions.len();
+            for u in picks {
+                let i = ((u * n as f64) as usize).min(n - 1);
                 if self.sessions[i].ready_ns <= t {
                     chosen = Some(i);
                     break;
@@ -450,23 +580,15 @@ impl DepState {
             }
             chosen?;
         }
-        let output = self.rng.lognormal_mean(w.output_mean, 0.6).round().max(1.0) as i64;
-        let (session_id, prompt) = match chosen {
-            Some(i) => {
-                let mean = w.user_msg_mean + w.user_msg_frac * interp_geo(&w.context_mean, frac);
-                let msg = self.rng.lognormal_mean(mean, 0.8).round().max(1.0) as i64;
-                let s = &mut self.sessions[i];
-                let prompt = s.last_prompt + s.last_output + msg;
-                (i, prompt)
-            }
+        let idx = match chosen {
+            Some(i) => i,
             None => {
+                let id = self.next_session;
+                self.next_session += 1;
+                let mut rng = Rng::derive(self.session_seed, id);
                 let mean = interp_geo(&w.context_mean, frac);
-                let ctx = self
-                    .rng
-                    .lognormal_mean(mean, w.context_sigma)
-                    .round()
-                    .max(20.0) as i64;
-                let turns = self.rng.geometric(w.turns_mean);
+                let ctx = rng.lognormal_mean(mean, w.context_sigma).round().max(20.0) as i64;
+                let turns = rng.geometric(w.turns_mean);
                 // Users give up: keep at most a few dozen open sessions per
                 // engine, dropping the least recently started.
                 let engines: usize = self.pools.iter().map(|p| p.engines.len()).sum();
@@ -474,37 +596,122 @@ impl DepState {
                     self.sessions.remove(0);
                 }
                 self.sessions.push(Session {
-                    id: self.next_session,
-                    last_prompt: 0,
+                    id,
+                    rng,
+                    start_frac: frac,
+                    last_prompt: (w.system_prompt_tokens + ctx).min(MAX_PROMPT_TOKENS),
                     last_output: 0,
                     turns_left: turns,
+                    turn: 0,
                     ready_ns: t,
                 });
-                self.next_session += 1;
-                (
-                    self.sessions.len() - 1,
-                    (w.system_prompt_tokens + ctx).min(MAX_PROMPT_TOKENS),
-                )
+                self.sessions.len() - 1
             }
         };
-        let sid = self.sessions[session_id].id;
-        let rid = if self.rng.chance(dep.plain_request_ids_prob) {
-            format!("req-{:06}", self.next_request)
+        let s = &mut self.sessions[idx];
+        let prompt = if s.turn == 0 {
+            s.last_prompt
         } else {
-            self.rng.uuid()
+            let mean =
+                w.user_msg_mean + w.user_msg_frac * interp_geo(&w.context_mean, s.start_frac);
+            let msg = s.rng.lognormal_mean(mean, 0.8).round().max(1.0) as i64;
+            s.last_prompt + s.last_output + msg
         };
-        self.next_request += 1;
-
+        let output = s.rng.lognormal_mean(w.output_mean, 0.6).round().max(1.0) as i64;
+        let think_ns = (s.rng.exp(w.think_s.max(0.0)) * NS) as i64;
+        let (sid, turn) = (s.id, s.turn);
         let bs = dep.block_size.max(1);
         let prompt_blocks = (prompt / bs).max(1);
-        let sys_blocks = (dep.workload.system_prompt_tokens / bs).min(prompt_blocks);
+        let prefix = Prefix::Session {
+            sys_blocks: (w.system_prompt_tokens / bs).min(prompt_blocks),
+            session: sid,
+        };
+        let mut req = self.schedule(dep, t, rid, prompt, output, &prefix);
+        req.session = sid;
+        req.turn = turn;
+        req.think_ns = Some(think_ns);
+
+        // Advance the session.
+        let s = &mut self.sessions[idx];
+        s.last_prompt = prompt;
+        s.last_output = output;
+        s.turns_left = s.turns_left.saturating_sub(1);
+        s.turn += 1;
+        s.ready_ns = req.done_ns + think_ns;
+        if s.turns_left == 0 || prompt + output + 4 * w.user_msg_mean as i64 > MAX_PROMPT_TOKENS {
+            self.sessions.remove(idx);
+        }
+        Some(req)
+    }
+
+    /// The slot's request id: both draws are made in every slot.
+    fn request_id(&mut self, dep: &Deployment, slot: u64) -> String {
+        let plain = self.arrivals.chance(dep.plain_request_ids_prob);
+        let uuid = self.arrivals.uuid();
+        if plain {
+            format!("req-{slot:06}")
+        } else {
+            uuid
+        }
+    }
+
+    /// The next request of a replayed trace: open loop, its own prompt
+    /// blocks.
+    fn step_trace(&mut self, dep: &Deployment) -> Request {
+        let t = self.next_arrival_ns;
+        let (trace, i) = match &mut self.trace {
+            Some((trace, i)) => {
+                let cur = *i;
+                *i += 1;
+                (trace.clone(), cur)
+            }
+            None => (Arc::from(Vec::new()), 0),
+        };
+        self.next_arrival_ns = trace_arrival(&trace, i + 1, self.start_ns);
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        let rid = self.request_id(dep, slot);
+        let Some(r) = trace.get(i) else {
+            // Unreachable: `has_next` is false past the last request.
+            return self.schedule(
+                dep,
+                t,
+                rid,
+                1,
+                1,
+                &Prefix::Trace {
+                    hash_ids: Vec::new(),
+                },
+            );
+        };
+        let prefix = Prefix::Trace {
+            hash_ids: r.hash_ids.clone(),
+        };
+        let mut req = self.schedule(dep, t, rid, r.input_tokens, r.output_tokens.max(1), &prefix);
+        req.session = i as u64 + 1;
+        req
+    }
+
+    /// Routes a request and queues it on the chosen engines.
+    fn schedule(
+        &mut self,
+        dep: &Deployment,
+        t: i64,
+        rid: String,
+        prompt: i64,
+        output: i64,
+        prefix: &Prefix,
+    ) -> Request {
+        let w = &dep.workload;
+        let bs = dep.block_size.max(1);
+        let prompt_blocks = (prompt / bs).max(1);
 
         let mut runs = Vec::new();
         let mut pd = None;
         let decode_tps = w.decode_tps.max(1.0);
-        let mut remote_done = None;
+        let mut remote = None;
         // First (or only) profile.
-        let r0 = self.run_profile(dep, 0, t, sid, prompt_blocks, sys_blocks);
+        let r0 = self.run_profile(dep, 0, t, prefix, prompt, prompt_blocks);
         let e0 = r0.order[r0.chosen];
         let m0 = r0.cands[r0.chosen].match_blocks.unwrap_or(0);
         runs.push(r0);
@@ -520,8 +727,7 @@ impl DepState {
                     disaggregate,
                 });
                 if disaggregate {
-                    let r1 =
-                        self.run_profile(dep, 1, t + 1_500_000, sid, prompt_blocks, sys_blocks);
+                    let r1 = self.run_profile(dep, 1, t + 1_500_000, prefix, prompt, prompt_blocks);
                     let e1 = r1.order[r1.chosen];
                     let m1 = r1.cands[r1.chosen].match_blocks.unwrap_or(0);
                     runs.push(r1);
@@ -539,23 +745,21 @@ impl DepState {
                     );
                     let kv_ready = first + 5_000_000 + (prompt as f64 / 2e6 * NS) as i64;
                     let done_ns = kv_ready + decode_ns;
-                    remote_done = Some(done_ns);
+                    remote = Some((kv_ready, done_ns));
                     self.attach_remote(0, e0, arrive, kv_ready, prompt, m0 * bs, output, done_ns);
-                    self.pools[1].engines[e1].cache.insert(
-                        sys_blocks,
-                        sid,
-                        prompt_blocks - sys_blocks,
-                    );
+                    self.pools[1].engines[e1]
+                        .cache
+                        .insert(prefix, prompt_blocks);
                 }
             }
             _ => {}
         }
         // Not disaggregated: the request is served where the first profile sent it.
-        let done_ns = match remote_done {
-            Some(d) => d,
+        let (first_token_ns, done_ns) = match remote {
+            Some(r) => r,
             None => {
                 let cost = PrefillCost::of(&dep.pools[0]);
-                let (_, d) = self.enqueue(
+                self.enqueue(
                     0,
                     e0,
                     arrive,
@@ -565,25 +769,14 @@ impl DepState {
                     output,
                     decode_ns,
                     false,
-                );
-                d
+                )
             }
         };
         self.pools[0].engines[e0]
             .cache
-            .insert(sys_blocks, sid, prompt_blocks - sys_blocks);
+            .insert(prefix, prompt_blocks);
 
-        // Advance the session.
-        let s = &mut self.sessions[session_id];
-        s.last_prompt = prompt;
-        s.last_output = output;
-        s.turns_left = s.turns_left.saturating_sub(1);
-        s.ready_ns = done_ns + (self.rng.exp(w.think_s.max(0.0)) * NS) as i64;
-        if s.turns_left == 0 || prompt + output + 4 * w.user_msg_mean as i64 > MAX_PROMPT_TOKENS {
-            self.sessions.swap_remove(session_id);
-        }
-
-        Some(Request {
+        Request {
             dep: self.index,
             request_id: rid,
             arrival_ns: t,
@@ -591,7 +784,12 @@ impl DepState {
             runs,
             pd,
             done_ns,
-        })
+            first_token_ns,
+            output_tokens: output,
+            session: 0,
+            turn: 0,
+            think_ns: None,
+        }
     }
 
     /// Queues a prefill on an engine (FIFO, each prefill costing
@@ -681,15 +879,15 @@ impl DepState {
         dep: &Deployment,
         pool_idx: usize,
         t: i64,
-        session: u64,
+        prefix: &Prefix,
+        prompt_tokens: i64,
         prompt_blocks: i64,
-        sys_blocks: i64,
     ) -> ProfileRun {
         let spec: &Pool = &dep.pools[pool_idx];
         let bs = dep.block_size.max(1);
         let n = self.pools[pool_idx].engines.len();
         let mut order: Vec<usize> = (0..n).collect();
-        self.rng.shuffle(&mut order);
+        self.routing.shuffle(&mut order);
         let uses_predictor = spec
             .filters
             .iter()
@@ -703,19 +901,19 @@ impl DepState {
             eng.prune(t);
             let tokens = eng.in_flight_tokens(t);
             let requests = eng.in_flight_requests(t);
-            let matched = eng.cache.matched(sys_blocks, session, prompt_blocks);
+            let matched = eng.cache.matched(prefix, prompt_tokens, bs, prompt_blocks);
             let waiting = eng.waiting(t);
             let cache_used = eng.cache.used_blocks as f64 / eng.cache.cap_blocks.max(1) as f64;
             let mut c = Candidate::new(id)
                 .with_match(matched, prompt_blocks, bs)
                 .with_in_flight_requests(requests);
-            if !self.rng.chance(dep.missing_signal_prob) {
+            if !self.routing.chance(dep.missing_signal_prob) {
                 c = c.with_in_flight_tokens(tokens);
             }
-            if uses_predictor && !self.rng.chance(dep.missing_prediction_prob) {
+            if uses_predictor && !self.routing.chance(dep.missing_prediction_prob) {
                 let uncached = (prompt_blocks - matched) * bs;
                 let base = (tokens + uncached) as f64 / spec.true_peak_tps.max(1.0) * 1000.0 + 35.0;
-                let noisy = base * self.rng.lognormal_mean(1.0, 0.12);
+                let noisy = base * self.routing.lognormal_mean(1.0, 0.12);
                 c = c.with_predicted_ttft_ms((noisy * 1000.0).round() / 1000.0);
             }
             cands.push(c);
@@ -725,7 +923,7 @@ impl DepState {
                 running: requests - waiting,
                 waiting,
                 kv_usage: (kv * 10_000.0).round() / 10_000.0,
-                scraped_ns: t - self.rng.below(50_000_000) as i64,
+                scraped_ns: t - self.routing.below(50_000_000) as i64,
             });
         }
 
@@ -734,7 +932,7 @@ impl DepState {
         let mut filters = Vec::new();
         for (fi, f) in spec.filters.iter().enumerate() {
             let sub: Vec<Candidate> = input.iter().map(|&i| cands[i].clone()).collect();
-            let draw = self.rng.f64();
+            let draw = self.routing.f64();
             let decision = decide(&f.config, &sub, draw);
             let kept: Vec<usize> = decision.kept.iter().map(|&k| input[k]).collect();
             filters.push(FilterRun {
@@ -767,7 +965,7 @@ impl DepState {
         let chosen = if ties.is_empty() {
             0
         } else {
-            ties[self.rng.index(ties.len())]
+            ties[self.routing.index(ties.len())]
         };
         ProfileRun {
             pool: pool_idx,
@@ -779,5 +977,13 @@ impl DepState {
             scored,
             chosen,
         }
+    }
+}
+
+/// Arrival of a trace's `i`-th request, or never past its end.
+fn trace_arrival(trace: &[TraceRequest], i: usize, start_ns: i64) -> i64 {
+    match trace.get(i) {
+        Some(r) => start_ns + (r.timestamp_ms * 1e6).round() as i64,
+        None => i64::MAX,
     }
 }

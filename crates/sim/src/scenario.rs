@@ -1,7 +1,11 @@
 //! Scenario definitions: deployments, pools, workloads, and the named
 //! scenarios.
 
-use gatecal_filter::{Config, MissingSignal, TtftSource};
+use std::sync::Arc;
+
+use gatecal_filter::{Config, ConfigError, MissingSignal, TtftSource};
+
+use crate::workload_trace::TraceRequest;
 
 /// A whole simulated run: one or more deployments in one EPP log stream.
 #[derive(Clone, Debug)]
@@ -113,6 +117,10 @@ pub struct Workload {
     pub decode_tps: f64,
     /// Mean think time between a response and the session's next turn, s.
     pub think_s: f64,
+    /// A request trace replayed instead of the synthetic sessions (open
+    /// loop; see [`Scenario::with_workload_trace`]). Only `decode_tps` of
+    /// the fields above still applies.
+    pub trace: Option<Arc<[TraceRequest]>>,
 }
 
 /// The P/D decider (`prefix-based-pd-decider`).
@@ -216,6 +224,83 @@ impl Scenario {
         self.duration_s = seconds;
         self
     }
+
+    /// The scenario reduced to its deployment `deployment` (its pools,
+    /// engines, filter config and decode speed), whose arrivals are the
+    /// requests of `trace` (open loop, at their timestamps from the run's
+    /// start); the run lasts until one second after the last arrival.
+    /// `None` when no deployment has that name.
+    pub fn with_workload_trace(
+        mut self,
+        deployment: &str,
+        trace: Arc<[TraceRequest]>,
+    ) -> Option<Scenario> {
+        let i = self.deployments.iter().position(|d| d.name == deployment)?;
+        let mut d = self.deployments.swap_remove(i);
+        let last_ms = trace.last().map(|r| r.timestamp_ms).unwrap_or(0.0);
+        d.workload.trace = Some(trace);
+        self.deployments = vec![d];
+        self.duration_s = last_ms / 1000.0 + 1.0;
+        self.log_window = None;
+        Some(self)
+    }
+
+    /// Sets a filter parameter, by its EPP name (`maxTTFTPenaltyMs`,
+    /// `peakPrefillThroughput`, `penaltyMode`, `affinityThreshold`, ...), on
+    /// every filter instance of the deployment `deployment`, or of every
+    /// deployment when `None`. `value` is JSON (`5000`, `0.9`), or a bare
+    /// string (`matchedTokens`). The result is decoded and validated as the
+    /// EPP does ([`Config::from_value`]): a key that is not one of the
+    /// decision parameters, a bad value or an unknown deployment is an
+    /// error.
+    pub fn set_filter_param(
+        &mut self,
+        deployment: Option<&str>,
+        key: &str,
+        value: &str,
+    ) -> Result<(), String> {
+        if let Some(name) = deployment
+            && !self.deployments.iter().any(|d| d.name == name)
+        {
+            let known: Vec<&str> = self.deployments.iter().map(|d| d.name.as_str()).collect();
+            return Err(format!(
+                "unknown deployment {name:?}; this scenario has: {}",
+                known.join(", ")
+            ));
+        }
+        let known = Config::default().to_parameters();
+        let known: Vec<&str> = known
+            .as_object()
+            .map(|o| o.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        if !known.contains(&key) {
+            return Err(format!(
+                "unknown filter parameter {key:?}; known: {}",
+                known.join(", ")
+            ));
+        }
+        let parsed: serde_json::Value = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        for d in &mut self.deployments {
+            if deployment.is_some_and(|n| n != d.name) {
+                continue;
+            }
+            for p in &mut d.pools {
+                for f in &mut p.filters {
+                    let mut params = f.config.to_parameters();
+                    if let Some(obj) = params.as_object_mut() {
+                        obj.insert(key.to_string(), parsed.clone());
+                    }
+                    let mut c = Config::from_value(&params).map_err(|e: ConfigError| {
+                        format!("deployment {}, filter {}: {e}", d.name, f.name)
+                    })?;
+                    c.missing_signal = f.config.missing_signal;
+                    f.config = c;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Linear interpolation on `(x, y)` points (clamped at the ends).
@@ -311,6 +396,7 @@ fn workload(rate: Vec<(f64, f64)>, context: Vec<(f64, f64)>) -> Workload {
         output_mean: 350.0,
         decode_tps: 40.0,
         think_s: 8.0,
+        trace: None,
     }
 }
 

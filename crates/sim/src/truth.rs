@@ -96,6 +96,22 @@ pub struct TruthRecord {
     pub epp_pod: String,
     /// `namespace/name` of the endpoint the profile picked.
     pub chosen_endpoint: String,
+    /// The request's time to first token in ms: from its arrival at the EPP
+    /// (the `EPP received request` line) to its first token at the EPP (the
+    /// first `HandleResponseBody is triggered` line). Every record of one
+    /// request carries the same value.
+    pub ttft_ms: f64,
+    /// The request's arrival at the EPP, epoch seconds.
+    pub arrival_ts: f64,
+    /// Output tokens of the request.
+    pub output_tokens: i64,
+    /// Session id (with a replayed trace: the request's line in the trace).
+    pub session_id: u64,
+    /// Turn within the session, from 0.
+    pub session_turn: u32,
+    /// Think time after this answer before the session's next turn may
+    /// arrive, ms; `null` with a replayed trace.
+    pub think_time_ms: Option<f64>,
 }
 
 /// The bars the static what-if replays.

@@ -90,8 +90,10 @@ fn v1_hit_rate_is_a_rolling_window_of_recent_requests() {
     let min = hits.iter().cloned().fold(100.0, f64::min);
     assert!(max > 85.0, "{max}");
     assert!(min < max - 5.0, "{min}..{max}");
-    // Line to line, the window moves slowly.
-    let step = hits
+    // Line to line, the window moves slowly once it holds more than the
+    // first few dozen requests (the first lines of a run, 30 s, can jump:
+    // the first request on each engine misses the system prompt).
+    let step = hits[3..]
         .windows(2)
         .map(|w| (w[1] - w[0]).abs())
         .fold(0.0, f64::max);

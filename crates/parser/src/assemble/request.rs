@@ -51,6 +51,51 @@ pub(super) struct Req {
     /// The strings of the buffered events (and of `run_candidates`): one
     /// buffer per request instead of an allocation per string.
     pub(super) text: Arena,
+    /// The `ts` of the request's `EPP received request` line: its arrival.
+    pub(super) arrival_ts: Option<f64>,
+    /// Its first response body chunk, when read before it closed.
+    pub(super) first_body: Option<FirstBody>,
+}
+
+/// The first chunk of a response body that reached the EPP (its first
+/// `HandleResponseBody is triggered` line with a non-empty chunk, or one
+/// ending the stream).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct FirstBody {
+    /// The line's `ts`.
+    pub(super) ts: Option<f64>,
+    /// The chunk ended the response: a response that was not streamed (or
+    /// came in one chunk), whose first chunk is not its first token.
+    pub(super) end_of_stream: bool,
+}
+
+impl FirstBody {
+    /// The first body chunk a `HandleResponseBody is triggered` line gives,
+    /// or `None` for an empty chunk that does not end the stream (it is
+    /// not the first token). A missing key counts as a non-empty chunk
+    /// that does not end the stream.
+    pub(super) fn of(
+        ts: Option<f64>,
+        bytes: Option<f64>,
+        end_of_stream: Option<bool>,
+    ) -> Option<FirstBody> {
+        let end_of_stream = end_of_stream.unwrap_or(false);
+        if bytes.is_some_and(|b| b <= 0.0) && !end_of_stream {
+            return None;
+        }
+        Some(FirstBody { ts, end_of_stream })
+    }
+
+    /// The observed time to first token, ms: from `arrival` to this chunk,
+    /// for a streamed response whose both times are known and in order.
+    pub(super) fn ttft_ms(self, arrival: Option<f64>) -> Option<f64> {
+        if self.end_of_stream {
+            return None;
+        }
+        let (a, t) = (arrival?, self.ts?);
+        let ms = (t - a) * 1000.0;
+        (ms.is_finite() && ms >= 0.0).then_some(ms)
+    }
 }
 
 /// Where the profiles of a request's runs come from.
@@ -287,6 +332,8 @@ impl Req {
             events: Vec::with_capacity(16),
             bytes: 0,
             text: Arena::with_capacity(1024, 16),
+            arrival_ts: None,
+            first_body: None,
         }
     }
 
@@ -480,7 +527,19 @@ impl Req {
         let Buffered { ts, line, event } = ev;
         let r = self;
         match event {
-            Event::ReceivedRequest => {}
+            Event::ReceivedRequest => {
+                if r.arrival_ts.is_none() {
+                    r.arrival_ts = ts.filter(|t| t.is_finite());
+                }
+            }
+            Event::ResponseBody {
+                bytes,
+                end_of_stream,
+            } => {
+                if r.first_body.is_none() {
+                    r.first_body = FirstBody::of(ts, bytes, end_of_stream);
+                }
+            }
             Event::SchedulerProfile { profile } => {
                 if r.state.is_active() {
                     r.new_run();

@@ -99,6 +99,8 @@ keys! {
     BlockKeys = b"blockKeys",
     Scores = b"scores",
     Result = b"result",
+    ResponseBytes = b"len(responseBytes)",
+    EndOfStream = b"endOfStream",
 }
 
 /// A key's spelling as text (checked at compile time).
