@@ -458,7 +458,7 @@ fn a_fifo_is_read_once_gzip_or_not() {
             "-q",
         ],
     ));
-    assert_eq!(direct, (Some(0), 60, 1656));
+    assert_eq!(direct, (Some(0), 54, 1584));
     for threads in ["1", "3"] {
         for (what, bytes) in [("gzip", &gz), ("plain", &plain)] {
             let out = run_on_fifo(
@@ -525,7 +525,7 @@ fn stdin_is_read_once_as_dash_or_dev_stdin() {
         let out = wait_or_fail(child, Duration::from_secs(120));
         let _ = writer.join();
         let e = stderr(&out);
-        assert_eq!(decisions_of(&out), (Some(0), 60, 1656), "{args:?}: {e}");
+        assert_eq!(decisions_of(&out), (Some(0), 54, 1584), "{args:?}: {e}");
         if args.len() > 1 {
             assert!(
                 e.contains("/dev/stdin: the same file as -, read once"),
@@ -594,7 +594,7 @@ fn concurrent_runs_writing_one_file_leave_one_complete_file() {
             .spawn()
             .unwrap()
     };
-    // 1,100 decisions: their records are written as the log is read.
+    // 1,168 decisions: their records are written as the log is read.
     let long = run("demo/glm-like.log.gz");
     let writing = || {
         fs::read_dir(d).unwrap().any(|e| {
@@ -620,13 +620,13 @@ fn concurrent_runs_writing_one_file_leave_one_complete_file() {
         assert!(out.status.success(), "{}", stderr(out));
     }
     let report = fs::read(d.join("r.json")).unwrap();
-    assert_eq!(decisions(&report), 1100);
+    assert_eq!(decisions(&report), 1168);
     let records = fs::read_to_string(d.join("d.jsonl")).unwrap();
     assert!(!records.contains('\0'), "NUL bytes in the records");
     for line in records.lines() {
         serde_json::from_str::<serde_json::Value>(line).expect("a whole record");
     }
-    assert_eq!(records.lines().count(), 1100);
+    assert_eq!(records.lines().count(), 1168);
     assert_eq!(names(d), ["d.jsonl", "r.json"]);
 }
 
