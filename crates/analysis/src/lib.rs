@@ -75,6 +75,7 @@ mod from_parser;
 mod hist;
 mod in_force;
 mod pool;
+pub mod predict;
 mod queue;
 mod reorder;
 
