@@ -133,6 +133,47 @@ pub fn predict(
     })
 }
 
+/// Largest per-request overhead the fit accepts, seconds.
+pub const MAX_OVERHEAD_S: f64 = 2.0;
+
+/// The engine's per-request overhead fitted to the observed first tokens:
+/// starting from `model`'s, the replay of the config in force (the routing
+/// the log shows) is run and the overhead moved by the median of observed
+/// minus predicted TTFT over the requests with an observed first token,
+/// four times (the overhead also lengthens the queues, so one step is not
+/// enough). Returns the fitted model and the requests it rests on; `model`
+/// unchanged when no request has an observed first token.
+pub fn fit_overhead(
+    w: &Workload,
+    observed_s: &[Option<f64>],
+    config: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+) -> (EngineModel, usize) {
+    let mut m = *model;
+    let mut n = 0;
+    for _ in 0..4 {
+        let r = replay(&w.requests, w.endpoints.len(), config, picker, &m);
+        let mut diffs: Vec<f64> = r
+            .served
+            .iter()
+            .zip(observed_s)
+            .filter_map(|(s, o)| Some(o.filter(|o| o.is_finite())? - s.as_ref()?.ttft_s))
+            .collect();
+        n = diffs.len();
+        if diffs.is_empty() {
+            return (*model, 0);
+        }
+        diffs.sort_by(f64::total_cmp);
+        let step = diffs[diffs.len() / 2];
+        m.overhead_s = (m.overhead_s + step).clamp(0.0, MAX_OVERHEAD_S);
+        if step.abs() < 1e-4 {
+            break;
+        }
+    }
+    (m, n)
+}
+
 impl Seen {
     /// What the workload inference reads of one decision: its time, the
     /// endpoint picked, the outcome, the token loads of its scorer lines,
@@ -170,6 +211,58 @@ impl Seen {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_overhead_is_fitted_to_the_observed_first_tokens() {
+        use replay::Request;
+        // Two endpoints, light load: TTFT = tokens / peak + overhead.
+        let requests: Vec<Request> = (0..200)
+            .map(|i| Request {
+                arrival_s: f64::from(i),
+                prompt_tokens: 1000.0 + f64::from(i % 7) * 100.0,
+                cold_tokens: 1000.0 + f64::from(i % 7) * 100.0,
+                warm_tokens: 1000.0 + f64::from(i % 7) * 100.0,
+                session: None,
+                parent: None,
+                think_s: None,
+                decode_s: 0.5,
+                draw: 1.0,
+                logged_end_s: None,
+                holders: Vec::new(),
+                prefix_parent: None,
+                logged_endpoint: None,
+            })
+            .collect();
+        let truth_model = EngineModel {
+            peak_tps: 2000.0,
+            overhead_s: 0.08,
+            latency_s: 0.0,
+            cache_capacity_tokens: f64::INFINITY,
+            block_size: 64,
+        };
+        let config = gatecal_filter::DEFAULT_CONFIG;
+        let picker = Picker::default();
+        let truth = replay(&requests, 2, &config, &picker, &truth_model);
+        let observed: Vec<Option<f64>> = truth.served.iter().map(|s| s.map(|s| s.ttft_s)).collect();
+        let w = Workload {
+            requests,
+            endpoints: vec!["a".into(), "b".into()],
+            ..Workload::default()
+        };
+        let start = EngineModel {
+            overhead_s: 0.0,
+            ..truth_model
+        };
+        let (fitted, n) = fit_overhead(&w, &observed, &config, &picker, &start);
+        assert_eq!(n, 200);
+        assert!(
+            (fitted.overhead_s - 0.08).abs() < 1e-6,
+            "{}",
+            fitted.overhead_s
+        );
+        let (same, n) = fit_overhead(&w, &vec![None; 200], &config, &picker, &start);
+        assert_eq!((same, n), (start, 0));
+    }
 
     #[test]
     fn the_rank_interval_narrows_with_more_samples() {
