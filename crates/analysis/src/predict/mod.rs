@@ -30,7 +30,9 @@ pub mod workload;
 use gatecal_filter::Config;
 
 use crate::input::DecisionInput;
-use replay::{EngineModel, Picker, Replay, replay};
+#[cfg(test)]
+use replay::replay;
+use replay::{Arrivals, EngineModel, Picker, Replay, replay_with};
 use workload::{Seen, Workload};
 
 /// The quantiles predicted by the replay of one config, with their
@@ -87,16 +89,31 @@ pub fn rank_interval(sorted: &[f64], q: f64) -> Option<[f64; 2]> {
 
 /// Predicts the TTFT of `config` over `w`, with `model` at the estimated
 /// peak and `peak_interval` the peak's 90 % interval (when the estimator
-/// gives one).
+/// gives one). `current` is the config in force: the replay of it with the
+/// logged arrivals is the baseline that closed-loop requests are moved
+/// against ([`Arrivals::Shifted`]).
 pub fn predict(
     w: &Workload,
+    current: &Config,
     config: &Config,
     picker: &Picker,
     model: &EngineModel,
     peak_interval: Option<[f64; 2]>,
 ) -> Option<Prediction> {
     let n_ep = w.endpoints.len();
-    let main = replay(&w.requests, n_ep, config, picker, model);
+    let run = |m: &EngineModel| {
+        let base = replay_with(&w.requests, n_ep, current, picker, m, Arrivals::Logged);
+        let first = base.first_tokens();
+        replay_with(
+            &w.requests,
+            n_ep,
+            config,
+            picker,
+            m,
+            Arrivals::Shifted(&first),
+        )
+    };
+    let main = run(model);
     let sorted = sorted_ms(&main);
     if sorted.is_empty() {
         return None;
@@ -108,7 +125,7 @@ pub fn predict(
                 peak_tps: peak,
                 ..*model
             };
-            runs.push(sorted_ms(&replay(&w.requests, n_ep, config, picker, &m)));
+            runs.push(sorted_ms(&run(&m)));
         }
     }
     let mut quantiles_ms = [0.0; 3];
@@ -136,42 +153,109 @@ pub fn predict(
 /// Largest per-request overhead the fit accepts, seconds.
 pub const MAX_OVERHEAD_S: f64 = 2.0;
 
-/// The engine's per-request overhead fitted to the observed first tokens:
-/// starting from `model`'s, the replay of the config in force (the routing
-/// the log shows) is run and the overhead moved by the median of observed
-/// minus predicted TTFT over the requests with an observed first token,
-/// four times (the overhead also lengthens the queues, so one step is not
-/// enough). Returns the fitted model and the requests it rests on; `model`
-/// unchanged when no request has an observed first token.
-pub fn fit_overhead(
-    w: &Workload,
-    observed_s: &[Option<f64>],
-    config: &Config,
-    picker: &Picker,
-    model: &EngineModel,
-) -> (EngineModel, usize) {
-    let mut m = *model;
-    let mut n = 0;
-    for _ in 0..4 {
-        let r = replay(&w.requests, w.endpoints.len(), config, picker, &m);
-        let mut diffs: Vec<f64> = r
-            .served
-            .iter()
-            .zip(observed_s)
-            .filter_map(|(s, o)| Some(o.filter(|o| o.is_finite())? - s.as_ref()?.ttft_s))
-            .collect();
-        n = diffs.len();
-        if diffs.is_empty() {
-            return (*model, 0);
+/// Requests with an observed first token needed to fit the engine.
+pub const MIN_FIT_REQUESTS: usize = 20;
+
+/// The engine fitted to the observed first tokens.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineFit {
+    /// Uncached tokens prefilled per second (the slope).
+    pub tokens_per_s: f64,
+    /// Seconds per request beyond its tokens (the intercept).
+    pub overhead_s: f64,
+    /// Requests it rests on.
+    pub n: usize,
+    /// Median absolute relative error of the fitted service times.
+    pub median_error: f64,
+}
+
+/// Fits the engine's speed and per-request overhead to the observed first
+/// tokens of `w` (a workload inferred from a log that shows them).
+///
+/// Each endpoint prefills first come, first served, so a request's prefill
+/// starts when it arrives or when the request before it on the same
+/// endpoint has its first token, whichever is later, and ends at its own
+/// first token: its service time is `first − max(arrival, previous first)`,
+/// measured for every request whose first token and whose predecessor's
+/// are observed. The service times are regressed on the uncached tokens
+/// (`service = overhead + tokens / speed`) by least squares, twice, the
+/// second time without the 10 % of requests the first fit misses most (a
+/// request whose predecessor's first token is not observed, or a
+/// preempted one, would pull the line). `None` with fewer than
+/// [`MIN_FIT_REQUESTS`] usable requests or a fit that makes no physical
+/// sense (a speed that is not positive).
+pub fn fit_engine(w: &Workload) -> Option<EngineFit> {
+    let mut prev_first: Vec<Option<f64>> = vec![None; w.endpoints.len()];
+    let mut pts: Vec<(f64, f64)> = Vec::new();
+    let mut seen_on: Vec<bool> = vec![false; w.endpoints.len()];
+    for (i, r) in w.requests.iter().enumerate() {
+        let (Some(&e), Some(&first)) = (w.logged_endpoint.get(i), w.observed_first_s.get(i)) else {
+            continue;
+        };
+        let start = match (seen_on.get(e), prev_first.get(e)) {
+            (Some(true), Some(Some(p))) => Some(r.arrival_s.max(*p)),
+            (Some(false), _) => Some(r.arrival_s),
+            _ => None,
+        };
+        if let (Some(start), Some(first), Some(&u)) = (start, first, w.logged_uncached.get(i))
+            && first > start
+            && u.is_finite()
+        {
+            pts.push((u, first - start));
         }
-        diffs.sort_by(f64::total_cmp);
-        let step = diffs[diffs.len() / 2];
-        m.overhead_s = (m.overhead_s + step).clamp(0.0, MAX_OVERHEAD_S);
-        if step.abs() < 1e-4 {
-            break;
+        if let Some(p) = prev_first.get_mut(e) {
+            // FCFS: the next request's prefill starts after this one's.
+            *p = match (*p, first) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (_, b) => b,
+            };
+        }
+        if let Some(s) = seen_on.get_mut(e) {
+            *s = true;
         }
     }
-    (m, n)
+    let fit = |pts: &[(f64, f64)]| -> Option<(f64, f64)> {
+        let n = pts.len() as f64;
+        let (sx, sy) = pts
+            .iter()
+            .fold((0.0, 0.0), |(a, b), &(x, y)| (a + x, b + y));
+        let (mx, my) = (sx / n, sy / n);
+        let (sxx, sxy) = pts.iter().fold((0.0, 0.0), |(a, b), &(x, y)| {
+            (a + (x - mx) * (x - mx), b + (x - mx) * (y - my))
+        });
+        (sxx > 0.0).then(|| {
+            let slope = sxy / sxx;
+            (slope, my - slope * mx)
+        })
+    };
+    if pts.len() < MIN_FIT_REQUESTS {
+        return None;
+    }
+    let (slope, icpt) = fit(&pts)?;
+    let mut res: Vec<(f64, (f64, f64))> = pts
+        .iter()
+        .map(|&(x, y)| ((y - (icpt + slope * x)).abs(), (x, y)))
+        .collect();
+    res.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let keep: Vec<(f64, f64)> = res[..res.len() - res.len() / 10]
+        .iter()
+        .map(|r| r.1)
+        .collect();
+    let (slope, icpt) = fit(&keep)?;
+    if !(slope > 0.0 && slope.is_finite()) {
+        return None;
+    }
+    let mut errs: Vec<f64> = keep
+        .iter()
+        .map(|&(x, y)| ((icpt.max(0.0) + slope * x) / y - 1.0).abs())
+        .collect();
+    errs.sort_by(f64::total_cmp);
+    Some(EngineFit {
+        tokens_per_s: 1.0 / slope,
+        overhead_s: icpt.clamp(0.0, MAX_OVERHEAD_S),
+        n: pts.len(),
+        median_error: errs[errs.len() / 2],
+    })
 }
 
 impl Seen {
@@ -213,24 +297,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_overhead_is_fitted_to_the_observed_first_tokens() {
+    fn the_engine_is_fitted_to_the_observed_first_tokens() {
         use replay::Request;
-        // Two endpoints, light load: TTFT = tokens / peak + overhead.
-        let requests: Vec<Request> = (0..200)
-            .map(|i| Request {
-                arrival_s: f64::from(i),
-                prompt_tokens: 1000.0 + f64::from(i % 7) * 100.0,
-                cold_tokens: 1000.0 + f64::from(i % 7) * 100.0,
-                warm_tokens: 1000.0 + f64::from(i % 7) * 100.0,
-                session: None,
-                parent: None,
-                think_s: None,
-                decode_s: 0.5,
-                draw: 1.0,
-                logged_end_s: None,
-                holders: Vec::new(),
-                prefix_parent: None,
-                logged_endpoint: None,
+        // Two endpoints under load: TTFT = queue + tokens / speed + overhead.
+        let requests: Vec<Request> = (0..300)
+            .map(|i| {
+                let u = 500.0 + f64::from(i % 11) * 400.0;
+                Request {
+                    arrival_s: f64::from(i) * 0.5,
+                    prompt_tokens: u,
+                    cold_tokens: u,
+                    warm_tokens: u,
+                    session: None,
+                    parent: None,
+                    think_s: None,
+                    decode_s: 0.5,
+                    draw: 1.0,
+                    logged_end_s: None,
+                    holders: Vec::new(),
+                    prefix_parent: None,
+                    logged_endpoint: None,
+                    logged_cold: Vec::new(),
+                }
             })
             .collect();
         let truth_model = EngineModel {
@@ -241,27 +329,36 @@ mod tests {
             block_size: 64,
         };
         let config = gatecal_filter::DEFAULT_CONFIG;
-        let picker = Picker::default();
-        let truth = replay(&requests, 2, &config, &picker, &truth_model);
-        let observed: Vec<Option<f64>> = truth.served.iter().map(|s| s.map(|s| s.ttft_s)).collect();
+        let truth = replay(&requests, 2, &config, &Picker::default(), &truth_model);
+        let busy = truth
+            .served
+            .iter()
+            .flatten()
+            .filter(|s| s.ttft_s > 0.08 + 2.6)
+            .count();
+        assert!(busy > 10, "some requests queue: {busy}");
         let w = Workload {
+            logged_endpoint: truth.served.iter().map(|s| s.unwrap().endpoint).collect(),
+            logged_uncached: requests.iter().map(|r| r.cold_tokens).collect(),
+            observed_first_s: truth
+                .served
+                .iter()
+                .map(|s| s.map(|s| s.arrival_s + s.ttft_s))
+                .collect(),
             requests,
             endpoints: vec!["a".into(), "b".into()],
             ..Workload::default()
         };
-        let start = EngineModel {
-            overhead_s: 0.0,
-            ..truth_model
+        let f = fit_engine(&w).unwrap();
+        assert_eq!(f.n, 300);
+        assert!((f.tokens_per_s - 2000.0).abs() < 1e-3, "{f:?}");
+        assert!((f.overhead_s - 0.08).abs() < 1e-6, "{f:?}");
+        assert!(f.median_error < 1e-9, "{f:?}");
+        let none = Workload {
+            observed_first_s: vec![None; 300],
+            ..w
         };
-        let (fitted, n) = fit_overhead(&w, &observed, &config, &picker, &start);
-        assert_eq!(n, 200);
-        assert!(
-            (fitted.overhead_s - 0.08).abs() < 1e-6,
-            "{}",
-            fitted.overhead_s
-        );
-        let (same, n) = fit_overhead(&w, &vec![None; 200], &config, &picker, &start);
-        assert_eq!((same, n), (start, 0));
+        assert_eq!(fit_engine(&none), None);
     }
 
     #[test]

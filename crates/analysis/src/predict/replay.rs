@@ -35,8 +35,11 @@
 //! the token-load scorer (`1 − tokenLoad / queueThresholdTokens`, where
 //! `tokenLoad` is the in-flight tokens plus the request's uncached tokens
 //! there) and, with a weight, the prefix-cache scorer (the match fraction).
-//! Ties go to the lowest of a per-request hash of the endpoint index, a
-//! stand-in for the EPP's random order that is the same under every config.
+//! Ties go to the endpoint the log shows the request was sent to when it is
+//! among them (the EPP's random draw, kept for every config, so that
+//! the replay of the config in force routes as the log did), else to the
+//! lowest of a per-request hash of the endpoint index, the same under every
+//! config.
 //!
 //! # Closed loops
 //!
@@ -91,6 +94,10 @@ pub struct Request {
     pub prefix_parent: Option<usize>,
     /// The endpoint the request was sent to in the log.
     pub logged_endpoint: Option<usize>,
+    /// The uncached tokens the log shows on endpoints that did not hold the
+    /// request's prefix (a shared prefix cached on some endpoints only):
+    /// used in place of `cold_tokens` there.
+    pub logged_cold: Vec<(usize, f64)>,
 }
 
 /// The picker stage after the filter.
@@ -181,6 +188,14 @@ impl Replay {
         (prompt > 0.0).then(|| cached / prompt)
     }
 
+    /// Each request's first token in the replay (seconds), by request.
+    pub fn first_tokens(&self) -> Vec<Option<f64>> {
+        self.served
+            .iter()
+            .map(|s| s.map(|s| s.arrival_s + s.ttft_s))
+            .collect()
+    }
+
     /// Share of the requests whose filter outcome released a pin.
     pub fn release_share(&self) -> Option<f64> {
         let n = self.served.iter().flatten().count();
@@ -214,9 +229,16 @@ impl Endpoint {
         self.pending.iter().map(|&(_, u)| u).sum()
     }
 
-    fn cached(&self, r: &Request, holder: bool) -> f64 {
+    fn cached(&self, r: &Request, e: usize, holder: bool) -> f64 {
         let holds = holder || r.session.is_some_and(|s| self.sessions.contains_key(&s));
-        let uncached = if holds { r.warm_tokens } else { r.cold_tokens };
+        let uncached = if holds {
+            r.warm_tokens
+        } else {
+            r.logged_cold
+                .iter()
+                .find(|&&(k, _)| k == e)
+                .map_or(r.cold_tokens, |&(_, u)| u)
+        };
         (r.prompt_tokens - uncached).clamp(0.0, r.prompt_tokens)
     }
 
@@ -276,7 +298,24 @@ fn tie_key(request: usize, endpoint: usize) -> u64 {
     x
 }
 
-/// Routes and serves `requests` on `endpoints` endpoints under `config`.
+/// When the closed-loop requests (`parent` and `think_s` set) arrive.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arrivals<'a> {
+    /// At their logged times: the replay is open loop.
+    Logged,
+    /// `think_s` after their parent's response ends in this replay.
+    AfterAnswer,
+    /// At their logged times, moved by how much later (or sooner) their
+    /// parent's first token comes than in a baseline replay (the first
+    /// tokens of a [`Arrivals::Logged`] replay of the config in force, by
+    /// request): the config in force then replays the log's arrivals as
+    /// they are, and another config moves a session's next turn with its
+    /// answer. Never before the parent's first token.
+    Shifted(&'a [Option<f64>]),
+}
+
+/// Routes and serves `requests` on `endpoints` endpoints under `config`,
+/// closed loops after their parent's answer ([`Arrivals::AfterAnswer`]).
 ///
 /// Requests must be in logged arrival order; a closed-loop request's
 /// `parent` must come before it. Non-finite or negative times and token
@@ -288,7 +327,27 @@ pub fn replay(
     picker: &Picker,
     model: &EngineModel,
 ) -> Replay {
-    run(requests, endpoints, config, picker, model, false)
+    run(
+        requests,
+        endpoints,
+        config,
+        picker,
+        model,
+        false,
+        Arrivals::AfterAnswer,
+    )
+}
+
+/// [`replay`] with the closed loops' arrivals as `arrivals` says.
+pub fn replay_with(
+    requests: &[Request],
+    endpoints: usize,
+    config: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+    arrivals: Arrivals<'_>,
+) -> Replay {
+    run(requests, endpoints, config, picker, model, false, arrivals)
 }
 
 /// [`replay`], also keeping what the EPP would have logged of each decision
@@ -301,7 +360,15 @@ pub fn replay_logged(
     picker: &Picker,
     model: &EngineModel,
 ) -> Replay {
-    run(requests, endpoints, config, picker, model, true)
+    run(
+        requests,
+        endpoints,
+        config,
+        picker,
+        model,
+        true,
+        Arrivals::AfterAnswer,
+    )
 }
 
 fn run(
@@ -311,6 +378,7 @@ fn run(
     picker: &Picker,
     model: &EngineModel,
     logged: bool,
+    arrivals: Arrivals<'_>,
 ) -> Replay {
     let mut out = Replay {
         served: vec![None; requests.len()],
@@ -328,8 +396,10 @@ fn run(
     // Children waiting for their parent's response end.
     let mut children: FxHashMap<usize, Vec<usize>> = FxHashMap::default();
     for (i, r) in requests.iter().enumerate() {
-        match (r.parent, r.think_s) {
-            (Some(p), Some(_)) if p < i => children.entry(p).or_default().push(i),
+        match (r.parent, r.think_s, arrivals) {
+            (Some(p), Some(_), Arrivals::AfterAnswer | Arrivals::Shifted(_)) if p < i => {
+                children.entry(p).or_default().push(i)
+            }
             _ => heap.push(Pending { t: r.arrival_s, i }),
         }
     }
@@ -356,7 +426,7 @@ fn run(
         let total_blocks = ((r.prompt_tokens / block as f64).floor() as i64).max(1);
         for (e, ep) in eps.iter_mut().enumerate() {
             ep.prune(t);
-            let c = ep.cached(r, holders.contains(&e));
+            let c = ep.cached(r, e, holders.contains(&e));
             cached[e] = c;
             uncached[e] = (r.prompt_tokens - c).max(0.0);
             let match_blocks = ((c / block as f64).floor() as i64).min(total_blocks);
@@ -381,7 +451,13 @@ fn run(
             if logged {
                 out.loads[i].push((k, load));
             }
-            let key = tie_key(i, k);
+            // Ties go the way the log went when the logged endpoint is
+            // among them (the EPP's random draw, kept), else by the hash.
+            let key = if r.logged_endpoint == Some(k) {
+                0
+            } else {
+                tie_key(i, k).max(1)
+            };
             let better = match best {
                 None => true,
                 Some((_, s, kk)) => score > s || (score == s && key < kk),
@@ -412,11 +488,14 @@ fn run(
         });
         if let Some(kids) = children.remove(&i) {
             for k in kids {
-                let think = requests[k].think_s.unwrap_or(0.0).max(0.0);
-                heap.push(Pending {
-                    t: end + think,
-                    i: k,
-                });
+                let t = match arrivals {
+                    Arrivals::Shifted(base) => match base.get(i).copied().flatten() {
+                        Some(b) => (requests[k].arrival_s + first - b).max(first),
+                        None => requests[k].arrival_s.max(first),
+                    },
+                    _ => end + requests[k].think_s.unwrap_or(0.0).max(0.0),
+                };
+                heap.push(Pending { t, i: k });
             }
         }
     }
@@ -454,6 +533,7 @@ mod tests {
             holders: Vec::new(),
             prefix_parent: None,
             logged_endpoint: None,
+            logged_cold: Vec::new(),
         }
     }
 
@@ -589,6 +669,27 @@ mod tests {
         };
         let r = run(&rs, 1, &DEFAULT_CONFIG, &slow);
         assert_eq!(r.served[1].unwrap().arrival_s, 5.0);
+        // Shifted: the logged arrival moved by the parent's first token
+        // against a baseline (here 0.5 s later: 10.5 s).
+        let base = [Some(0.5), None];
+        let r = replay_with(
+            &rs,
+            1,
+            &DEFAULT_CONFIG,
+            &Picker::default(),
+            &model(),
+            Arrivals::Shifted(&base),
+        );
+        assert_eq!(r.served[1].unwrap().arrival_s, 10.5);
+        let r = replay_with(
+            &rs,
+            1,
+            &DEFAULT_CONFIG,
+            &Picker::default(),
+            &model(),
+            Arrivals::Logged,
+        );
+        assert_eq!(r.served[1].unwrap().arrival_s, 10.0);
         // Open loop: the logged arrival.
         rs[1].think_s = None;
         assert_eq!(
