@@ -30,6 +30,10 @@
 //!   ([`VllmEstimator`]), calibration output ([`from_calibration_text`])
 //!   and Prometheus ([`parse_query_range`]), and where the sources
 //!   disagree;
+//! - [`predict`]: the TTFT a candidate config would give, from the logged
+//!   traffic replayed through the filter core and an engine model fitted
+//!   to the deployment's own first tokens (a library API: the reports do
+//!   not show it yet);
 //! - `report/`: the two analyses, [`GateDist`] (the audit of `gate-dist`:
 //!   [`GateDistOptions`], [`GateDistReport`]) and [`Recommend`] (the
 //!   calibration of `recommend`: [`RecommendOptions`],
@@ -65,6 +69,7 @@ mod config;
 mod gate;
 mod input;
 mod peak;
+pub mod predict;
 mod report;
 
 pub use config::epp::producers::producer_block_sizes;

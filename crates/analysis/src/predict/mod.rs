@@ -1,0 +1,377 @@
+//! Predicted TTFT under a candidate config: the deployment's logged traffic
+//! ([`workload`]) replayed through the filter core, a picker and an engine
+//! model ([`replay`]).
+//!
+//! # Method
+//!
+//! 1. The workload is inferred once per deployment from its decisions
+//!    ([`workload::infer`]), with the engine model at the estimated peak.
+//! 2. Each candidate config is replayed over that workload
+//!    ([`replay::replay`]); the TTFTs of the replay give the predicted
+//!    p50, p90 and p99 (nearest rank), the cached share of prompt tokens
+//!    and the share of requests whose pin was released.
+//! 3. **Interval** (90 %): the replay is run again at both ends of the
+//!    peak's 90 % interval (the engine's speed is the largest single
+//!    uncertainty of the model), and each quantile's range over those runs
+//!    is widened by the quantile's own sampling interval: the ranks
+//!    `n·q ± 1.645·√(n·q·(1−q))` of the sorted TTFTs (a binomial interval
+//!    for the rank, so a p99 over 300 requests is honestly wide).
+//!
+//! # Self-check
+//!
+//! The replay of the config in force predicts what the log observed: beside
+//! the observed TTFT it shows whether the engine model and the workload are
+//! right before any other config is trusted. Limits of the inference are in
+//! [`workload`]'s docs; the engine model's assumptions in [`replay`]'s.
+
+pub mod replay;
+pub mod workload;
+
+use gatecal_filter::Config;
+
+use crate::input::DecisionInput;
+#[cfg(test)]
+use replay::replay;
+use replay::{Arrivals, EngineModel, Picker, Replay, replay_with};
+use workload::{Seen, Workload};
+
+/// The quantiles predicted by the replay of one config, with their
+/// intervals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prediction {
+    /// Nearest-rank p50, p90, p99 of the predicted TTFTs, ms.
+    pub quantiles_ms: [f64; 3],
+    /// 90 % interval of each, ms.
+    pub intervals_ms: [[f64; 2]; 3],
+    /// Requests replayed.
+    pub n: usize,
+    /// Cached share of prompt tokens.
+    pub prefix_hit_share: Option<f64>,
+    /// Share of requests whose pin was released.
+    pub release_share: Option<f64>,
+}
+
+/// The quantiles this module predicts.
+pub const QUANTILES: [f64; 3] = [0.5, 0.9, 0.99];
+
+/// `z` of a two-sided 90 % normal interval.
+const Z90: f64 = 1.644_853_626_951_472_2;
+
+fn sorted_ms(r: &Replay) -> Vec<f64> {
+    let mut v = r.ttfts_ms();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// The nearest-rank quantile of sorted values (`ceil(q·n)`-th smallest).
+pub fn nearest_rank(sorted: &[f64], q: f64) -> Option<f64> {
+    let n = sorted.len();
+    if n == 0 {
+        return None;
+    }
+    let k = ((q * n as f64).ceil() as usize).clamp(1, n);
+    Some(sorted[k - 1])
+}
+
+/// The 90 % interval of the nearest-rank quantile `q` of `sorted`, from
+/// the binomial spread of its rank.
+pub fn rank_interval(sorted: &[f64], q: f64) -> Option<[f64; 2]> {
+    let n = sorted.len();
+    if n == 0 {
+        return None;
+    }
+    let nf = n as f64;
+    let half = Z90 * (nf * q * (1.0 - q)).sqrt();
+    let lo = ((nf * q - half).floor() as isize).clamp(1, n as isize) as usize;
+    let hi = ((nf * q + half).ceil() as isize).clamp(1, n as isize) as usize;
+    Some([sorted[lo - 1], sorted[hi - 1]])
+}
+
+/// Predicts the TTFT of `config` over `w`, with `model` at the estimated
+/// peak and `peak_interval` the peak's 90 % interval (when the estimator
+/// gives one). `current` is the config in force: the replay of it with the
+/// logged arrivals is the baseline that closed-loop requests are moved
+/// against ([`Arrivals::Shifted`]).
+pub fn predict(
+    w: &Workload,
+    current: &Config,
+    config: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+    peak_interval: Option<[f64; 2]>,
+) -> Option<Prediction> {
+    let n_ep = w.endpoints.len();
+    let run = |m: &EngineModel| {
+        let base = replay_with(&w.requests, n_ep, current, picker, m, Arrivals::Logged);
+        let first = base.first_tokens();
+        replay_with(
+            &w.requests,
+            n_ep,
+            config,
+            picker,
+            m,
+            Arrivals::Shifted(&first),
+        )
+    };
+    let main = run(model);
+    let sorted = sorted_ms(&main);
+    if sorted.is_empty() {
+        return None;
+    }
+    let mut runs = vec![sorted];
+    for peak in peak_interval.into_iter().flatten() {
+        if peak.is_finite() && peak > 0.0 && peak != model.peak_tps {
+            let m = EngineModel {
+                peak_tps: peak,
+                ..*model
+            };
+            runs.push(sorted_ms(&run(&m)));
+        }
+    }
+    let mut quantiles_ms = [0.0; 3];
+    let mut intervals_ms = [[0.0; 2]; 3];
+    for (k, &q) in QUANTILES.iter().enumerate() {
+        quantiles_ms[k] = nearest_rank(&runs[0], q)?;
+        let mut lo = f64::INFINITY;
+        let mut hi = f64::NEG_INFINITY;
+        for r in &runs {
+            let [a, b] = rank_interval(r, q)?;
+            lo = lo.min(a);
+            hi = hi.max(b);
+        }
+        intervals_ms[k] = [lo, hi];
+    }
+    Some(Prediction {
+        quantiles_ms,
+        intervals_ms,
+        n: runs[0].len(),
+        prefix_hit_share: main.prefix_hit_share(&w.requests),
+        release_share: main.release_share(),
+    })
+}
+
+/// Largest per-request overhead the fit accepts, seconds.
+pub const MAX_OVERHEAD_S: f64 = 2.0;
+
+/// Requests with an observed first token needed to fit the engine.
+pub const MIN_FIT_REQUESTS: usize = 20;
+
+/// The engine fitted to the observed first tokens.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineFit {
+    /// Uncached tokens prefilled per second (the slope).
+    pub tokens_per_s: f64,
+    /// Seconds per request beyond its tokens (the intercept).
+    pub overhead_s: f64,
+    /// Requests it rests on.
+    pub n: usize,
+    /// Median absolute relative error of the fitted service times.
+    pub median_error: f64,
+}
+
+/// Fits the engine's speed and per-request overhead to the observed first
+/// tokens of `w` (a workload inferred from a log that shows them).
+///
+/// Each endpoint prefills first come, first served, so a request's prefill
+/// starts when it arrives or when the request before it on the same
+/// endpoint has its first token, whichever is later, and ends at its own
+/// first token: its service time is `first − max(arrival, previous first)`,
+/// measured for every request whose first token and whose predecessor's
+/// are observed. The service times are regressed on the uncached tokens
+/// (`service = overhead + tokens / speed`) by least squares, twice, the
+/// second time without the 10 % of requests the first fit misses most (a
+/// request whose predecessor's first token is not observed, or a
+/// preempted one, would pull the line). `None` with fewer than
+/// [`MIN_FIT_REQUESTS`] usable requests or a fit that makes no physical
+/// sense (a speed that is not positive).
+pub fn fit_engine(w: &Workload) -> Option<EngineFit> {
+    let mut prev_first: Vec<Option<f64>> = vec![None; w.endpoints.len()];
+    let mut pts: Vec<(f64, f64)> = Vec::new();
+    let mut seen_on: Vec<bool> = vec![false; w.endpoints.len()];
+    for (i, r) in w.requests.iter().enumerate() {
+        let (Some(&e), Some(&first)) = (w.logged_endpoint.get(i), w.observed_first_s.get(i)) else {
+            continue;
+        };
+        let start = match (seen_on.get(e), prev_first.get(e)) {
+            (Some(true), Some(Some(p))) => Some(r.arrival_s.max(*p)),
+            (Some(false), _) => Some(r.arrival_s),
+            _ => None,
+        };
+        if let (Some(start), Some(first), Some(&u)) = (start, first, w.logged_uncached.get(i))
+            && first > start
+            && u.is_finite()
+        {
+            pts.push((u, first - start));
+        }
+        if let Some(p) = prev_first.get_mut(e) {
+            // FCFS: the next request's prefill starts after this one's.
+            *p = match (*p, first) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (_, b) => b,
+            };
+        }
+        if let Some(s) = seen_on.get_mut(e) {
+            *s = true;
+        }
+    }
+    let fit = |pts: &[(f64, f64)]| -> Option<(f64, f64)> {
+        let n = pts.len() as f64;
+        let (sx, sy) = pts
+            .iter()
+            .fold((0.0, 0.0), |(a, b), &(x, y)| (a + x, b + y));
+        let (mx, my) = (sx / n, sy / n);
+        let (sxx, sxy) = pts.iter().fold((0.0, 0.0), |(a, b), &(x, y)| {
+            (a + (x - mx) * (x - mx), b + (x - mx) * (y - my))
+        });
+        (sxx > 0.0).then(|| {
+            let slope = sxy / sxx;
+            (slope, my - slope * mx)
+        })
+    };
+    if pts.len() < MIN_FIT_REQUESTS {
+        return None;
+    }
+    let (slope, icpt) = fit(&pts)?;
+    let mut res: Vec<(f64, (f64, f64))> = pts
+        .iter()
+        .map(|&(x, y)| ((y - (icpt + slope * x)).abs(), (x, y)))
+        .collect();
+    res.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let keep: Vec<(f64, f64)> = res[..res.len() - res.len() / 10]
+        .iter()
+        .map(|r| r.1)
+        .collect();
+    let (slope, icpt) = fit(&keep)?;
+    if !(slope > 0.0 && slope.is_finite()) {
+        return None;
+    }
+    let mut errs: Vec<f64> = keep
+        .iter()
+        .map(|&(x, y)| ((icpt.max(0.0) + slope * x) / y - 1.0).abs())
+        .collect();
+    errs.sort_by(f64::total_cmp);
+    Some(EngineFit {
+        tokens_per_s: 1.0 / slope,
+        overhead_s: icpt.clamp(0.0, MAX_OVERHEAD_S),
+        n: pts.len(),
+        median_error: errs[errs.len() / 2],
+    })
+}
+
+impl Seen {
+    /// What the workload inference reads of one decision: its time, the
+    /// endpoint picked, the outcome, the token loads of its scorer lines,
+    /// and the exact candidates when the decision has them. `None` without
+    /// a time or a picked endpoint (nothing to replay).
+    pub fn from_decision(d: &DecisionInput) -> Option<Seen> {
+        let ts = d.ts.filter(|t| t.is_finite())?;
+        let chosen = d.chosen.clone()?;
+        let exact = d.exact.as_ref().map(|cands| {
+            cands
+                .iter()
+                .map(|c| {
+                    let cached = c.matched_tokens() as f64;
+                    (c.id.clone(), c.in_flight_tokens.unwrap_or(0) as f64, cached)
+                })
+                .collect()
+        });
+        Some(Seen {
+            ts,
+            chosen,
+            outcome: d.outcome,
+            loads: d
+                .scored
+                .iter()
+                .filter_map(|s| Some((s.endpoint.clone(), s.token_load.filter(|l| l.is_finite())?)))
+                .collect(),
+            exact,
+            prompt_tokens: d.prompt_tokens.map(|p| p as f64),
+            ttft_s: None,
+            end_s: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engine_is_fitted_to_the_observed_first_tokens() {
+        use replay::Request;
+        // Two endpoints under load: TTFT = queue + tokens / speed + overhead.
+        let requests: Vec<Request> = (0..300)
+            .map(|i| {
+                let u = 500.0 + f64::from(i % 11) * 400.0;
+                Request {
+                    arrival_s: f64::from(i) * 0.5,
+                    prompt_tokens: u,
+                    cold_tokens: u,
+                    warm_tokens: u,
+                    session: None,
+                    parent: None,
+                    think_s: None,
+                    decode_s: 0.5,
+                    draw: 1.0,
+                    logged_end_s: None,
+                    holders: Vec::new(),
+                    prefix_parent: None,
+                    logged_endpoint: None,
+                    logged_cold: Vec::new(),
+                }
+            })
+            .collect();
+        let truth_model = EngineModel {
+            peak_tps: 2000.0,
+            overhead_s: 0.08,
+            latency_s: 0.0,
+            cache_capacity_tokens: f64::INFINITY,
+            block_size: 64,
+        };
+        let config = gatecal_filter::DEFAULT_CONFIG;
+        let truth = replay(&requests, 2, &config, &Picker::default(), &truth_model);
+        let busy = truth
+            .served
+            .iter()
+            .flatten()
+            .filter(|s| s.ttft_s > 0.08 + 2.6)
+            .count();
+        assert!(busy > 10, "some requests queue: {busy}");
+        let w = Workload {
+            logged_endpoint: truth.served.iter().map(|s| s.unwrap().endpoint).collect(),
+            logged_uncached: requests.iter().map(|r| r.cold_tokens).collect(),
+            observed_first_s: truth
+                .served
+                .iter()
+                .map(|s| s.map(|s| s.arrival_s + s.ttft_s))
+                .collect(),
+            requests,
+            endpoints: vec!["a".into(), "b".into()],
+            ..Workload::default()
+        };
+        let f = fit_engine(&w).unwrap();
+        assert_eq!(f.n, 300);
+        assert!((f.tokens_per_s - 2000.0).abs() < 1e-3, "{f:?}");
+        assert!((f.overhead_s - 0.08).abs() < 1e-6, "{f:?}");
+        assert!(f.median_error < 1e-9, "{f:?}");
+        let none = Workload {
+            observed_first_s: vec![None; 300],
+            ..w
+        };
+        assert_eq!(fit_engine(&none), None);
+    }
+
+    #[test]
+    fn the_rank_interval_narrows_with_more_samples() {
+        let small: Vec<f64> = (1..=100).map(f64::from).collect();
+        let large: Vec<f64> = (1..=10_000).map(|x| f64::from(x) / 100.0).collect();
+        let [a, b] = rank_interval(&small, 0.5).unwrap();
+        let [c, d] = rank_interval(&large, 0.5).unwrap();
+        assert!(a < 50.0 && b > 50.0, "{a} {b}");
+        assert!(d - c < (b - a) / 5.0, "{c} {d} vs {a} {b}");
+        // A p99 over 100 samples reaches the maximum.
+        assert_eq!(rank_interval(&small, 0.99).unwrap()[1], 100.0);
+        assert_eq!(nearest_rank(&small, 0.9), Some(90.0));
+        assert_eq!(nearest_rank(&[], 0.9), None);
+    }
+}

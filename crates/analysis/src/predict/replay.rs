@@ -1,0 +1,761 @@
+//! The counterfactual replay: a deployment's logged arrivals routed again
+//! through the filter core and a picker under one config, served by an engine
+//! model, each request's TTFT read off the model.
+//!
+//! # The engine model
+//!
+//! Every endpoint prefills first come, first served (vLLM's scheduler
+//! finishes the running chunked prefill before it admits the next waiting
+//! request, so whole requests leave the prefill queue in arrival order). A
+//! request of `u` uncached tokens occupies its endpoint for
+//! `u / peak + overhead` seconds; its first token comes at the end of that
+//! service plus a fixed `latency` that occupies nothing (the EPP, the
+//! network, the engine's first decode step). The EPP releases the request's
+//! in-flight tokens at that first token, as the router's in-flight load
+//! producer does; the request stays in flight (requests) until its response
+//! ends, `decode_s` after the first token.
+//!
+//! # The prefix cache
+//!
+//! Every endpoint holds the prefix every prompt shares: a request has
+//! `cold_tokens` uncached anywhere its session is not cached, and
+//! `warm_tokens` where it is. A request of a session leaves its prompt
+//! cached on the endpoint that served it, for the session's later turns
+//! (the EPP's approximate index does the same at scheduling time). Each
+//! endpoint holds at most `cache_capacity_tokens`; beyond it the session
+//! used least recently is evicted whole.
+//!
+//! # Routing
+//!
+//! At its arrival a request is offered every endpoint of the deployment with
+//! the attributes the EPP would see: in-flight tokens and requests, and the
+//! prefix match in blocks. The filter core decides what survives
+//! ([`gatecal_filter::decide`], with the request's own exploration draw), and
+//! the picker takes the survivor with the highest score. The scorers are
+//! the token-load scorer (`1 − tokenLoad / queueThresholdTokens`, where
+//! `tokenLoad` is the in-flight tokens plus the request's uncached tokens
+//! there) and, with a weight, the prefix-cache scorer (the match fraction).
+//! Ties go to the endpoint the log shows the request was sent to when it is
+//! among them (the EPP's random draw, kept for every config, so that
+//! the replay of the config in force routes as the log did), else to the
+//! lowest of a per-request hash of the endpoint index, the same under every
+//! config.
+//!
+//! # Closed loops
+//!
+//! A request that continues a session after the previous turn's answer
+//! (`think_s` set) arrives `think_s` after its parent's response ends in the
+//! replay, not at its logged time: a config that answers sooner brings the
+//! next turn sooner.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use gatecal_filter::{Candidate, Config, Outcome, decide};
+use rustc_hash::FxHashMap;
+
+/// `queueThresholdTokens`: the token-load scorer's cap (upstream default).
+pub const QUEUE_THRESHOLD_TOKENS: f64 = 4_194_304.0;
+
+/// One request of the logged traffic, as the replay needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// Arrival at the EPP, seconds (any origin; the replay only subtracts).
+    pub arrival_s: f64,
+    /// Prompt tokens (the filter's match fraction is over them).
+    pub prompt_tokens: f64,
+    /// Uncached tokens on an endpoint that does not hold the session (it
+    /// holds the prefix every prompt shares).
+    pub cold_tokens: f64,
+    /// Uncached tokens on an endpoint that holds the session's last prompt.
+    pub warm_tokens: f64,
+    /// The session the request belongs to: its prompt extends the prompts of
+    /// the session's earlier requests. `None`: shares only the common prefix.
+    pub session: Option<u64>,
+    /// The earlier request whose answer this one follows, by index into the
+    /// request list, when it is a closed loop (see `think_s`).
+    pub parent: Option<usize>,
+    /// Seconds between the parent's response end and this arrival, when the
+    /// request waited for its parent's answer (closed loop).
+    pub think_s: Option<f64>,
+    /// Seconds from the first token to the end of the response.
+    pub decode_s: f64,
+    /// The filter's exploration draw for this request, in `[0, 1]`.
+    pub draw: f64,
+    /// When the logged response ended, if the log shows it (seconds).
+    pub logged_end_s: Option<f64>,
+    /// Endpoints that held the request's prefix in the log (its sticky
+    /// endpoints), for a workload inferred from a log (`session` is then
+    /// `None`): the replay holds the prefix there, except that the holder
+    /// where `prefix_parent` was served in the log is replaced by the
+    /// endpoint the replay sent it to.
+    pub holders: Vec<usize>,
+    /// The earlier request (index) whose prompt this one extends, when known.
+    pub prefix_parent: Option<usize>,
+    /// The endpoint the request was sent to in the log.
+    pub logged_endpoint: Option<usize>,
+    /// The uncached tokens the log shows on endpoints that did not hold the
+    /// request's prefix (a shared prefix cached on some endpoints only):
+    /// used in place of `cold_tokens` there.
+    pub logged_cold: Vec<(usize, f64)>,
+}
+
+/// The picker stage after the filter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Picker {
+    /// Weight of the token-load scorer.
+    pub token_load_weight: f64,
+    /// Weight of the prefix-cache scorer (0 when the config has none).
+    pub prefix_weight: f64,
+}
+
+impl Default for Picker {
+    /// The token-load scorer alone, max-score picker.
+    fn default() -> Self {
+        Picker {
+            token_load_weight: 1.0,
+            prefix_weight: 0.0,
+        }
+    }
+}
+
+/// The engine model of one deployment (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineModel {
+    /// Uncached prompt tokens one endpoint prefills per second under a
+    /// backlog.
+    pub peak_tps: f64,
+    /// Seconds each request occupies its endpoint beyond its tokens.
+    pub overhead_s: f64,
+    /// Seconds from the end of the prefill to the first token at the EPP,
+    /// occupying nothing.
+    pub latency_s: f64,
+    /// Tokens of session prompts one endpoint's prefix cache holds;
+    /// `f64::INFINITY` for no eviction.
+    pub cache_capacity_tokens: f64,
+    /// Tokens per prefix block, as the filter's match information counts.
+    pub block_size: i64,
+}
+
+/// What the replay predicts for one request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Served {
+    /// Endpoint index.
+    pub endpoint: usize,
+    /// Arrival in the replay, seconds.
+    pub arrival_s: f64,
+    /// Time to first token, seconds.
+    pub ttft_s: f64,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: f64,
+    /// Whether the filter's outcome released a pin (a load override).
+    pub released: bool,
+    /// The filter's outcome.
+    pub outcome: Outcome,
+}
+
+/// One replay's result, request by request (same order as the input).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Replay {
+    /// Per request; `None` for a request that was not served (no endpoint).
+    pub served: Vec<Option<Served>>,
+    /// Per request, when asked ([`replay_logged`]): the `tokenLoad` the
+    /// token-load scorer saw on each endpoint the filter kept, as the EPP
+    /// logs it.
+    pub loads: Vec<Vec<(usize, f64)>>,
+}
+
+impl Replay {
+    /// The TTFTs in ms of the requests served.
+    pub fn ttfts_ms(&self) -> Vec<f64> {
+        self.served
+            .iter()
+            .flatten()
+            .map(|s| s.ttft_s * 1000.0)
+            .collect()
+    }
+
+    /// Cached share of all prompt tokens.
+    pub fn prefix_hit_share(&self, requests: &[Request]) -> Option<f64> {
+        let mut cached = 0.0;
+        let mut prompt = 0.0;
+        for (s, r) in self.served.iter().zip(requests) {
+            if let Some(s) = s {
+                cached += s.cached_tokens;
+                prompt += r.prompt_tokens;
+            }
+        }
+        (prompt > 0.0).then(|| cached / prompt)
+    }
+
+    /// Each request's first token in the replay (seconds), by request.
+    pub fn first_tokens(&self) -> Vec<Option<f64>> {
+        self.served
+            .iter()
+            .map(|s| s.map(|s| s.arrival_s + s.ttft_s))
+            .collect()
+    }
+
+    /// Share of the requests whose filter outcome released a pin.
+    pub fn release_share(&self) -> Option<f64> {
+        let n = self.served.iter().flatten().count();
+        let released = self.served.iter().flatten().filter(|s| s.released).count();
+        (n > 0).then(|| released as f64 / n as f64)
+    }
+}
+
+/// One endpoint's state in the replay.
+#[derive(Clone, Debug, Default)]
+struct Endpoint {
+    /// When the prefill queue is free.
+    free_at: f64,
+    /// Uncached tokens of requests before their first token: (first token time, tokens).
+    pending: Vec<(f64, f64)>,
+    /// Response ends of requests in flight.
+    open: Vec<f64>,
+    /// Session -> (cached tokens, last use).
+    sessions: FxHashMap<u64, (f64, f64)>,
+    /// Sum of the cached session tokens.
+    cached_total: f64,
+}
+
+impl Endpoint {
+    fn prune(&mut self, t: f64) {
+        self.pending.retain(|&(first, _)| first > t);
+        self.open.retain(|&end| end > t);
+    }
+
+    fn in_flight_tokens(&self) -> f64 {
+        self.pending.iter().map(|&(_, u)| u).sum()
+    }
+
+    fn cached(&self, r: &Request, e: usize, holder: bool) -> f64 {
+        let holds = holder || r.session.is_some_and(|s| self.sessions.contains_key(&s));
+        let uncached = if holds {
+            r.warm_tokens
+        } else {
+            r.logged_cold
+                .iter()
+                .find(|&&(k, _)| k == e)
+                .map_or(r.cold_tokens, |&(_, u)| u)
+        };
+        (r.prompt_tokens - uncached).clamp(0.0, r.prompt_tokens)
+    }
+
+    fn remember(&mut self, m: &EngineModel, session: u64, tokens: f64, t: f64) {
+        let old = self
+            .sessions
+            .insert(session, (tokens, t))
+            .map_or(0.0, |o| o.0);
+        self.cached_total += tokens - old;
+        while self.cached_total > m.cache_capacity_tokens && self.sessions.len() > 1 {
+            // Least recently used, never the session just written.
+            let victim = self
+                .sessions
+                .iter()
+                .filter(|&(&s, _)| s != session)
+                .min_by(|a, b| a.1.1.total_cmp(&b.1.1).then(a.0.cmp(b.0)))
+                .map(|(&s, _)| s);
+            let Some(v) = victim else { break };
+            if let Some((tok, _)) = self.sessions.remove(&v) {
+                self.cached_total -= tok;
+            }
+        }
+    }
+}
+
+/// A request waiting to arrive, ordered by time then index.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Pending {
+    t: f64,
+    i: usize,
+}
+
+impl Eq for Pending {}
+
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Min-heap on (t, i).
+        other
+            .t
+            .total_cmp(&self.t)
+            .then_with(|| other.i.cmp(&self.i))
+    }
+}
+
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A per-request, per-endpoint tie-break key, the same under every config.
+fn tie_key(request: usize, endpoint: usize) -> u64 {
+    let mut x = (request as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (endpoint as u64);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 29;
+    x
+}
+
+/// When the closed-loop requests (`parent` and `think_s` set) arrive.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arrivals<'a> {
+    /// At their logged times: the replay is open loop.
+    Logged,
+    /// `think_s` after their parent's response ends in this replay.
+    AfterAnswer,
+    /// At their logged times, moved by how much later (or sooner) their
+    /// parent's first token comes than in a baseline replay (the first
+    /// tokens of a [`Arrivals::Logged`] replay of the config in force, by
+    /// request): the config in force then replays the log's arrivals as
+    /// they are, and another config moves a session's next turn with its
+    /// answer. Never before the parent's first token.
+    Shifted(&'a [Option<f64>]),
+}
+
+/// Routes and serves `requests` on `endpoints` endpoints under `config`,
+/// closed loops after their parent's answer ([`Arrivals::AfterAnswer`]).
+///
+/// Requests must be in logged arrival order; a closed-loop request's
+/// `parent` must come before it. Non-finite or negative times and token
+/// counts are the caller's to refuse (the workload builder does).
+pub fn replay(
+    requests: &[Request],
+    endpoints: usize,
+    config: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+) -> Replay {
+    run(
+        requests,
+        endpoints,
+        config,
+        picker,
+        model,
+        false,
+        Arrivals::AfterAnswer,
+    )
+}
+
+/// [`replay`] with the closed loops' arrivals as `arrivals` says.
+pub fn replay_with(
+    requests: &[Request],
+    endpoints: usize,
+    config: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+    arrivals: Arrivals<'_>,
+) -> Replay {
+    run(requests, endpoints, config, picker, model, false, arrivals)
+}
+
+/// [`replay`], also keeping what the EPP would have logged of each decision
+/// ([`Replay::loads`]): to test the workload inference against a known
+/// workload.
+pub fn replay_logged(
+    requests: &[Request],
+    endpoints: usize,
+    config: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+) -> Replay {
+    run(
+        requests,
+        endpoints,
+        config,
+        picker,
+        model,
+        true,
+        Arrivals::AfterAnswer,
+    )
+}
+
+fn run(
+    requests: &[Request],
+    endpoints: usize,
+    config: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+    logged: bool,
+    arrivals: Arrivals<'_>,
+) -> Replay {
+    let mut out = Replay {
+        served: vec![None; requests.len()],
+        loads: if logged {
+            vec![Vec::new(); requests.len()]
+        } else {
+            Vec::new()
+        },
+    };
+    if endpoints == 0 {
+        return out;
+    }
+    let mut eps: Vec<Endpoint> = vec![Endpoint::default(); endpoints];
+    let mut heap = BinaryHeap::new();
+    // Children waiting for their parent's response end.
+    let mut children: FxHashMap<usize, Vec<usize>> = FxHashMap::default();
+    for (i, r) in requests.iter().enumerate() {
+        match (r.parent, r.think_s, arrivals) {
+            (Some(p), Some(_), Arrivals::AfterAnswer | Arrivals::Shifted(_)) if p < i => {
+                children.entry(p).or_default().push(i)
+            }
+            _ => heap.push(Pending { t: r.arrival_s, i }),
+        }
+    }
+    let block = model.block_size.max(1);
+    let mut candidates: Vec<Candidate> = Vec::with_capacity(endpoints);
+    let mut uncached = vec![0.0; endpoints];
+    let mut cached = vec![0.0; endpoints];
+    let mut holders: Vec<usize> = Vec::new();
+    while let Some(Pending { t, i }) = heap.pop() {
+        let r = &requests[i];
+        holders.clear();
+        let moved = r.prefix_parent.and_then(|p| {
+            let from = requests.get(p)?.logged_endpoint?;
+            let to = out.served.get(p).copied().flatten()?.endpoint;
+            Some((from, to))
+        });
+        for &h in &r.holders {
+            holders.push(match moved {
+                Some((from, to)) if from == h => to,
+                _ => h,
+            });
+        }
+        candidates.clear();
+        let total_blocks = ((r.prompt_tokens / block as f64).floor() as i64).max(1);
+        for (e, ep) in eps.iter_mut().enumerate() {
+            ep.prune(t);
+            let c = ep.cached(r, e, holders.contains(&e));
+            cached[e] = c;
+            uncached[e] = (r.prompt_tokens - c).max(0.0);
+            let match_blocks = ((c / block as f64).floor() as i64).min(total_blocks);
+            candidates.push(
+                Candidate::new(e.to_string())
+                    .with_match(match_blocks, total_blocks, block)
+                    .with_in_flight_tokens(ep.in_flight_tokens().round() as i64)
+                    .with_in_flight_requests(ep.open.len() as i64),
+            );
+        }
+        let d = decide(config, &candidates, r.draw);
+        let mut best: Option<(usize, f64, u64)> = None;
+        for &k in &d.kept {
+            let load = (eps[k].in_flight_tokens() + uncached[k]).min(QUEUE_THRESHOLD_TOKENS);
+            let load_score = if load <= 0.0 {
+                1.0
+            } else {
+                1.0 - load / QUEUE_THRESHOLD_TOKENS
+            };
+            let prefix_score = candidates[k].prefix_score();
+            let score = picker.token_load_weight * load_score + picker.prefix_weight * prefix_score;
+            if logged {
+                out.loads[i].push((k, load));
+            }
+            // Ties go the way the log went when the logged endpoint is
+            // among them (the EPP's random draw, kept), else by the hash.
+            let key = if r.logged_endpoint == Some(k) {
+                0
+            } else {
+                tie_key(i, k).max(1)
+            };
+            let better = match best {
+                None => true,
+                Some((_, s, kk)) => score > s || (score == s && key < kk),
+            };
+            if better {
+                best = Some((k, score, key));
+            }
+        }
+        let Some((e, _, _)) = best else { continue };
+        let ep = &mut eps[e];
+        let start = ep.free_at.max(t);
+        let done = start + uncached[e] / model.peak_tps + model.overhead_s;
+        ep.free_at = done;
+        let first = done + model.latency_s;
+        let end = first + r.decode_s.max(0.0);
+        ep.pending.push((first, uncached[e]));
+        ep.open.push(end);
+        if let Some(s) = r.session {
+            ep.remember(model, s, r.prompt_tokens, t);
+        }
+        out.served[i] = Some(Served {
+            endpoint: e,
+            arrival_s: t,
+            ttft_s: first - t,
+            cached_tokens: cached[e],
+            released: d.outcome.is_release(),
+            outcome: d.outcome,
+        });
+        if let Some(kids) = children.remove(&i) {
+            for k in kids {
+                let t = match arrivals {
+                    Arrivals::Shifted(base) => match base.get(i).copied().flatten() {
+                        Some(b) => (requests[k].arrival_s + first - b).max(first),
+                        None => requests[k].arrival_s.max(first),
+                    },
+                    _ => end + requests[k].think_s.unwrap_or(0.0).max(0.0),
+                };
+                heap.push(Pending { t, i: k });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gatecal_filter::{DEFAULT_CONFIG, PenaltyMode};
+
+    fn model() -> EngineModel {
+        EngineModel {
+            peak_tps: 1000.0,
+            overhead_s: 0.0,
+            latency_s: 0.0,
+            cache_capacity_tokens: f64::INFINITY,
+            block_size: 10,
+        }
+    }
+
+    /// A request with nothing cached anywhere.
+    fn req(t: f64, prompt: f64) -> Request {
+        Request {
+            arrival_s: t,
+            prompt_tokens: prompt,
+            cold_tokens: prompt,
+            warm_tokens: prompt,
+            session: None,
+            parent: None,
+            think_s: None,
+            decode_s: 1.0,
+            draw: 1.0,
+            logged_end_s: None,
+            holders: Vec::new(),
+            prefix_parent: None,
+            logged_endpoint: None,
+            logged_cold: Vec::new(),
+        }
+    }
+
+    /// A turn of `session` with `warm` tokens uncached where the session is.
+    fn turn(t: f64, prompt: f64, warm: f64, session: u64) -> Request {
+        Request {
+            warm_tokens: warm,
+            session: Some(session),
+            ..req(t, prompt)
+        }
+    }
+
+    fn run(rs: &[Request], endpoints: usize, config: &Config, m: &EngineModel) -> Replay {
+        replay(rs, endpoints, config, &Picker::default(), m)
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn an_idle_endpoint_serves_at_the_peak() {
+        let r = run(&[req(0.0, 500.0)], 2, &DEFAULT_CONFIG, &model());
+        let s = r.served[0].unwrap();
+        assert!(close(s.ttft_s, 0.5));
+        assert_eq!(s.cached_tokens, 0.0);
+    }
+
+    #[test]
+    fn the_queue_drains_first_come_first_served() {
+        // One endpoint: the second request waits for the first.
+        let rs = [req(0.0, 1000.0), req(0.1, 500.0)];
+        let r = run(&rs, 1, &DEFAULT_CONFIG, &model());
+        assert!(close(r.served[0].unwrap().ttft_s, 1.0));
+        assert!(close(r.served[1].unwrap().ttft_s, 1.4));
+        let slower = EngineModel {
+            overhead_s: 0.1,
+            latency_s: 0.05,
+            ..model()
+        };
+        let r = run(&rs, 1, &DEFAULT_CONFIG, &slower);
+        assert!(close(r.served[0].unwrap().ttft_s, 1.15));
+        assert!(close(r.served[1].unwrap().ttft_s, 1.65));
+    }
+
+    #[test]
+    fn the_picker_sends_work_to_the_least_loaded_endpoint() {
+        let rs = [req(0.0, 1000.0), req(0.1, 500.0)];
+        let r = run(&rs, 2, &DEFAULT_CONFIG, &model());
+        assert_ne!(r.served[0].unwrap().endpoint, r.served[1].unwrap().endpoint);
+        assert!(close(r.served[1].unwrap().ttft_s, 0.5));
+    }
+
+    /// Turn 1 (1000 tokens) lands on an idle endpoint; turn 2 (8000, 7000
+    /// uncached where turn 1 is: 1/8 cached, not sticky) goes where less is
+    /// uncached, the same endpoint, and queues 7000 tokens there until
+    /// 8.5 s; turn 3 (1100, 100 uncached there: sticky) is pinned to it.
+    fn three_turns() -> Vec<Request> {
+        vec![
+            turn(0.0, 1000.0, 1000.0, 7),
+            turn(1.5, 8000.0, 7000.0, 7),
+            turn(1.6, 1100.0, 100.0, 7),
+        ]
+    }
+
+    #[test]
+    fn the_gate_decides_between_the_cache_and_the_queue() {
+        let rs = three_turns();
+        let held = run(&rs, 2, &DEFAULT_CONFIG, &model());
+        let e0 = held.served[0].unwrap().endpoint;
+        assert_eq!(held.served[1].unwrap().endpoint, e0);
+        let s = held.served[2].unwrap();
+        assert_eq!(s.endpoint, e0);
+        assert!(!s.released);
+        assert_eq!(s.cached_tokens, 1000.0);
+        // Behind turn 2: first token at 8.5 + 0.1 s.
+        assert!(close(s.ttft_s, 8.6 - 1.6));
+        // The gate input is 7000 tokens at the configured 15928 tok/s, 439
+        // ms: held at the default bar, released under a 100 ms bar, to the
+        // idle endpoint, where all 1100 tokens are uncached.
+        let low = Config {
+            max_ttft_penalty_ms: 100.0,
+            ..DEFAULT_CONFIG
+        };
+        let released = run(&rs, 2, &low, &model());
+        let s = released.served[2].unwrap();
+        assert!(s.released);
+        assert_ne!(s.endpoint, e0);
+        assert_eq!(s.cached_tokens, 0.0);
+        assert!(close(s.ttft_s, 1.1));
+        assert_eq!(released.release_share(), Some(1.0 / 3.0));
+        // 500 ms: held again.
+        let high = Config {
+            max_ttft_penalty_ms: 500.0,
+            ..DEFAULT_CONFIG
+        };
+        assert!(!run(&rs, 2, &high, &model()).served[2].unwrap().released);
+    }
+
+    #[test]
+    fn matched_tokens_mode_replays_through_the_filter_core() {
+        let mut rs = three_turns();
+        rs[1] = turn(1.5, 3000.0, 2000.0, 7);
+        let m = Config {
+            penalty_mode: PenaltyMode::MatchedTokens,
+            max_ttft_penalty_ms: 0.0,
+            ..DEFAULT_CONFIG
+        };
+        // 2000 uncached tokens in flight on the sticky side against 1000
+        // cached: the break-even rule releases; static mode holds.
+        assert!(run(&rs, 2, &m, &model()).served[2].unwrap().released);
+        assert!(
+            !run(&rs, 2, &DEFAULT_CONFIG, &model()).served[2]
+                .unwrap()
+                .released
+        );
+        // 500 in flight against 1000 cached: held.
+        rs[1] = turn(1.5, 1500.0, 500.0, 7);
+        assert!(!run(&rs, 2, &m, &model()).served[2].unwrap().released);
+    }
+
+    #[test]
+    fn a_closed_loop_turn_follows_its_parents_answer() {
+        let mut rs = vec![turn(0.0, 1000.0, 1000.0, 3), turn(10.0, 1200.0, 200.0, 3)];
+        rs[1].parent = Some(0);
+        rs[1].think_s = Some(2.0);
+        let r = run(&rs, 1, &DEFAULT_CONFIG, &model());
+        // Parent: first token at 1 s, response ends at 2 s; child at 4 s.
+        assert_eq!(r.served[1].unwrap().arrival_s, 4.0);
+        let slow = EngineModel {
+            peak_tps: 500.0,
+            ..model()
+        };
+        let r = run(&rs, 1, &DEFAULT_CONFIG, &slow);
+        assert_eq!(r.served[1].unwrap().arrival_s, 5.0);
+        // Shifted: the logged arrival moved by the parent's first token
+        // against a baseline (here 0.5 s later: 10.5 s).
+        let base = [Some(0.5), None];
+        let r = replay_with(
+            &rs,
+            1,
+            &DEFAULT_CONFIG,
+            &Picker::default(),
+            &model(),
+            Arrivals::Shifted(&base),
+        );
+        assert_eq!(r.served[1].unwrap().arrival_s, 10.5);
+        let r = replay_with(
+            &rs,
+            1,
+            &DEFAULT_CONFIG,
+            &Picker::default(),
+            &model(),
+            Arrivals::Logged,
+        );
+        assert_eq!(r.served[1].unwrap().arrival_s, 10.0);
+        // Open loop: the logged arrival.
+        rs[1].think_s = None;
+        assert_eq!(
+            run(&rs, 1, &DEFAULT_CONFIG, &slow).served[1]
+                .unwrap()
+                .arrival_s,
+            10.0
+        );
+    }
+
+    #[test]
+    fn the_least_recently_used_session_is_evicted() {
+        let m = EngineModel {
+            cache_capacity_tokens: 1500.0,
+            ..model()
+        };
+        let rs = [
+            turn(0.0, 1000.0, 1000.0, 1),
+            turn(5.0, 1000.0, 1000.0, 2),
+            turn(10.0, 1100.0, 100.0, 1),
+        ];
+        let r = run(&rs, 1, &DEFAULT_CONFIG, &m);
+        // Session 2 evicted session 1: its second turn finds nothing.
+        assert_eq!(r.served[2].unwrap().cached_tokens, 0.0);
+        let r = run(&rs, 1, &DEFAULT_CONFIG, &model());
+        assert_eq!(r.served[2].unwrap().cached_tokens, 1000.0);
+    }
+
+    #[test]
+    fn the_shared_prefix_counts_as_cached_everywhere() {
+        let mut rs = [req(0.0, 1000.0), req(5.0, 1000.0)];
+        for r in &mut rs {
+            r.cold_tokens = 700.0;
+            r.warm_tokens = 700.0;
+        }
+        let r = run(&rs, 2, &DEFAULT_CONFIG, &model());
+        assert_eq!(r.served[1].unwrap().cached_tokens, 300.0);
+        assert!(close(r.served[1].unwrap().ttft_s, 0.7));
+        assert_eq!(r.prefix_hit_share(&rs), Some(0.3));
+    }
+
+    #[test]
+    fn logged_holders_follow_the_parent_where_the_replay_sends_it() {
+        // Turn 1 held on endpoint 1 in the log; turn 2's holder is where
+        // turn 1 was served.
+        let mut rs = vec![req(0.0, 5000.0), req(9.0, 5200.0)];
+        rs[0].warm_tokens = 100.0;
+        rs[0].holders = vec![1];
+        rs[0].logged_endpoint = Some(1);
+        rs[1].warm_tokens = 200.0;
+        rs[1].holders = vec![1];
+        rs[1].prefix_parent = Some(0);
+        let r = run(&rs, 3, &DEFAULT_CONFIG, &model());
+        let s = r.served[0].unwrap();
+        assert_eq!(
+            (s.endpoint, s.cached_tokens, s.outcome),
+            (1, 4900.0, Outcome::Sticky)
+        );
+        assert_eq!(r.served[1].unwrap().endpoint, 1);
+        // Had turn 1 been logged elsewhere, turn 2's holder moves with it.
+        rs[0].holders.clear();
+        rs[0].warm_tokens = 5000.0;
+        let r = run(&rs, 3, &DEFAULT_CONFIG, &model());
+        let e = r.served[0].unwrap().endpoint;
+        assert_eq!(r.served[0].unwrap().cached_tokens, 0.0);
+        let s = r.served[1].unwrap();
+        assert_eq!((s.endpoint, s.cached_tokens), (e, 5000.0));
+    }
+}

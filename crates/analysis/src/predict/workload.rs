@@ -1,0 +1,637 @@
+//! The workload of a deployment, inferred from its logged decisions: what
+//! the replay ([`super::replay`]) routes again under each candidate config.
+//!
+//! # What each request needs, and where it comes from
+//!
+//! * **Arrival**: the decision's time.
+//! * **Uncached tokens on an endpoint without the request's prefix
+//!   (`cold`) and on the endpoint holding it (`warm`).** With exact
+//!   candidates (decision records, builds that log in-flight tokens and
+//!   matches) they are read off: `prompt − matched`. Otherwise from the
+//!   token-load scorer's lines: `tokenLoad` is the endpoint's in-flight
+//!   tokens plus the request's uncached tokens there, and the in-flight
+//!   tokens are known from the requests already routed to it (their
+//!   uncached tokens, released at their first token: the observed first
+//!   token when the log gives it, else the engine model's, first come first
+//!   served at the peak). A decision that kept every endpoint shows `cold`
+//!   as its largest uncached count, and a holder of its prefix as one less
+//!   than half of that; a narrowed decision shows only holders, so its
+//!   `warm` is measured and its `cold` is its parent's `cold` plus `warm`
+//!   (the new turn extends the previous prompt, all of which the holder
+//!   has cached).
+//! * **Session**: a request the filter narrowed (or released from) to the
+//!   endpoints holding its prefix continues the most recent request routed
+//!   to one of them that no later request has continued yet; a request
+//!   with no holder opens a session.
+//! * **Prompt tokens**, which the filter's match fraction needs: the logged
+//!   prompt when a line gives it; otherwise the least prompt that makes the
+//!   logged stickiness hold under the config in force (`warm / (1 −
+//!   affinityThreshold)` for a request that had a sticky endpoint, `cold`
+//!   for one without), so the replay of the config in force reproduces the
+//!   logged outcomes. The matched tokens of a `-v=4` decision are therefore
+//!   a lower bound, which biases matched-tokens predictions towards holding.
+//! * **Closed loops**: when the log shows when the parent's response ended
+//!   (`EPP sent response body back to proxy`) before the request arrived,
+//!   the gap is kept as think time and the request follows its parent's
+//!   answer in the replay.
+//!
+//! # Limits
+//!
+//! The parent link is a guess among the requests sharing the holder: a
+//! wrong link matters only when the true and the guessed parent are routed
+//! differently under the candidate config. Uncached counts from the
+//! token-load lines carry the engine model's error in the in-flight tokens
+//! when first tokens are not observed.
+
+use gatecal_filter::Outcome;
+use rustc_hash::FxHashMap;
+
+use super::replay::{EngineModel, Request};
+
+/// One logged decision, as the workload inference reads it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Seen {
+    /// Arrival, seconds.
+    pub ts: f64,
+    /// The endpoint the request was sent to.
+    pub chosen: String,
+    /// The logged outcome.
+    pub outcome: Option<Outcome>,
+    /// `tokenLoad` per scored endpoint: in-flight tokens plus the request's
+    /// uncached tokens there.
+    pub loads: Vec<(String, f64)>,
+    /// Exact candidates: endpoint, in-flight tokens, cached tokens.
+    pub exact: Option<Vec<(String, f64, f64)>>,
+    /// The prompt, when a line gives it.
+    pub prompt_tokens: Option<f64>,
+    /// Observed time to first token, seconds.
+    pub ttft_s: Option<f64>,
+    /// Observed end of the response, seconds (same clock as `ts`).
+    pub end_s: Option<f64>,
+}
+
+/// How the workload was inferred: counts for the report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkloadEvidence {
+    /// Requests.
+    pub requests: usize,
+    /// Requests whose uncached tokens came from exact candidates.
+    pub exact: usize,
+    /// Requests whose uncached tokens came from token-load lines.
+    pub from_loads: usize,
+    /// Requests with neither (their uncached tokens are the deployment's
+    /// median so far).
+    pub assumed: usize,
+    /// Requests linked to an earlier request of their session.
+    pub continued: usize,
+    /// Of those, closed loops (think time known).
+    pub closed_loops: usize,
+    /// Requests whose first token was observed.
+    pub observed_ttft: usize,
+}
+
+/// A deployment's inferred workload.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Workload {
+    /// Requests in arrival order.
+    pub requests: Vec<Request>,
+    /// Endpoint names; the replay's endpoint `k` is `endpoints[k]`.
+    pub endpoints: Vec<String>,
+    /// The endpoint each request was sent to in the log.
+    pub logged_endpoint: Vec<usize>,
+    /// The uncached tokens each request had on its logged endpoint.
+    pub logged_uncached: Vec<f64>,
+    /// Each request's observed first token (same clock as the arrivals).
+    pub observed_first_s: Vec<Option<f64>>,
+    /// How it was inferred.
+    pub evidence: WorkloadEvidence,
+}
+
+/// Requests remembered per endpoint as possible parents.
+const RECENT_PER_ENDPOINT: usize = 512;
+
+/// One endpoint's state during the inference.
+#[derive(Default)]
+struct Ep {
+    free_at: f64,
+    pending: Vec<(f64, f64)>,
+    /// Recent requests routed here not yet continued (indices).
+    recent: Vec<usize>,
+}
+
+impl Ep {
+    fn in_flight(&mut self, t: f64) -> f64 {
+        self.pending.retain(|&(first, _)| first > t);
+        self.pending.iter().map(|&(_, u)| u).sum()
+    }
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    Some(s[s.len() / 2])
+}
+
+/// Infers the workload of one deployment from its decisions (one per
+/// request, in arrival order; see the module docs). `threshold` is the
+/// `affinityThreshold` in force; `model` gives the peak, overhead and
+/// latency used for first tokens the log does not show. `known` names
+/// endpoints in the order the replay numbers them (the pool, when known);
+/// the others follow in order of appearance.
+pub fn infer(seen: &[Seen], known: &[String], threshold: f64, model: &EngineModel) -> Workload {
+    let mut names: Vec<String> = known.to_vec();
+    let mut index: FxHashMap<String, usize> = names
+        .iter()
+        .enumerate()
+        .map(|(k, n)| (n.clone(), k))
+        .collect();
+    let mut id = |name: &str, names: &mut Vec<String>| -> usize {
+        if let Some(&k) = index.get(name) {
+            return k;
+        }
+        names.push(name.to_string());
+        index.insert(name.to_string(), names.len() - 1);
+        names.len() - 1
+    };
+    let mut eps: Vec<Ep> = Vec::new();
+    let mut w = Workload::default();
+    let mut colds: Vec<f64> = Vec::new();
+    let keep = (1.0 - threshold).clamp(1e-6, 1.0);
+    let block = model.block_size.max(1) as f64;
+    for s in seen {
+        let t = s.ts;
+        let c = id(&s.chosen, &mut names);
+        // Uncached tokens per endpoint.
+        let mut uncached: Vec<(usize, f64)> = Vec::new();
+        let mut exact_prompt = None;
+        if let Some(ex) = &s.exact {
+            let prompt = s
+                .prompt_tokens
+                .unwrap_or_else(|| ex.iter().map(|&(_, _, cached)| cached).fold(0.0, f64::max));
+            exact_prompt = Some(prompt);
+            for (name, _, cached) in ex {
+                let k = id(name, &mut names);
+                uncached.push((k, (prompt - cached).max(0.0)));
+            }
+        } else {
+            for (name, load) in &s.loads {
+                let k = id(name, &mut names);
+                while eps.len() < names.len() {
+                    eps.push(Ep::default());
+                }
+                let inflight = eps[k].in_flight(t);
+                uncached.push((k, (load - inflight).max(0.0).min(*load)));
+            }
+        }
+        while eps.len() < names.len() {
+            eps.push(Ep::default());
+        }
+        if s.exact.is_some() {
+            w.evidence.exact += 1;
+        } else if !uncached.is_empty() {
+            w.evidence.from_loads += 1;
+        } else {
+            w.evidence.assumed += 1;
+        }
+        let narrowed = matches!(s.outcome, Some(Outcome::Sticky));
+        let released = s.outcome.is_some_and(|o| o.is_release());
+        let max_u = uncached.iter().map(|&(_, u)| u).fold(f64::NAN, f64::max);
+        let min_u = uncached.iter().map(|&(_, u)| u).fold(f64::NAN, f64::min);
+        let on_chosen = uncached.iter().find(|&&(k, _)| k == c).map(|&(_, u)| u);
+        // Holders of the prefix and the warm count.
+        let holders: Vec<usize> = if narrowed {
+            uncached.iter().map(|&(k, _)| k).collect()
+        } else if uncached.len() >= 2 && min_u < 0.5 * max_u {
+            uncached
+                .iter()
+                .filter(|&&(_, u)| u < 0.5 * max_u)
+                .map(|&(k, _)| k)
+                .collect()
+        } else if released {
+            uncached
+                .iter()
+                .filter(|&&(_, u)| u == min_u)
+                .map(|&(k, _)| k)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // The parent: among the requests on a holder that no later request
+        // continues yet, the one whose answer ended last before this
+        // arrival (a user sends the next turn after reading the answer);
+        // when the log shows no ends, the most recent arrival.
+        let mut parent: Option<usize> = None;
+        let mut best_end = f64::NEG_INFINITY;
+        for &k in &holders {
+            for &p in eps[k].recent.iter().rev().take(256) {
+                if let Some(end) = w.requests[p].logged_end_s
+                    && end <= t
+                    && end > best_end
+                {
+                    best_end = end;
+                    parent = Some(p);
+                }
+            }
+        }
+        if parent.is_none() {
+            for &k in &holders {
+                if let Some(&p) = eps[k].recent.last()
+                    && parent.is_none_or(|q| w.requests[p].arrival_s > w.requests[q].arrival_s)
+                {
+                    parent = Some(p);
+                }
+            }
+        }
+        let fallback = median(&colds).unwrap_or(0.0);
+        let (cold, warm) = if holders.is_empty() {
+            let cold = if max_u.is_finite() { max_u } else { fallback };
+            (cold, cold)
+        } else {
+            let warm = if narrowed {
+                on_chosen.unwrap_or(if min_u.is_finite() { min_u } else { 0.0 })
+            } else {
+                min_u
+            };
+            let cold = if !narrowed && max_u.is_finite() {
+                max_u
+            } else if let Some(p) = parent {
+                w.requests[p].cold_tokens + warm
+            } else {
+                fallback.max(warm)
+            };
+            (cold.max(warm), warm)
+        };
+        let sticky_in_log = !holders.is_empty() && (narrowed || released);
+        let mut prompt = exact_prompt.or(s.prompt_tokens).unwrap_or(cold);
+        let mut warm = warm;
+        if exact_prompt.is_none() {
+            if sticky_in_log {
+                // The least prompt for which the holder is sticky, whole
+                // blocks counted as the producers count them.
+                prompt = prompt.max((warm + 2.0 * block) / keep);
+            } else if !holders.is_empty() && (prompt - warm) >= threshold * prompt {
+                // A holder the log did not find sticky stays below the bar.
+                warm = warm.max((keep * prompt).ceil() + 2.0 * block);
+            }
+        }
+        colds.push(cold);
+        if colds.len() > 4096 {
+            colds.drain(..2048);
+        }
+        if let Some(p) = parent {
+            w.evidence.continued += 1;
+            // Continued: no later request continues it again.
+            for ep in eps.iter_mut() {
+                ep.recent.retain(|&q| q != p);
+            }
+        }
+        let think_s = parent
+            .and_then(|p| seen_end(&w, p))
+            .filter(|&end| end <= t)
+            .map(|end| t - end);
+        if think_s.is_some() {
+            w.evidence.closed_loops += 1;
+        }
+        // Serve on the chosen endpoint: its first token releases the tokens.
+        let u_c = on_chosen.unwrap_or(if holders.contains(&c) { warm } else { cold });
+        let ep = &mut eps[c];
+        let first = match s.ttft_s {
+            Some(ttft) => {
+                w.evidence.observed_ttft += 1;
+                let first = t + ttft;
+                ep.free_at = ep.free_at.max(first - model.latency_s);
+                first
+            }
+            None => {
+                let start = ep.free_at.max(t);
+                ep.free_at = start + u_c / model.peak_tps + model.overhead_s;
+                ep.free_at + model.latency_s
+            }
+        };
+        ep.pending.push((first, u_c));
+        ep.recent.push(w.requests.len());
+        if ep.recent.len() > RECENT_PER_ENDPOINT {
+            ep.recent.remove(0);
+        }
+        let decode_s = match (s.end_s, s.ttft_s) {
+            (Some(end), Some(ttft)) => (end - t - ttft).max(0.0),
+            _ => 0.0,
+        };
+        w.requests.push(Request {
+            arrival_s: t,
+            prompt_tokens: prompt,
+            cold_tokens: cold.min(prompt),
+            warm_tokens: warm.min(prompt),
+            session: None,
+            parent: parent.filter(|_| think_s.is_some()),
+            think_s,
+            decode_s,
+            draw: if matches!(s.outcome, Some(Outcome::Exploration)) {
+                0.0
+            } else {
+                1.0
+            },
+            logged_end_s: s.end_s,
+            logged_cold: uncached
+                .iter()
+                .filter(|(k, _)| !holders.contains(k))
+                .map(|&(k, u)| (k, u.min(cold)))
+                .collect(),
+            holders: holders.clone(),
+            prefix_parent: parent,
+            logged_endpoint: Some(c),
+        });
+        w.logged_endpoint.push(c);
+        w.logged_uncached.push(u_c);
+        w.observed_first_s.push(s.ttft_s.map(|ttft| t + ttft));
+    }
+    w.evidence.requests = w.requests.len();
+    w.endpoints = names;
+    w
+}
+
+fn seen_end(w: &Workload, p: usize) -> Option<f64> {
+    w.requests[p].logged_end_s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predict::replay::{Picker, replay, replay_logged};
+    use gatecal_filter::{Config, DEFAULT_CONFIG};
+
+    fn model() -> EngineModel {
+        EngineModel {
+            peak_tps: 3000.0,
+            overhead_s: 0.04,
+            latency_s: 0.0,
+            cache_capacity_tokens: f64::INFINITY,
+            block_size: 64,
+        }
+    }
+
+    /// A deterministic multi-turn workload: sessions of a few turns whose
+    /// prompts grow, a shared prefix, arrivals about `rate` per second.
+    fn workload(n: usize, rate: f64) -> Vec<Request> {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut out: Vec<Request> = Vec::new();
+        let mut t = 0.0;
+        // Open sessions: (id, cold tokens so far, turns left).
+        let mut open: Vec<(u64, f64, u32)> = Vec::new();
+        let mut id = 0;
+        let common = 2000.0;
+        for _ in 0..n {
+            t += -(1.0 - next()).ln() / rate;
+            let cont = !open.is_empty() && next() < 0.6;
+            let (session, cold, warm) = if cont {
+                let k = (next() * open.len() as f64) as usize % open.len();
+                let added = 300.0 + (next() * 1500.0).floor();
+                open[k].1 += added;
+                open[k].2 -= 1;
+                let (s, c, left) = open[k];
+                if left == 0 {
+                    open.swap_remove(k);
+                }
+                (s, c, added)
+            } else {
+                id += 1;
+                let c = 1000.0 + (next() * 6000.0).floor();
+                open.push((id, c, 4));
+                (id, c, c)
+            };
+            out.push(Request {
+                arrival_s: t,
+                prompt_tokens: common + cold,
+                cold_tokens: cold,
+                warm_tokens: warm,
+                session: Some(session),
+                parent: None,
+                think_s: None,
+                decode_s: 2.0,
+                draw: 1.0,
+                logged_end_s: None,
+                holders: Vec::new(),
+                prefix_parent: None,
+                logged_endpoint: None,
+                logged_cold: Vec::new(),
+            });
+        }
+        out
+    }
+
+    fn names(k: usize) -> String {
+        format!("ns/pod-{k}")
+    }
+
+    fn pool() -> Vec<String> {
+        (0..4).map(names).collect()
+    }
+
+    /// What the EPP would log of `truth` replayed under `config`.
+    fn logged(truth: &[Request], config: &Config, observed_ttft: bool) -> Vec<Seen> {
+        let r = replay_logged(truth, 4, config, &Picker::default(), &model());
+        r.served
+            .iter()
+            .zip(&r.loads)
+            .map(|(s, loads)| {
+                let s = s.unwrap();
+                Seen {
+                    ts: s.arrival_s,
+                    chosen: names(s.endpoint),
+                    outcome: Some(s.outcome),
+                    loads: loads.iter().map(|&(k, l)| (names(k), l)).collect(),
+                    exact: None,
+                    prompt_tokens: None,
+                    ttft_s: observed_ttft.then_some(s.ttft_s),
+                    end_s: None,
+                }
+            })
+            .collect()
+    }
+
+    fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
+        v.sort_by(f64::total_cmp);
+        v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
+    }
+
+    fn within(pred: f64, truth: f64, tol: f64) -> bool {
+        (pred - truth).abs() <= tol * truth
+    }
+
+    #[test]
+    fn uncached_tokens_are_read_off_the_token_loads() {
+        let truth = workload(600, 1.6);
+        let seen = logged(&truth, &DEFAULT_CONFIG, true);
+        let w = infer(&seen, &pool(), DEFAULT_CONFIG.affinity_threshold, &model());
+        assert_eq!(w.evidence.requests, 600);
+        assert_eq!(w.evidence.from_loads, 600);
+        assert_eq!(w.evidence.observed_ttft, 600);
+        // Keep-all decisions show every endpoint: their cold count is exact.
+        let mut exact = 0;
+        let mut keep_all = 0;
+        for (s, (inf, tr)) in seen.iter().zip(w.requests.iter().zip(&truth)) {
+            if s.outcome == Some(Outcome::NoMatch) {
+                keep_all += 1;
+                exact += usize::from((inf.cold_tokens - tr.cold_tokens).abs() < 1.0);
+            }
+        }
+        assert!(keep_all > 100, "{keep_all}");
+        assert!(exact * 100 >= keep_all * 95, "{exact} of {keep_all}");
+        assert!(w.evidence.continued > 100, "{:?}", w.evidence);
+    }
+
+    /// The inferred workload replayed under the logged config gives the
+    /// TTFT quantiles of the true workload; under lower bars the prediction
+    /// moves the way the truth does. (How far it is off under other
+    /// configs is measured against the simulator in docs/methodology.md:
+    /// a narrowed request's uncached tokens on an endpoint without its
+    /// prefix are not in a `-v=4` log.)
+    #[test]
+    fn the_inferred_workload_reproduces_the_logged_config() {
+        let truth = workload(1500, 4.2);
+        let at = |bar: f64| Config {
+            max_ttft_penalty_ms: bar,
+            peak_prefill_throughput: 3000.0,
+            ..DEFAULT_CONFIG
+        };
+        for observed in [true, false] {
+            let seen = logged(&truth, &at(18000.0), observed);
+            let w = infer(&seen, &pool(), DEFAULT_CONFIG.affinity_threshold, &model());
+            let predict = |bar: f64, q: f64| {
+                let p = replay(&w.requests, 4, &at(bar), &Picker::default(), &model());
+                quantile(p.ttfts_ms(), q)
+            };
+            let truly = |bar: f64, q: f64| {
+                let t = replay(&truth, 4, &at(bar), &Picker::default(), &model());
+                quantile(t.ttfts_ms(), q)
+            };
+            for q in [0.5, 0.9] {
+                let (a, b) = (predict(18000.0, q), truly(18000.0, q));
+                assert!(within(a, b, 0.05), "observed {observed} q{q}: {a} vs {b}");
+                // A 500 ms bar moves load off pinned endpoints: the truth
+                // and the prediction change the same way.
+                let (a2, b2) = (predict(500.0, q), truly(500.0, q));
+                assert_eq!(
+                    (a2 > a),
+                    (b2 > b),
+                    "observed {observed} q{q}: {a}->{a2}, {b}->{b2}"
+                );
+            }
+        }
+    }
+
+    /// Closed-loop sessions: each turn after the first is sent `think`
+    /// seconds after the previous answer ended.
+    fn sessions(n_sessions: usize, rate: f64) -> Vec<Request> {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut out: Vec<Request> = Vec::new();
+        let mut t = 0.0;
+        let common = 2000.0;
+        for s in 0..n_sessions {
+            t += -(1.0 - next()).ln() / rate;
+            let mut cold = 1000.0 + (next() * 6000.0).floor();
+            let mut warm = cold;
+            let turns = 1 + (next() * 5.0) as usize;
+            for turn in 0..turns {
+                let parent = (turn > 0).then(|| out.len() - 1);
+                out.push(Request {
+                    arrival_s: t,
+                    prompt_tokens: common + cold,
+                    cold_tokens: cold,
+                    warm_tokens: warm,
+                    session: Some(s as u64),
+                    parent,
+                    think_s: parent.map(|_| 2.0 + 6.0 * next()),
+                    decode_s: 1.0 + 3.0 * next(),
+                    draw: 1.0,
+                    logged_end_s: None,
+                    holders: Vec::new(),
+                    prefix_parent: None,
+                    logged_endpoint: None,
+                    logged_cold: Vec::new(),
+                });
+                warm = 300.0 + (next() * 1500.0).floor();
+                cold += warm;
+            }
+        }
+        out
+    }
+
+    /// What the EPP logs of closed-loop `truth` under `config`, in arrival
+    /// order, with the response ends.
+    fn logged_closed(truth: &[Request], config: &Config) -> Vec<Seen> {
+        let r = replay_logged(truth, 4, config, &Picker::default(), &model());
+        let mut seen: Vec<Seen> = r
+            .served
+            .iter()
+            .zip(&r.loads)
+            .zip(truth)
+            .map(|((s, loads), tr)| {
+                let s = s.unwrap();
+                Seen {
+                    ts: s.arrival_s,
+                    chosen: names(s.endpoint),
+                    outcome: Some(s.outcome),
+                    loads: loads.iter().map(|&(k, l)| (names(k), l)).collect(),
+                    exact: None,
+                    prompt_tokens: None,
+                    ttft_s: Some(s.ttft_s),
+                    end_s: Some(s.arrival_s + s.ttft_s + tr.decode_s),
+                }
+            })
+            .collect();
+        seen.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+        seen
+    }
+
+    /// The workload inferred from a closed-loop log predicts the TTFT
+    /// quantiles of other bars (p50 and p90 within 10 %, p99 within 20 %:
+    /// measured 16 % at a 500 ms bar, where the partial matches the log
+    /// shows on other endpoints no longer hold), when the engine model is
+    /// right: what the inference costs, apart from the engine model's own
+    /// error.
+    #[test]
+    fn closed_loops_are_linked_by_the_answers_they_follow() {
+        let truth = sessions(700, 1.1);
+        let at = |bar: f64| Config {
+            max_ttft_penalty_ms: bar,
+            peak_prefill_throughput: 3000.0,
+            ..DEFAULT_CONFIG
+        };
+        let seen = logged_closed(&truth, &at(18000.0));
+        let w = infer(&seen, &pool(), DEFAULT_CONFIG.affinity_threshold, &model());
+        assert_eq!(w.evidence.closed_loops, 1375);
+        for bar in [18000.0, 2000.0, 500.0] {
+            let p = crate::predict::predict(
+                &w,
+                &at(18000.0),
+                &at(bar),
+                &Picker::default(),
+                &model(),
+                None,
+            )
+            .unwrap();
+            let t = replay(&truth, 4, &at(bar), &Picker::default(), &model());
+            for (k, q) in [0.5, 0.9, 0.99].into_iter().enumerate() {
+                let (a, b) = (p.quantiles_ms[k], quantile(t.ttfts_ms(), q));
+                let tol = if q > 0.95 { 0.20 } else { 0.10 };
+                assert!(within(a, b, tol), "bar {bar} q{q}: {a} vs {b}");
+            }
+        }
+    }
+}
