@@ -101,6 +101,12 @@ pub struct DecisionInput {
     /// The decision's trace span, when it has one (a decision of a trace
     /// input, or a log decision joined to its span).
     pub traced: Option<TracedGate>,
+    /// The request's arrival at the EPP (its `EPP received request` line),
+    /// seconds since the Unix epoch, when read.
+    pub arrival_ts: Option<f64>,
+    /// The request's observed time to first token, ms (arrival to its
+    /// first response body chunk), when the log shows it.
+    pub observed_ttft_ms: Option<f64>,
 }
 
 /// The prefix match of the endpoint a request was sent to, from the prefix

@@ -429,6 +429,7 @@ impl Assembler {
         let ttft = w.first_body.and_then(|f| f.ttft_ms(w.arrival));
         for mut d in w.decisions {
             d.observed_ttft_ms = ttft;
+            d.arrival_ts = w.arrival;
             emit(d);
         }
     }
@@ -627,6 +628,7 @@ impl Assembler {
             let ttft = r.first_body.and_then(|f| f.ttft_ms(r.arrival_ts));
             for mut d in out {
                 d.observed_ttft_ms = ttft;
+                d.arrival_ts = r.arrival_ts;
                 emit(d);
             }
             return;

@@ -399,6 +399,10 @@ pub struct Decision {
     /// request carries the same value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed_ttft_ms: Option<f64>,
+    /// The `ts` of the request's `EPP received request` line (its arrival
+    /// at the EPP), when read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrival_ts: Option<f64>,
     /// A version-2 decisions record's gate and config, taken as given by
     /// the analysis (no reconstruction); `None` for decisions from logs.
     #[serde(skip)]

@@ -198,6 +198,8 @@ impl From<Decision> for DecisionInput {
             hit_prefix_tokens,
             producers,
             recorded,
+            arrival_ts,
+            observed_ttft_ms,
             ..
         } = d;
         let scored: Vec<ScoredEndpoint> = candidates
@@ -287,6 +289,8 @@ impl From<Decision> for DecisionInput {
             matched_source,
             producer_match_blocks,
             picked_match,
+            arrival_ts: arrival_ts.filter(|t| t.is_finite()),
+            observed_ttft_ms: observed_ttft_ms.filter(|t| t.is_finite() && *t >= 0.0),
         }
     }
 }

@@ -259,12 +259,14 @@ pub fn fit_engine(w: &Workload) -> Option<EngineFit> {
 }
 
 impl Seen {
-    /// What the workload inference reads of one decision: its time, the
-    /// endpoint picked, the outcome, the token loads of its scorer lines,
-    /// and the exact candidates when the decision has them. `None` without
-    /// a time or a picked endpoint (nothing to replay).
+    /// What the workload inference reads of one decision: its request's
+    /// arrival (the decision's time when the arrival line was not read),
+    /// the endpoint picked, the outcome, the token loads of its scorer
+    /// lines, the exact candidates when the decision has them, and the
+    /// observed first token. `None` without a time or a picked endpoint
+    /// (nothing to replay).
     pub fn from_decision(d: &DecisionInput) -> Option<Seen> {
-        let ts = d.ts.filter(|t| t.is_finite())?;
+        let ts = d.arrival_ts.or(d.ts).filter(|t| t.is_finite())?;
         let chosen = d.chosen.clone()?;
         let exact = d.exact.as_ref().map(|cands| {
             cands
@@ -275,6 +277,7 @@ impl Seen {
                 })
                 .collect()
         });
+        let ttft_s = d.observed_ttft_ms.map(|ms| ms / 1000.0);
         Some(Seen {
             ts,
             chosen,
@@ -286,8 +289,11 @@ impl Seen {
                 .collect(),
             exact,
             prompt_tokens: d.prompt_tokens.map(|p| p as f64),
-            ttft_s: None,
-            end_s: None,
+            ttft_s,
+            // A closed loop's next turn follows its answer: the first token
+            // stands for the answer (the decode time the log does not show
+            // is then part of the think time, the same under every config).
+            end_s: ttft_s.map(|t| ts + t),
         })
     }
 }
@@ -373,5 +379,77 @@ mod tests {
         assert_eq!(rank_interval(&small, 0.99).unwrap()[1], 100.0);
         assert_eq!(nearest_rank(&small, 0.9), Some(90.0));
         assert_eq!(nearest_rank(&[], 0.9), None);
+    }
+
+    /// On a simulated deployment's own `-v=4` log (first tokens observed),
+    /// the engine fit finds the simulator's engine, and the replay of the
+    /// config in force reproduces the observed TTFT quantiles: the
+    /// self-check holds.
+    #[test]
+    fn a_simulated_log_replays_to_its_observed_ttft() {
+        use gatecal_parser::{Item, ParseOptions, parse_slice};
+        let s = gatecal_sim::scenario("glm-like")
+            .unwrap()
+            .with_requests(700);
+        let out = gatecal_sim::run(&s, 3, &gatecal_sim::Variant::default());
+        let parsed = parse_slice("epp.log", &out.epp_log, &ParseOptions::default()).unwrap();
+        let mut inputs: Vec<DecisionInput> = parsed
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Decision(d) => Some(DecisionInput::from(&**d)),
+                Item::VllmStats(_) => None,
+            })
+            .collect();
+        inputs.sort_by(|a, b| {
+            let t = |d: &DecisionInput| d.arrival_ts.or(d.ts).unwrap_or(0.0);
+            t(a).total_cmp(&t(b))
+        });
+        let mut ids = std::collections::HashSet::new();
+        let seen: Vec<Seen> = inputs
+            .iter()
+            .filter(|d| d.request_id.as_ref().is_some_and(|r| ids.insert(r.clone())))
+            .filter_map(Seen::from_decision)
+            .collect();
+        assert!(seen.len() > 300, "{}", seen.len());
+        let pool = &s.deployments[0].pools[0];
+        let config = pool.filters.last().unwrap().config.clone();
+        let start = EngineModel {
+            peak_tps: 1000.0,
+            overhead_s: 0.0,
+            latency_s: 0.0,
+            cache_capacity_tokens: f64::INFINITY,
+            block_size: s.deployments[0].block_size,
+        };
+        let w = workload::infer(&seen, &[], config.affinity_threshold, &start);
+        assert_eq!(w.evidence.observed_ttft, seen.len());
+        let fit = fit_engine(&w).unwrap();
+        // The simulator's engine: 3000 tok/s raw, 40 ms per request and
+        // 4 ms per 8192-token step.
+        assert!(
+            (fit.tokens_per_s / pool.true_peak_tps - 1.0).abs() < 0.03,
+            "{fit:?}"
+        );
+        assert!((0.03..0.08).contains(&fit.overhead_s), "{fit:?}");
+        let model = EngineModel {
+            peak_tps: fit.tokens_per_s,
+            overhead_s: fit.overhead_s,
+            ..start
+        };
+        let p = predict(&w, &config, &config, &Picker::default(), &model, None).unwrap();
+        let mut observed: Vec<f64> = seen
+            .iter()
+            .filter_map(|s| s.ttft_s)
+            .map(|t| t * 1000.0)
+            .collect();
+        observed.sort_by(f64::total_cmp);
+        for (k, q) in QUANTILES.iter().enumerate() {
+            let o = nearest_rank(&observed, *q).unwrap();
+            assert!(
+                (p.quantiles_ms[k] / o - 1.0).abs() < 0.05,
+                "q{q}: predicted {} observed {o}",
+                p.quantiles_ms[k]
+            );
+        }
     }
 }
