@@ -399,6 +399,17 @@ impl<R: Read> Reframed<R> {
         }
     }
 
+    /// Writes the CRI parts joined so far as one line.
+    fn flush_partial(&mut self) {
+        let joined = std::mem::take(&mut self.partial);
+        let time = std::mem::take(&mut self.partial_time);
+        let (pod, container) = match &self.from_path {
+            Some((p, c)) => (Some(p.as_str()), Some(c.as_str())),
+            None => (None, None),
+        };
+        push_line(&mut self.out, pod, container, Some(&time), &joined);
+    }
+
     fn mixed(&self, other: Framing) -> io::Error {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -527,18 +538,7 @@ impl<R: Read> Reframed<R> {
                     }
                     self.partial.extend_from_slice(text);
                     if !partial || self.partial.len() > self.cap {
-                        let joined = std::mem::take(&mut self.partial);
-                        let time = std::mem::take(&mut self.partial_time);
-                        let (pod, container) = self.path_pod();
-                        let (pod, container) =
-                            (pod.map(str::to_string), container.map(str::to_string));
-                        push_line(
-                            &mut self.out,
-                            pod.as_deref(),
-                            container.as_deref(),
-                            Some(&time),
-                            &joined,
-                        );
+                        self.flush_partial();
                     }
                 }),
             Framing::JsonRecord => json_record(raw).map(|r| {
@@ -590,17 +590,7 @@ impl<R: Read> Reframed<R> {
             if n == 0 {
                 self.done = true;
                 if !self.partial.is_empty() {
-                    let joined = std::mem::take(&mut self.partial);
-                    let time = std::mem::take(&mut self.partial_time);
-                    let (pod, container) = self.path_pod();
-                    let (pod, container) = (pod.map(str::to_string), container.map(str::to_string));
-                    push_line(
-                        &mut self.out,
-                        pod.as_deref(),
-                        container.as_deref(),
-                        Some(&time),
-                        &joined,
-                    );
+                    self.flush_partial();
                 }
                 break;
             }

@@ -310,20 +310,8 @@ mod tests {
             .map(|i| {
                 let u = 500.0 + f64::from(i % 11) * 400.0;
                 Request {
-                    arrival_s: f64::from(i) * 0.5,
-                    prompt_tokens: u,
-                    cold_tokens: u,
-                    warm_tokens: u,
-                    session: None,
-                    parent: None,
-                    think_s: None,
                     decode_s: 0.5,
-                    draw: 1.0,
-                    logged_end_s: None,
-                    holders: Vec::new(),
-                    prefix_parent: None,
-                    logged_endpoint: None,
-                    logged_cold: Vec::new(),
+                    ..Request::new(f64::from(i) * 0.5, u)
                 }
             })
             .collect();

@@ -100,6 +100,29 @@ pub struct Request {
     pub logged_cold: Vec<(usize, f64)>,
 }
 
+impl Request {
+    /// A request of `prompt_tokens` arriving at `arrival_s`, nothing of it
+    /// cached anywhere, of no session, open loop, that never explores.
+    pub fn new(arrival_s: f64, prompt_tokens: f64) -> Request {
+        Request {
+            arrival_s,
+            prompt_tokens,
+            cold_tokens: prompt_tokens,
+            warm_tokens: prompt_tokens,
+            session: None,
+            parent: None,
+            think_s: None,
+            decode_s: 0.0,
+            draw: 1.0,
+            logged_end_s: None,
+            holders: Vec::new(),
+            prefix_parent: None,
+            logged_endpoint: None,
+            logged_cold: Vec::new(),
+        }
+    }
+}
+
 /// The picker stage after the filter.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Picker {
@@ -520,20 +543,8 @@ mod tests {
     /// A request with nothing cached anywhere.
     fn req(t: f64, prompt: f64) -> Request {
         Request {
-            arrival_s: t,
-            prompt_tokens: prompt,
-            cold_tokens: prompt,
-            warm_tokens: prompt,
-            session: None,
-            parent: None,
-            think_s: None,
             decode_s: 1.0,
-            draw: 1.0,
-            logged_end_s: None,
-            holders: Vec::new(),
-            prefix_parent: None,
-            logged_endpoint: None,
-            logged_cold: Vec::new(),
+            ..Request::new(t, prompt)
         }
     }
 

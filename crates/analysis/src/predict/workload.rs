@@ -409,20 +409,11 @@ mod tests {
                 (id, c, c)
             };
             out.push(Request {
-                arrival_s: t,
-                prompt_tokens: common + cold,
                 cold_tokens: cold,
                 warm_tokens: warm,
                 session: Some(session),
-                parent: None,
-                think_s: None,
                 decode_s: 2.0,
-                draw: 1.0,
-                logged_end_s: None,
-                holders: Vec::new(),
-                prefix_parent: None,
-                logged_endpoint: None,
-                logged_cold: Vec::new(),
+                ..Request::new(t, common + cold)
             });
         }
         out
@@ -550,20 +541,13 @@ mod tests {
             for turn in 0..turns {
                 let parent = (turn > 0).then(|| out.len() - 1);
                 out.push(Request {
-                    arrival_s: t,
-                    prompt_tokens: common + cold,
                     cold_tokens: cold,
                     warm_tokens: warm,
                     session: Some(s as u64),
                     parent,
                     think_s: parent.map(|_| 2.0 + 6.0 * next()),
                     decode_s: 1.0 + 3.0 * next(),
-                    draw: 1.0,
-                    logged_end_s: None,
-                    holders: Vec::new(),
-                    prefix_parent: None,
-                    logged_endpoint: None,
-                    logged_cold: Vec::new(),
+                    ..Request::new(t, common + cold)
                 });
                 warm = 300.0 + (next() * 1500.0).floor();
                 cold += warm;
