@@ -22,13 +22,9 @@ pub const MAX_WHAT_IF: usize = 64;
 pub const MIN_WINDOW_S: f64 = 1.0;
 /// Most time windows a `--window` may cut the decisions into.
 pub const MAX_WINDOWS: usize = 1_000;
-/// Smallest peak prefill throughput a flag takes, tokens/s.
-pub const MIN_PEAK_TOK_S: f64 = 1.0;
-/// Largest peak prefill throughput a flag takes, tokens/s (a billion;
-/// one engine reaches about 10^5).
-pub const MAX_PEAK_TOK_S: f64 = 1e9;
-/// Largest bar (or other TTFT) in ms a flag takes: one day.
-pub const MAX_BAR_MS: f64 = 86_400_000.0;
+/// The peak and bar ranges, the same for flags and config files (the
+/// filter core's, [`gatecal_filter::outside_range`]).
+pub use gatecal_filter::{MAX_BAR_MS, MAX_PEAK_TOK_S, MIN_PEAK_TOK_S};
 
 /// A finite number, or why not.
 fn number(s: &str) -> Result<f64, String> {

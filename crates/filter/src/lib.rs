@@ -88,6 +88,52 @@ pub use decide::{
     decide, decide_verdict,
 };
 
+/// Smallest `peakPrefillThroughput` gatecal computes with, tokens/s: below
+/// it a TTFT overflows to infinity and every gate decision drops out of a
+/// row (the EPP itself takes any positive value).
+pub const MIN_PEAK_TOK_S: f64 = 1.0;
+
+/// Largest `peakPrefillThroughput` gatecal computes with, tokens/s (a
+/// billion; one engine reaches about 10^5): above it every TTFT is 0.
+pub const MAX_PEAK_TOK_S: f64 = 1e9;
+
+/// Largest `maxTTFTPenaltyMs` (or other TTFT in ms) gatecal computes with:
+/// one day. A longer bar holds every request.
+pub const MAX_BAR_MS: f64 = 86_400_000.0;
+
+/// The first of `config`'s parameters outside the ranges gatecal computes
+/// with, whatever the value came from (a flag or a config file): the
+/// parameter's EPP name, its value, and the range in words. The filter's
+/// own validation ([`Config::validate`]) comes first; this is narrower.
+///
+/// ```
+/// use gatecal_filter::{DEFAULT_CONFIG, Config, outside_range};
+/// assert_eq!(outside_range(&DEFAULT_CONFIG), None);
+/// let tiny = Config { peak_prefill_throughput: 1e-320, ..DEFAULT_CONFIG };
+/// assert_eq!(outside_range(&tiny).unwrap().0, "peakPrefillThroughput");
+/// ```
+pub fn outside_range(config: &Config) -> Option<(&'static str, f64, String)> {
+    let peak = config.peak_prefill_throughput;
+    if config.ttft_source == TtftSource::PrefillThroughput
+        && !(MIN_PEAK_TOK_S..=MAX_PEAK_TOK_S).contains(&peak)
+    {
+        return Some((
+            "peakPrefillThroughput",
+            peak,
+            format!("{MIN_PEAK_TOK_S} to {MAX_PEAK_TOK_S} tok/s"),
+        ));
+    }
+    let bar = config.max_ttft_penalty_ms;
+    if !(0.0..=MAX_BAR_MS).contains(&bar) {
+        return Some((
+            "maxTTFTPenaltyMs",
+            bar,
+            format!("0 to {MAX_BAR_MS} ms (one day)"),
+        ));
+    }
+    None
+}
+
 /// The time in ms to prefill `tokens` at `peak_prefill_throughput`
 /// tokens/s, `tokens / peak_prefill_throughput * 1000`: the filter's TTFT
 /// of an endpoint's in-flight tokens on the throughput path, and the

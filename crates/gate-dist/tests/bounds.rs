@@ -189,10 +189,19 @@ fn hostile_config_files_are_refused() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ include \"epp.fullname\" . }}\n",
     )
     .unwrap();
+    std::fs::write(
+        path("tiny-peak.yaml"),
+        "plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {peakPrefillThroughput: 1e-320}\n",
+    )
+    .unwrap();
     let demo = fixture("demo/glm-like.log.gz")
         .to_string_lossy()
         .into_owned();
     for (file, says) in [
+        (
+            path("tiny-peak.yaml"),
+            "peakPrefillThroughput 1e-320 is outside what gatecal computes with (1 to 1000000000 tok/s)",
+        ),
         (path("bomb.yaml"), "aliases (*name) are expanded"),
         (
             path("big.yaml"),

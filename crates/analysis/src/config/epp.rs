@@ -613,6 +613,14 @@ fn search(
             plugin: name.clone(),
             error,
         })?;
+        if let Some((parameter, value, range)) = gatecal_filter::outside_range(&config) {
+            return Err(EppConfigError::OutOfRange {
+                plugin: name,
+                parameter,
+                value,
+                range,
+            });
+        }
         let keys = params
             .as_object()
             .map(|m| m.keys().cloned().collect())
@@ -1109,5 +1117,43 @@ schedulingProfiles:
         // A rendered file that mentions braces in a value is read as it is.
         let fine = "plugins:\n- type: prefix-cache-affinity-filter\n  name: \"{{x}}\"\n";
         assert_eq!(filters_from_yaml(fine).unwrap()[0].0, "{{x}}");
+    }
+
+    /// A value the filter accepts but no report can use (a peak of 1e-320
+    /// tok/s makes every TTFT infinite) is refused from a file as from a
+    /// flag, naming the parameter and the range.
+    #[test]
+    fn config_values_outside_gatecals_ranges_are_refused() {
+        let y = |p: &str| {
+            format!(
+                "plugins:\n- type: prefix-cache-affinity-filter\n  name: f\n  parameters: {{{p}}}\n"
+            )
+        };
+        let e = filters_from_yaml(&y("peakPrefillThroughput: 1e-320")).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                EppConfigError::OutOfRange {
+                    parameter: "peakPrefillThroughput",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("1 to 1000000000 tok/s"), "{e}");
+        let e = filters_from_yaml(&y("maxTTFTPenaltyMs: 1e12")).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                EppConfigError::OutOfRange {
+                    parameter: "maxTTFTPenaltyMs",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            filters_from_yaml(&y("peakPrefillThroughput: 3000, maxTTFTPenaltyMs: 5000")).is_ok()
+        );
     }
 }

@@ -49,6 +49,18 @@ pub enum EppConfigError {
         /// The filter core's error (the EPP's text).
         error: ConfigError,
     },
+    /// A parameter the filter accepts but gatecal cannot compute with
+    /// ([`gatecal_filter::outside_range`]): a peak below 1 tok/s, say.
+    OutOfRange {
+        /// The plugin instance name.
+        plugin: String,
+        /// The parameter's EPP name.
+        parameter: &'static str,
+        /// Its value.
+        value: f64,
+        /// The range, in words.
+        range: String,
+    },
     /// The file cannot be written back as asked.
     Emit(String),
     /// A prefix producer's block size parameters were refused.
@@ -101,6 +113,15 @@ impl fmt::Display for EppConfigError {
                 "no plugin of type {PLUGIN_TYPE} in this file (read: an EndpointPickerConfig, a ConfigMap holding one under data, a kind: List of those, or Helm values holding one, e.g. under router.epp.pluginsCustomConfig)"
             ),
             EppConfigError::Config { plugin, error } => write!(f, "plugin {plugin}: {error}"),
+            EppConfigError::OutOfRange {
+                plugin,
+                parameter,
+                value,
+                range,
+            } => write!(
+                f,
+                "plugin {plugin}: {parameter} {value:?} is outside what gatecal computes with ({range})"
+            ),
             EppConfigError::Emit(m) => write!(f, "cannot write the config back: {m}"),
             EppConfigError::Producer { plugin, message } => write!(f, "plugin {plugin}: {message}"),
         }
