@@ -697,8 +697,9 @@ fn report_skipped(bin: &str, ledger: &Ledger) {
 pub fn pooled_warning(p: &gatecal_analysis::Pooled) -> Option<String> {
     (p.decisions > 0).then(|| {
         format!(
-            "more than {} deployments: {} more ({} decisions) pooled into {:?}",
+            "more than {} deployments: {}{} more ({} decisions) pooled into {:?}",
             p.max_deployments,
+            if p.at_least { "at least " } else { "" },
             p.deployments,
             p.decisions,
             gatecal_analysis::OTHER_DEPLOYMENT

@@ -45,6 +45,7 @@ fn deployments_past_the_cap_are_pooled_and_counted() {
         deployments: 42,
         decisions: 42,
         max_deployments: 8,
+        at_least: false,
     };
     let report = g.finish(InputSummary::default());
     assert_eq!(report.deployments.len(), 9);

@@ -1,7 +1,14 @@
 //! The bound on the deployments tracked (see [`Pooled`]).
 
-use rustc_hash::FxHashSet;
+use std::hash::{BuildHasher, Hash, Hasher};
+
+use rustc_hash::{FxBuildHasher, FxHashSet};
 use serde::Serialize;
+
+/// Distinct pooled names counted exactly, at most (64-bit fingerprints,
+/// 8 bytes each: 8 MiB at the bound); past it the count is a lower bound
+/// ([`Pooled::at_least`]).
+pub const MAX_POOLED_NAMES: usize = 1 << 20;
 
 /// Deployments tracked at most by default; the rest are pooled.
 pub const MAX_DEPLOYMENTS: usize = 256;
@@ -25,6 +32,10 @@ pub struct Pooled {
     pub decisions: u64,
     /// The cap in force.
     pub max_deployments: usize,
+    /// Whether more than [`MAX_POOLED_NAMES`] names were pooled, so that
+    /// `deployments` is a lower bound.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub at_least: bool,
 }
 
 /// Admits deployment names up to a cap.
@@ -32,7 +43,8 @@ pub struct Pooled {
 pub struct DeploymentCap {
     max: usize,
     kept: FxHashSet<String>,
-    pooled_names: FxHashSet<String>,
+    /// Fingerprints of the pooled names.
+    pooled_names: FxHashSet<u64>,
     pooled: Pooled,
 }
 
@@ -52,9 +64,9 @@ impl DeploymentCap {
     }
 
     /// Keeps `name`, or renames it [`OTHER_DEPLOYMENT`] once `max` others
-    /// are kept. The pooled names are remembered to count them once; past
-    /// `16 × max` of them, only their decisions are counted (the set stays
-    /// bounded).
+    /// are kept. The pooled names are remembered by a 64-bit fingerprint
+    /// to count them once; past [`MAX_POOLED_NAMES`] of them, only their
+    /// decisions are counted and the count says it is a lower bound.
     pub fn admit(&mut self, name: &mut String) {
         if self.kept.contains(name.as_str()) {
             return;
@@ -64,13 +76,18 @@ impl DeploymentCap {
             return;
         }
         self.pooled.decisions += 1;
-        if self.pooled_names.len() < 16 * self.max {
-            if self.pooled_names.insert(std::mem::take(name)) {
-                self.pooled.deployments += 1;
-            }
+        let mut h = FxBuildHasher.build_hasher();
+        name.as_str().hash(&mut h);
+        let fingerprint = h.finish();
+        if self.pooled_names.contains(&fingerprint) {
+            // Counted already.
+        } else if self.pooled_names.len() < MAX_POOLED_NAMES {
+            self.pooled_names.insert(fingerprint);
+            self.pooled.deployments += 1;
         } else {
-            name.clear();
+            self.pooled.at_least = true;
         }
+        name.clear();
         name.push_str(OTHER_DEPLOYMENT);
     }
 
@@ -116,8 +133,28 @@ mod tests {
             Pooled {
                 deployments: 2,
                 decisions: 3,
-                max_deployments: 2
+                max_deployments: 2,
+                at_least: false,
             }
         );
+    }
+
+    /// Tens of thousands of deployments past the cap are counted exactly
+    /// (the count used to stop at 16 × the cap: "4096 more" of 49,744).
+    #[test]
+    fn many_pooled_names_are_counted_exactly() {
+        let mut c = DeploymentCap::default();
+        for round in 0..2 {
+            for i in 0..50_000 {
+                let mut s = format!("deployment-{i}");
+                c.admit(&mut s);
+                if i >= MAX_DEPLOYMENTS {
+                    assert_eq!(s, OTHER_DEPLOYMENT, "round {round}");
+                }
+            }
+        }
+        assert_eq!(c.pooled().deployments, 50_000 - MAX_DEPLOYMENTS as u64);
+        assert_eq!(c.pooled().decisions, 2 * (50_000 - MAX_DEPLOYMENTS as u64));
+        assert!(!c.pooled().at_least);
     }
 }
