@@ -1,6 +1,6 @@
 //! The bound on the deployments tracked (see [`Pooled`]).
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 
 use rustc_hash::{FxBuildHasher, FxHashSet};
 use serde::Serialize;
@@ -76,9 +76,7 @@ impl DeploymentCap {
             return;
         }
         self.pooled.decisions += 1;
-        let mut h = FxBuildHasher.build_hasher();
-        name.as_str().hash(&mut h);
-        let fingerprint = h.finish();
+        let fingerprint = FxBuildHasher.hash_one(name.as_str());
         if self.pooled_names.contains(&fingerprint) {
             // Counted already.
         } else if self.pooled_names.len() < MAX_POOLED_NAMES {
