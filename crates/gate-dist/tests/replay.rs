@@ -1,7 +1,9 @@
 //! The config in force reproduces every logged outcome: on every simulator
 //! scenario and variant, seeds 1–4, the replay at the config read from the
 //! log agrees with the log on every decision with a known gate input, and
-//! releases exactly the logged count. Small runs (150 requests) keep it fast.
+//! releases exactly the logged count. Small runs (150 requests) keep it fast;
+//! the 5 s bar's scenario runs 800, enough for logged holds that censor the
+//! reconstruction.
 
 use gatecal_analysis::{
     ConfigSet, DecisionInput, GateDist, GateDistOptions, GateDistReport, InputSummary, ParamSource,
@@ -36,6 +38,17 @@ fn assert_reproduces(what: &str, r: &GateDistReport) {
         assert_eq!(p.logged_released, d.stats.released, "{what} {}", d.name);
         assert_eq!(p.cause, None, "{what} {}", d.name);
     }
+}
+
+/// The scenario whose holds censor the reconstruction: its 5 s bar sits
+/// within the reconstruction's error of queues its peaks reach.
+const CENSORING: &str = "glm-like-v1";
+
+/// 150 requests, or 800 for the 5 s bar: at 150 none of its holds is
+/// reconstructed above the bar; at 800, 4–53 per seed are, over the five
+/// variants (9–20 per run at the default size).
+fn requests(name: &str) -> u64 {
+    if name == CENSORING { 800 } else { 150 }
 }
 
 fn variants() -> [(&'static str, Variant); 5] {
@@ -75,10 +88,13 @@ fn variants() -> [(&'static str, Variant); 5] {
 
 #[test]
 fn the_config_read_from_the_log_reproduces_every_outcome() {
-    let (mut replayed, mut released, mut censored) = (0, 0, 0);
+    let (mut replayed, mut released) = (0, 0);
     for name in scenario_names() {
-        let s = scenario(name).expect("scenario").with_requests(150);
+        let s = scenario(name)
+            .expect("scenario")
+            .with_requests(requests(name));
         for seed in 1..=4 {
+            let mut censored = 0;
             for (v, variant) in variants() {
                 let out = run(&s, seed, &variant);
                 let what = format!("{name} seed {seed} {v}");
@@ -102,13 +118,14 @@ fn the_config_read_from_the_log_reproduces_every_outcome() {
                     &audit(&out.epp_log, set),
                 );
             }
+            // The 5 s bar's runs also exercise the other constraint: holds
+            // whose reconstruction the config would release, censored.
+            if *name == CENSORING {
+                assert!(censored > 0, "{name} seed {seed}: nothing censored");
+            }
         }
     }
-    // The runs exercise both constraints: logged releases, and holds that
-    // censored the reconstruction.
+    // The runs also exercise logged releases.
     assert!(replayed > 1000, "{replayed} decisions replayed");
-    assert!(
-        released > 0 && censored > 0,
-        "{released} released, {censored} censored"
-    );
+    assert!(released > 0, "{released} released");
 }
