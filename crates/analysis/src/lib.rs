@@ -87,7 +87,7 @@ pub use gate::sample::Replay;
 pub use gate::stats::{Distribution, MIN_QUANTILE_SAMPLE, Stats, WhatIfResult};
 pub use gate::whatif::{CandidateConfig, CandidateSource, WhatIfSpec, matched_tokens_specs};
 pub use input::dedup::{DecisionKey, DuplicateCheck, Duplicates, MAX_FINGERPRINTS};
-pub use input::pool::{MAX_DEPLOYMENTS, OTHER_DEPLOYMENT, Pooled};
+pub use input::pool::{MAX_DEPLOYMENTS, MAX_POOLED_NAMES, OTHER_DEPLOYMENT, Pooled};
 pub use input::{BlockSize, BlockSizeSource, DecisionInput, ProducerBlockSizes, ScoredEndpoint};
 pub use peak::prometheus::{
     DEFAULT_MAX_PROMETHEUS_MIB, PromSeries, looks_like_query_range, parse_query_range,
