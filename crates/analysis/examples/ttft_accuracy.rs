@@ -10,12 +10,12 @@
 //! p50/p90/p99 (ms), the errors, and whether the 90 % intervals cover the
 //! truth.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use gatecal_analysis::DecisionInput;
 use gatecal_analysis::predict::replay::{EngineModel, Picker};
-use gatecal_analysis::predict::workload::{Seen, infer};
-use gatecal_analysis::predict::{fit_engine, nearest_rank, predict};
+use gatecal_analysis::predict::workload::infer;
+use gatecal_analysis::predict::{fit_engine, nearest_rank, predict, requests_by_deployment};
 use gatecal_filter::{Config, PenaltyMode};
 use gatecal_parser::{Item, ParseOptions, parse_slice};
 use gatecal_sim::{TruthRecord, Variant, run, scenario};
@@ -58,7 +58,7 @@ fn main() {
                 continue;
             }
         };
-        let mut inputs: Vec<DecisionInput> = parsed
+        let inputs: Vec<DecisionInput> = parsed
             .items
             .iter()
             .filter_map(|i| match i {
@@ -66,21 +66,7 @@ fn main() {
                 Item::VllmStats(_) => None,
             })
             .collect();
-        inputs.sort_by(|a, b| {
-            let t = |d: &DecisionInput| d.arrival_ts.or(d.ts).unwrap_or(0.0);
-            t(a).total_cmp(&t(b))
-        });
-        let mut ids = HashSet::new();
-        let mut per_dep: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
-        for d in &inputs {
-            let Some(rid) = &d.request_id else { continue };
-            let Some(seen) = Seen::from_decision(d) else {
-                continue;
-            };
-            if ids.insert(rid.clone()) {
-                per_dep.entry(d.deployment.clone()).or_default().push(seen);
-            }
-        }
+        let per_dep = requests_by_deployment(&inputs);
         for dep in &base.deployments {
             let Some(seen) = per_dep.get(&dep.name) else {
                 continue;

@@ -27,6 +27,8 @@
 pub mod replay;
 pub mod workload;
 
+use std::collections::{BTreeMap, HashSet};
+
 use gatecal_filter::Config;
 
 use crate::input::DecisionInput;
@@ -258,6 +260,30 @@ pub fn fit_engine(w: &Workload) -> Option<EngineFit> {
     })
 }
 
+/// A log's decisions as the workload inference reads them, by deployment:
+/// one [`Seen`] per request id (its first decision with a time and a
+/// picked endpoint; decisions without a request id are left out, as no
+/// request can be told from another), in arrival order.
+pub fn requests_by_deployment(inputs: &[DecisionInput]) -> BTreeMap<String, Vec<Seen>> {
+    let mut order: Vec<&DecisionInput> = inputs.iter().collect();
+    let at = |d: &DecisionInput| d.arrival_ts.or(d.ts).unwrap_or(f64::NAN);
+    order.sort_by(|a, b| at(a).total_cmp(&at(b)));
+    let mut ids: HashSet<(&str, &str)> = HashSet::new();
+    let mut out: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
+    for d in order {
+        let Some(rid) = d.request_id.as_deref() else {
+            continue;
+        };
+        let Some(seen) = Seen::from_decision(d) else {
+            continue;
+        };
+        if ids.insert((d.deployment.as_str(), rid)) {
+            out.entry(d.deployment.clone()).or_default().push(seen);
+        }
+    }
+    out
+}
+
 impl Seen {
     /// What the workload inference reads of one decision: its request's
     /// arrival (the decision's time when the arrival line was not read),
@@ -381,7 +407,7 @@ mod tests {
             .with_requests(700);
         let out = gatecal_sim::run(&s, 3, &gatecal_sim::Variant::default());
         let parsed = parse_slice("epp.log", &out.epp_log, &ParseOptions::default()).unwrap();
-        let mut inputs: Vec<DecisionInput> = parsed
+        let inputs: Vec<DecisionInput> = parsed
             .items
             .iter()
             .filter_map(|i| match i {
@@ -389,16 +415,9 @@ mod tests {
                 Item::VllmStats(_) => None,
             })
             .collect();
-        inputs.sort_by(|a, b| {
-            let t = |d: &DecisionInput| d.arrival_ts.or(d.ts).unwrap_or(0.0);
-            t(a).total_cmp(&t(b))
-        });
-        let mut ids = std::collections::HashSet::new();
-        let seen: Vec<Seen> = inputs
-            .iter()
-            .filter(|d| d.request_id.as_ref().is_some_and(|r| ids.insert(r.clone())))
-            .filter_map(Seen::from_decision)
-            .collect();
+        let by_dep = requests_by_deployment(&inputs);
+        assert_eq!(by_dep.len(), 1);
+        let seen = by_dep.into_values().next().unwrap();
         assert!(seen.len() > 300, "{}", seen.len());
         let pool = &s.deployments[0].pools[0];
         let config = pool.filters.last().unwrap().config.clone();

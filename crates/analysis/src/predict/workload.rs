@@ -373,16 +373,21 @@ mod tests {
         }
     }
 
-    /// A deterministic multi-turn workload: sessions of a few turns whose
-    /// prompts grow, a shared prefix, arrivals about `rate` per second.
-    fn workload(n: usize, rate: f64) -> Vec<Request> {
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut next = || {
+    /// A deterministic stream of uniform draws in `[0, 1)` (xorshift).
+    fn uniform(seed: u64) -> impl FnMut() -> f64 {
+        let mut x = seed;
+        move || {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             (x >> 11) as f64 / (1u64 << 53) as f64
-        };
+        }
+    }
+
+    /// A deterministic multi-turn workload: sessions of a few turns whose
+    /// prompts grow, a shared prefix, arrivals about `rate` per second.
+    fn workload(n: usize, rate: f64) -> Vec<Request> {
+        let mut next = uniform(0x2545_F491_4F6C_DD1D);
         let mut out: Vec<Request> = Vec::new();
         let mut t = 0.0;
         // Open sessions: (id, cold tokens so far, turns left).
@@ -523,13 +528,7 @@ mod tests {
     /// Closed-loop sessions: each turn after the first is sent `think`
     /// seconds after the previous answer ended.
     fn sessions(n_sessions: usize, rate: f64) -> Vec<Request> {
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut next = uniform(0x9E37_79B9_7F4A_7C15);
         let mut out: Vec<Request> = Vec::new();
         let mut t = 0.0;
         let common = 2000.0;
