@@ -90,6 +90,14 @@ fn main() {
                 );
                 continue;
             };
+            println!(
+                "{name} {seed} {}: engine fit {:.0} tok/s, {:.0} ms a request, from {} requests (median error {:.1} %)",
+                dep.name,
+                fit.tokens_per_s,
+                fit.overhead_s * 1000.0,
+                fit.n,
+                fit.median_error * 100.0
+            );
             let model = EngineModel {
                 peak_tps: fit.tokens_per_s,
                 overhead_s: fit.overhead_s,

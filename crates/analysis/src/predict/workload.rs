@@ -558,26 +558,10 @@ mod tests {
     /// What the EPP logs of closed-loop `truth` under `config`, in arrival
     /// order, with the response ends.
     fn logged_closed(truth: &[Request], config: &Config) -> Vec<Seen> {
-        let r = replay_logged(truth, 4, config, &Picker::default(), &model());
-        let mut seen: Vec<Seen> = r
-            .served
-            .iter()
-            .zip(&r.loads)
-            .zip(truth)
-            .map(|((s, loads), tr)| {
-                let s = s.unwrap();
-                Seen {
-                    ts: s.arrival_s,
-                    chosen: names(s.endpoint),
-                    outcome: Some(s.outcome),
-                    loads: loads.iter().map(|&(k, l)| (names(k), l)).collect(),
-                    exact: None,
-                    prompt_tokens: None,
-                    ttft_s: Some(s.ttft_s),
-                    end_s: Some(s.arrival_s + s.ttft_s + tr.decode_s),
-                }
-            })
-            .collect();
+        let mut seen = logged(truth, config, true);
+        for (s, tr) in seen.iter_mut().zip(truth) {
+            s.end_s = s.ttft_s.map(|ttft| s.ts + ttft + tr.decode_s);
+        }
         seen.sort_by(|a, b| a.ts.total_cmp(&b.ts));
         seen
     }
