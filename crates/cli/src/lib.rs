@@ -29,6 +29,7 @@ pub mod duration;
 pub mod filter_args;
 pub mod generate;
 pub mod internal_error;
+pub mod kubectl;
 pub mod output;
 pub mod pipeline;
 pub mod progress;

@@ -44,8 +44,19 @@ pub struct InputArgs {
     /// (OTLP/JSON, Jaeger or Tempo JSON): files, folders (recursive), globs,
     /// `-` for stdin; `NAME=PATH` names the deployment. Gzip and the format
     /// are detected by content.
-    #[arg(required_unless_present = "generate", value_name = "INPUT")]
+    #[arg(required_unless_present_any = ["generate", "kubectl"], value_name = "INPUT")]
     pub inputs: Vec<String>,
+    /// Read the pods' logs with `kubectl logs` (run with --prefix
+    /// --timestamps --tail=-1 --all-containers and --max-log-requests
+    /// sized to the pods): everything after --kubectl is kubectl's, so give
+    /// it last, e.g. `--kubectl -n NAMESPACE -l SELECTOR`. One `-l` (or pod
+    /// name) per group of pods: the EPP pods, and for `recommend` the vLLM
+    /// pods too. The binary's --since becomes kubectl's --since-time.
+    #[arg(long, value_name = "KUBECTL ARGS", num_args = 1.., allow_hyphen_values = true)]
+    pub kubectl: Option<Vec<String>>,
+    /// The kubectl that --kubectl runs.
+    #[arg(long, value_name = "PATH", default_value = "kubectl")]
+    pub kubectl_bin: std::ffi::OsString,
     /// How to read the inputs.
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = InputFormatArg::Auto)]
     pub input_format: InputFormatArg,
@@ -566,8 +577,30 @@ pub fn analyse<A: Analysis>(
 /// read yet): open the outputs against them
 /// ([`crate::output::Outputs`]), then [`read_inputs`].
 pub fn input_files(args: &InputArgs) -> anyhow::Result<InputFiles> {
+    input_files_since(args, None)
+}
+
+/// [`input_files`], and with `--kubectl` the `kubectl logs` streams
+/// ([`crate::kubectl`]), from the binary's `--since` (`since`, as given)
+/// when kubectl's arguments give no start.
+pub fn input_files_since(args: &InputArgs, since: Option<&str>) -> anyhow::Result<InputFiles> {
     let specs: Vec<InputSpec> = args.inputs.iter().map(|a| InputSpec::parse(a)).collect();
-    Ok(InputFiles::expand(&specs)?)
+    let mut files = InputFiles::expand(&specs)?;
+    if let Some(k) = &args.kubectl {
+        let since = since
+            .map(|s| crate::time::parse_time(s, crate::time::now()))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--since: {e}"))?;
+        crate::kubectl::add_streams(
+            &mut files,
+            &args.kubectl_bin,
+            k,
+            since,
+            &args.parse_options(),
+            args.quiet,
+        )?;
+    }
+    Ok(files)
 }
 
 /// Most skipped files listed one by one on stderr (the rest are counted).

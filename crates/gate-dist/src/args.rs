@@ -20,6 +20,9 @@ Examples:
   Audit it (a table on a terminal, JSON in a pipe):
     gate-dist epp.log
 
+  Or let gate-dist run kubectl logs itself (everything after --kubectl is kubectl's):
+    gate-dist --since 24h --kubectl -n <ns> -l llm-d-router-gateway=<release>-epp
+
   A Markdown report for a pull request, with the SVG histogram:
     gate-dist epp.log --config epp-config.yaml -o report.md --svg gate.svg
 

@@ -20,7 +20,7 @@ fn main() -> ExitCode {
         Ok(args) => {
             let result = match args.input.generate {
                 Some(kind) => gatecal_cli::generate::to_stdout::<args::Args>(kind),
-                None => run::run(args),
+                None => gatecal_cli::kubectl::finish("gate-dist", run::run(args)),
             };
             gatecal_cli::output::exit("gate-dist", result)
         }

@@ -7,7 +7,7 @@ use gatecal_cli::deployments::{Listed, check_names, write_list};
 use gatecal_cli::output::{
     Destination, OutputFile, Outputs, report_format, report_renderer, run_info, table_width,
 };
-use gatecal_cli::pipeline::{Analysed, Emitter, analyse, input_files, no_decisions};
+use gatecal_cli::pipeline::{Analysed, Emitter, analyse, input_files_since, no_decisions};
 use gatecal_render::svg::{SvgHistogram, histogram_svg};
 
 use crate::args::Args;
@@ -22,7 +22,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let width = table_width(args.output.as_deref(), args.wide);
     // Every output is opened, and checked against the inputs, before any
     // input is read.
-    let mut files = input_files(&args.input)?;
+    let mut files = input_files_since(&args.input, args.since.as_deref())?;
     let config_paths = args.filter.config_paths();
     let others: Vec<(&str, &Path)> = config_paths
         .iter()

@@ -539,6 +539,33 @@ impl InputFiles {
         out
     }
 
+    /// Adds a stream to read, after the files: the output of a process,
+    /// say, read once, as stdin is. `display` names it in the ledger and
+    /// in messages, `name` is its deployment's name when given (as
+    /// `NAME=PATH`). Its start is read here (gzip, traces and the framing
+    /// are detected by content, as for any input); an error doing so is
+    /// reported when it is parsed.
+    pub fn push_stream(
+        &mut self,
+        display: impl Into<String>,
+        name: Option<String>,
+        r: Box<dyn Read + Send>,
+        opts: &ParseOptions,
+    ) {
+        let probe = match crate::engine::open(r, opts) {
+            Ok(h) => Probe::Held(Box::new(h)),
+            Err(e) => Probe::Failed(Some(e)),
+        };
+        self.files.push(Expanded {
+            path: None,
+            display: display.into(),
+            explicit: name,
+            id: None,
+            found: false,
+            probe: Some(probe),
+        });
+    }
+
     /// The files skipped so far (the parse adds those whose content is not
     /// an input).
     pub fn skipped(&self) -> &[SkippedFile] {

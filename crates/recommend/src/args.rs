@@ -14,6 +14,9 @@ Examples:
   Calibrate from the EPP's log and the vLLM pods' logs:
     recommend epp.log vllm-logs/
 
+  The same read with kubectl logs (one -l for the EPP pods, one for the vLLM pods):
+    recommend --since 24h --kubectl -n <ns> -l llm-d-router-gateway=<release>-epp -l <vllm-selector>
+
   With the config in force and a calibration run's output:
     recommend epp.log --config epp-config.yaml --calibration calib.txt
 

@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         Ok(args) => {
             let result = match args.input.generate {
                 Some(kind) => gatecal_cli::generate::to_stdout::<args::Args>(kind),
-                None => run::run(args),
+                None => gatecal_cli::kubectl::finish("recommend", run::run(args)),
             };
             gatecal_cli::output::exit("recommend", result)
         }

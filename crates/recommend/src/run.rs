@@ -13,7 +13,7 @@ use gatecal_cli::output::{
     Destination, Outputs, report_format, report_renderer, run_info, table_width,
 };
 use gatecal_cli::pipeline::{
-    Analysed, Emitter, analyse, input_files, no_decisions, take_prometheus,
+    Analysed, Emitter, analyse, input_files_since, no_decisions, take_prometheus,
 };
 
 use crate::args::Args;
@@ -62,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     // Every output is opened, and checked against the inputs, before any
     // input is read.
-    let mut files = input_files(&args.input)?;
+    let mut files = input_files_since(&args.input, args.since.as_deref())?;
     let config_paths = args.filter.config_paths();
     let calibration_paths: Vec<&str> = args
         .calibration
