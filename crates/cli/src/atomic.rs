@@ -21,6 +21,7 @@ use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// The temporary files not yet committed or removed.
@@ -124,6 +125,23 @@ pub fn signal_exit_code(sig: i32) -> i32 {
     128 + sig
 }
 
+/// Whether SIGINT and SIGTERM are left to the run ([`defer_interrupts`]).
+static DEFERRED: AtomicBool = AtomicBool::new(false);
+/// Whether SIGINT or SIGTERM came while deferred.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// From now on, SIGINT and SIGTERM do not end the process: they are
+/// noted ([`interrupted`]) for the run to end itself (`--follow` prints
+/// its last report and exits 0). SIGHUP still ends it.
+pub fn defer_interrupts() {
+    DEFERRED.store(true, Ordering::Relaxed);
+}
+
+/// Whether SIGINT or SIGTERM came since [`defer_interrupts`].
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
 /// On SIGINT, SIGTERM or SIGHUP: removes the temporary files of the
 /// outputs not yet written in full and exits with 130, 143 or 129 (see the
 /// module docs). Call once, at the start of `main`.
@@ -137,7 +155,11 @@ pub fn clean_up_on_signals() {
         let _ = std::thread::Builder::new()
             .name("signals".to_string())
             .spawn(move || {
-                if let Some(sig) = signals.forever().next() {
+                for sig in signals.forever() {
+                    if sig != SIGHUP && DEFERRED.load(Ordering::Relaxed) {
+                        INTERRUPTED.store(true, Ordering::Relaxed);
+                        continue;
+                    }
                     let _held = remove_all();
                     std::process::exit(signal_exit_code(sig));
                 }

@@ -27,6 +27,7 @@ pub mod config_file;
 pub mod deployments;
 pub mod duration;
 pub mod filter_args;
+pub mod follow;
 pub mod generate;
 pub mod internal_error;
 pub mod kubectl;

@@ -36,6 +36,9 @@ Examples:
     gate-dist epp.log --candidate-config new-epp-config.yaml \\
         --what-if 'peakPrefillThroughput=3000,maxTTFTPenaltyMs=1500'
 
+  Watch a deployment live: the last 15 minutes, every 30 s:
+    kubectl logs -f -l <epp-selector> --prefix --timestamps | gate-dist --follow -
+
   Keep the decisions, replay them later at another peak throughput:
     gate-dist epp.log --emit-decisions d.jsonl
     gate-dist d.jsonl --what-if-peak 3000,6000
@@ -118,7 +121,8 @@ pub struct Args {
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
 
-    /// Also report per time window of this length, to show drift (e.g. 1h).
+    /// Also report per time window of this length, to show drift (e.g. 1h);
+    /// with --follow, the span of log time each report covers (default 15m).
     #[arg(long, value_name = "DURATION", value_parser = parse_window)]
     pub window: Option<f64>,
 
@@ -150,6 +154,17 @@ pub struct Args {
     /// Histogram bins (2 to 10000).
     #[arg(long, value_name = "N", default_value_t = 40)]
     pub bins: usize,
+
+    /// Keep reading the inputs as they grow (stdin until it closes) and
+    /// print the report every --every over the last --window of log time
+    /// (default 15m): a redrawn table on a terminal, one JSON document a
+    /// line with --format json. SIGINT prints the last report and exits 0.
+    #[arg(long)]
+    pub follow: bool,
+
+    /// With --follow: how often the report is printed (e.g. 30s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_seconds)]
+    pub every: f64,
 }
 
 impl Args {

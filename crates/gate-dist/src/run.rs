@@ -14,6 +14,9 @@ use crate::args::Args;
 
 /// Runs the audit as the flags ask.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.follow {
+        return crate::follow::run(args);
+    }
     let opts = args.options()?;
     let mut filter = args.filter.clone();
     filter.peak_prefill_throughput = args.peak_prefill_throughput;

@@ -1,0 +1,539 @@
+//! `--follow`: the inputs read as they grow, and a report every
+//! `--every` over the last `--window` of log time.
+//!
+//! Each input is read on a thread of its own ([`start`]): a file from its
+//! start and then as it grows (after a truncation from its start again; a
+//! file renamed away and replaced by a new one of the same name is read to
+//! its end, then the new one from its start), stdin until it closes. The
+//! decisions they give are kept in a [`Window`]: the decision records
+//! ([`gatecal_parser::DecisionRecord`], the `--emit-decisions` format)
+//! as gzip blocks, dropped once the whole block is older than the window.
+//! Memory is bounded by the window's decisions, whatever the run's length.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, Read, Seek, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use gatecal_parser::{
+    Decision, DecisionRecord, FileId, InputFiles, InputSpec, Item, Ledger, ParseError,
+    ParseOptions, SourceLoc, parse_files,
+};
+
+/// Decisions per gzip block of the window.
+const BLOCK: usize = 512;
+
+/// One sealed block of the window.
+struct Block {
+    gz: Vec<u8>,
+    /// Latest decision time in the block.
+    max_ts: f64,
+    n: usize,
+}
+
+/// The decisions of the last `window_s` seconds of log time (up to the
+/// latest decision read), as gzip-compressed decision records (version 2:
+/// with the gate as analysed and the config in force, so that read back
+/// they give the report they would have given read from the log).
+pub struct Window {
+    window_s: f64,
+    blocks: VecDeque<Block>,
+    open: Vec<u8>,
+    open_n: usize,
+    open_max: f64,
+    /// Latest decision time read.
+    latest: f64,
+    /// Decisions read in all.
+    read: u64,
+}
+
+impl Window {
+    /// An empty window `window_s` seconds long.
+    pub fn new(window_s: f64) -> Window {
+        Window {
+            window_s,
+            blocks: VecDeque::new(),
+            open: Vec::new(),
+            open_n: 0,
+            open_max: f64::NEG_INFINITY,
+            latest: f64::NEG_INFINITY,
+            read: 0,
+        }
+    }
+
+    /// Adds a decision record (one without a time takes the latest time
+    /// read).
+    pub fn push(&mut self, mut r: DecisionRecord) {
+        self.read += 1;
+        let ts = match r.ts.filter(|t| t.is_finite()) {
+            Some(t) => t,
+            None if self.latest.is_finite() => {
+                r.ts = Some(self.latest);
+                self.latest
+            }
+            None => 0.0,
+        };
+        if serde_json::to_writer(&mut self.open, &r).is_err() {
+            return;
+        }
+        self.open.push(b'\n');
+        self.open_n += 1;
+        self.open_max = self.open_max.max(ts);
+        self.latest = self.latest.max(ts);
+        if self.open_n >= BLOCK {
+            self.seal();
+        }
+        self.expire();
+    }
+
+    fn seal(&mut self) {
+        if self.open_n == 0 {
+            return;
+        }
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let gz = e
+            .write_all(&self.open)
+            .and_then(|()| e.finish())
+            .unwrap_or_default();
+        self.blocks.push_back(Block {
+            gz,
+            max_ts: self.open_max,
+            n: self.open_n,
+        });
+        self.open.clear();
+        self.open.shrink_to(BLOCK * 2048);
+        self.open_n = 0;
+        self.open_max = f64::NEG_INFINITY;
+    }
+
+    /// Drops the blocks wholly before the window.
+    fn expire(&mut self) {
+        let cut = self.start();
+        while self.blocks.front().is_some_and(|b| b.max_ts < cut) {
+            self.blocks.pop_front();
+        }
+    }
+
+    /// The window's start: `window_s` before the latest decision.
+    pub fn start(&self) -> f64 {
+        self.latest - self.window_s
+    }
+
+    /// The latest decision's time, if any was read.
+    pub fn latest(&self) -> Option<f64> {
+        self.latest.is_finite().then_some(self.latest)
+    }
+
+    /// Decisions read in all.
+    pub fn read(&self) -> u64 {
+        self.read
+    }
+
+    /// Decisions held (some of the oldest block may be before the window).
+    pub fn held(&self) -> usize {
+        self.blocks.iter().map(|b| b.n).sum::<usize>() + self.open_n
+    }
+
+    /// Bytes held: the compressed blocks and the open one.
+    pub fn bytes(&self) -> usize {
+        self.blocks.iter().map(|b| b.gz.capacity()).sum::<usize>() + self.open.capacity()
+    }
+
+    /// The decisions in the window (time at or after [`Window::start`]),
+    /// in the order read, each located at `NAME:N` (its rank).
+    pub fn decisions(&self, name: &str) -> Vec<Decision> {
+        let cut = self.start();
+        let mut out = Vec::new();
+        let mut rank = 0u64;
+        let mut take = |text: &[u8]| {
+            for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let Ok(r) = DecisionRecord::parse_line(line) else {
+                    continue;
+                };
+                if r.ts.is_some_and(|t| t < cut) {
+                    continue;
+                }
+                rank += 1;
+                out.push(r.into_decision(SourceLoc {
+                    file: name.to_string(),
+                    line: rank,
+                }));
+            }
+        };
+        for b in &self.blocks {
+            if b.max_ts < cut {
+                continue;
+            }
+            let mut text = Vec::new();
+            if flate2::read::GzDecoder::new(&b.gz[..])
+                .read_to_end(&mut text)
+                .is_ok()
+            {
+                take(&text);
+            }
+        }
+        take(&self.open);
+        out
+    }
+}
+
+/// A file read as it grows: at its end, waits and reads on.
+pub struct Tail {
+    path: PathBuf,
+    file: File,
+    id: Option<FileId>,
+    pos: u64,
+    stop: Arc<AtomicBool>,
+    poll: Duration,
+}
+
+impl Tail {
+    /// Opens `path` to read from its start and then as it grows, until
+    /// `stop` is set.
+    pub fn open(path: PathBuf, stop: Arc<AtomicBool>) -> io::Result<Tail> {
+        let file = File::open(&path)?;
+        let id = FileId::of_file(&file, &path).ok();
+        Ok(Tail {
+            path,
+            file,
+            id,
+            pos: 0,
+            stop,
+            poll: Duration::from_millis(100),
+        })
+    }
+}
+
+impl Read for Tail {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let n = self.file.read(buf)?;
+            if n > 0 {
+                self.pos += n as u64;
+                return Ok(n);
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(0);
+            }
+            // At the end: truncated (copytruncate rotation) or replaced
+            // by a new file of the same name?
+            if let Ok(m) = std::fs::metadata(&self.path) {
+                let id = FileId::of(&self.path).ok();
+                if id.is_some() && id != self.id {
+                    if let Ok(f) = File::open(&self.path) {
+                        self.id = FileId::of_file(&f, &self.path).ok();
+                        self.file = f;
+                        self.pos = 0;
+                        continue;
+                    }
+                } else if m.len() < self.pos {
+                    self.file.seek(io::SeekFrom::Start(0))?;
+                    self.pos = 0;
+                    continue;
+                }
+            }
+            std::thread::sleep(self.poll);
+        }
+    }
+}
+
+/// Counts the lines and bytes read, for the reports while inputs are read.
+struct Counted<R> {
+    inner: R,
+    lines: Arc<AtomicU64>,
+    bytes: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let lines = buf[..n].iter().filter(|&&b| b == b'\n').count();
+        self.lines.fetch_add(lines as u64, Ordering::Relaxed);
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// What an input's thread sends.
+pub enum Msg {
+    /// A decision, as read.
+    Decision(Box<Decision>),
+    /// The input ended (stdin closed, or `stop` was set): its ledger, or
+    /// the error that ended it.
+    Ended(String, Box<Result<Ledger, ParseError>>),
+}
+
+/// The inputs being read.
+pub struct Inputs {
+    /// Decisions and ends, from every input's thread.
+    pub rx: mpsc::Receiver<Msg>,
+    /// The inputs' names, in the order given.
+    pub names: Vec<String>,
+    /// Lines read so far, all inputs.
+    pub lines: Arc<AtomicU64>,
+    /// Bytes read so far (as read: compressed for gzip), all inputs.
+    pub bytes: Arc<AtomicU64>,
+    /// Set to make the files' threads end at their files' ends.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// Starts a thread per input: every file of `specs` (folders and globs
+/// expanded now; files created later are not read) and stdin.
+pub fn start(specs: &[InputSpec], opts: &ParseOptions) -> anyhow::Result<Inputs> {
+    let (tx, rx) = mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let lines = Arc::new(AtomicU64::new(0));
+    let bytes = Arc::new(AtomicU64::new(0));
+    let mut opts = opts.clone();
+    // One thread an input: lines are parsed as they come.
+    opts.threads = 1;
+    opts.progress = None;
+    let mut names = Vec::new();
+    for spec in specs {
+        let expanded = InputFiles::expand(std::slice::from_ref(spec))?;
+        let found: Vec<(String, Option<PathBuf>)> = expanded
+            .files()
+            .map(|(name, path, _, _)| (name.to_string(), path.map(PathBuf::from)))
+            .collect();
+        for (display, path) in found {
+            let reader: Box<dyn Read + Send> = match &path {
+                Some(p) => {
+                    let meta = std::fs::metadata(p)
+                        .map_err(|e| anyhow::anyhow!("{display}: cannot read: {e}"))?;
+                    if meta.is_file() {
+                        Box::new(
+                            Tail::open(p.clone(), stop.clone())
+                                .map_err(|e| anyhow::anyhow!("{display}: cannot read: {e}"))?,
+                        )
+                    } else {
+                        Box::new(
+                            File::open(p)
+                                .map_err(|e| anyhow::anyhow!("{display}: cannot read: {e}"))?,
+                        )
+                    }
+                }
+                None => Box::new(io::stdin()),
+            };
+            let reader = Counted {
+                inner: reader,
+                lines: lines.clone(),
+                bytes: bytes.clone(),
+            };
+            names.push(display.clone());
+            let tx = tx.clone();
+            let opts = opts.clone();
+            let name = spec.name.clone();
+            std::thread::Builder::new()
+                .name(format!("follow {display}"))
+                .spawn(move || {
+                    let mut files = InputFiles::default();
+                    files.push_stream(display.clone(), name, Box::new(reader), &opts);
+                    let r = parse_files(files, &opts, |item| {
+                        if let Item::Decision(d) = item {
+                            let _ = tx.send(Msg::Decision(d));
+                        }
+                    });
+                    let _ = tx.send(Msg::Ended(display, Box::new(r)));
+                })?;
+        }
+    }
+    Ok(Inputs {
+        rx,
+        names,
+        lines,
+        bytes,
+        stop,
+    })
+}
+
+/// What [`run`] tells the binary at each report.
+#[derive(Clone, Debug)]
+pub struct TickInfo {
+    /// Lines read so far, all inputs.
+    pub lines: u64,
+    /// Bytes read so far (as read: compressed for gzip).
+    pub bytes: u64,
+    /// The last report: the inputs ended, or SIGINT or SIGTERM came.
+    pub last: bool,
+    /// The ledger of the inputs that ended.
+    pub ledger: Ledger,
+}
+
+/// Hands every decision of `inputs` to `on_decision` and calls `report`
+/// every `every_s` seconds (the first after `every_s`), and once more at
+/// the end: when every input ended, or on SIGINT or SIGTERM (then the
+/// run ends with the last report, and exit 0). An input that fails is a
+/// warning on stderr, and the others are read on.
+pub fn run(
+    bin: &str,
+    inputs: Inputs,
+    every_s: f64,
+    mut on_decision: impl FnMut(Box<Decision>),
+    mut report: impl FnMut(TickInfo) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    crate::atomic::defer_interrupts();
+    let every = Duration::from_secs_f64(every_s);
+    let mut ledger = Ledger::default();
+    let mut open = inputs.names.len();
+    let mut next = Instant::now() + every;
+    let info = |ledger: &Ledger, last: bool| TickInfo {
+        lines: inputs.lines.load(Ordering::Relaxed),
+        bytes: inputs.bytes.load(Ordering::Relaxed),
+        last,
+        ledger: ledger.clone(),
+    };
+    loop {
+        if Instant::now() >= next {
+            report(info(&ledger, false))?;
+            next += every;
+            if next <= Instant::now() {
+                next = Instant::now() + every;
+            }
+        }
+        if crate::atomic::interrupted() {
+            return report(info(&ledger, true));
+        }
+        let wait = next
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(100));
+        match inputs.rx.recv_timeout(wait) {
+            Ok(Msg::Decision(d)) => on_decision(d),
+            Ok(Msg::Ended(name, r)) => {
+                open -= 1;
+                match *r {
+                    Ok(l) => {
+                        for i in l.inputs {
+                            ledger.push(i, 8);
+                        }
+                    }
+                    Err(e) => crate::term::eprint(
+                        bin,
+                        crate::term::Level::Warning,
+                        &format!("{name}: no longer read: {e}"),
+                    ),
+                }
+                if open == 0 {
+                    return report(info(&ledger, true));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return report(info(&ledger, true));
+            }
+        }
+    }
+}
+
+/// A rendered JSON report as one line, with the window it covers added
+/// as `follow` (docs/json-schema.md).
+pub fn json_line(
+    report: &[u8],
+    window: &Window,
+    window_s: f64,
+    last: bool,
+) -> anyhow::Result<Vec<u8>> {
+    let mut v: serde_json::Value = serde_json::from_slice(report)?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "follow".into(),
+            serde_json::json!({
+                "window_s": window_s,
+                "window_start": window.latest().map(|l| l - window_s),
+                "window_end": window.latest(),
+                "decisions_read": window.read(),
+                "last": last,
+            }),
+        );
+    }
+    let mut out = serde_json::to_vec(&v)?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// A span of seconds for people: `15m`, `1h`, `90s`.
+pub fn span_text(s: f64) -> String {
+    if s >= 3600.0 && (s / 3600.0).fract() == 0.0 {
+        format!("{}h", s / 3600.0)
+    } else if s >= 60.0 && (s / 60.0).fract() == 0.0 {
+        format!("{}m", s / 60.0)
+    } else {
+        format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(ts: f64, id: u64) -> DecisionRecord {
+        DecisionRecord::from(&Decision {
+            deployment: "d".into(),
+            ts: Some(ts),
+            request_id: Some(format!("r{id}")),
+            ..Decision::default()
+        })
+    }
+
+    #[test]
+    fn the_window_keeps_the_last_span_and_drops_older_blocks() {
+        let mut w = Window::new(60.0);
+        // One hour at 10 decisions a second.
+        for i in 0..36_000u64 {
+            w.push(decision(1_000.0 + i as f64 / 10.0, i));
+        }
+        let ds = w.decisions("w");
+        // Decisions at or after latest - 60 s: 601 of them.
+        assert_eq!(ds.len(), 601);
+        assert_eq!(ds[0].request_id.as_deref(), Some("r35399"));
+        assert_eq!(ds.last().unwrap().request_id.as_deref(), Some("r35999"));
+        // Held: the window and at most one block before it.
+        assert!(w.held() <= 601 + 2 * BLOCK, "{}", w.held());
+        assert_eq!(w.read(), 36_000);
+        assert!(w.bytes() < 2 << 20, "{}", w.bytes());
+    }
+
+    #[test]
+    fn a_decision_without_time_takes_the_latest() {
+        let mut w = Window::new(10.0);
+        w.push(decision(100.0, 1));
+        let mut d = decision(0.0, 2);
+        d.ts = None;
+        w.push(d);
+        let ds = w.decisions("w");
+        assert_eq!(ds.len(), 2);
+        assert_eq!(ds[1].ts, Some(100.0));
+    }
+
+    #[test]
+    fn a_tail_reads_what_is_appended_and_a_truncated_file_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("log");
+        std::fs::write(&p, "one\n").unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut t = Tail::open(p.clone(), stop.clone()).unwrap();
+        t.poll = Duration::from_millis(5);
+        let mut buf = [0u8; 64];
+        let n = t.read(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"one\n");
+        let writer = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+                f.write_all(b"two\n").unwrap();
+            })
+        };
+        let n = t.read(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"two\n");
+        writer.join().unwrap();
+        std::fs::write(&p, "3\n").unwrap();
+        let n = t.read(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"3\n");
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(t.read(&mut buf).unwrap(), 0);
+    }
+}
