@@ -31,6 +31,7 @@ pub mod follow;
 pub mod generate;
 pub mod internal_error;
 pub mod kubectl;
+pub mod metrics;
 pub mod output;
 pub mod pipeline;
 pub mod progress;

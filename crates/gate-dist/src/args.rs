@@ -162,6 +162,11 @@ pub struct Args {
     #[arg(long)]
     pub follow: bool,
 
+    /// With --follow: serve the decisions read as Prometheus metrics at
+    /// http://ADDR/metrics (HOST:PORT, or :PORT for every interface).
+    #[arg(long, value_name = "ADDR", requires = "follow")]
+    pub serve_metrics: Option<String>,
+
     /// With --follow: how often the report is printed (e.g. 30s, 1m).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_seconds)]
     pub every: f64,

@@ -4,10 +4,12 @@
 use std::cell::RefCell;
 use std::io::Write;
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::bail;
 use gatecal_analysis::{GateDist, GateDistReport, InputSummary};
 use gatecal_cli::follow::{TickInfo, Window};
+use gatecal_cli::metrics::{Metrics, Shared};
 use gatecal_cli::output::{report_format, report_renderer, run_info, table_width};
 use gatecal_cli::pipeline::{Inputs, decision_input, summary};
 use gatecal_parser::{Decision, InputSpec};
@@ -55,6 +57,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let width = table_width(None, args.wide);
     let redraw = format == Format::Table && gatecal_cli::output::stdout_is_terminal(None);
+    let metrics = match &args.serve_metrics {
+        Some(addr) => {
+            let m: Shared = Arc::new(Mutex::new(Metrics::new(opts.pinned_worse_min_ms)));
+            let bound = gatecal_cli::metrics::serve(addr, m.clone())?;
+            if !args.input.quiet {
+                gatecal_cli::term::eprint(
+                    "gate-dist",
+                    gatecal_cli::term::Level::Note,
+                    &format!("serving metrics at http://{bound}/metrics"),
+                );
+            }
+            Some(m)
+        }
+        None => None,
+    };
     let specs: Vec<InputSpec> = args
         .input
         .inputs
@@ -69,8 +86,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let window = Rc::new(RefCell::new(Window::new(window_s)));
     let sink = window.clone();
     let live = RefCell::new(Some(
-        GateDist::new(opts.clone(), configs.clone())
-            .with_records(Box::new(move |r| sink.borrow_mut().push(r))),
+        GateDist::new(opts.clone(), configs.clone()).with_records(Box::new(move |r| {
+            if let Some(m) = &metrics {
+                gatecal_cli::metrics::lock(m).observe(&r);
+            }
+            sink.borrow_mut().push(r);
+        })),
     ));
     gatecal_cli::follow::run(
         "gate-dist",
