@@ -146,8 +146,16 @@ impl Window {
     /// The decisions in the window (time at or after [`Window::start`]),
     /// in the order read, each located at `NAME:N` (its rank).
     pub fn decisions(&self, name: &str) -> Vec<Decision> {
-        let cut = self.start();
         let mut out = Vec::new();
+        self.for_each(name, |d| out.push(d));
+        out
+    }
+
+    /// Calls `f` with each decision of the window, in the order read,
+    /// one block decompressed at a time (the window's decisions are never
+    /// all held decoded at once).
+    pub fn for_each(&self, name: &str, mut f: impl FnMut(Decision)) {
+        let cut = self.start();
         let mut rank = 0u64;
         let mut take = |text: &[u8]| {
             for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
@@ -158,17 +166,18 @@ impl Window {
                     continue;
                 }
                 rank += 1;
-                out.push(r.into_decision(SourceLoc {
+                f(r.into_decision(SourceLoc {
                     file: name.to_string(),
                     line: rank,
                 }));
             }
         };
+        let mut text = Vec::new();
         for b in &self.blocks {
             if b.max_ts < cut {
                 continue;
             }
-            let mut text = Vec::new();
+            text.clear();
             if flate2::read::GzDecoder::new(&b.gz[..])
                 .read_to_end(&mut text)
                 .is_ok()
@@ -177,7 +186,6 @@ impl Window {
             }
         }
         take(&self.open);
-        out
     }
 }
 
@@ -258,6 +266,9 @@ impl<R: Read> Read for Counted<R> {
     }
 }
 
+/// Decisions queued between the inputs' threads and the analysis at most.
+const CHANNEL: usize = 1024;
+
 /// What an input's thread sends.
 pub enum Msg {
     /// A decision, as read.
@@ -284,7 +295,9 @@ pub struct Inputs {
 /// Starts a thread per input: every file of `specs` (folders and globs
 /// expanded now; files created later are not read) and stdin.
 pub fn start(specs: &[InputSpec], opts: &ParseOptions) -> anyhow::Result<Inputs> {
-    let (tx, rx) = mpsc::channel();
+    // Bounded: inputs read faster than the decisions are analysed wait,
+    // rather than queue without limit.
+    let (tx, rx) = mpsc::sync_channel(CHANNEL);
     let stop = Arc::new(AtomicBool::new(false));
     let lines = Arc::new(AtomicU64::new(0));
     let bytes = Arc::new(AtomicU64::new(0));

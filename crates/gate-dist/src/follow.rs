@@ -12,7 +12,7 @@ use gatecal_cli::follow::{TickInfo, Window};
 use gatecal_cli::metrics::{Metrics, Shared};
 use gatecal_cli::output::{report_format, report_renderer, run_info, table_width};
 use gatecal_cli::pipeline::{Inputs, decision_input, summary};
-use gatecal_parser::{Decision, InputSpec};
+use gatecal_parser::InputSpec;
 use gatecal_render::Format;
 
 use crate::args::Args;
@@ -111,14 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 g.finish(InputSummary::default());
             }
             let w = window.borrow();
-            let report = audit(
-                &opts,
-                &configs,
-                w.decisions("window"),
-                &info,
-                &names,
-                w.read(),
-            );
+            let report = audit(&opts, &configs, &w, &info, &names);
             let mut out = std::io::stdout().lock();
             write_report(
                 &mut out, &report, &info, &w, format, width, redraw, window_s,
@@ -133,15 +126,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn audit(
     opts: &gatecal_analysis::GateDistOptions,
     configs: &gatecal_analysis::ConfigSet,
-    decisions: Vec<Decision>,
+    window: &Window,
     info: &TickInfo,
     names: &[String],
-    read: u64,
 ) -> GateDistReport {
     let mut g = GateDist::new(opts.clone(), configs.clone());
-    for d in decisions {
-        g.push(decision_input(d, false));
-    }
+    window.for_each("window", |d| g.push(decision_input(d, false)));
     let mut input = summary(&Inputs {
         ledger: info.ledger.clone(),
         ..Inputs::default()
@@ -149,7 +139,7 @@ fn audit(
     input.inputs = names.to_vec();
     input.lines_total = input.lines_total.max(info.lines);
     input.bytes = input.bytes.max(info.bytes);
-    input.decisions_assembled = input.decisions_assembled.max(read);
+    input.decisions_assembled = input.decisions_assembled.max(window.read());
     g.finish(input)
 }
 
