@@ -385,13 +385,11 @@ pub fn default_peak_assumed(v: &View) -> Option<Finding> {
             ev.figures.insert("scale".into(), f);
             (
                 format!(
-                    "every ms figure assumes the default peakPrefillThroughput {peak:.0} tok/s (the log never shows it); at the measured {:.0} tok/s ({}, {} samples) they would be {f:.2}x",
+                    "the log never shows peakPrefillThroughput: the config in force is taken to run the default {peak:.0} tok/s (the current row replays it), {f:.2}x the measured {:.0} tok/s ({}, {} samples)",
                     m.value, m.source, m.samples
                 ),
-                format!(
-                    "--config with the EPP's config, or --peak-prefill-throughput {:.0}",
-                    m.value
-                ),
+                "pass --config with the EPP's config, so that the current row replays its peak"
+                    .to_string(),
             )
         }
         _ => {
@@ -402,7 +400,7 @@ pub fn default_peak_assumed(v: &View) -> Option<Finding> {
                     "every ms figure assumes the default peakPrefillThroughput {peak:.0} tok/s (the log never shows it): at a real peak P they scale by {peak:.0}/P (x{:.2} at {example:.0} tok/s)",
                     peak / example
                 ),
-                "--config with the EPP's config, or --peak-prefill-throughput P (recommend measures P from vLLM logs)".into(),
+                "pass --config with the EPP's config, or --peak-prefill-throughput P (recommend measures P from vLLM logs)".into(),
             )
         }
     };
