@@ -107,6 +107,13 @@ pub struct DecisionInput {
     /// The request's observed time to first token, ms (arrival to its
     /// first response body chunk), when the log shows it.
     pub observed_ttft_ms: Option<f64>,
+    /// The EPP replica (pod) that logged the decision, when the capture
+    /// names it (kubectl `--prefix`, a record's `epp_pod`).
+    pub epp_pod: Option<String>,
+    /// `prefill_throughput` was not logged but inferred from the gate
+    /// line's TTFTs beside the in-flight tokens they were computed from
+    /// ([`DecisionInput::infer_peak`]).
+    pub peak_inferred: bool,
 }
 
 /// The prefix match of the endpoint a request was sent to, from the prefix
@@ -341,6 +348,23 @@ pub fn block_sizes_for<'a>(
 }
 
 impl DecisionInput {
+    /// When the log does not state the peak in force but the decision's
+    /// gate line logs its TTFTs beside the exact in-flight tokens they were
+    /// computed from, sets [`DecisionInput::prefill_throughput`] to the
+    /// peak they imply (`tokens / TTFT`, both sides agreeing within 0.5 %)
+    /// and marks it inferred. `threshold` is the `affinityThreshold` to
+    /// tell the sides apart when the decision does not log it.
+    pub fn infer_peak(&mut self, threshold: f64) {
+        if self.prefill_throughput.is_some() {
+            return;
+        }
+        let t = self.affinity_threshold.unwrap_or(threshold);
+        if let Some(p) = crate::findings::implied_peak(self, t) {
+            self.prefill_throughput = Some(p);
+            self.peak_inferred = true;
+        }
+    }
+
     /// Sets a producer-matched decision's tokens at its deployment's block
     /// sizes in `by_deployment` (`block_sizes_for`); with none given they
     /// stay at the upstream defaults.

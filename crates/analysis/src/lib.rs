@@ -66,6 +66,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+pub mod findings;
 mod gate;
 mod input;
 mod peak;

@@ -26,6 +26,7 @@ pub mod candidates;
 pub mod config_file;
 pub mod deployments;
 pub mod duration;
+pub mod fail_if;
 pub mod filter_args;
 pub mod follow;
 pub mod generate;

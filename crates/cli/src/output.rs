@@ -76,6 +76,13 @@ pub fn exit(bin: &str, result: anyhow::Result<()>) -> ExitCode {
             crate::term::eprint(bin, crate::term::Level::Error, &format!("{e:#}"));
             ExitCode::from(EXIT_NO_DECISIONS)
         }
+        Err(e) if e.downcast_ref::<crate::fail_if::GatesHeld>().is_some() => {
+            // One line per gate that held.
+            for line in format!("{e:#}").lines() {
+                eprintln!("{bin}: {}", gatecal_render::escape::terminal(line));
+            }
+            ExitCode::from(crate::fail_if::EXIT_GATES_HELD)
+        }
         Err(e) if e.downcast_ref::<StrictFailure>().is_some() => {
             eprintln!(
                 "{bin}: {}",

@@ -131,6 +131,14 @@ pub struct Args {
     #[arg(long, value_name = "FORMAT", value_enum)]
     pub format: Option<gatecal_cli::output::FormatArg>,
 
+    /// Exit 4 when EXPR holds, the report still written: FIGURE OP NUMBER
+    /// over each deployment's figures as named in the JSON
+    /// ('pinned_share > 0.10', 'released_share < 0.01'), 'finding:ID', or
+    /// 'severity >= warning'. Repeatable; the gates that held are listed on
+    /// stderr with their values.
+    #[arg(long, value_name = "EXPR", value_parser = gatecal_cli::fail_if::parse_gate_dist)]
+    pub fail_if: Vec<gatecal_cli::fail_if::Gate>,
+
     /// Write the report to FILE instead of stdout. Without --format, the
     /// extension picks the format: .md, .json, .csv, .txt (a table).
     #[arg(short, long, value_name = "FILE")]

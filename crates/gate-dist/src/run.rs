@@ -123,7 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             gatecal_cli::term::eprint("gate-dist", gatecal_cli::term::Level::Warning, &w.body());
         }
     }
-    Ok(())
+    gatecal_cli::fail_if::check_gate_dist(&args.fail_if, &report)
 }
 
 /// The SVG of `--svg` (opened before reading), and with several

@@ -170,7 +170,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &inputs.ledger,
         ));
     }
-    Ok(())
+    gatecal_cli::fail_if::check_recommend(&args.fail_if, &report)
 }
 
 /// `--emit-config [DEPLOYMENT=]FILE`: the deployment named, if any, and the file.

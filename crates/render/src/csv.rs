@@ -25,11 +25,19 @@
 //! force replayed, whose `released` is the replayed count beside the
 //! `in_force` row's logged one; the label of a `--candidate-config` or
 //! `--what-if` row; empty on the other rows) and `config_error` (why a
-//! candidate is not valid for the deployment). Empty cells are unknown or
+//! candidate is not valid for the deployment), then `finding_id,
+//! finding_severity,finding_summary,finding_action`, filled only on the
+//! `finding` rows that come first (`rule` = `finding`, one per finding,
+//! most severe first, the other cells empty). Empty cells are unknown or
 //! not applicable.
+//!
+//! The recommend report has a row per deployment and config row; its
+//! findings come first, as rows whose `row` and `row_kind` are `finding`,
+//! with the same four finding columns last.
 
 use std::io::{self, Write};
 
+use gatecal_analysis::findings::Finding;
 use gatecal_analysis::{GateDistReport, RecommendReport, Stats, WhatIfResult};
 use gatecal_filter::Outcome;
 
@@ -127,6 +135,7 @@ fn header() -> Vec<String> {
         h.push(format!("outcome_{}", o.as_str()));
     }
     h.extend(TAIL.iter().map(|s| s.to_string()));
+    h.extend(FINDING.iter().map(|s| s.to_string()));
     h
 }
 
@@ -134,6 +143,24 @@ fn header() -> Vec<String> {
 /// candidate's label, empty for the what-ifs and `in_force`), and why a
 /// candidate was not valid for the deployment.
 const TAIL: [&str; 2] = ["config", "config_error"];
+
+/// The finding columns, last: filled on `finding` rows only.
+const FINDING: [&str; 4] = [
+    "finding_id",
+    "finding_severity",
+    "finding_summary",
+    "finding_action",
+];
+
+/// A finding's four columns.
+fn finding_cells(f: &Finding) -> [String; 4] {
+    [
+        f.id.to_string(),
+        f.severity.as_str().to_string(),
+        field(&f.summary),
+        field(&f.action),
+    ]
+}
 
 /// The rows of one set of decisions: `in_force` (the figures as the
 /// deployment ran), then one per what-if.
@@ -236,9 +263,19 @@ fn rows(name: &str, window: Option<(f64, f64)>, peak: Option<f64>, s: &Stats) ->
 
 impl Renderer for Csv {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
-        writeln!(w, "{}", header().join(","))?;
+        let header = header();
+        writeln!(w, "{}", header.join(","))?;
+        // The findings first: the key's `rule` is `finding`.
+        for f in &report.findings {
+            let mut r = vec![String::new(); header.len() - FINDING.len()];
+            r[0] = field(&f.deployment);
+            r[3] = "finding".to_string();
+            r.extend(finding_cells(f));
+            writeln!(w, "{}", r.join(","))?;
+        }
         let mut put = |rs: Vec<Vec<String>>| -> io::Result<()> {
-            for r in rs {
+            for mut r in rs {
+                r.resize(r.len() + FINDING.len(), String::new());
                 writeln!(w, "{}", r.join(","))?;
             }
             Ok(())
@@ -262,8 +299,17 @@ impl Renderer for Csv {
         // One line per deployment and row (current, static, matchedTokens, candidates).
         writeln!(
             w,
-            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings,source_disagreements,matched_token_sources"
+            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings,source_disagreements,matched_token_sources,finding_id,finding_severity,finding_summary,finding_action"
         )?;
+        // The findings first: `row` and `row_kind` are `finding`.
+        for f in &report.findings {
+            let mut r = vec![String::new(); 29];
+            r[0] = field(&f.deployment);
+            r[14] = "finding".to_string();
+            r[15] = "finding".to_string();
+            r.extend(finding_cells(f));
+            writeln!(w, "{}", r.join(","))?;
+        }
         for d in &report.deployments {
             let p = &d.peak_prefill_throughput;
             let b = &d.break_even_ms;
@@ -317,6 +363,10 @@ impl Renderer for Csv {
                     d.warnings.len().to_string(),
                     field(&disagreements),
                     field(&crate::sections::matched_sources(d)),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
                 ];
                 writeln!(w, "{}", row.join(","))?;
             }

@@ -193,6 +193,8 @@ impl Renderer for Markdown {
             writeln!(w, "| {k} | {v} |")?;
         }
         writeln!(w)?;
+        // The findings right under the run's identity, before any figure.
+        write_sections(&[crate::sections::findings_section(&report.findings)], w)?;
         if let Some(svg) = &self.run.svg {
             writeln!(
                 w,
@@ -227,6 +229,7 @@ impl Renderer for Markdown {
 
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "## gatecal recommend report\n")?;
+        write_sections(&[crate::sections::findings_section(&report.findings)], w)?;
         write_sections(&recommend_sections(report), w)?;
         for d in &report.deployments {
             let Some(rec) = &d.recommended else { continue };

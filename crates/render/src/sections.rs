@@ -6,9 +6,11 @@ use gatecal_filter::{Outcome, PenaltyMode};
 use crate::notes::{Note, lines};
 use crate::num::{bar, count, count_pct, ms, pct, utc};
 
+mod findings;
 mod histogram;
 mod recommend;
 
+pub use findings::{evidence_note, findings_section};
 pub use histogram::{DISPLAY_BINS, display_bins, text_histogram};
 pub use recommend::{matched_sources, producer_block_sizes, recommend_sections};
 

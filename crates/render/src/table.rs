@@ -200,7 +200,9 @@ fn plain(s: &Section) -> Section {
 
 impl Renderer for Table {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
-        write_sections(&gate_dist_sections(report), self.width, w)?;
+        let mut sections = vec![crate::sections::findings_section(&report.findings)];
+        sections.extend(gate_dist_sections(report));
+        write_sections(&sections, self.width, w)?;
         for d in &report.deployments {
             writeln!(
                 w,
@@ -217,7 +219,9 @@ impl Renderer for Table {
     }
 
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
-        write_sections(&recommend_sections(report), self.width, w)?;
+        let mut sections = vec![crate::sections::findings_section(&report.findings)];
+        sections.extend(recommend_sections(report));
+        write_sections(&sections, self.width, w)?;
         for d in &report.deployments {
             let Some(rec) = &d.recommended else { continue };
             writeln!(

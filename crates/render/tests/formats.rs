@@ -100,8 +100,20 @@ fn markdown_tables_are_well_formed() {
 #[test]
 fn csv_rows_match_the_header() {
     let csv = render(Format::Csv);
-    let lines: Vec<&str> = csv.lines().collect();
-    let n = lines[0].split(',').count();
+    let all: Vec<&str> = csv.lines().collect();
+    let n = all[0].split(',').count();
+    // The findings come first, their texts quoted (RFC 4180).
+    let findings = all[1..]
+        .iter()
+        .take_while(|l| l.split(',').nth(3) == Some("finding"))
+        .count();
+    assert!(findings >= 1, "{csv}");
+    for l in &all[1..=findings] {
+        assert_eq!(quoted_fields(l), n, "{l}");
+    }
+    let lines: Vec<&str> = std::iter::once(all[0])
+        .chain(all[1 + findings..].iter().copied())
+        .collect();
     for l in &lines[1..] {
         assert_eq!(l.split(',').count(), n, "{l}");
     }
@@ -119,4 +131,17 @@ fn csv_rows_match_the_header() {
         .filter(|l| l.starts_with("alpha,,,static,"))
         .count();
     assert!(what_ifs >= 1, "{csv}");
+}
+
+/// The fields of one CSV line, quotes honoured.
+fn quoted_fields(line: &str) -> usize {
+    let (mut n, mut quoted) = (1, false);
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => n += 1,
+            _ => {}
+        }
+    }
+    n
 }

@@ -158,7 +158,10 @@ pub fn run_cli() -> Result<()> {
 
 fn list() -> Result<()> {
     let mut out = std::io::stdout().lock();
-    for name in scenario_names() {
+    for name in scenario_names()
+        .iter()
+        .chain(gatecal_sim::failure_scenario_names())
+    {
         if let Some(s) = scenario(name) {
             writeln!(out, "{name}\t{}", s.description)?;
         }
@@ -169,8 +172,9 @@ fn list() -> Result<()> {
 fn load(name: &str, requests: Option<u64>, duration: Option<f64>) -> Result<Scenario> {
     let Some(mut s) = scenario(name) else {
         bail!(
-            "unknown scenario {name:?}; known: {}",
-            scenario_names().join(", ")
+            "unknown scenario {name:?}; known: {}, {}",
+            scenario_names().join(", "),
+            gatecal_sim::failure_scenario_names().join(", ")
         );
     };
     if let Some(d) = duration {

@@ -119,8 +119,8 @@ pub use model::QUEUE_THRESHOLD_TOKENS;
 pub use otel::{BATCH_REQUESTS, TraceWriter, is_sampled, to_jaeger, to_tempo, write_traces};
 pub use rng::Rng;
 pub use scenario::{
-    Deployment, FilterInstance, PdDecider, Pool, Scenario, VllmFlavor, Workload, scenario,
-    scenario_names,
+    Deployment, FilterInstance, PdDecider, Pool, Scenario, VllmFlavor, Workload,
+    failure_scenario_names, failure_truth, scenario, scenario_names,
 };
 pub use truth::{
     DeploymentSummary, Summary, SummaryBuilder, TruthCandidate, TruthRecord, WHAT_IF_BARS_MS,

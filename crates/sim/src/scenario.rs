@@ -361,8 +361,72 @@ pub fn scenario(name: &str) -> Option<Scenario> {
         "pd-disagg" => Some(pd_disagg()),
         "latency-predictor" => Some(latency_predictor()),
         "peak-sweep" => Some(peak_sweep()),
+        "affinity-off" => Some(affinity_off()),
+        "missing-signal" => Some(missing_signal()),
         _ => None,
     }
+}
+
+/// The scenarios that each make one failure mode the reports' findings
+/// name; listed by `epp-sim list`, kept out of [`scenario_names`] (the
+/// committed fixtures and the tests over every scenario).
+pub fn failure_scenario_names() -> &'static [&'static str] {
+    &["affinity-off", "missing-signal"]
+}
+
+/// What a failure scenario gets wrong (its summary's `failure_mode`), or
+/// `None` for the other scenarios.
+pub fn failure_truth(name: &str) -> Option<&'static str> {
+    match name {
+        "affinity-off" => Some(
+            "affinity_disengaged: affinityThreshold 0.97 is above almost every prompt's prefix score, so the filter almost never pins",
+        ),
+        "missing-signal" => Some(
+            "missing_signal: 35 % of the candidates lack their in-flight load at each decision, so a side often has no signal and the gate is skipped",
+        ),
+        _ => None,
+    }
+}
+
+/// `balanced`'s deployment with `affinityThreshold: 0.97`, above the
+/// prefix score any follow-up prompt reaches (its new message and the
+/// previous answer are never cached), no exploration and no missing
+/// signal: the filter finds no sticky endpoint while prompts share most of
+/// their prefix.
+fn affinity_off() -> Scenario {
+    let mut s = balanced();
+    s.name = "affinity-off".to_string();
+    s.description = "qwen3-32b as balanced, affinityThreshold 0.97: no endpoint is ever sticky (affinity_disengaged)".to_string();
+    for d in &mut s.deployments {
+        d.missing_signal_prob = 0.0;
+        for p in &mut d.pools {
+            for f in &mut p.filters {
+                f.config.affinity_threshold = 0.97;
+                f.config.exploration_probability = 0.0;
+            }
+        }
+    }
+    s
+}
+
+/// `balanced`'s deployment whose candidates lack their in-flight load 35 %
+/// of the time (the newer upstream semantics: a side without signal skips
+/// the gate and keeps every endpoint).
+fn missing_signal() -> Scenario {
+    let mut s = balanced();
+    s.name = "missing-signal".to_string();
+    s.description =
+        "qwen3-32b as balanced, 35 % of candidates without their load attribute (missing_signal)"
+            .to_string();
+    for d in &mut s.deployments {
+        d.missing_signal_prob = 0.35;
+        for p in &mut d.pools {
+            for f in &mut p.filters {
+                f.config.exploration_probability = 0.0;
+            }
+        }
+    }
+    s
 }
 
 /// 2026-08-21T14:00:00Z.

@@ -187,6 +187,11 @@ pub struct Summary {
     pub overall: DeploymentSummary,
     /// Per deployment, in scenario order.
     pub deployments: Vec<DeploymentSummary>,
+    /// The failure a failure scenario makes (`affinity-off`,
+    /// `missing-signal`: the finding that should name it, and why); absent
+    /// for the other scenarios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_mode: Option<String>,
 }
 
 /// The nearest-rank quantile: the `ceil(q * n)`-th smallest value (1-based,
@@ -360,6 +365,7 @@ impl SummaryBuilder {
             quantile_method: "nearest-rank: the ceil(q*n)-th smallest gate input (1-based) over decisions where the gate was evaluated; shares are over all decisions".to_string(),
             overall: self.all.finish("*"),
             deployments,
+            failure_mode: crate::scenario::failure_truth(scenario).map(str::to_string),
         }
     }
 }

@@ -200,6 +200,7 @@ impl From<Decision> for DecisionInput {
             recorded,
             arrival_ts,
             observed_ttft_ms,
+            epp_pod,
             ..
         } = d;
         let scored: Vec<ScoredEndpoint> = candidates
@@ -291,6 +292,8 @@ impl From<Decision> for DecisionInput {
             picked_match,
             arrival_ts: arrival_ts.filter(|t| t.is_finite()),
             observed_ttft_ms: observed_ttft_ms.filter(|t| t.is_finite() && *t >= 0.0),
+            epp_pod,
+            peak_inferred: false,
         }
     }
 }

@@ -142,6 +142,18 @@ impl LineHitRates {
         }
     }
 
+    /// The mean hit rate over the lines (in [0, 1]) and their count;
+    /// `None` without lines.
+    pub fn mean(&self) -> Option<(f64, u64)> {
+        let rates = self
+            .with_year
+            .iter()
+            .map(|(_, h)| *h)
+            .chain(self.yearless.iter().map(|x| x.3));
+        let (sum, n) = rates.fold((0.0, 0u64), |(s, n), h| (s + h, n + 1));
+        (n > 0).then(|| (sum / n as f64, n))
+    }
+
     /// Adds another's lines.
     pub fn extend(&mut self, o: LineHitRates) {
         self.with_year.extend(o.with_year);

@@ -198,6 +198,10 @@ pub struct DeploymentReport {
     /// Per window, when `--window` is set.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<WindowReport>,
+    /// Per EPP replica (pod), when the deployment's decisions come from
+    /// several; absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<crate::findings::ReplicaReport>,
 }
 
 /// The overall figures.
@@ -236,6 +240,8 @@ pub struct ReportOptions {
 pub struct GateDistReport {
     /// `gatecal.gate-dist/v2`.
     pub schema: &'static str,
+    /// The findings, most severe first ([`crate::findings`]).
+    pub findings: Vec<crate::findings::Finding>,
     /// The input ledger.
     pub input: InputSummary,
     /// The options in force.
@@ -258,6 +264,8 @@ struct DepAcc {
     /// Per filter instance, the candidates resolved over its config in
     /// force (fixed once the deployment's configs are settled).
     candidates: Vec<(Option<String>, Vec<ResolvedCandidate>)>,
+    /// What the findings read, and the per-replica view.
+    signals: crate::findings::SignalsAcc,
 }
 
 impl InOrder for GateDist {
@@ -317,6 +325,13 @@ impl GateDist {
     pub fn push(&mut self, mut d: DecisionInput) {
         d.apply_block_sizes(&self.opts.block_sizes);
         self.cap.admit(&mut d.deployment);
+        let threshold = self
+            .in_force
+            .configs()
+            .lookup(&d.deployment, d.filter.as_deref())
+            .parameters
+            .affinity_threshold;
+        d.infer_peak(threshold);
         self.feed(d);
     }
 
@@ -345,6 +360,7 @@ impl GateDist {
         let bins = self.opts.histogram_bins;
         let mut overall = StatsAcc::new(self.opts.pinned_worse_min_ms, self.opts.what_if.len());
         let mut deployments = Vec::new();
+        let mut findings = Vec::new();
         for (name, dep) in self.deps {
             overall.merge(&dep.acc);
             let recorded = dep.acc.histogram().recorded();
@@ -362,6 +378,19 @@ impl GateDist {
                     .collect(),
                 None => Vec::new(),
             };
+            findings.extend(crate::findings::rules::all(&crate::findings::rules::View {
+                name: &name,
+                config: &dep.shown.config,
+                signals: &dep.signals,
+                decisions: stats.decisions,
+                released_share: stats.released_share,
+                pinned_worse_share: stats.pinned_worse.share,
+                pinned_worse_min_ms: self.opts.pinned_worse_min_ms,
+                gate_p50_ms: stats.gate_input_ms.p50,
+                suggested_bar_ms: None,
+                measured_peak: None,
+                vllm_hit_rate: None,
+            }));
             deployments.push(DeploymentReport {
                 name,
                 config: dep.shown.config,
@@ -370,13 +399,16 @@ impl GateDist {
                 stats,
                 histogram,
                 windows,
+                replicas: dep.signals.replicas(),
             });
         }
         let recorded = overall.histogram().recorded();
         let stats = overall.finish_recorded(&recorded);
         let histogram = histogram_bins(&recorded, stats.bar_ms, bins);
+        crate::findings::sort(&mut findings);
         GateDistReport {
             schema: SCHEMA,
+            findings,
             input,
             options: ReportOptions {
                 max_staleness_s: self.opts.reconstruct.max_staleness_s,
@@ -429,10 +461,12 @@ fn handle(
             first_ts: None,
             last_ts: None,
             candidates: Vec::new(),
+            signals: crate::findings::SignalsAcc::default(),
         }),
     };
     dep.shown.note(d.filter.as_deref(), sc);
     dep.acc.add(&sample, &sc.parameters, &opts.what_if);
+    dep.signals.add(&d, &sample, &sc.parameters, pmin);
     let candidates = if opts.candidates.is_empty() {
         None
     } else {

@@ -238,6 +238,8 @@ struct Dep {
     matched: Vec<(Option<f64>, i64)>,
     /// Decisions released as logged.
     logged_released: u64,
+    /// What the findings read.
+    signals: crate::findings::SignalsAcc,
     /// Decisions with a sticky endpoint.
     with_sticky: u64,
     /// Decisions with matched tokens, by source.
@@ -346,6 +348,13 @@ impl Recommend {
     pub fn push_decision(&mut self, mut d: DecisionInput) {
         d.apply_block_sizes(&self.opts.block_sizes);
         self.cap.admit(&mut d.deployment);
+        let threshold = self
+            .in_force
+            .configs()
+            .lookup(&d.deployment, d.filter.as_deref())
+            .parameters
+            .affinity_threshold;
+        d.infer_peak(threshold);
         self.feed(d);
     }
 
@@ -460,6 +469,7 @@ impl Recommend {
         }
         names.sort();
         let mut deployments = Vec::new();
+        let mut findings = Vec::new();
         for name in names {
             let dep = self.deps.get(&name);
             let config = dep
@@ -480,14 +490,63 @@ impl Recommend {
             rec.warnings
                 .extend(disagreements.iter().map(|d| d.message.clone()));
             rec.source_disagreements = disagreements;
+            if let Some(dep) = dep {
+                findings.extend(crate::findings::rules::all(&self.view(
+                    &rec,
+                    dep,
+                    line_hits.get(&rec.name),
+                )));
+            }
             deployments.push(rec);
         }
+        crate::findings::sort(&mut findings);
         RecommendReport {
             schema: SCHEMA,
+            findings,
             input,
             deployments,
             pooled: self.cap.pooled().clone(),
             vllm_cut: self.vllm_cut,
+        }
+    }
+
+    /// What the findings read of a deployment's calibration.
+    fn view<'a>(
+        &self,
+        rec: &'a DeploymentRec,
+        dep: &'a Dep,
+        hits: Option<&LineHitRates>,
+    ) -> crate::findings::rules::View<'a> {
+        let p = &rec.peak_prefill_throughput;
+        let measured = matches!(
+            p.source,
+            PeakSource::User
+                | PeakSource::Prometheus
+                | PeakSource::Calibration
+                | PeakSource::VllmStats
+        )
+        .then(|| crate::findings::rules::MeasuredPeak {
+            value: p.value,
+            source: p.source.as_str().to_string(),
+            samples: p.samples,
+        });
+        let suggested_bar_ms = rec
+            .rows
+            .iter()
+            .find(|r| r.kind == RowKind::Static && r.error.is_none())
+            .map(|r| r.max_ttft_penalty_ms);
+        crate::findings::rules::View {
+            name: &rec.name,
+            config: &rec.current.config,
+            signals: &dep.signals,
+            decisions: rec.current.decisions,
+            released_share: rec.current.logged_released_share,
+            pinned_worse_share: rec.current.pinned_worse_share,
+            pinned_worse_min_ms: self.opts.pinned_worse_min_ms,
+            gate_p50_ms: None,
+            suggested_bar_ms,
+            measured_peak: measured,
+            vllm_hit_rate: hits.and_then(LineHitRates::mean),
         }
     }
 
@@ -583,8 +642,11 @@ fn handle(
         logged_released: 0,
         with_sticky: 0,
         sources: BTreeMap::new(),
+        signals: crate::findings::SignalsAcc::default(),
     });
     dep.shown.note(d.filter.as_deref(), sc);
+    dep.signals
+        .add(&d, &s, &sc.parameters, opts.pinned_worse_min_ms);
     if s.outcome.is_some_and(Outcome::is_release) {
         dep.logged_released += 1;
     }

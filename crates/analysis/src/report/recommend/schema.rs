@@ -233,6 +233,8 @@ pub struct DeploymentRec {
 pub struct RecommendReport {
     /// `gatecal.recommend/v2`.
     pub schema: &'static str,
+    /// The findings, most severe first ([`crate::findings`]).
+    pub findings: Vec<crate::findings::Finding>,
     /// The input ledger.
     pub input: InputSummary,
     /// Per deployment, sorted by name.
