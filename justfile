@@ -38,6 +38,10 @@ fixtures:
 demo:
     cargo run --release --locked -p gate-dist -- fixtures/demo/glm-like.log.gz --format table
 
+[doc('Predicted TTFT against the simulator on held-out seeds (5-8; 1-4 calibrate the interval), every scenario and the Mooncake trace when GATECAL_MOONCAKE_TRACE (default ../shared/workloads/mooncake-synthetic.jsonl) exists; docs/methodology.md section 8.')]
+accuracy *ARGS:
+    GATECAL_MOONCAKE_TRACE="${GATECAL_MOONCAKE_TRACE:-../shared/workloads/mooncake-synthetic.jsonl}" nice -n 19 cargo run --release --locked -p gatecal-analysis --example accuracy -- {{ARGS}}
+
 [doc('Benchmarks: criterion parser bench, then the side-by-side run against the Python baseline.')]
 bench:
     cargo bench --workspace --locked

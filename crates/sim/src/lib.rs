@@ -60,7 +60,12 @@
 //! two runs that differ only in the filter's config
 //! ([`Scenario::set_filter_param`]) see the same slots and sessions: a paired
 //! experiment. Every truth record carries the request's TTFT (`ttft_ms`:
-//! arrival at the EPP to first token at the EPP).
+//! arrival at the EPP to first token at the EPP). By default a slot meant to
+//! continue a session whose picks are all waiting for an answer is dropped,
+//! so a slower config sends fewer requests; with users that wait
+//! ([`Scenario::with_users`]) every session sends all its turns, each after
+//! its previous answer and think time, and paired runs carry the same
+//! requests.
 //!
 //! **Scheduling.** The candidates (all engines of the profile's pool, in a
 //! random order as the datastore returns them) go through each filter

@@ -18,6 +18,10 @@ const NS: f64 = 1e9;
 /// Longest prompt a session may grow to before it is abandoned.
 const MAX_PROMPT_TOKENS: i64 = 200_000;
 
+/// Mixed into the session seed for the request ids of a session's turns
+/// when users wait ([`crate::Workload::users`]).
+const TURN_ID_LABEL: u64 = 0x7475_726e_5f69_6473;
+
 /// Static identity of one endpoint (one engine, one target port).
 #[derive(Clone, Debug)]
 pub struct EndpointInfo {
@@ -411,6 +415,10 @@ pub struct DepState {
     trace: Option<(Arc<[TraceRequest]>, usize)>,
     /// Next arrival time.
     pub next_arrival_ns: i64,
+    /// Next new session, with users that wait ([`Workload::users`]).
+    ///
+    /// [`Workload::users`]: crate::Workload::users
+    next_session_ns: i64,
     start_ns: i64,
     end_ns: i64,
     collect_jobs: bool,
@@ -513,12 +521,17 @@ impl DepState {
             next_slot: 1,
             trace: dep.workload.trace.clone().map(|t| (t, 0)),
             next_arrival_ns: start_ns,
+            next_session_ns: start_ns,
             start_ns,
             end_ns,
             collect_jobs,
         };
         s.next_arrival_ns = match &s.trace {
             Some((t, _)) => trace_arrival(t, 0, start_ns),
+            None if dep.workload.users => {
+                s.next_session_ns = s.draw_next_session(dep, start_ns);
+                s.next_session_ns
+            }
             None => s.draw_next_arrival(dep, start_ns),
         };
         s
@@ -553,10 +566,12 @@ impl DepState {
         if self.trace.is_some() {
             return Some(self.step_trace(dep));
         }
+        if dep.workload.users {
+            return Some(self.step_users(dep));
+        }
         let t = self.next_arrival_ns;
         self.next_arrival_ns = self.draw_next_arrival(dep, t);
         let w = &dep.workload;
-        let frac = self.frac(t);
         let slot = self.next_slot;
         self.next_slot += 1;
         let cont = self.arrivals.chance(1.0 - 1.0 / w.turns_mean.max(1.0));
@@ -583,31 +598,47 @@ impl DepState {
         let idx = match chosen {
             Some(i) => i,
             None => {
-                let id = self.next_session;
-                self.next_session += 1;
-                let mut rng = Rng::derive(self.session_seed, id);
-                let mean = interp_geo(&w.context_mean, frac);
-                let ctx = rng.lognormal_mean(mean, w.context_sigma).round().max(20.0) as i64;
-                let turns = rng.geometric(w.turns_mean);
                 // Users give up: keep at most a few dozen open sessions per
                 // engine, dropping the least recently started.
                 let engines: usize = self.pools.iter().map(|p| p.engines.len()).sum();
-                if self.sessions.len() >= 24 * engines.max(1) {
-                    self.sessions.remove(0);
-                }
-                self.sessions.push(Session {
-                    id,
-                    rng,
-                    start_frac: frac,
-                    last_prompt: (w.system_prompt_tokens + ctx).min(MAX_PROMPT_TOKENS),
-                    last_output: 0,
-                    turns_left: turns,
-                    turn: 0,
-                    ready_ns: t,
-                });
-                self.sessions.len() - 1
+                self.open_session(dep, t, Some(24 * engines.max(1)))
             }
         };
+        Some(self.send_turn(dep, idx, t, rid))
+    }
+
+    /// A new session opening at `t`, pushed last; with `cap`, the least
+    /// recently started open session is dropped first when `cap` are open.
+    fn open_session(&mut self, dep: &Deployment, t: i64, cap: Option<usize>) -> usize {
+        let w = &dep.workload;
+        let id = self.next_session;
+        self.next_session += 1;
+        let mut rng = Rng::derive(self.session_seed, id);
+        let frac = self.frac(t);
+        let mean = interp_geo(&w.context_mean, frac);
+        let ctx = rng.lognormal_mean(mean, w.context_sigma).round().max(20.0) as i64;
+        let turns = rng.geometric(w.turns_mean);
+        if cap.is_some_and(|c| self.sessions.len() >= c) {
+            self.sessions.remove(0);
+        }
+        self.sessions.push(Session {
+            id,
+            rng,
+            start_frac: frac,
+            last_prompt: (w.system_prompt_tokens + ctx).min(MAX_PROMPT_TOKENS),
+            last_output: 0,
+            turns_left: turns,
+            turn: 0,
+            ready_ns: t,
+        });
+        self.sessions.len() - 1
+    }
+
+    /// Sends the next turn of session `idx` at `t` as request `rid`, and
+    /// advances the session (closed when its turns are done or its prompt
+    /// is too long to grow).
+    fn send_turn(&mut self, dep: &Deployment, idx: usize, t: i64, rid: String) -> Request {
+        let w = &dep.workload;
         let s = &mut self.sessions[idx];
         let prompt = if s.turn == 0 {
             s.last_prompt
@@ -641,7 +672,65 @@ impl DepState {
         if s.turns_left == 0 || prompt + output + 4 * w.user_msg_mean as i64 > MAX_PROMPT_TOKENS {
             self.sessions.remove(idx);
         }
-        Some(req)
+        req
+    }
+
+    /// The next arrival with users that wait ([`Workload::users`]): the
+    /// earliest due turn of an open session, else a new session. New
+    /// sessions come from the arrival stream alone (gap and request id),
+    /// a turn's request id from its session's id and turn, so routing moves
+    /// when a turn arrives, never what it is.
+    ///
+    /// [`Workload::users`]: crate::Workload::users
+    fn step_users(&mut self, dep: &Deployment) -> Request {
+        let t = self.next_arrival_ns;
+        let due = self
+            .sessions
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.ready_ns <= t && s.turn > 0)
+            .min_by_key(|(_, s)| (s.ready_ns, s.id))
+            .map(|(i, _)| i);
+        let (idx, rid) = match due {
+            Some(i) => {
+                let (sid, turn) = (self.sessions[i].id, self.sessions[i].turn);
+                let mut rng = Rng::derive(
+                    self.session_seed ^ TURN_ID_LABEL,
+                    (sid << 20) ^ u64::from(turn),
+                );
+                let plain = rng.chance(dep.plain_request_ids_prob);
+                let uuid = rng.uuid();
+                let rid = if plain {
+                    format!("req-{sid:06}-{turn:03}")
+                } else {
+                    uuid
+                };
+                (i, rid)
+            }
+            None => {
+                self.next_session_ns = self.draw_next_session(dep, t);
+                let slot = self.next_slot;
+                self.next_slot += 1;
+                let rid = self.request_id(dep, slot);
+                (self.open_session(dep, t, None), rid)
+            }
+        };
+        let req = self.send_turn(dep, idx, t, rid);
+        self.next_arrival_ns = self
+            .sessions
+            .iter()
+            .map(|s| s.ready_ns)
+            .fold(self.next_session_ns, i64::min);
+        req
+    }
+
+    /// The next new session's arrival with users that wait: the rate of
+    /// arrival slots over the mean turns of a session.
+    fn draw_next_session(&mut self, dep: &Deployment, t: i64) -> i64 {
+        let w = &dep.workload;
+        let rate = (interp(&w.rate, self.frac(t)) / w.turns_mean.max(1.0)).max(1e-3);
+        let gap = self.arrivals.exp(1.0 / rate);
+        t + (gap * NS).max(1.0) as i64
     }
 
     /// The slot's request id: both draws are made in every slot.

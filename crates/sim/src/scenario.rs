@@ -121,6 +121,15 @@ pub struct Workload {
     /// loop; see [`Scenario::with_workload_trace`]). Only `decode_tps` of
     /// the fields above still applies.
     pub trace: Option<Arc<[TraceRequest]>>,
+    /// Users wait for their answers: new sessions arrive at `rate /
+    /// turns_mean` (open loop) and every session sends all its turns, each
+    /// `think_s` (drawn) after the previous answer ends, however long that
+    /// takes. Off (the default), arrival slots come at `rate`, and a slot
+    /// meant to continue a session whose picks are all still waiting is
+    /// dropped, so a slower config sends fewer requests. On, two runs that
+    /// differ only in config send the same requests, later or sooner (see
+    /// [`Scenario::with_users`]).
+    pub users: bool,
 }
 
 /// The P/D decider (`prefix-based-pd-decider`).
@@ -222,6 +231,16 @@ impl Scenario {
     /// The same scenario with another duration in seconds.
     pub fn with_duration(mut self, seconds: f64) -> Scenario {
         self.duration_s = seconds;
+        self
+    }
+
+    /// The same scenario with users that wait for their answers
+    /// ([`Workload::users`]) on every deployment: every session sends all
+    /// its turns, so paired runs under two configs carry the same requests.
+    pub fn with_users(mut self) -> Scenario {
+        for d in &mut self.deployments {
+            d.workload.users = true;
+        }
         self
     }
 
@@ -461,6 +480,7 @@ fn workload(rate: Vec<(f64, f64)>, context: Vec<(f64, f64)>) -> Workload {
         decode_tps: 40.0,
         think_s: 8.0,
         trace: None,
+        users: false,
     }
 }
 

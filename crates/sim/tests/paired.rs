@@ -99,6 +99,96 @@ fn a_config_change_keeps_the_workload() {
     assert!(moved > 0);
 }
 
+/// With users that wait for their answers, two runs differing only in
+/// the bar send exactly the same requests (ids, sessions, turns, content);
+/// only when a follow-up turn arrives moves with its previous answer. New
+/// sessions open at the same instants.
+#[test]
+fn users_that_wait_send_the_same_requests_under_any_config() {
+    let base = scenario("glm-like")
+        .unwrap()
+        .with_requests(500)
+        .with_users();
+    let (a, b) = paired(&base, "maxTTFTPenaltyMs", "1000");
+    let (ra, rb) = (per_request(&a), per_request(&b));
+    assert!(ra.len() > 300, "{}", ra.len());
+    // Not one request is dropped or added, except turns that a slower run
+    // pushes past the end.
+    let key = |r: &BTreeMap<String, &TruthRecord>| {
+        r.values()
+            .map(|t| {
+                (
+                    (t.session_id, t.session_turn),
+                    (t.request_id.clone(), content(t)),
+                )
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let (ka, kb) = (key(&ra), key(&rb));
+    let mut common = 0;
+    for (k, x) in &ka {
+        if let Some(y) = kb.get(k) {
+            common += 1;
+            assert_eq!(x, y, "session {} turn {}", k.0, k.1);
+        }
+    }
+    assert!(common > 250, "{common} in both");
+    // A turn one run sent and the other did not is a follow-up that the
+    // other run's answers pushed past the end: its session opened in both,
+    // and the other run sent every turn before it.
+    for (x, y) in [(&ka, &kb), (&kb, &ka)] {
+        for &(sid, turn) in x.keys().filter(|k| !y.contains_key(k)) {
+            assert!(
+                turn > 0 && y.contains_key(&(sid, 0)),
+                "session {sid} turn {turn}"
+            );
+            // The turns after it are missing too.
+            assert!(
+                !y.contains_key(&(sid, turn + 1)),
+                "session {sid} turn {turn}"
+            );
+        }
+    }
+    // A session sends its turns in order, none before its previous answer
+    // ended.
+    for r in [&ra, &rb] {
+        let mut by_turn: BTreeMap<(u64, u32), &TruthRecord> = BTreeMap::new();
+        for t in r.values() {
+            by_turn.insert((t.session_id, t.session_turn), t);
+        }
+        for ((sid, turn), t) in &by_turn {
+            if *turn == 0 {
+                continue;
+            }
+            let prev = by_turn
+                .get(&(*sid, turn - 1))
+                .unwrap_or_else(|| panic!("session {sid} turn {turn} without its previous turn"));
+            assert!(t.arrival_ts > prev.arrival_ts + prev.ttft_ms / 1000.0);
+        }
+    }
+    // New sessions open at the same instants; routing differs.
+    let opens = |r: &BTreeMap<String, &TruthRecord>| {
+        r.values()
+            .filter(|t| t.session_turn == 0)
+            .map(|t| (t.session_id, t.arrival_ts.to_bits()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    assert_eq!(opens(&ra), opens(&rb));
+    let released = |t: &[TruthRecord]| t.iter().filter(|r| r.outcome == "load_override").count();
+    assert!(released(&b) > released(&a));
+    // Under the default closed loop, the lower bar changes which requests
+    // are sent at all (slots whose sessions all wait are dropped).
+    let plain = scenario("glm-like").unwrap().with_requests(500);
+    let (pa, pb) = paired(&plain, "maxTTFTPenaltyMs", "1000");
+    let ids = |t: &[TruthRecord]| {
+        per_request(t)
+            .into_values()
+            .map(|t| (t.session_id, t.session_turn))
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_ne!(ids(&pa), ids(&pb));
+}
+
 /// `ttft_ms` is the engine model's: on an idle engine, the 2 ms to the
 /// engine, then the prefill's overhead, steps and tokens at the raw rate.
 #[test]

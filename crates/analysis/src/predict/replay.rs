@@ -333,7 +333,10 @@ pub enum Arrivals<'a> {
     /// tokens of a [`Arrivals::Logged`] replay of the config in force, by
     /// request): the config in force then replays the log's arrivals as
     /// they are, and another config moves a session's next turn with its
-    /// answer. Never before the parent's first token.
+    /// answer. Never before the parent's first token. A turn moved past
+    /// the last logged arrival (the end of the log's window) is not
+    /// replayed, nor are the turns that follow it: the logged run never
+    /// had them, and a slower config would otherwise be charged for them.
     Shifted(&'a [Option<f64>]),
 }
 
@@ -426,6 +429,11 @@ fn run(
             _ => heap.push(Pending { t: r.arrival_s, i }),
         }
     }
+    // The end of the log's window: no shifted turn arrives after it.
+    let window_end = requests
+        .iter()
+        .map(|r| r.arrival_s)
+        .fold(f64::NEG_INFINITY, f64::max);
     let block = model.block_size.max(1);
     let mut candidates: Vec<Candidate> = Vec::with_capacity(endpoints);
     let mut uncached = vec![0.0; endpoints];
@@ -512,10 +520,17 @@ fn run(
         if let Some(kids) = children.remove(&i) {
             for k in kids {
                 let t = match arrivals {
-                    Arrivals::Shifted(base) => match base.get(i).copied().flatten() {
-                        Some(b) => (requests[k].arrival_s + first - b).max(first),
-                        None => requests[k].arrival_s.max(first),
-                    },
+                    Arrivals::Shifted(base) => {
+                        let t = match base.get(i).copied().flatten() {
+                            Some(b) => (requests[k].arrival_s + first - b).max(first),
+                            None => requests[k].arrival_s.max(first),
+                        };
+                        if t > window_end {
+                            // Past the window: the run never had this turn.
+                            continue;
+                        }
+                        t
+                    }
                     _ => end + requests[k].think_s.unwrap_or(0.0).max(0.0),
                 };
                 heap.push(Pending { t, i: k });
@@ -668,7 +683,11 @@ mod tests {
 
     #[test]
     fn a_closed_loop_turn_follows_its_parents_answer() {
-        let mut rs = vec![turn(0.0, 1000.0, 1000.0, 3), turn(10.0, 1200.0, 200.0, 3)];
+        let mut rs = vec![
+            turn(0.0, 1000.0, 1000.0, 3),
+            turn(10.0, 1200.0, 200.0, 3),
+            req(20.0, 100.0),
+        ];
         rs[1].parent = Some(0);
         rs[1].think_s = Some(2.0);
         let r = run(&rs, 1, &DEFAULT_CONFIG, &model());
@@ -682,7 +701,7 @@ mod tests {
         assert_eq!(r.served[1].unwrap().arrival_s, 5.0);
         // Shifted: the logged arrival moved by the parent's first token
         // against a baseline (here 0.5 s later: 10.5 s).
-        let base = [Some(0.5), None];
+        let base = [Some(0.5), None, None];
         let r = replay_with(
             &rs,
             1,
@@ -692,6 +711,19 @@ mod tests {
             Arrivals::Shifted(&base),
         );
         assert_eq!(r.served[1].unwrap().arrival_s, 10.5);
+        // Moved past the last logged arrival (20 s, the window's end): the
+        // logged run never had that turn.
+        let late = [Some(-10.0), None, None];
+        let r = replay_with(
+            &rs,
+            1,
+            &DEFAULT_CONFIG,
+            &Picker::default(),
+            &model(),
+            Arrivals::Shifted(&late),
+        );
+        assert_eq!(r.served[1], None);
+        assert_eq!(r.ttfts_ms().len(), 2);
         let r = replay_with(
             &rs,
             1,

@@ -1,0 +1,557 @@
+//! The predicted TTFT's accuracy on held-out simulator runs (`just
+//! accuracy`; docs/methodology.md §8).
+//!
+//! For every scenario and seed, the simulator runs the scenario under the
+//! config in force; its `-v=4` log is parsed, the workload inferred and the
+//! engine fitted to its observed first tokens, deployment by deployment, and
+//! each candidate config is predicted from that log alone. The truth is the
+//! simulator's paired run of the same workload under the candidate (every
+//! deployment set at once: deployments share nothing but the log). The
+//! candidates: the config in force (`current`, the self-check), a lower
+//! static bar (a quarter, at least 500 ms), a higher one (twice), the
+//! break-even rule (`matchedTokens`, no ceiling) and the corrected peak (the
+//! engine's effective saturated rate).
+//!
+//! Seeds `--fit-seeds` (1–4) calibrate the model-error part of the 90 %
+//! interval: the 5th and 95th percentiles of `ln(predicted / true)` per
+//! quantile over all their scenarios and candidates (split conformal; the
+//! library's `MODEL_ERROR_LN90` is such a calibration). Seeds `--seeds`
+//! (5–8) are held out: their errors, the coverage of the interval
+//! calibrated in this run and of the library's interval (`predict`) are
+//! what the summary reports, beside the seed-to-seed spread of the truth.
+//!
+//! Users wait for their answers in the simulator (`Scenario::with_users`),
+//! so paired runs carry the same requests; `--open-slots` keeps the
+//! default closed loop (a slot whose sessions all wait is dropped).
+//!
+//! The Mooncake trace (`--trace FILE`, or `GATECAL_MOONCAKE_TRACE`; skipped
+//! when absent) is replayed as the open-loop arrivals of `--trace-scenario`'s
+//! first deployment (default `balanced`), exactly as `epp-sim --scenario
+//! balanced --workload-trace FILE` does; the seed then only moves routing.
+//!
+//!     cargo run --release -p gatecal-analysis --example accuracy -- \
+//!         [--scenarios a,b] [--fit-seeds 1,2,3,4] [--seeds 5,6,7,8] \
+//!         [--trace FILE] [--trace-scenario NAME] [--open-slots] [--rows]
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use gatecal_analysis::DecisionInput;
+use gatecal_analysis::predict::replay::{EngineModel, Picker};
+use gatecal_analysis::predict::workload::infer;
+use gatecal_analysis::predict::{
+    MODEL_ERROR_LN90, Prediction, fit_engine, nearest_rank, predict_replay, requests_by_deployment,
+    with_model_error,
+};
+use gatecal_filter::{Config, PenaltyMode};
+use gatecal_parser::{Item, ParseOptions, parse_slice};
+use gatecal_sim::{Scenario, TruthRecord, Variant, read_trace, run, scenario, scenario_names};
+
+/// The candidates, in the order they are reported.
+const LABELS: [&str; 5] = ["current", "bar-low", "bar-high", "matched", "peak"];
+
+/// One predicted case.
+#[derive(Clone, Debug)]
+struct Case {
+    scenario: String,
+    seed: u64,
+    deployment: String,
+    label: &'static str,
+    predicted: Prediction,
+    truth: [f64; 3],
+    truth_n: usize,
+}
+
+impl Case {
+    /// `ln(predicted / true)` of quantile `k`.
+    fn log_ratio(&self, k: usize) -> f64 {
+        (self.predicted.quantiles_ms[k] / self.truth[k]).ln()
+    }
+
+    /// Relative error of quantile `k`, %.
+    fn error_pct(&self, k: usize) -> f64 {
+        (self.predicted.quantiles_ms[k] / self.truth[k] - 1.0) * 100.0
+    }
+
+    /// Whether the library's interval ([`predict`]: the replay's, widened
+    /// by the model error it was built with) covers the truth.
+    ///
+    /// [`predict`]: gatecal_analysis::predict::predict
+    fn library_covers(&self, k: usize) -> bool {
+        let [lo, hi] = with_model_error(&self.predicted, &MODEL_ERROR_LN90).intervals_ms[k];
+        (lo..=hi).contains(&self.truth[k])
+    }
+
+    /// The calibrated interval: the replay's, widened by the model error
+    /// seen on the fitting seeds.
+    fn interval(&self, k: usize, cal: &Calibration) -> [f64; 2] {
+        let p = self.predicted.quantiles_ms[k];
+        let [lo, hi] = self.predicted.intervals_ms[k];
+        let [elo, ehi] = cal.log_ratio[k];
+        [lo.min(p * (-ehi).exp()), hi.max(p * (-elo).exp())]
+    }
+
+    fn covers(&self, k: usize, cal: &Calibration) -> bool {
+        let [lo, hi] = self.interval(k, cal);
+        (lo..=hi).contains(&self.truth[k])
+    }
+}
+
+/// The 5th and 95th percentiles of `ln(predicted / true)` per quantile.
+#[derive(Clone, Debug)]
+struct Calibration {
+    log_ratio: [[f64; 2]; 3],
+    n: usize,
+}
+
+/// Nearest-rank percentile of unsorted values.
+fn percentile(v: &[f64], q: f64) -> f64 {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    s.sort_by(f64::total_cmp);
+    nearest_rank(&s, q).unwrap_or(f64::NAN)
+}
+
+fn calibrate(cases: &[&Case]) -> Calibration {
+    let mut log_ratio = [[0.0; 2]; 3];
+    for (k, lr) in log_ratio.iter_mut().enumerate() {
+        let v: Vec<f64> = cases.iter().map(|c| c.log_ratio(k)).collect();
+        *lr = [percentile(&v, 0.05).min(0.0), percentile(&v, 0.95).max(0.0)];
+    }
+    Calibration {
+        log_ratio,
+        n: cases.len(),
+    }
+}
+
+/// The truth's TTFT p50/p90/p99 of one deployment, one value per request.
+fn truth_quantiles(truth: &[TruthRecord], dep: &str) -> ([f64; 3], usize) {
+    let mut seen = HashSet::new();
+    let mut v: Vec<f64> = truth
+        .iter()
+        .filter(|t| t.deployment == dep && seen.insert(t.request_id.clone()))
+        .map(|t| t.ttft_ms)
+        .collect();
+    v.sort_by(f64::total_cmp);
+    let q = |x| nearest_rank(&v, x).unwrap_or(f64::NAN);
+    ([q(0.5), q(0.9), q(0.99)], v.len())
+}
+
+/// The candidate `label` for a deployment whose config in force is `c`
+/// and whose engines' effective saturated rate is `effective`.
+fn candidate(label: &str, c: &Config, effective: f64) -> Config {
+    match label {
+        "bar-low" => Config {
+            max_ttft_penalty_ms: (c.max_ttft_penalty_ms / 4.0).max(500.0),
+            ..c.clone()
+        },
+        "bar-high" => Config {
+            max_ttft_penalty_ms: c.max_ttft_penalty_ms * 2.0,
+            ..c.clone()
+        },
+        "matched" => Config {
+            penalty_mode: PenaltyMode::MatchedTokens,
+            max_ttft_penalty_ms: 0.0,
+            ..c.clone()
+        },
+        "peak" => Config {
+            peak_prefill_throughput: effective,
+            ..c.clone()
+        },
+        _ => c.clone(),
+    }
+}
+
+/// One deployment's candidates (label, config) and their predictions.
+type Plan = (String, Vec<(&'static str, Config)>, Vec<Option<Prediction>>);
+
+/// Every case of one scenario run with one seed.
+fn cases_of(name: &str, base: &Scenario, seed: u64) -> Result<Vec<Case>, String> {
+    let t0 = std::time::Instant::now();
+    let out = run(base, seed, &Variant::default());
+    let parsed = parse_slice("epp.log", &out.epp_log, &ParseOptions::default())
+        .map_err(|e| format!("{name} seed {seed}: {e}"))?;
+    let inputs: Vec<DecisionInput> = parsed
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Decision(d) => Some(DecisionInput::from(&**d)),
+            Item::VllmStats(_) => None,
+        })
+        .collect();
+    let per_dep = requests_by_deployment(&inputs);
+    // Per deployment: its config in force and candidates, and the
+    // prediction of each.
+    let mut plans: Vec<Plan> = Vec::new();
+    for dep in &base.deployments {
+        let pool = &dep.pools[0];
+        let Some(config) = pool.filters.last().map(|f| f.config.clone()) else {
+            continue;
+        };
+        let effective = out
+            .summary
+            .deployments
+            .iter()
+            .find(|d| d.deployment == dep.name)
+            .and_then(|d| d.effective_peak_prefill_tps)
+            .unwrap_or(pool.true_peak_tps);
+        let configs: Vec<(&'static str, Config)> = LABELS
+            .iter()
+            .map(|&l| (l, candidate(l, &config, effective)))
+            .collect();
+        let Some(seen) = per_dep.get(&dep.name) else {
+            eprintln!("{name} {seed} {}: no decisions in the log", dep.name);
+            continue;
+        };
+        let start = EngineModel {
+            peak_tps: pool.true_peak_tps,
+            overhead_s: 0.0,
+            latency_s: 0.0,
+            cache_capacity_tokens: f64::INFINITY,
+            block_size: dep.block_size,
+        };
+        let w = infer(seen, &[], config.affinity_threshold, &start);
+        let Some(fit) = fit_engine(&w) else {
+            eprintln!(
+                "{name} {seed} {}: no engine fit (too few observed first tokens)",
+                dep.name
+            );
+            continue;
+        };
+        let model = EngineModel {
+            peak_tps: fit.tokens_per_s,
+            overhead_s: fit.overhead_s,
+            ..start
+        };
+        let preds = configs
+            .iter()
+            .map(|(_, c)| predict_replay(&w, &config, c, &Picker::default(), &model, None))
+            .collect();
+        plans.push((dep.name.clone(), configs, preds));
+    }
+    let mut cases = Vec::new();
+    for (li, &label) in LABELS.iter().enumerate() {
+        // Deployments for which the candidate is not a valid config (the
+        // break-even rule under a latency predictor) are left out of it.
+        let mut invalid: HashSet<&str> = HashSet::new();
+        let truth = if label == "current" {
+            out.truth.clone()
+        } else {
+            let mut s = base.clone();
+            for (dep, configs, _) in &plans {
+                let c = &configs[li].1;
+                let mut t = s.clone();
+                let set = [
+                    ("maxTTFTPenaltyMs", c.max_ttft_penalty_ms.to_string()),
+                    (
+                        "peakPrefillThroughput",
+                        c.peak_prefill_throughput.to_string(),
+                    ),
+                    ("penaltyMode", c.penalty_mode.as_str().to_string()),
+                ]
+                .iter()
+                .try_for_each(|(k, v)| t.set_filter_param(Some(dep), k, v));
+                match set {
+                    Ok(()) => s = t,
+                    Err(e) => {
+                        eprintln!("{name} {seed} {dep} {label}: not a valid config: {e}");
+                        invalid.insert(dep);
+                    }
+                }
+            }
+            run(&s, seed, &Variant::default()).truth
+        };
+        for (dep, _, preds) in &plans {
+            if invalid.contains(dep.as_str()) {
+                continue;
+            }
+            let Some(p) = &preds[li] else { continue };
+            let (tq, tn) = truth_quantiles(&truth, dep);
+            if tn == 0 {
+                continue;
+            }
+            cases.push(Case {
+                scenario: name.to_string(),
+                seed,
+                deployment: dep.clone(),
+                label,
+                predicted: p.clone(),
+                truth: tq,
+                truth_n: tn,
+            });
+        }
+    }
+    eprintln!(
+        "{name} seed {seed}: {} cases in {:.1} s",
+        cases.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(cases)
+}
+
+/// Median and worst (largest absolute) of signed values.
+fn median_worst(v: &[f64]) -> (f64, f64) {
+    let abs: Vec<f64> = v.iter().map(|x| x.abs()).collect();
+    let worst = v
+        .iter()
+        .copied()
+        .max_by(|a, b| a.abs().total_cmp(&b.abs()))
+        .unwrap_or(f64::NAN);
+    (percentile(&abs, 0.5), worst)
+}
+
+fn share(n: usize, of: usize) -> String {
+    if of == 0 {
+        "–".to_string()
+    } else {
+        format!("{:.0} % ({n}/{of})", n as f64 * 100.0 / of as f64)
+    }
+}
+
+/// One summary line over `cases`: within target, coverage, median and
+/// worst error per quantile.
+fn summary_row(label: &str, cases: &[&Case], cal: &Calibration, spread: &str) -> String {
+    let n = cases.len();
+    let within = |k: usize, tol: f64| cases.iter().filter(|c| c.error_pct(k).abs() <= tol).count();
+    let covered = |k: usize| cases.iter().filter(|c| c.covers(k, cal)).count();
+    let library_cov = |k: usize| cases.iter().filter(|c| c.library_covers(k)).count();
+    let mw: Vec<String> = (0..3)
+        .map(|k| {
+            let (m, w) = median_worst(&cases.iter().map(|c| c.error_pct(k)).collect::<Vec<_>>());
+            format!("{m:.1} / {w:+.0}")
+        })
+        .collect();
+    format!(
+        "| {label} | {n} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} | {} | {} | {spread} |",
+        share(within(0, 10.0), n),
+        share(within(1, 10.0), n),
+        share(within(2, 15.0), n),
+        share(covered(0), n),
+        share(covered(1), n),
+        share(covered(2), n),
+        share(library_cov(0), n),
+        share(library_cov(1), n),
+        share(library_cov(2), n),
+        mw[0],
+        mw[1],
+        mw[2],
+    )
+}
+
+/// Seed-to-seed spread of the truth: for each (scenario, deployment,
+/// candidate), the relative range `(max − min) / median` of each quantile
+/// over the seeds; the median of those, per quantile, as `p50 / p90 / p99`.
+fn truth_spread(cases: &[&Case]) -> String {
+    let mut groups: BTreeMap<(&str, &str, &str), Vec<&Case>> = BTreeMap::new();
+    for c in cases {
+        groups
+            .entry((&c.scenario, &c.deployment, c.label))
+            .or_default()
+            .push(c);
+    }
+    let per_q: Vec<String> = (0..3)
+        .map(|k| {
+            let v: Vec<f64> = groups
+                .values()
+                .filter(|g| g.len() >= 2)
+                .map(|g| {
+                    let t: Vec<f64> = g.iter().map(|c| c.truth[k]).collect();
+                    let lo = t.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = t.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    (hi - lo) / percentile(&t, 0.5) * 100.0
+                })
+                .collect();
+            if v.is_empty() {
+                "–".to_string()
+            } else {
+                format!("{:.0}", percentile(&v, 0.5))
+            }
+        })
+        .collect();
+    format!("{} %", per_q.join(" / "))
+}
+
+fn list(v: &str) -> Vec<u64> {
+    v.split(',').filter_map(|s| s.trim().parse().ok()).collect()
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let mut names: Vec<String> = scenario_names().iter().map(|s| s.to_string()).collect();
+    let mut fit_seeds = vec![1, 2, 3, 4];
+    let mut seeds = vec![5, 6, 7, 8];
+    let mut trace: Option<PathBuf> = std::env::var_os("GATECAL_MOONCAKE_TRACE").map(PathBuf::from);
+    let mut trace_scenario = "balanced".to_string();
+    let mut users = true;
+    let mut rows = false;
+    while let Some(a) = args.next() {
+        let mut value = || args.next().unwrap_or_default();
+        match a.as_str() {
+            "--scenarios" => {
+                names = value()
+                    .split(',')
+                    .map(str::to_string)
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            }
+            "--fit-seeds" => fit_seeds = list(&value()),
+            "--seeds" => seeds = list(&value()),
+            "--trace" => trace = Some(PathBuf::from(value())),
+            "--trace-scenario" => trace_scenario = value(),
+            "--open-slots" => users = false,
+            "--rows" => rows = true,
+            other => {
+                eprintln!("unknown argument {other:?} (see the example's docs)");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let mut runs: Vec<(String, Scenario)> = Vec::new();
+    for name in &names {
+        let Some(s) = scenario(name) else {
+            eprintln!(
+                "unknown scenario {name:?}; known: {}",
+                scenario_names().join(", ")
+            );
+            return ExitCode::from(2);
+        };
+        runs.push((name.clone(), if users { s.with_users() } else { s }));
+    }
+    match &trace {
+        Some(path) if path.exists() => {
+            let Some(s) = scenario(&trace_scenario) else {
+                eprintln!("unknown scenario {trace_scenario:?}");
+                return ExitCode::from(2);
+            };
+            let reqs = match read_trace(path) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("{}: {e}", path.display());
+                    return ExitCode::from(2);
+                }
+            };
+            let dep = s.deployments[0].name.clone();
+            match s.with_workload_trace(&dep, Arc::from(reqs)) {
+                Some(s) => runs.push(("mooncake".to_string(), s)),
+                None => eprintln!("{trace_scenario}: no deployment {dep}"),
+            }
+        }
+        Some(path) => eprintln!(
+            "{}: not found; the Mooncake trace is skipped",
+            path.display()
+        ),
+        None => {
+            eprintln!("no Mooncake trace (--trace FILE or GATECAL_MOONCAKE_TRACE); it is skipped")
+        }
+    }
+
+    let mut fit: Vec<Case> = Vec::new();
+    let mut held: Vec<Case> = Vec::new();
+    for (name, s) in &runs {
+        for (set, seeds) in [(&mut fit, &fit_seeds), (&mut held, &seeds)] {
+            for &seed in seeds {
+                match cases_of(name, s, seed) {
+                    Ok(c) => set.extend(c),
+                    Err(e) => eprintln!("{e}"),
+                }
+            }
+        }
+        eprintln!("{name}: done");
+    }
+    let candidates =
+        |v: &[Case]| -> Vec<Case> { v.iter().filter(|c| c.label != "current").cloned().collect() };
+    let fit_cands = candidates(&fit);
+    let cal = calibrate(&fit_cands.iter().collect::<Vec<_>>());
+
+    println!(
+        "# Predicted TTFT against the simulator's paired runs ({})\n",
+        if users {
+            "users wait for their answers"
+        } else {
+            "open slots: a slot whose sessions all wait is dropped"
+        }
+    );
+    println!(
+        "Fitting seeds {:?}, held-out seeds {:?}. Interval calibration from the {} fitting cases: ln(predicted / true) 5th..95th percentile p50 [{:+.3}, {:+.3}], p90 [{:+.3}, {:+.3}], p99 [{:+.3}, {:+.3}].\n",
+        fit_seeds,
+        seeds,
+        cal.n,
+        cal.log_ratio[0][0],
+        cal.log_ratio[0][1],
+        cal.log_ratio[1][0],
+        cal.log_ratio[1][1],
+        cal.log_ratio[2][0],
+        cal.log_ratio[2][1],
+    );
+    if rows {
+        println!(
+            "| scenario | seed | deployment | candidate | predicted p50 / p90 / p99 ms | true p50 / p90 / p99 ms (n) | error % | covered |"
+        );
+        println!("|---|---|---|---|---|---|---|---|");
+        for c in &held {
+            let p = c.predicted.quantiles_ms;
+            let t = c.truth;
+            println!(
+                "| {} | {} | {} | {} | {:.0} / {:.0} / {:.0} | {:.0} / {:.0} / {:.0} ({}) | {:+.1} / {:+.1} / {:+.1} | {}/3 |",
+                c.scenario,
+                c.seed,
+                c.deployment,
+                c.label,
+                p[0],
+                p[1],
+                p[2],
+                t[0],
+                t[1],
+                t[2],
+                c.truth_n,
+                c.error_pct(0),
+                c.error_pct(1),
+                c.error_pct(2),
+                (0..3).filter(|&k| c.covers(k, &cal)).count()
+            );
+        }
+        println!();
+    }
+    println!("## Held-out seeds: the four candidates\n");
+    println!(
+        "| scope | cases | p50 within 10 % | p90 within 10 % | p99 within 15 % | calibrated interval covers p50 / p90 / p99 | library interval covers p50 / p90 / p99 | median / worst error p50 % | p90 % | p99 % | truth seed-to-seed spread p50 / p90 / p99 |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let held_cands = candidates(&held);
+    let mut scopes: Vec<String> = runs.iter().map(|r| r.0.clone()).collect();
+    scopes.push("all".to_string());
+    for scope in &scopes {
+        let cs: Vec<&Case> = held_cands
+            .iter()
+            .filter(|c| scope == "all" || &c.scenario == scope)
+            .collect();
+        if cs.is_empty() {
+            continue;
+        }
+        let all: Vec<&Case> = held
+            .iter()
+            .filter(|c| scope == "all" || &c.scenario == scope)
+            .collect();
+        println!("{}", summary_row(scope, &cs, &cal, &truth_spread(&all)));
+    }
+    for label in &LABELS[1..] {
+        let cs: Vec<&Case> = held_cands.iter().filter(|c| c.label == *label).collect();
+        println!("{}", summary_row(label, &cs, &cal, ""));
+    }
+    println!("\n## Held-out seeds: the self-check (config in force vs observed)\n");
+    println!(
+        "| scope | cases | p50 within 10 % | p90 within 10 % | p99 within 15 % | calibrated interval covers p50 / p90 / p99 | library interval covers p50 / p90 / p99 | median / worst error p50 % | p90 % | p99 % | |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for scope in &scopes {
+        let cs: Vec<&Case> = held
+            .iter()
+            .filter(|c| c.label == "current" && (scope == "all" || &c.scenario == scope))
+            .collect();
+        if !cs.is_empty() {
+            println!("{}", summary_row(scope, &cs, &cal, ""));
+        }
+    }
+    ExitCode::SUCCESS
+}
