@@ -38,6 +38,9 @@ pub enum MalformedReason {
     BadFraming,
     /// A vLLM stats line whose numbers do not parse.
     BadVllmStats,
+    /// A vLLM stats line cut mid-field: its last field stops short of its
+    /// value's unit (`Waiting: 5 re`, `GPU KV cache us`).
+    CutVllmStats,
     /// A decisions JSON-lines record that is not valid (not JSON, a required
     /// field missing, a wrong type, an unknown outcome).
     BadRecord(String),
@@ -78,6 +81,9 @@ impl std::fmt::Display for MalformedReason {
             MalformedReason::MissingKey(k) => write!(f, "missing or mistyped key `{k}`"),
             MalformedReason::BadFraming => f.write_str("malformed kubectl prefix or timestamp"),
             MalformedReason::BadVllmStats => f.write_str("unparsable vLLM stats line"),
+            MalformedReason::CutVllmStats => {
+                f.write_str("vLLM stats line cut short (its last field is incomplete)")
+            }
             MalformedReason::BadRecord(why) => write!(f, "invalid decision record: {why}"),
             MalformedReason::OutOfRange(k) => write!(f, "value of `{k}` out of range"),
             MalformedReason::TraceTooLong { bytes, cap } => write!(
