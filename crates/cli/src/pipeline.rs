@@ -658,6 +658,11 @@ pub fn read_inputs(
         Err(e) => return Err(anyhow::Error::from(e)),
     };
     report_skipped(bin, &ledger);
+    if !args.quiet
+        && let Some(w) = v0_hit_rate_note(&ledger)
+    {
+        crate::term::eprint(bin, crate::term::Level::Warning, &w);
+    }
     let duplicates = seen.found();
     if !args.quiet
         && let Some(w) = gatecal_render::sections::duplicates_note(&duplicates)
@@ -669,6 +674,19 @@ pub fn read_inputs(
         ledger,
         traces,
         duplicates,
+    })
+}
+
+/// The note on vLLM V0's `Prefix cache hit rate: GPU: x%, CPU: y%` lines,
+/// when the inputs hold any: seen, and not applied.
+pub fn v0_hit_rate_note(ledger: &Ledger) -> Option<String> {
+    let n = ledger.total.shapes.vllm_v0_hit_rate;
+    (n > 0).then(|| {
+        format!(
+            "{n} vLLM V0 line(s) `Prefix cache hit rate: GPU: x%, CPU: y%` seen and not applied: \
+             V0's prompt throughput is read as logged, without a hit-rate correction; where it \
+             counts prompt tokens served from cache, a peak from V0 stats lines is high by their share"
+        )
     })
 }
 

@@ -156,6 +156,9 @@ pub(crate) fn classify<'a>(body: &'a [u8], a: &mut Arena) -> Class<'a> {
                 }
             };
         }
+        if rest.starts_with(b"Prefix cache hit rate: GPU: ") {
+            return Class::Ignored(LineShape::VllmV0HitRate);
+        }
         return Class::Ignored(LineShape::Vllm);
     }
     if body.starts_with(b"error: ") || body == b"error:" {

@@ -128,6 +128,9 @@ pub enum LineShape {
     Klog,
     /// A vLLM log record.
     Vllm,
+    /// vLLM V0's own prefix cache line, `Prefix cache hit rate: GPU: x%,
+    /// CPU: y%` (counted as a vLLM line too).
+    VllmV0HitRate,
     /// A kubectl `error: ...` line.
     KubectlError,
     /// A Go panic, goroutine header or stack frame.
@@ -153,6 +156,10 @@ pub struct ShapeCounts {
     pub klog: u64,
     /// vLLM lines.
     pub vllm: u64,
+    /// Of the vLLM lines, vLLM V0's `Prefix cache hit rate: GPU: x%, CPU:
+    /// y%` lines: read as a note (their rate is not applied to V0's
+    /// prompt throughput).
+    pub vllm_v0_hit_rate: u64,
     /// kubectl `error:` lines.
     pub kubectl_error: u64,
     /// Go panic and stack lines.
@@ -175,6 +182,10 @@ impl ShapeCounts {
             LineShape::Console => &mut self.console,
             LineShape::Klog => &mut self.klog,
             LineShape::Vllm => &mut self.vllm,
+            LineShape::VllmV0HitRate => {
+                self.vllm_v0_hit_rate += 1;
+                &mut self.vllm
+            }
             LineShape::KubectlError => &mut self.kubectl_error,
             LineShape::GoPanic => &mut self.go_panic,
             LineShape::Blank => &mut self.blank,
@@ -190,6 +201,7 @@ impl ShapeCounts {
         self.console += o.console;
         self.klog += o.klog;
         self.vllm += o.vllm;
+        self.vllm_v0_hit_rate += o.vllm_v0_hit_rate;
         self.kubectl_error += o.kubectl_error;
         self.go_panic += o.go_panic;
         self.blank += o.blank;

@@ -657,7 +657,11 @@ fn is_metric_array_head(body: &[u8]) -> bool {
 /// `annotations`/`binaryAnnotations` in v1), or the array of such arrays
 /// that Zipkin's `/api/v2/traces` answers.
 fn is_zipkin_head(body: &[u8]) -> bool {
-    let skip = |b: &[u8]| b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
+    let skip = |b: &[u8]| {
+        b.iter()
+            .position(|c| !c.is_ascii_whitespace())
+            .unwrap_or(b.len())
+    };
     let Some(mut rest) = body.strip_prefix(b"[") else {
         return false;
     };
@@ -706,7 +710,11 @@ fn not_streams(v: &Value) -> String {
             .get("data")
             .and_then(|d| d.get("resultType"))
             .and_then(Value::as_str)
-            .and_then(|t| ["vector", "matrix", "scalar", "string"].into_iter().find(|k| *k == t)),
+            .and_then(|t| {
+                ["vector", "matrix", "scalar", "string"]
+                    .into_iter()
+                    .find(|k| *k == t)
+            }),
     };
     match kind {
         Some("vector") => "a Prometheus instant-query answer (resultType \"vector\": one sample \
@@ -895,7 +903,8 @@ mod tests {
     fn metric_query_answers_are_refused_by_their_kind() {
         // The HTTP API's instant query, and promtool's bare result array.
         let vector = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"vllm:num_requests_waiting","pod":"vllm-0"},"value":[1755786974.123,"3"]}]}}"#;
-        let bare = "[\n  {\"metric\": {\"pod\": \"vllm-0\"}, \"value\": [1755786974.1, \"3\"]}\n]\n";
+        let bare =
+            "[\n  {\"metric\": {\"pod\": \"vllm-0\"}, \"value\": [1755786974.1, \"3\"]}\n]\n";
         for doc in [vector, bare] {
             assert_eq!(detect(doc.as_bytes()), Some(Framing::LokiQueryRange));
             let e = rewrite(doc, None).unwrap_err().to_string();

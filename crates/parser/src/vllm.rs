@@ -405,11 +405,15 @@ mod tests {
     #[test]
     fn glued_records_are_found_with_their_tag() {
         let a = "Engine 000: Avg prompt throughput: 1.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%";
-        let b = "INFO 08-21 14:36:24 [loggers.py:123] Engine 000: Avg prompt throughput: 2.0 tokens/s";
+        let b =
+            "INFO 08-21 14:36:24 [loggers.py:123] Engine 000: Avg prompt throughput: 2.0 tokens/s";
         let line = format!("{a}{b}");
         let (at, body) = find_glued(line.as_bytes()).unwrap();
         assert_eq!(at, a.len());
-        assert_eq!(&line[body..], "Engine 000: Avg prompt throughput: 2.0 tokens/s");
+        assert_eq!(
+            &line[body..],
+            "Engine 000: Avg prompt throughput: 2.0 tokens/s"
+        );
         let tagged = format!("{a}(APIServer pid=1) {b}");
         assert_eq!(find_glued(tagged.as_bytes()).unwrap().0, a.len());
         assert!(find_glued(a.as_bytes()).is_none());
@@ -417,9 +421,13 @@ mod tests {
 
     #[test]
     fn a_bracketed_record_is_found() {
-        let l = b"[INFO 08-21 14:36:14 loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s";
+        let l =
+            b"[INFO 08-21 14:36:14 loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s";
         let h = find_header(l).unwrap();
-        assert_eq!(&l[h.body..], b"Engine 000: Avg prompt throughput: 1.0 tokens/s");
+        assert_eq!(
+            &l[h.body..],
+            b"Engine 000: Avg prompt throughput: 1.0 tokens/s"
+        );
     }
 
     #[test]

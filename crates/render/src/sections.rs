@@ -220,6 +220,9 @@ pub fn config_notes(name: &str, c: &gatecal_analysis::SourcedConfig) -> Vec<Note
             src("penaltyMode"),
         ),
     )];
+    if let Some(era) = &c.era {
+        out.push(Note::about(name, era.note.clone()));
+    }
     for d in &c.log_disagreements {
         let given = match d.given_source {
             ParamSource::Flag => "the flag",
