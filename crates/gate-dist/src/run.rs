@@ -14,7 +14,15 @@ use crate::args::Args;
 
 /// Runs the audit as the flags ask.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let opts = args.options()?;
+    gatecal_cli::term::set_color(args.input.color);
+    let span = gatecal_cli::pipeline::span_for(
+        &args.input,
+        "gate-dist",
+        args.since.as_deref(),
+        args.until.as_deref(),
+    )?;
+    let opts = args.options(span)?;
+    let time_range = opts.time_range;
     let mut filter = args.filter.clone();
     filter.peak_prefill_throughput = args.peak_prefill_throughput;
     let configs = filter.config_set()?;
@@ -72,7 +80,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 config_source: &d.config.source,
             })
             .collect();
-        out.write(|w| write_list(w, &rows, &index))?;
+        out.write(|w| {
+            write_list(
+                w,
+                &rows,
+                &index,
+                gatecal_cli::output::list_format(args.format, args.output.as_deref(), format),
+            )
+        })?;
         return check_names("--config", args.filter.config_names(), &found);
     }
     check_names("--config", args.filter.config_names(), &found)?;
@@ -93,7 +108,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("gate-dist: warning: {w}");
     }
     if report.deployments.is_empty() {
-        return Err(no_decisions("no filter decisions", &inputs.ledger));
+        return Err(gatecal_cli::pipeline::none_in_range(
+            &time_range,
+            args.since.as_deref(),
+            index.span,
+            &inputs.ledger,
+        )
+        .unwrap_or_else(|| no_decisions("no filter decisions", &inputs.ledger)));
     }
     if !args.input.quiet {
         use gatecal_render::notes::{Note, collapse};

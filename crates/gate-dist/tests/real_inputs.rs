@@ -155,3 +155,102 @@ fn a_helm_template_is_told_to_be_rendered() {
     assert!(e.contains("render it first (helm template"), "{e}");
     assert!(e.contains("or pass the ConfigMap"), "{e}");
 }
+
+#[test]
+fn kubectl_reflexes_get_a_useful_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    // Output names of formats gatecal does not write, and kubectl's -o.
+    for o in [at("r.yaml"), at("r.html"), "wide".to_string()] {
+        let out = run(&[&demo(), "-o", &o]);
+        assert_eq!(out.status.code(), Some(2), "{o}");
+        let e = stderr(&out);
+        assert!(
+            e.contains("json (NAME.json)") && e.contains("csv (NAME.csv)"),
+            "{e}"
+        );
+        assert!(!Path::new(&o).exists(), "{o}");
+    }
+    // --list-deployments in the format asked.
+    let out = run(&[&demo(), "--list-deployments", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["deployments"][0]["name"], "glm-5-2");
+    assert_eq!(v["deployments"][0]["decisions"], 1168);
+    let out = run(&[&demo(), "--list-deployments", "--format", "csv"]);
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert!(csv.starts_with("deployment,decisions,first_utc"), "{csv}");
+    // Times with units: 5s is 5000 ms.
+    let j = |extra: &[&str]| {
+        let mut args = vec![demo(), "--format".into(), "json".into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&a);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let a = j(&["--what-if-bar", "5s,18s"]);
+    let b = j(&["--what-if-bar", "5000,18000"]);
+    assert_eq!(
+        a["deployments"][0]["what_if"],
+        b["deployments"][0]["what_if"]
+    );
+    assert_eq!(
+        a["deployments"][0]["what_if"][0]["max_ttft_penalty_ms"],
+        5000.0
+    );
+    // --color: always colours even into a pipe; never never does.
+    let out = run(&["/no/such.log", "--color", "always"]);
+    assert!(
+        stderr(&out).contains("\x1b[1;31merror:"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["/no/such.log", "--color", "never"]);
+    assert!(!stderr(&out).contains('\x1b'));
+    // Special files are outputs.
+    let out = run(&[&demo(), "-o", "/dev/null"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn time_filters_count_from_the_inputs_end_or_say_what_they_missed() {
+    let json = |extra: &[&str]| {
+        let mut args = vec![demo(), "--format".into(), "json".into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&a);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    // The demo runs 14:00:00 to 14:29:56 UTC on 2026-08-21.
+    let last10 = json(&["--since", "end-10m"]);
+    let abs = json(&["--since", "2026-08-21T14:19:56Z"]);
+    assert_eq!(
+        last10["deployments"][0]["decisions"],
+        abs["deployments"][0]["decisions"]
+    );
+    let n = last10["deployments"][0]["decisions"].as_u64().unwrap();
+    assert!(n > 0 && n < 1168, "{n}");
+    let first10 = json(&["--until", "start+10m"]);
+    let abs = json(&["--until", "2026-08-21T14:10:00Z"]);
+    assert_eq!(
+        first10["deployments"][0]["decisions"],
+        abs["deployments"][0]["decisions"]
+    );
+    // A duration before now selects nothing of an old capture: said so,
+    // with both ranges, not blamed on the EPP's verbosity.
+    let out = run(&[&demo(), "--since", "1h", "-o", "/dev/null"]);
+    assert_eq!(out.status.code(), Some(3));
+    let e = stderr(&out);
+    assert!(
+        e.contains("select none of the 1168 decision(s) read"),
+        "{e}"
+    );
+    assert!(
+        e.contains("from 2026-08-21 14:00:00 to 2026-08-21 14:29:56 UTC"),
+        "{e}"
+    );
+    assert!(e.contains("--since end-1h"), "{e}");
+    assert!(!e.contains("verbosity"), "{e}");
+}
