@@ -254,3 +254,85 @@ fn time_filters_count_from_the_inputs_end_or_say_what_they_missed() {
     assert!(e.contains("--since end-1h"), "{e}");
     assert!(!e.contains("verbosity"), "{e}");
 }
+
+/// The recommend binary beside this one, built when it is not there yet.
+fn recommend_bin() -> PathBuf {
+    let p = Path::new(env!("CARGO_BIN_EXE_gate-dist"))
+        .with_file_name(format!("recommend{}", std::env::consts::EXE_SUFFIX));
+    if !p.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args([
+                "build",
+                "--locked",
+                "-p",
+                "gatecal-recommend",
+                "--bin",
+                "recommend",
+            ])
+            .current_dir(root())
+            .status()
+            .expect("build recommend");
+        assert!(st.success());
+    }
+    p
+}
+
+#[test]
+fn one_config_has_one_pinned_figure_in_both_binaries() {
+    let out = run(&[&demo(), "--format", "json", "--what-if-peak", "8000,30000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &v["deployments"][0];
+    let decisions = d["decisions"].as_f64().unwrap();
+    let bar = d["config"]["parameters"]["maxTTFTPenaltyMs"]
+        .as_f64()
+        .unwrap();
+    let peak = d["config"]["parameters"]["peakPrefillThroughput"]
+        .as_f64()
+        .unwrap();
+    // The summary, the current row and the what-if row of the same config.
+    let summary = d["pinned_worse"]["count"].as_u64().unwrap();
+    assert!(summary > 0);
+    assert_eq!(d["current"]["pinned_worse"], summary);
+    let same = d["what_if"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| {
+            w["mode"] == "static"
+                && w["max_ttft_penalty_ms"] == bar
+                && w["peak_prefill_throughput"] == peak
+        })
+        .expect("a what-if row at the config in force");
+    assert_eq!(same["pinned_worse"], summary);
+    // A row at a higher peak holds more, and at the reference peak every
+    // decision it holds that the current config holds still counts.
+    let at = |p: f64| {
+        d["what_if"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["peak_prefill_throughput"] == p)
+            .unwrap()["pinned_worse"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(at(30000.0) >= summary, "{} < {summary}", at(30000.0));
+    assert!(at(8000.0) <= summary, "{} > {summary}", at(8000.0));
+    // recommend's current row, at its reference peak (the config's on the
+    // demo: no vLLM lines), gives the same share.
+    let out = Command::new(recommend_bin())
+        .args([&demo(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rd = &r["deployments"][0];
+    assert_eq!(rd["reference_peak"], peak, "{}", rd["reference_peak"]);
+    let share = rd["current"]["pinned_worse_share"].as_f64().unwrap();
+    assert!(
+        (share - summary as f64 / decisions).abs() < 1e-12,
+        "recommend {share}, gate-dist {summary}/{decisions}"
+    );
+}

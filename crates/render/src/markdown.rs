@@ -144,7 +144,7 @@ fn summary(r: &GateDistReport, run: &RunInfo) -> Vec<(String, String)> {
     ));
     rows.push((
         format!(
-            "Pinned, gate input in [{} ms, bar)",
+            "Pinned, gate input in [{} ms, bar]",
             crate::num::group(r.options.pinned_worse_min_ms as i64)
         ),
         count_pct(o.pinned_worse.count, o.pinned_worse.share),
