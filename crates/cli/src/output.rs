@@ -287,7 +287,7 @@ pub fn report_renderer(
     run: RunInfo,
 ) -> Box<dyn gatecal_render::Renderer> {
     match format {
-        Format::Table => Box::new(gatecal_render::table::Table { width }),
+        Format::Table => Box::new(gatecal_render::table::Table { width, run }),
         Format::Markdown => Box::new(gatecal_render::markdown::Markdown { run }),
         f => gatecal_render::renderer(f),
     }
@@ -352,6 +352,28 @@ pub fn run_info(output: Option<&Path>, svg: Option<&Path>) -> RunInfo {
         version: crate::term::VERSION.to_string(),
         command: command_line(),
         svg: svg.and_then(|s| relative_link(s, from)),
+        ..RunInfo::default()
+    }
+}
+
+/// [`run_info`], with each deployment's SVG `(deployment, file)` linked
+/// from the report's folder too (those written).
+pub fn run_info_with_svgs(
+    output: Option<&Path>,
+    svg: Option<&Path>,
+    deployment_svgs: &[(String, PathBuf)],
+) -> RunInfo {
+    let from = output
+        .filter(|p| p.as_os_str() != "-")
+        .and_then(|p| p.parent())
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    RunInfo {
+        deployment_svgs: deployment_svgs
+            .iter()
+            .filter_map(|(n, p)| relative_link(p, from).map(|l| (n.clone(), l)))
+            .collect(),
+        ..run_info(output, svg)
     }
 }
 
@@ -671,7 +693,11 @@ impl Outputs {
             _ => Path::new("."),
         };
         if !parent.is_dir() {
-            bail!("{flag} {p}: folder {} does not exist", parent.display());
+            bail!(
+                "{flag} {p}: folder {} does not exist: create it first (mkdir -p {})",
+                parent.display(),
+                parent.display()
+            );
         }
         let dir = parent
             .canonicalize()

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use gatecal_analysis::{GateDist, GateDistReport, Stats};
 use gatecal_cli::deployments::{Listed, check_names, write_list};
 use gatecal_cli::output::{
-    Destination, OutputFile, Outputs, report_format, report_renderer, run_info, table_width,
+    Destination, OutputFile, Outputs, report_format, report_renderer, table_width,
 };
 use gatecal_cli::pipeline::{Analysed, Emitter, analyse, input_files, no_decisions};
 use gatecal_render::svg::{SvgHistogram, histogram_svg};
@@ -91,14 +91,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return check_names("--config", args.filter.config_names(), &found);
     }
     check_names("--config", args.filter.config_names(), &found)?;
+    let mut deployment_svgs = Vec::new();
     if let Some(svg) = svg {
-        write_svgs(&report, svg, &outputs, args.svg_scale == "log")?;
+        deployment_svgs = write_svgs(&report, svg, &outputs, args.svg_scale == "log")?;
     }
     out.write(|w| {
         report_renderer(
             format,
             width,
-            run_info(args.output.as_deref(), args.svg.as_deref()),
+            gatecal_cli::output::run_info_with_svgs(
+                args.output.as_deref(),
+                args.svg.as_deref(),
+                &deployment_svgs,
+            ),
         )
         .gate_dist(&report, w)
     })?;
@@ -152,7 +157,7 @@ fn write_svgs(
     file: OutputFile,
     outputs: &Outputs,
     log_scale: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<(String, PathBuf)>> {
     let pmin = Some(report.options.pinned_worse_min_ms);
     // Deployments with different bars: the overall SVG draws none, and says so.
     let mut bars: Vec<(String, f64)> = report
@@ -191,36 +196,33 @@ fn write_svgs(
     let special = file.is_special();
     if let [d] = report.deployments.as_slice() {
         let s = svg(&d.name, &d.histogram, &d.stats, None);
-        return file.write(|w| w.write_all(s.as_bytes()));
+        file.write(|w| w.write_all(s.as_bytes()))?;
+        return Ok(Vec::new());
     }
     let o = &report.overall;
     let s = svg("all deployments", &o.histogram, &o.stats, note.as_deref());
     file.write(|w| w.write_all(s.as_bytes()))?;
     if special {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let path = path.as_path();
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "gate-dist".into());
-    for d in &report.deployments {
-        let safe: String = d
-            .name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let p: PathBuf = path.with_file_name(format!("{stem}-{safe}.svg"));
+    let names: Vec<&str> = report.deployments.iter().map(|d| d.name.as_str()).collect();
+    let mut written = Vec::new();
+    for (d, f) in report
+        .deployments
+        .iter()
+        .zip(gatecal_render::svg::deployment_file_names(&stem, &names))
+    {
+        let p: PathBuf = path.with_file_name(f);
         let s = svg(&d.name, &d.histogram, &d.stats, None);
         outputs
             .open_late("--svg", &p)?
             .write(|w| w.write_all(s.as_bytes()))?;
+        written.push((d.name.clone(), p));
     }
-    Ok(())
+    Ok(written)
 }

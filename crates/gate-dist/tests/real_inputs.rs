@@ -336,3 +336,80 @@ fn one_config_has_one_pinned_figure_in_both_binaries() {
         "recommend {share}, gate-dist {summary}/{decisions}"
     );
 }
+
+#[test]
+fn every_report_opens_with_its_summary_and_links_each_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    let glm = root().join("fixtures/glm-like/epp.log");
+    let two = root().join("fixtures/edge/two_filter_instances.log");
+    // Two deployments whose names share no ASCII character.
+    let out = run(&[
+        &format!("日本={}", glm.display()),
+        &format!("中文={}", two.display()),
+        "-o",
+        &at("r.md"),
+        "--svg",
+        &at("r.svg"),
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let md = std::fs::read_to_string(at("r.md")).unwrap();
+    let mut svgs: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".svg") && n != "r.svg")
+        .collect();
+    svgs.sort();
+    assert_eq!(svgs.len(), 2, "{svgs:?}");
+    for f in &svgs {
+        assert!(f.is_ascii(), "{f}");
+        assert!(md.contains(&format!("]({f})")), "{f} not linked:\n{md}");
+    }
+    assert!(md.contains("![日本](") && md.contains("![中文]("), "{md}");
+    // The table opens with the same summary as the Markdown.
+    let out = run(&[&demo(), "--format", "table"]);
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        t.starts_with("Summary\n  Deployments: 1 (glm-5-2)\n"),
+        "{t}"
+    );
+    for label in [
+        "Time range (UTC):",
+        "Decisions: 1,168",
+        "Released:",
+        "Pinned",
+        "Config: log",
+        "gatecal: ",
+        "Command: gate-dist",
+    ] {
+        assert!(t.contains(label), "{label}: {t}");
+    }
+    // recommend's Markdown opens with its summary too.
+    let out = Command::new(recommend_bin())
+        .args([&demo(), "--format", "markdown"])
+        .output()
+        .unwrap();
+    let m = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        m.starts_with("## gatecal recommend report\n\n| | |\n"),
+        "{m}"
+    );
+    for label in [
+        "| Deployments | 1 (glm-5-2) |",
+        "| Time range (UTC) |",
+        "| Decisions | 1,168 |",
+        "| gatecal |",
+        "| Command | `recommend ",
+    ] {
+        assert!(m.contains(label), "{label}: {m}");
+    }
+    // An SVG into a missing folder says which, and what to do.
+    let out = run(&[&demo(), "--svg", &at("no/such/r.svg"), "-o", "/dev/null"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("does not exist: create it first (mkdir -p"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -165,7 +165,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         emit_config(&args, &report, dep, path, dest)?;
     }
     out.write(|w| {
-        report_renderer(format, width, run_info(args.output.as_deref(), None)).recommend(&report, w)
+        let run = gatecal_render::markdown::RunInfo {
+            span: index.span,
+            ..run_info(args.output.as_deref(), None)
+        };
+        report_renderer(format, width, run).recommend(&report, w)
     })?;
     if let Some(w) = gatecal_cli::pipeline::pooled_warning(&report.pooled)
         && !args.input.quiet

@@ -10,10 +10,12 @@ use crate::sections::{Section, gate_dist_sections, recommend_sections, text_hist
 use crate::{Renderer, escape};
 
 /// Terminal tables. No colour: output is the same on a terminal and in a pipe.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Table {
     /// Width to fit in, in columns; `None`: every table at its full width.
     pub width: Option<u16>,
+    /// How the report was made, for its summary.
+    pub run: crate::markdown::RunInfo,
 }
 
 impl Default for Table {
@@ -21,8 +23,22 @@ impl Default for Table {
     fn default() -> Self {
         Table {
             width: columns_env(),
+            run: crate::markdown::RunInfo::default(),
         }
     }
+}
+
+/// Writes the summary that opens a report, under its title.
+fn write_summary(
+    lines: &[crate::summary::SummaryLine],
+    width: Option<u16>,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(w, "Summary")?;
+    for l in crate::summary::terminal_lines(lines, width.map(|w| w.saturating_sub(2))) {
+        writeln!(w, "  {l}")?;
+    }
+    writeln!(w)
 }
 
 /// `$COLUMNS`, when set to a number (at least 40).
@@ -200,6 +216,11 @@ fn plain(s: &Section) -> Section {
 
 impl Renderer for Table {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
+        write_summary(
+            &crate::summary::gate_dist_summary(report, &self.run),
+            self.width,
+            w,
+        )?;
         write_sections(&gate_dist_sections(report), self.width, w)?;
         for d in &report.deployments {
             writeln!(
@@ -217,6 +238,11 @@ impl Renderer for Table {
     }
 
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
+        write_summary(
+            &crate::summary::recommend_summary(report, &self.run),
+            self.width,
+            w,
+        )?;
         write_sections(&recommend_sections(report), self.width, w)?;
         for d in &report.deployments {
             let Some(rec) = &d.recommended else { continue };
