@@ -413,3 +413,56 @@ fn every_report_opens_with_its_summary_and_links_each_chart() {
         stderr(&out)
     );
 }
+
+#[test]
+fn tables_and_footnotes_fit_80_and_100_columns() {
+    let multi = root()
+        .join("fixtures/eight-deployments/epp.log")
+        .to_string_lossy()
+        .into_owned();
+    let widest = |bin: &Path, input: &str, cols: Option<&str>, wide: bool| {
+        let mut c = Command::new(bin);
+        c.args([input, "--format", "table"]);
+        if wide {
+            c.arg("--wide");
+        }
+        match cols {
+            Some(w) => c.env("COLUMNS", w),
+            None => c.env_remove("COLUMNS"),
+        };
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let w = text.lines().map(|l| l.chars().count()).max().unwrap();
+        (w, text)
+    };
+    let gd = PathBuf::from(env!("CARGO_BIN_EXE_gate-dist"));
+    let rec = recommend_bin();
+    for bin in [&gd, &rec] {
+        for input in [demo(), multi.clone()] {
+            for cols in [80, 100] {
+                let (w, text) = widest(bin, &input, Some(&cols.to_string()), false);
+                assert!(
+                    w <= cols,
+                    "{} {input} at {cols}: a line of {w}\n{text}",
+                    bin.display()
+                );
+            }
+        }
+    }
+    // --wide keeps every table whole.
+    let (w, _) = widest(&gd, &multi, Some("80"), true);
+    assert!(w > 100, "{w}");
+    // A split table repeats its key columns in every part.
+    let (_, text) = widest(&gd, &multi, Some("80"), false);
+    let what_if = text.split("What if\n").nth(1).unwrap();
+    let what_if = &what_if[..what_if.find("\n\n").unwrap()];
+    let headers: Vec<&str> = what_if
+        .lines()
+        .filter(|l| l.contains(" deployment "))
+        .collect();
+    assert!(headers.len() >= 2, "{what_if}");
+    for h in headers {
+        assert!(h.contains(" config ") && h.contains(" rule "), "{h}");
+    }
+}
