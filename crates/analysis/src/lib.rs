@@ -76,8 +76,8 @@ mod report;
 pub use config::epp::producers::producer_block_sizes;
 pub use config::epp::writer::{ParamChanges, emit, minimal_config};
 pub use config::epp::{
-    EppConfigError, MAX_CONFIG_BYTES, MAX_DOCUMENTS, MAX_FLOW_ITEMS, MAX_NESTING, MAX_NODES,
-    filter_entries_from_yaml, filters_from_yaml,
+    ConfigEra, EppConfigError, MAX_CONFIG_BYTES, MAX_DOCUMENTS, MAX_FLOW_ITEMS, MAX_NESTING,
+    MAX_NODES, filter_entries_from_yaml, filters_from_yaml,
 };
 pub use config::in_force::merge_log;
 pub use config::source::{ConfigSet, ParamSource, SourcedConfig};

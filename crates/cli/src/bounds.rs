@@ -47,9 +47,10 @@ pub fn parse_peak(s: &str) -> Result<f64, String> {
     Ok(x)
 }
 
-/// A bar or TTFT flag in ms: 0 to [`MAX_BAR_MS`].
+/// A bar or TTFT flag in ms: 0 to [`MAX_BAR_MS`]; a bare number is ms,
+/// or a number with a unit (`500ms`, `5s`, `1.5m`, `1h`).
 pub fn parse_bar_ms(s: &str) -> Result<f64, String> {
-    let x = number(s)?;
+    let x = crate::duration::parse_ms(s)?;
     if !(0.0..=MAX_BAR_MS).contains(&x) {
         return Err(format!("{s} ms: give 0 to {MAX_BAR_MS} ms (one day)"));
     }

@@ -50,6 +50,10 @@ pub fn parse_what_if(spec: &str) -> anyhow::Result<Map<String, Value>> {
                 v.parse::<i64>()
                     .with_context(|| format!("--what-if {k}={v}: not an integer"))?,
             ),
+            // A time with a unit (`5s`); a bare number is ms, as below.
+            "maxTTFTPenaltyMs" if v.parse::<f64>().is_err() => Value::from(
+                crate::bounds::parse_bar_ms(v).map_err(|e| anyhow::anyhow!("--what-if {k}={e}"))?,
+            ),
             _ => {
                 let x: f64 = v
                     .parse()
@@ -121,6 +125,8 @@ mod tests {
         .unwrap();
         assert_eq!(m["peakPrefillThroughput"], 3000.0);
         assert_eq!(m["penaltyMode"], "matchedTokens");
+        let m = parse_what_if("maxTTFTPenaltyMs=5s").unwrap();
+        assert_eq!(m["maxTTFTPenaltyMs"], 5000.0);
         for bad in [
             "peak=3",
             "maxTTFTPenaltyMs",

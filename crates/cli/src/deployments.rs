@@ -71,9 +71,19 @@ impl Seen {
 pub struct DeploymentIndex {
     /// By deployment name.
     pub seen: BTreeMap<String, Seen>,
+    /// The first and last time of every decision read (also those a time
+    /// filter leaves out), epoch seconds.
+    pub span: Option<(f64, f64)>,
 }
 
 impl DeploymentIndex {
+    /// Notes the time of a decision read, counted or not.
+    pub fn decision_time(&mut self, ts: Option<f64>) {
+        if let Some(t) = ts.filter(|t| t.is_finite()) {
+            self.span = Some(self.span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+        }
+    }
+
     fn entry(&mut self, name: &str) -> &mut Seen {
         if !self.seen.contains_key(name) {
             self.seen.insert(name.to_string(), Seen::default());
@@ -115,19 +125,108 @@ pub struct Listed<'a> {
     pub config_source: &'a str,
 }
 
-/// Writes `--list-deployments`: per deployment, its name, decisions, time
-/// range, config source, and the EPP, endpoint and vLLM pods seen.
+impl Pods {
+    fn list(&self) -> serde_json::Value {
+        serde_json::json!({
+            "names": self.names.iter().collect::<Vec<_>>(),
+            "more": self.more,
+        })
+    }
+}
+
+/// Writes `--list-deployments` in `format`: per deployment, its name,
+/// decisions, time range, config source, and the EPP, endpoint and vLLM
+/// pods seen. Text for a table; JSON `{"deployments": [{"name",
+/// "decisions", "first_utc", "last_utc", "config_source", "epp_pods",
+/// "endpoint_pods", "vllm_pods": {"names": [...], "more": N}}]}`; one CSV
+/// row per deployment (pods `;`-separated); a Markdown table.
 pub fn write_list(
     w: &mut dyn Write,
     rows: &[Listed<'_>],
     index: &DeploymentIndex,
+    format: gatecal_render::Format,
 ) -> std::io::Result<()> {
+    use gatecal_render::Format;
     let empty = Seen::default();
+    let seen = |name: &str| index.seen.get(name).unwrap_or(&empty);
+    let time = |t: Option<f64>| t.map(utc);
+    match format {
+        Format::Table => {}
+        Format::Json => {
+            let list: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|r| {
+                    let s = seen(r.name);
+                    serde_json::json!({
+                        "name": r.name,
+                        "decisions": r.decisions,
+                        "first_utc": time(s.first_ts),
+                        "last_utc": time(s.last_ts),
+                        "config_source": r.config_source,
+                        "epp_pods": s.epp_pods.list(),
+                        "endpoint_pods": s.endpoint_pods.list(),
+                        "vllm_pods": s.vllm_pods.list(),
+                    })
+                })
+                .collect();
+            serde_json::to_writer_pretty(&mut *w, &serde_json::json!({ "deployments": list }))?;
+            return writeln!(w);
+        }
+        Format::Csv => {
+            use gatecal_render::escape::csv;
+            writeln!(
+                w,
+                "deployment,decisions,first_utc,last_utc,config_source,epp_pods,endpoint_pods,vllm_pods"
+            )?;
+            let pods = |p: &Pods| p.names.iter().cloned().collect::<Vec<_>>().join(";");
+            for r in rows {
+                let s = seen(r.name);
+                writeln!(
+                    w,
+                    "{},{},{},{},{},{},{},{}",
+                    csv(r.name),
+                    r.decisions,
+                    time(s.first_ts).unwrap_or_default(),
+                    time(s.last_ts).unwrap_or_default(),
+                    csv(r.config_source),
+                    csv(&pods(&s.epp_pods)),
+                    csv(&pods(&s.endpoint_pods)),
+                    csv(&pods(&s.vllm_pods)),
+                )?;
+            }
+            return Ok(());
+        }
+        Format::Markdown => {
+            use gatecal_render::escape::markdown;
+            writeln!(
+                w,
+                "| deployment | decisions | time (UTC) | config | EPP pods | endpoint pods | vLLM pods |\n|---|---:|---|---|---|---|---|"
+            )?;
+            for r in rows {
+                let s = seen(r.name);
+                let range = match (s.first_ts, s.last_ts) {
+                    (Some(a), Some(b)) => format!("{} .. {}", utc(a), utc(b)),
+                    _ => "no times".into(),
+                };
+                writeln!(
+                    w,
+                    "| {} | {} | {range} | {} | {} | {} | {} |",
+                    markdown(r.name),
+                    r.decisions,
+                    markdown(r.config_source),
+                    markdown(&s.epp_pods.show()),
+                    markdown(&s.endpoint_pods.show()),
+                    markdown(&s.vllm_pods.show()),
+                )?;
+            }
+            return Ok(());
+        }
+    }
     if rows.is_empty() {
         writeln!(w, "no deployments found")?;
     }
     for r in rows {
-        let s = index.seen.get(r.name).unwrap_or(&empty);
+        let s = seen(r.name);
         let range = match (s.first_ts, s.last_ts) {
             (Some(a), Some(b)) => format!("{} .. {} UTC", utc(a), utc(b)),
             _ => "no times".into(),
@@ -184,6 +283,38 @@ mod tests {
         let e = e.to_string();
         assert!(e.contains("zz") && e.contains("a, b"), "{e}");
         assert!(!e.contains("zz, "), "{e}");
+    }
+
+    #[test]
+    fn the_list_is_written_in_every_format() {
+        use gatecal_render::Format;
+        let mut index = DeploymentIndex::default();
+        let e = index.entry("glm, \"5\"");
+        e.epp_pods.add("epp-1");
+        e.time(Some(1_787_322_974.0));
+        let rows = [Listed {
+            name: "glm, \"5\"",
+            decisions: 7,
+            config_source: "default",
+        }];
+        let out = |f| {
+            let mut w = Vec::new();
+            write_list(&mut w, &rows, &index, f).unwrap();
+            String::from_utf8(w).unwrap()
+        };
+        let v: serde_json::Value = serde_json::from_str(&out(Format::Json)).unwrap();
+        assert_eq!(v["deployments"][0]["name"], "glm, \"5\"");
+        assert_eq!(v["deployments"][0]["decisions"], 7);
+        assert_eq!(v["deployments"][0]["epp_pods"]["names"][0], "epp-1");
+        let csv = out(Format::Csv);
+        let mut lines = csv.lines();
+        assert!(lines.next().unwrap().starts_with("deployment,decisions,"));
+        assert!(
+            lines.next().unwrap().starts_with("\"glm, \"\"5\"\"\",7,"),
+            "{csv}"
+        );
+        assert!(out(Format::Markdown).starts_with("| deployment |"));
+        assert!(out(Format::Table).contains("  decisions: 7"));
     }
 
     #[test]

@@ -37,9 +37,65 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses a time in milliseconds: a bare number is ms (`5000`), or a
+/// number with a unit (`500ms`, `5s`, `1.5m`, `1h`). Non-finite values
+/// and unknown units are errors; the range (a negative time) is the
+/// caller's to check, with its own bounds.
+///
+/// ```
+/// use gatecal_cli::duration::parse_ms;
+/// assert_eq!(parse_ms("5s"), Ok(5000.0));
+/// assert_eq!(parse_ms("18000"), Ok(18000.0));
+/// assert_eq!(parse_ms("0"), Ok(0.0));
+/// assert!(parse_ms("5 parsecs").is_err());
+/// ```
+pub fn parse_ms(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let sign = usize::from(t.starts_with('-') || t.starts_with('+'));
+    let split = t[sign..]
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '+'))
+        .map_or(t.len(), |i| i + sign);
+    // `1e3` is a number; `5s`, `1.5m`, `500ms` have a unit.
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| {
+        format!("{s:?} is not a time: give ms (5000) or a number with a unit (500ms, 5s, 1.5m, 1h)")
+    })?;
+    let mult = match unit.trim() {
+        "" | "ms" => 1.0,
+        "s" | "sec" | "secs" => 1000.0,
+        "m" | "min" | "mins" => 60_000.0,
+        "h" | "hr" | "hrs" => 3_600_000.0,
+        u => {
+            return Err(format!(
+                "{s:?}: unknown unit {u:?} (use ms, s, m, h; a bare number is ms)"
+            ));
+        }
+    };
+    let ms = v * mult;
+    if ms.is_finite() {
+        Ok(ms)
+    } else {
+        Err(format!("{s:?}: not a finite time"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn milliseconds_with_or_without_a_unit() {
+        assert_eq!(parse_ms("5000"), Ok(5000.0));
+        assert_eq!(parse_ms("5s"), Ok(5000.0));
+        assert_eq!(parse_ms("500ms"), Ok(500.0));
+        assert_eq!(parse_ms("1.5m"), Ok(90_000.0));
+        assert_eq!(parse_ms("1e3"), Ok(1000.0));
+        assert_eq!(parse_ms(" 2s "), Ok(2000.0));
+        assert_eq!(parse_ms("-5s"), Ok(-5000.0));
+        for bad in ["", "s", "5 parsecs", "NaN", "1e400", "5d", "-inf"] {
+            assert!(parse_ms(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn units() {

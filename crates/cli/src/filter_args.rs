@@ -252,7 +252,9 @@ impl FilterArgs {
                 } else {
                     format!("file:{path}")
                 };
-                list.push((name, self.finish(&config, &src, &e.keys)?));
+                let mut sc = self.finish(&config, &src, &e.keys)?;
+                sc.era = e.era;
+                list.push((name, sc));
             }
             match dep {
                 Some(d) => {

@@ -144,6 +144,43 @@ pub fn format_of_path(path: &Path) -> Option<Format> {
     }
 }
 
+/// The report formats and the file names that imply them, for messages.
+pub const FORMATS: &str = "--format table (-o NAME.txt), markdown (NAME.md, with SVG charts beside it), json (NAME.json), csv (NAME.csv)";
+
+/// kubectl's `-o` output format a bare `-o` value names (`wide`, `yaml`,
+/// `jsonpath=…`), if it is one.
+fn kubectl_format(name: &str) -> Option<&'static str> {
+    let head = name.split_once('=').map_or(name, |(h, _)| h);
+    [
+        "wide",
+        "yaml",
+        "name",
+        "jsonpath",
+        "jsonpath-file",
+        "jsonpath-as-json",
+        "go-template",
+        "go-template-file",
+        "template",
+        "templatefile",
+        "custom-columns",
+        "custom-columns-file",
+    ]
+    .into_iter()
+    .find(|k| *k == head)
+}
+
+/// The extension of a file name that implies a format gatecal does not
+/// write (`.yaml`, `.html`, …), if it has one.
+fn foreign_extension(path: &Path) -> Option<String> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    [
+        "yaml", "yml", "html", "htm", "xml", "svg", "pdf", "png", "tsv", "xls", "xlsx", "toml",
+        "jsonl", "ndjson", "rst", "adoc",
+    ]
+    .contains(&ext.as_str())
+    .then_some(ext)
+}
+
 fn format_name(f: Format) -> &'static str {
     match f {
         Format::Table => "table",
@@ -175,7 +212,32 @@ pub fn report_format(asked: Option<FormatArg>, output: Option<&Path>) -> anyhow:
             }
         );
     }
+    if let Some(p) = output
+        && let Some(name) = p.to_str()
+        && let Some(kind) = kubectl_format(name)
+    {
+        bail!(
+            "-o {name}: kubectl's {kind} output format is not one of gatecal's; -o names the \
+             report's file. The formats: {FORMATS}{}",
+            if kind == "wide" {
+                "; a table never cut to the terminal's width: --format table --wide"
+            } else {
+                ""
+            }
+        );
+    }
     let implied = output.and_then(format_of_path);
+    if asked.is_none()
+        && implied.is_none()
+        && let Some(p) = output
+        && let Some(ext) = foreign_extension(p)
+    {
+        bail!(
+            "-o {}: .{ext} is no report format gatecal writes. The formats: {FORMATS}; \
+             or give --format to write one under this name",
+            p.display()
+        );
+    }
     match (asked, implied) {
         (Some(a), Some(i)) => {
             let f = resolve_format(Some(a), false);
@@ -192,6 +254,20 @@ pub fn report_format(asked: Option<FormatArg>, output: Option<&Path>) -> anyhow:
         }
         (None, Some(i)) => Ok(i),
         (a, None) => Ok(resolve_format(a, stdout_is_terminal(output))),
+    }
+}
+
+/// The format of `--list-deployments`: the one asked for (`--format`, or
+/// `-o`'s name, as [`report_format`] resolved it), else text wherever it
+/// goes (the list is for people, as `kubectl get`'s is).
+pub fn list_format(asked: Option<FormatArg>, output: Option<&Path>, report: Format) -> Format {
+    let implied = output
+        .filter(|p| p.as_os_str() != "-")
+        .and_then(format_of_path);
+    if asked.is_some() || implied.is_some() {
+        report
+    } else {
+        Format::Table
     }
 }
 
@@ -218,7 +294,7 @@ pub fn report_renderer(
     run: RunInfo,
 ) -> Box<dyn gatecal_render::Renderer> {
     match format {
-        Format::Table => Box::new(gatecal_render::table::Table { width }),
+        Format::Table => Box::new(gatecal_render::table::Table { width, run }),
         Format::Markdown => Box::new(gatecal_render::markdown::Markdown { run }),
         f => gatecal_render::renderer(f),
     }
@@ -283,6 +359,28 @@ pub fn run_info(output: Option<&Path>, svg: Option<&Path>) -> RunInfo {
         version: crate::term::VERSION.to_string(),
         command: command_line(),
         svg: svg.and_then(|s| relative_link(s, from)),
+        ..RunInfo::default()
+    }
+}
+
+/// [`run_info`], with each deployment's SVG `(deployment, file)` linked
+/// from the report's folder too (those written).
+pub fn run_info_with_svgs(
+    output: Option<&Path>,
+    svg: Option<&Path>,
+    deployment_svgs: &[(String, PathBuf)],
+) -> RunInfo {
+    let from = output
+        .filter(|p| p.as_os_str() != "-")
+        .and_then(|p| p.parent())
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    RunInfo {
+        deployment_svgs: deployment_svgs
+            .iter()
+            .filter_map(|(n, p)| relative_link(p, from).map(|l| (n.clone(), l)))
+            .collect(),
+        ..run_info(output, svg)
     }
 }
 
@@ -602,7 +700,11 @@ impl Outputs {
             _ => Path::new("."),
         };
         if !parent.is_dir() {
-            bail!("{flag} {p}: folder {} does not exist", parent.display());
+            bail!(
+                "{flag} {p}: folder {} does not exist: create it first (mkdir -p {})",
+                parent.display(),
+                parent.display()
+            );
         }
         let dir = parent
             .canonicalize()
@@ -809,6 +911,21 @@ mod tests {
         let e = f(None, p("json")).unwrap_err().to_string();
         assert!(e.contains("--format json"), "{e}");
         assert!(f(None, p("./json")).is_ok());
+        // kubectl's reflexes: its formats, and names of formats gatecal
+        // does not write, are errors listing the formats.
+        for (o, says) in [
+            ("wide", "--format table --wide"),
+            ("yaml", "kubectl's yaml output format"),
+            ("jsonpath={.items}", "kubectl's jsonpath output format"),
+            ("r.yaml", ".yaml is no report format"),
+            ("out/r.HTML", ".html is no report format"),
+        ] {
+            let e = f(None, p(o)).unwrap_err().to_string();
+            assert!(e.contains(says), "{o}: {e}");
+            assert!(e.contains("markdown (NAME.md"), "{o}: {e}");
+        }
+        assert_eq!(f(Some("json"), p("r.yaml")).unwrap(), Format::Json);
+        assert_eq!(f(None, p("r.log")).unwrap(), Format::Json);
         let e = f(None, p("md")).unwrap_err().to_string();
         assert!(
             e.contains("--format markdown") && e.contains("report.md"),

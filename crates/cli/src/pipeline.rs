@@ -83,6 +83,10 @@ pub struct InputArgs {
     /// No progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Colour in the messages on stderr: `auto` (on a terminal, unless
+    /// `NO_COLOR` is set), `always`, `never`.
+    #[arg(long, value_name = "WHEN", value_enum, default_value = "auto")]
+    pub color: crate::term::ColorChoice,
     /// Print a shell completion script or the man page to stdout, and exit.
     ///
     /// Install them, e.g. `gate-dist --generate complete-bash >
@@ -352,6 +356,49 @@ pub fn no_decisions(what: &str, ledger: &Ledger) -> anyhow::Error {
     crate::output::NoDecisions(format!("{what}: {cause}")).into()
 }
 
+/// The error when `--since`/`--until` selected none of the decisions read
+/// (exit 3): how many were read, the input's time range and the filter's,
+/// and, for a duration before now, that it counts from now. `None` when no
+/// time filter is set or no decision was read (then [`no_decisions`]).
+pub fn none_in_range(
+    range: &gatecal_analysis::TimeRange,
+    since: Option<&str>,
+    span: Option<(f64, f64)>,
+    ledger: &Ledger,
+) -> Option<anyhow::Error> {
+    let read = ledger.total.decisions;
+    if read == 0 || (range.since.is_none() && range.until.is_none()) {
+        return None;
+    }
+    let utc = gatecal_render::num::utc;
+    let input = match span {
+        Some((a, b)) => format!(
+            "the input's decisions run from {} to {} UTC",
+            utc(a),
+            utc(b)
+        ),
+        None => "no decision read has a time".to_string(),
+    };
+    let filter = match (range.since, range.until) {
+        (Some(a), Some(b)) => format!("the filter counts from {} to before {} UTC", utc(a), utc(b)),
+        (Some(a), None) => format!("the filter counts from {} UTC on", utc(a)),
+        (None, Some(b)) => format!("the filter counts before {} UTC", utc(b)),
+        (None, None) => unreachable!("checked above"),
+    };
+    let hint = match since {
+        Some(s) if crate::time::parse_compound(s).is_some() => format!(
+            "; --since {s} counts back from now: for an older capture, count from its end (--since end-{s})"
+        ),
+        _ => String::new(),
+    };
+    Some(
+        crate::output::NoDecisions(format!(
+            "--since/--until select none of the {read} decision(s) read: {input}; {filter}{hint}"
+        ))
+        .into(),
+    )
+}
+
 /// When every `[pod/NAME/CONTAINER] ` prefix of the inputs belongs to a
 /// pod with at most [`KUBECTL_SELECTOR_TAIL`] lines: the number of pods and
 /// the most lines of one, as counted while the inputs were read
@@ -543,6 +590,7 @@ pub fn analyse<A: Analysis>(
         bin,
         |d| {
             let (analysis, index) = &mut *state.borrow_mut();
+            index.decision_time(d.ts);
             if list {
                 index.decision(&d);
             }
@@ -571,6 +619,57 @@ pub fn analyse<A: Analysis>(
         inputs,
         index,
     })
+}
+
+/// The first and last decision times of the inputs when `--since` or
+/// `--until` counts from them (`end-1h`, `start+10m`): the inputs are then
+/// read once for these times, before the analysis reads them again.
+/// `None` when neither flag does. Standard input cannot be read twice: an
+/// error says so.
+pub fn span_for(
+    args: &InputArgs,
+    bin: &str,
+    since: Option<&str>,
+    until: Option<&str>,
+) -> anyhow::Result<Option<crate::time::Span>> {
+    let flags: Vec<&str> = [("--since", since), ("--until", until)]
+        .into_iter()
+        .filter(|(_, v)| v.is_some_and(crate::time::is_relative))
+        .map(|(f, _)| f)
+        .collect();
+    if flags.is_empty() {
+        return Ok(None);
+    }
+    if args
+        .inputs
+        .iter()
+        .any(|a| InputSpec::parse(a).source == InputSource::Stdin)
+    {
+        anyhow::bail!(
+            "{}: a time from the input's start or end needs the input read twice (once for \
+             its times), which standard input cannot be: give a file, or an absolute time",
+            flags.join(" and ")
+        );
+    }
+    let quiet = InputArgs {
+        quiet: true,
+        list_deployments: false,
+        emit_decisions: None,
+        ..args.clone()
+    };
+    let mut span: Option<crate::time::Span> = None;
+    read_inputs(
+        &quiet,
+        input_files(&quiet)?,
+        bin,
+        |d| {
+            if let Some(t) = d.ts.filter(|t| t.is_finite()) {
+                span = Some(span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+            }
+        },
+        |_| {},
+    )?;
+    Ok(span)
 }
 
 /// The input files the flags name, folders and globs expanded (no file is
@@ -691,6 +790,11 @@ pub fn read_inputs(
         Err(e) => return Err(anyhow::Error::from(e)),
     };
     report_skipped(bin, &ledger);
+    if !args.quiet
+        && let Some(w) = v0_hit_rate_note(&ledger)
+    {
+        crate::term::eprint(bin, crate::term::Level::Warning, &w);
+    }
     let duplicates = seen.found();
     if !args.quiet
         && let Some(w) = gatecal_render::sections::duplicates_note(&duplicates)
@@ -702,6 +806,19 @@ pub fn read_inputs(
         ledger,
         traces,
         duplicates,
+    })
+}
+
+/// The note on vLLM V0's `Prefix cache hit rate: GPU: x%, CPU: y%` lines,
+/// when the inputs hold any: seen, and not applied.
+pub fn v0_hit_rate_note(ledger: &Ledger) -> Option<String> {
+    let n = ledger.total.shapes.vllm_v0_hit_rate;
+    (n > 0).then(|| {
+        format!(
+            "{n} vLLM V0 line(s) `Prefix cache hit rate: GPU: x%, CPU: y%` seen and not applied: \
+             V0's prompt throughput is read as logged, without a hit-rate correction; where it \
+             counts prompt tokens served from cache, a peak from V0 stats lines is high by their share"
+        )
     })
 }
 

@@ -1,17 +1,50 @@
 //! The terminal around a run: messages on stderr (in colour on a terminal,
-//! unless `NO_COLOR` is set), the `--version` text, and whether stdin is
+//! unless `NO_COLOR` is set, or as `--color` says), the `--version` text, and whether stdin is
 //! an idle terminal.
 
 use std::io::{self, IsTerminal};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// The version `--version` prints: the package version, and the git commit
 /// when the binary was built from a git checkout (`0.1.0 (1a2b3c4d5)`).
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("GATECAL_VERSION_SUFFIX"));
 
-/// Whether messages on stderr may be coloured: stderr is a terminal and
-/// `NO_COLOR` is unset or empty (<https://no-color.org>).
+/// `--color`: when messages on stderr are coloured.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set.
+    #[default]
+    Auto,
+    /// Always (also into a file or pipe, and whatever `NO_COLOR` says).
+    Always,
+    /// Never.
+    Never,
+}
+
+/// The `--color` choice in force: 0 auto, 1 always, 2 never.
+static COLOR: AtomicU8 = AtomicU8::new(0);
+
+/// Sets the `--color` choice for the rest of the run.
+pub fn set_color(c: ColorChoice) {
+    COLOR.store(
+        match c {
+            ColorChoice::Auto => 0,
+            ColorChoice::Always => 1,
+            ColorChoice::Never => 2,
+        },
+        Ordering::Relaxed,
+    );
+}
+
+/// Whether messages on stderr are coloured: as `--color` says; with
+/// `auto`, when stderr is a terminal and `NO_COLOR` is unset or empty
+/// (<https://no-color.org>).
 pub fn stderr_colour() -> bool {
-    colour_allowed(std::env::var_os("NO_COLOR").as_deref()) && io::stderr().is_terminal()
+    match COLOR.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => colour_allowed(std::env::var_os("NO_COLOR").as_deref()) && io::stderr().is_terminal(),
+    }
 }
 
 fn colour_allowed(no_color: Option<&std::ffi::OsStr>) -> bool {

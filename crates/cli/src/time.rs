@@ -1,5 +1,6 @@
 //! Times on the command line (`--since`, `--until`): an RFC 3339 time, a
-//! date, or a kubectl-style duration before now.
+//! date, a kubectl-style duration before now, or a time relative to the
+//! input's first or last decision (`end-1h`, `start+10m`).
 
 /// Parses a compound duration as kubectl and Go write them: `90s`, `30m`,
 /// `2h`, `1h30m`, `1d12h`, `500ms` (units ms, s, m, h, d), into seconds.
@@ -32,12 +33,68 @@ pub fn parse_compound(s: &str) -> Option<f64> {
     (total.is_finite() && total > 0.0).then_some(total)
 }
 
-/// Parses `--since`/`--until`: an RFC 3339 time (`2026-08-21T14:27:00Z`,
-/// `2026-08-21T16:27:00+02:00`), a date (`2026-08-21`, midnight UTC), or a
-/// duration before `now` (`30m`, `2h`, `1h30m`, as `kubectl logs --since`).
-/// Returns seconds since the epoch.
-pub fn parse_time(s: &str, now: f64) -> Result<f64, String> {
+/// The first and last decision times of the inputs, epoch seconds.
+pub type Span = (f64, f64);
+
+/// Whether `--since`/`--until`'s value is relative to the input
+/// (`start`, `end`, `start+10m`, `end-1h`): it needs the input's span.
+pub fn is_relative(s: &str) -> bool {
     let t = s.trim();
+    t.starts_with("start") || t.starts_with("end")
+}
+
+/// `start[+D]` or `end[-D]` (also `start-D`, `end+D`) over `span`.
+fn relative(t: &str, span: Option<Span>) -> Option<Result<f64, String>> {
+    let (anchor, rest) = if let Some(r) = t.strip_prefix("start") {
+        ("start", r)
+    } else if let Some(r) = t.strip_prefix("end") {
+        ("end", r)
+    } else {
+        return None;
+    };
+    let offset = match rest.trim() {
+        "" => Some(0.0),
+        r => {
+            let (sign, d) = match r.as_bytes()[0] {
+                b'+' => (1.0, &r[1..]),
+                b'-' => (-1.0, &r[1..]),
+                _ => {
+                    return Some(Err(format!(
+                        "invalid time {t:?}: expected {anchor}, {anchor}+DURATION or {anchor}-DURATION (end-1h, start+10m)"
+                    )));
+                }
+            };
+            parse_compound(d.trim()).map(|d| sign * d)
+        }
+    };
+    let Some(offset) = offset else {
+        return Some(Err(format!(
+            "invalid time {t:?}: the duration after {anchor} is not one (use 30s, 10m, 1h30m)"
+        )));
+    };
+    Some(match span {
+        Some((first, last)) => Ok(if anchor == "start" { first } else { last } + offset),
+        None => Err(format!(
+            "{t}: the input holds no decision with a time, so there is no {anchor} to count from"
+        )),
+    })
+}
+
+/// Parses `--since`/`--until`: an RFC 3339 time (`2026-08-21T14:27:00Z`,
+/// `2026-08-21T16:27:00+02:00`), a date (`2026-08-21`, midnight UTC), a
+/// duration before `now` (`30m`, `2h`, `1h30m`, as `kubectl logs --since`),
+/// or a time relative to the input's first or last decision (`start+10m`,
+/// `end-1h`), `span`. Returns seconds since the epoch.
+pub fn parse_time(s: &str, now: f64) -> Result<f64, String> {
+    parse_time_in(s, now, None)
+}
+
+/// [`parse_time`], with the inputs' decision times for `start`/`end`.
+pub fn parse_time_in(s: &str, now: f64, span: Option<Span>) -> Result<f64, String> {
+    let t = s.trim();
+    if let Some(r) = relative(t, span) {
+        return r;
+    }
     if let Some(ts) = gatecal_parser::parse_rfc3339(t) {
         return Ok(ts);
     }
@@ -51,7 +108,8 @@ pub fn parse_time(s: &str, now: f64) -> Result<f64, String> {
     }
     Err(format!(
         "invalid time {s:?}: expected an RFC 3339 time (2026-08-21T14:27:00Z), a date \
-         (2026-08-21) or a duration before now (30m, 2h, 1h30m)"
+         (2026-08-21), a duration before now (30m, 2h, 1h30m), or a time from the input's \
+         first or last decision (start+10m, end-1h)"
     ))
 }
 
@@ -61,9 +119,18 @@ pub fn time_range(
     since: Option<&str>,
     until: Option<&str>,
 ) -> anyhow::Result<gatecal_analysis::TimeRange> {
+    time_range_in(since, until, None)
+}
+
+/// [`time_range`], with the inputs' decision times for `start`/`end`.
+pub fn time_range_in(
+    since: Option<&str>,
+    until: Option<&str>,
+    span: Option<Span>,
+) -> anyhow::Result<gatecal_analysis::TimeRange> {
     let now = now();
     let time = |flag: &str, v: Option<&str>| -> anyhow::Result<Option<f64>> {
-        v.map(|s| parse_time(s, now))
+        v.map(|s| parse_time_in(s, now, span))
             .transpose()
             .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
     };
@@ -113,5 +180,23 @@ mod tests {
         assert_eq!(parse_time("1h30m", now), Ok(now - 5400.0));
         let e = parse_time("yesterday", now).unwrap_err();
         assert!(e.contains("RFC 3339") && e.contains("1h30m"), "{e}");
+        assert!(e.contains("end-1h"), "{e}");
+    }
+
+    #[test]
+    fn times_from_the_inputs_start_and_end() {
+        let span = Some((1000.0, 9000.0));
+        let t = |s: &str| parse_time_in(s, 0.0, span);
+        assert_eq!(t("end-1h"), Ok(5400.0));
+        assert_eq!(t("end"), Ok(9000.0));
+        assert_eq!(t("start+10m"), Ok(1600.0));
+        assert_eq!(t(" start + 1h30m "), Ok(6400.0));
+        assert!(t("end*2").unwrap_err().contains("end-DURATION"));
+        assert!(t("end-soon").unwrap_err().contains("not one"));
+        assert!(is_relative("end-1h") && !is_relative("1h"));
+        let e = parse_time_in("end-1h", 0.0, None).unwrap_err();
+        assert!(e.contains("no decision with a time"), "{e}");
+        let r = time_range_in(Some("end-1h"), Some("end"), span).unwrap();
+        assert_eq!((r.since, r.until), (Some(5400.0), Some(9000.0)));
     }
 }

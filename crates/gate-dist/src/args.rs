@@ -108,10 +108,11 @@ pub struct Args {
 
     /// Count only the decisions logged at or after TIME: an RFC 3339 time
     /// (2026-08-21T14:00:00Z), a date (2026-08-21, midnight UTC), or a
-    /// duration before now, as `kubectl logs --since` (30m, 2h, 1h30m).
+    /// duration before now, as `kubectl logs --since` (30m, 2h, 1h30m), or
+    /// a time from the input's first or last decision (start+10m, end-1h).
     ///
     /// Durations count back from now, not from the end of the log: for an
-    /// older capture, give times. Earlier lines are still read, so the
+    /// older capture, give end-30m (the input is then read twice) or times. Earlier lines are still read, so the
     /// first decisions counted are reconstructed from the loads the earlier
     /// lines showed.
     #[arg(long, value_name = "TIME")]
@@ -181,8 +182,12 @@ pub struct Args {
 }
 
 impl Args {
-    /// The audit's options.
-    pub fn options(&self) -> anyhow::Result<GateDistOptions> {
+    /// The audit's options; `span` is the inputs' first and last decision
+    /// times, for `--since`/`--until` that count from them.
+    pub fn options(
+        &self,
+        span: Option<gatecal_cli::time::Span>,
+    ) -> anyhow::Result<GateDistOptions> {
         check_list("--what-if-bar", self.what_if_bar.len())?;
         check_list("--what-if-peak", self.what_if_peak.len())?;
         let mut what_if: Vec<WhatIfSpec> = Vec::new();
@@ -213,7 +218,7 @@ impl Args {
             self.bins
         );
         let time_range =
-            gatecal_cli::time::time_range(self.since.as_deref(), self.until.as_deref())?;
+            gatecal_cli::time::time_range_in(self.since.as_deref(), self.until.as_deref(), span)?;
         Ok(GateDistOptions {
             reconstruct: ReconstructOptions {
                 max_staleness_s: self.max_staleness,

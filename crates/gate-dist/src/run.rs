@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use gatecal_analysis::{GateDist, GateDistReport, Stats};
 use gatecal_cli::deployments::{Listed, check_names, write_list};
 use gatecal_cli::output::{
-    Destination, OutputFile, Outputs, report_format, report_renderer, run_info, table_width,
+    Destination, OutputFile, Outputs, report_format, report_renderer, table_width,
 };
 use gatecal_cli::pipeline::{Analysed, Emitter, analyse, input_files_since, no_decisions};
 use gatecal_render::svg::{SvgHistogram, histogram_svg};
@@ -14,10 +14,18 @@ use crate::args::Args;
 
 /// Runs the audit as the flags ask.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    gatecal_cli::term::set_color(args.input.color);
     if args.follow {
         return crate::follow::run(args);
     }
-    let opts = args.options()?;
+    let span = gatecal_cli::pipeline::span_for(
+        &args.input,
+        "gate-dist",
+        args.since.as_deref(),
+        args.until.as_deref(),
+    )?;
+    let opts = args.options(span)?;
+    let time_range = opts.time_range;
     let mut filter = args.filter.clone();
     filter.peak_prefill_throughput = args.peak_prefill_throughput;
     let configs = filter.config_set()?;
@@ -75,18 +83,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 config_source: &d.config.source,
             })
             .collect();
-        out.write(|w| write_list(w, &rows, &index))?;
+        out.write(|w| {
+            write_list(
+                w,
+                &rows,
+                &index,
+                gatecal_cli::output::list_format(args.format, args.output.as_deref(), format),
+            )
+        })?;
         return check_names("--config", args.filter.config_names(), &found);
     }
     check_names("--config", args.filter.config_names(), &found)?;
+    let mut deployment_svgs = Vec::new();
     if let Some(svg) = svg {
-        write_svgs(&report, svg, &outputs, args.svg_scale == "log")?;
+        deployment_svgs = write_svgs(&report, svg, &outputs, args.svg_scale == "log")?;
     }
     out.write(|w| {
         report_renderer(
             format,
             width,
-            run_info(args.output.as_deref(), args.svg.as_deref()),
+            gatecal_cli::output::run_info_with_svgs(
+                args.output.as_deref(),
+                args.svg.as_deref(),
+                &deployment_svgs,
+            ),
         )
         .gate_dist(&report, w)
     })?;
@@ -96,7 +116,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("gate-dist: warning: {w}");
     }
     if report.deployments.is_empty() {
-        return Err(no_decisions("no filter decisions", &inputs.ledger));
+        return Err(gatecal_cli::pipeline::none_in_range(
+            &time_range,
+            args.since.as_deref(),
+            index.span,
+            &inputs.ledger,
+        )
+        .unwrap_or_else(|| no_decisions("no filter decisions", &inputs.ledger)));
     }
     if !args.input.quiet {
         use gatecal_render::notes::{Note, collapse};
@@ -134,7 +160,7 @@ fn write_svgs(
     file: OutputFile,
     outputs: &Outputs,
     log_scale: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<(String, PathBuf)>> {
     let pmin = Some(report.options.pinned_worse_min_ms);
     // Deployments with different bars: the overall SVG draws none, and says so.
     let mut bars: Vec<(String, f64)> = report
@@ -173,36 +199,33 @@ fn write_svgs(
     let special = file.is_special();
     if let [d] = report.deployments.as_slice() {
         let s = svg(&d.name, &d.histogram, &d.stats, None);
-        return file.write(|w| w.write_all(s.as_bytes()));
+        file.write(|w| w.write_all(s.as_bytes()))?;
+        return Ok(Vec::new());
     }
     let o = &report.overall;
     let s = svg("all deployments", &o.histogram, &o.stats, note.as_deref());
     file.write(|w| w.write_all(s.as_bytes()))?;
     if special {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let path = path.as_path();
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "gate-dist".into());
-    for d in &report.deployments {
-        let safe: String = d
-            .name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let p: PathBuf = path.with_file_name(format!("{stem}-{safe}.svg"));
+    let names: Vec<&str> = report.deployments.iter().map(|d| d.name.as_str()).collect();
+    let mut written = Vec::new();
+    for (d, f) in report
+        .deployments
+        .iter()
+        .zip(gatecal_render::svg::deployment_file_names(&stem, &names))
+    {
+        let p: PathBuf = path.with_file_name(f);
         let s = svg(&d.name, &d.histogram, &d.stats, None);
         outputs
             .open_late("--svg", &p)?
             .write(|w| w.write_all(s.as_bytes()))?;
+        written.push((d.name.clone(), p));
     }
-    Ok(())
+    Ok(written)
 }

@@ -673,6 +673,8 @@ fn a_candidate_invalid_for_the_config_in_force_says_why() {
         &fixture("glm-like/epp.log"),
         "--candidate-config",
         yaml.to_str().unwrap(),
+        "--format",
+        "json",
         "-o",
         yaml.to_str().unwrap(),
     ]);

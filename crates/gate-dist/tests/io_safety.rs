@@ -107,7 +107,12 @@ fn a_config_file_is_an_input_too() {
     let yaml =
         "plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {maxTTFTPenaltyMs: 5000}\n";
     fs::write(d.join("epp.yaml"), yaml).unwrap();
-    let out = run_in(d, &["x.log", "--config", "epp.yaml", "-o", "epp.yaml"]);
+    let out = run_in(
+        d,
+        &[
+            "x.log", "--config", "epp.yaml", "--format", "json", "-o", "epp.yaml",
+        ],
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("--config epp.yaml"),

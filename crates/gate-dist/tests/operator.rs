@@ -315,7 +315,7 @@ fn the_output_name_picks_the_format() {
         ("r.md", "## gatecal gate-dist report"),
         ("r.csv", "deployment,"),
         ("r.json", "{"),
-        ("r.txt", "Findings"),
+        ("r.txt", "Summary\n  Deployments: 1 (glm-5-2)\n"),
     ] {
         ok(&run(&[&demo, "-o", &o(name)]));
         let text = std::fs::read_to_string(o(name)).unwrap();
@@ -579,7 +579,7 @@ fn markdown_opens_with_a_summary_and_embeds_the_svg() {
         "| Time range (UTC) | 2026-08-21T",
         "| Decisions | ",
         "| Released | ",
-        "| Pinned, gate input in [5,000 ms, bar) | ",
+        "| Pinned, gate input in [5,000 ms, bar] | ",
         "| Config | ",
         &format!("| gatecal | {version} |"),
         "| Command | `gate-dist ",

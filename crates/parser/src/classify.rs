@@ -127,13 +127,19 @@ pub(crate) fn classify<'a>(body: &'a [u8], a: &mut Arena) -> Class<'a> {
     if let Some(h) = vllm::find_header(body) {
         let rest = &body[h.body..];
         if avg_finder().find(rest).is_some() {
-            let text = String::from_utf8_lossy(rest);
+            let glued = vllm::find_glued(rest);
+            let (own, next) = match glued {
+                Some((at, body)) => (&rest[..at], stats_record(&rest[at..], body - at)),
+                None => (rest, None),
+            };
+            let text = String::from_utf8_lossy(own);
             return match vllm::parse_stats_body(&text) {
                 Ok(mut st) => {
                     st.level = String::from_utf8_lossy(h.level).into_owned();
                     st.month = h.month;
                     st.day = h.day;
                     st.seconds_of_day = h.secs;
+                    st.glued = next.map(Box::new);
                     Class::Used(Used {
                         meta: LineMeta::default(),
                         event: Event::VllmStats(Box::new(st)),
@@ -142,8 +148,16 @@ pub(crate) fn classify<'a>(body: &'a [u8], a: &mut Arena) -> Class<'a> {
                         model: None,
                     })
                 }
-                Err(()) => Class::Malformed(LineShape::Vllm, MalformedReason::BadVllmStats),
+                Err(vllm::BadStats::Unparsable) => {
+                    Class::Malformed(LineShape::Vllm, MalformedReason::BadVllmStats)
+                }
+                Err(vllm::BadStats::Cut) => {
+                    Class::Malformed(LineShape::Vllm, MalformedReason::CutVllmStats)
+                }
             };
+        }
+        if rest.starts_with(b"Prefix cache hit rate: GPU: ") {
+            return Class::Ignored(LineShape::VllmV0HitRate);
         }
         return Class::Ignored(LineShape::Vllm);
     }
@@ -161,6 +175,20 @@ pub(crate) fn classify<'a>(body: &'a [u8], a: &mut Arena) -> Class<'a> {
         return Class::Malformed(LineShape::Other, MalformedReason::JsonFragment);
     }
     Class::Ignored(LineShape::Other)
+}
+
+/// The stats record glued after another on one line: `rec` starts at its
+/// prefix, its body at `body`. `None` when it is no stats record, or not a
+/// whole one (it is then not read; its line's first record is).
+fn stats_record(rec: &[u8], body: usize) -> Option<vllm::VllmStats> {
+    let h = vllm::find_header(rec)?;
+    let text = String::from_utf8_lossy(&rec[body..]);
+    let mut st = vllm::parse_stats_body(&text).ok()?;
+    st.level = String::from_utf8_lossy(h.level).into_owned();
+    st.month = h.month;
+    st.day = h.day;
+    st.seconds_of_day = h.secs;
+    Some(st)
 }
 
 /// `I0821 14:36:14.123456       1 file.go:257] ...` (also W, E, F).

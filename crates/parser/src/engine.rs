@@ -202,12 +202,20 @@ impl<'o> Engine<'o> {
                 if let Some(t) = ts {
                     self.last_abs_ts = Some(t);
                 }
-                if let Event::VllmStats(st) = event {
+                if let Event::VllmStats(mut st) = event {
                     self.counts.shapes.add(LineShape::Vllm);
                     let pod = pod.map(|p| arena.string(p));
-                    let st = self.finish_stats(*st, pod, kubelet_ts);
+                    let glued = st.glued.take();
+                    let first = self.finish_stats(*st, pod.clone(), kubelet_ts);
                     self.counts.vllm_stats += 1;
-                    sink(Item::VllmStats(Box::new(st)));
+                    sink(Item::VllmStats(Box::new(first)));
+                    if let Some(next) = glued {
+                        // Its own prefix gives its time: the kubelet's is
+                        // the line's first record's.
+                        let next = self.finish_stats(*next, pod, None);
+                        self.counts.vllm_stats += 1;
+                        sink(Item::VllmStats(Box::new(next)));
+                    }
                     return Ok(());
                 }
                 self.counts.shapes.add(if console {

@@ -38,6 +38,9 @@ pub enum MalformedReason {
     BadFraming,
     /// A vLLM stats line whose numbers do not parse.
     BadVllmStats,
+    /// A vLLM stats line cut mid-field: its last field stops short of its
+    /// value's unit (`Waiting: 5 re`, `GPU KV cache us`).
+    CutVllmStats,
     /// A decisions JSON-lines record that is not valid (not JSON, a required
     /// field missing, a wrong type, an unknown outcome).
     BadRecord(String),
@@ -78,6 +81,9 @@ impl std::fmt::Display for MalformedReason {
             MalformedReason::MissingKey(k) => write!(f, "missing or mistyped key `{k}`"),
             MalformedReason::BadFraming => f.write_str("malformed kubectl prefix or timestamp"),
             MalformedReason::BadVllmStats => f.write_str("unparsable vLLM stats line"),
+            MalformedReason::CutVllmStats => {
+                f.write_str("vLLM stats line cut short (its last field is incomplete)")
+            }
             MalformedReason::BadRecord(why) => write!(f, "invalid decision record: {why}"),
             MalformedReason::OutOfRange(k) => write!(f, "value of `{k}` out of range"),
             MalformedReason::TraceTooLong { bytes, cap } => write!(
@@ -122,6 +128,9 @@ pub enum LineShape {
     Klog,
     /// A vLLM log record.
     Vllm,
+    /// vLLM V0's own prefix cache line, `Prefix cache hit rate: GPU: x%,
+    /// CPU: y%` (counted as a vLLM line too).
+    VllmV0HitRate,
     /// A kubectl `error: ...` line.
     KubectlError,
     /// A Go panic, goroutine header or stack frame.
@@ -147,6 +156,10 @@ pub struct ShapeCounts {
     pub klog: u64,
     /// vLLM lines.
     pub vllm: u64,
+    /// Of the vLLM lines, vLLM V0's `Prefix cache hit rate: GPU: x%, CPU:
+    /// y%` lines: read as a note (their rate is not applied to V0's
+    /// prompt throughput).
+    pub vllm_v0_hit_rate: u64,
     /// kubectl `error:` lines.
     pub kubectl_error: u64,
     /// Go panic and stack lines.
@@ -169,6 +182,10 @@ impl ShapeCounts {
             LineShape::Console => &mut self.console,
             LineShape::Klog => &mut self.klog,
             LineShape::Vllm => &mut self.vllm,
+            LineShape::VllmV0HitRate => {
+                self.vllm_v0_hit_rate += 1;
+                &mut self.vllm
+            }
             LineShape::KubectlError => &mut self.kubectl_error,
             LineShape::GoPanic => &mut self.go_panic,
             LineShape::Blank => &mut self.blank,
@@ -184,6 +201,7 @@ impl ShapeCounts {
         self.console += o.console;
         self.klog += o.klog;
         self.vllm += o.vllm;
+        self.vllm_v0_hit_rate += o.vllm_v0_hit_rate;
         self.kubectl_error += o.kubectl_error;
         self.go_panic += o.go_panic;
         self.blank += o.blank;

@@ -39,6 +39,8 @@ pub(crate) enum Framing {
     JsonRecord,
     /// A Loki `query_range` answer (one JSON document).
     LokiQueryRange,
+    /// Zipkin's JSON spans: refused, with what to give instead.
+    Zipkin,
 }
 
 impl Framing {
@@ -50,6 +52,7 @@ impl Framing {
             Framing::Cri => "CRI (kubelet log file)",
             Framing::JsonRecord => "JSON log records (Docker, Fluent Bit, Vector, logcli jsonl)",
             Framing::LokiQueryRange => "Loki query_range JSON",
+            Framing::Zipkin => "Zipkin JSON spans",
         }
     }
 }
@@ -65,8 +68,11 @@ const DETECT_LINES: usize = 16;
 pub(crate) fn detect(head: &[u8]) -> Option<Framing> {
     let start = head.iter().position(|c| !c.is_ascii_whitespace())?;
     let body = &head[start..];
-    if body.starts_with(b"{") && is_loki_head(body) {
+    if body.starts_with(b"{") && is_loki_head(body) || is_metric_array_head(body) {
         return Some(Framing::LokiQueryRange);
+    }
+    if is_zipkin_head(body) {
+        return Some(Framing::Zipkin);
     }
     body.split(|&c| c == b'\n')
         .map(trim_cr)
@@ -451,13 +457,7 @@ impl<R: Read> Reframed<R> {
             .filter(|d| d.get("resultType").and_then(Value::as_str) == Some("streams"))
             .and_then(|d| d.get("result"))
             .and_then(Value::as_array)
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "not a Loki query_range answer of log streams: no data.result with \
-                     resultType \"streams\" (a metric query's matrix or vector cannot be read)",
-                )
-            })?;
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, not_streams(&v)))?;
         let mut entries: Vec<(i128, usize, &str)> = Vec::new();
         let mut streams: Vec<(Option<&str>, Option<&str>)> = Vec::new();
         for s in result {
@@ -557,7 +557,7 @@ impl<R: Read> Reframed<R> {
                     r.line.as_bytes(),
                 );
             }),
-            Framing::LokiQueryRange => Some(()),
+            Framing::LokiQueryRange | Framing::Zipkin => Some(()),
         };
         if handled.is_none() {
             if let Some(other) = line_framing(raw).filter(|&f| f != self.framing) {
@@ -581,6 +581,10 @@ impl<R: Read> Reframed<R> {
         if self.framing == Framing::LokiQueryRange {
             self.done = true;
             return self.loki();
+        }
+        if self.framing == Framing::Zipkin {
+            self.done = true;
+            return Err(io::Error::new(io::ErrorKind::InvalidData, ZIPKIN));
         }
         while self.out.len() < BATCH_BYTES {
             self.line.clear();
@@ -629,6 +633,107 @@ fn is_loki_head(body: &[u8]) -> bool {
     let head = &body[..body.len().min(4096)];
     let has = |k: &[u8]| memchr::memmem::find(head, k).is_some();
     has(b"\"data\"") && (has(b"\"resultType\"") || has(b"\"result\"")) && !has(b"\"msg\"")
+}
+
+/// Whether a file's first bytes start a bare array of query results
+/// (`[{"metric":{…},"value":[…]}, …]`, what `promtool query instant -o
+/// json` prints, or `"values"` for a range query): metrics, refused with
+/// [`not_streams`]'s message rather than read as log lines.
+fn is_metric_array_head(body: &[u8]) -> bool {
+    let Some(rest) = body.strip_prefix(b"[") else {
+        return false;
+    };
+    let start = rest.iter().position(|c| !c.is_ascii_whitespace());
+    let Some(first) = start.map(|i| &rest[i..]) else {
+        return false;
+    };
+    let head = &first[..first.len().min(4096)];
+    let has = |k: &[u8]| memchr::memmem::find(head, k).is_some();
+    first.starts_with(b"{") && has(b"\"metric\"") && (has(b"\"value\"") || has(b"\"values\""))
+}
+
+/// Whether a file's first bytes start Zipkin's JSON: an array of spans
+/// (`[{"traceId": …, "id": …, "name": …, "localEndpoint": …}, …]`, v2;
+/// `annotations`/`binaryAnnotations` in v1), or the array of such arrays
+/// that Zipkin's `/api/v2/traces` answers.
+fn is_zipkin_head(body: &[u8]) -> bool {
+    let skip = |b: &[u8]| {
+        b.iter()
+            .position(|c| !c.is_ascii_whitespace())
+            .unwrap_or(b.len())
+    };
+    let Some(mut rest) = body.strip_prefix(b"[") else {
+        return false;
+    };
+    rest = &rest[skip(rest)..];
+    if let Some(inner) = rest.strip_prefix(b"[") {
+        rest = &inner[skip(inner)..];
+    }
+    if !rest.starts_with(b"{") {
+        return false;
+    }
+    let head = &rest[..rest.len().min(4096)];
+    let has = |k: &[u8]| memchr::memmem::find(head, k).is_some();
+    has(b"\"traceId\"")
+        && has(b"\"id\"")
+        && (has(b"\"localEndpoint\"")
+            || has(b"\"remoteEndpoint\"")
+            || has(b"\"annotations\"")
+            || has(b"\"binaryAnnotations\"")
+            || has(b"\"timestamp\""))
+}
+
+/// The message for Zipkin's JSON.
+const ZIPKIN: &str = "Zipkin JSON spans: gatecal reads OpenTelemetry traces (OTLP/JSON as the \
+     Collector's file exporter writes it, Tempo's and Jaeger's query answers), not Zipkin's \
+     format: export the EPP's spans through an OpenTelemetry Collector with the file exporter, \
+     or fetch them from Jaeger's /api/traces";
+
+/// The message for a JSON document of query results that holds no log
+/// streams: it names the answer it saw (a metric query's `vector`,
+/// `matrix`, `scalar` or `string`, from Prometheus or a Loki metric query)
+/// and what to give instead.
+fn not_streams(v: &Value) -> String {
+    let first = |r: Option<&Value>| -> Option<&'static str> {
+        let e = r?.as_array()?.first()?;
+        if e.get("values").is_some() {
+            Some("matrix")
+        } else if e.get("value").is_some() {
+            Some("vector")
+        } else {
+            None
+        }
+    };
+    let kind = match v {
+        Value::Array(_) => first(Some(v)),
+        _ => v
+            .get("data")
+            .and_then(|d| d.get("resultType"))
+            .and_then(Value::as_str)
+            .and_then(|t| {
+                ["vector", "matrix", "scalar", "string"]
+                    .into_iter()
+                    .find(|k| *k == t)
+            }),
+    };
+    match kind {
+        Some("vector") => "a Prometheus instant-query answer (resultType \"vector\": one sample \
+             per series), not a log: it holds no decision and no rate. For the peak, \
+             recommend reads a range query: save /api/v1/query_range?query=…&start=…&end=…&step=15s \
+             (resultType \"matrix\") and pass that file to recommend; for decisions, pass the \
+             EPP's log"
+            .to_string(),
+        Some("matrix") => "a Prometheus query_range answer (resultType \"matrix\"), not a log: \
+             recommend reads it for the peak (pass it to recommend); gate-dist reads the EPP's log"
+            .to_string(),
+        Some(k) => format!(
+            "a Prometheus query answer (resultType \"{k}\"), not a log: pass the EPP's log, \
+             or a query_range answer (resultType \"matrix\") to recommend"
+        ),
+        None => "not a Loki query_range answer of log streams: no data.result with \
+             resultType \"streams\""
+            .to_string(),
+    }
 }
 
 /// `head` rewritten into kubectl's framing when it is in another one (for
@@ -785,13 +890,49 @@ mod tests {
                 "[pod/epp-a/epp] 2026-08-21T14:36:14.000000000Z {ZAP}\n[pod/epp-b/epp] 2026-08-21T14:36:15.000000000Z {ZAP}\n"
             )
         );
-        let matrix = r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
-        let e = rewrite(matrix, None).unwrap_err();
+        let other = r#"{"status":"success","data":{"resultType":"table","result":[]}}"#;
+        let e = rewrite(other, None).unwrap_err();
         assert!(
             e.to_string()
                 .contains("not a Loki query_range answer of log streams"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn metric_query_answers_are_refused_by_their_kind() {
+        // The HTTP API's instant query, and promtool's bare result array.
+        let vector = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"vllm:num_requests_waiting","pod":"vllm-0"},"value":[1755786974.123,"3"]}]}}"#;
+        let bare =
+            "[\n  {\"metric\": {\"pod\": \"vllm-0\"}, \"value\": [1755786974.1, \"3\"]}\n]\n";
+        for doc in [vector, bare] {
+            assert_eq!(detect(doc.as_bytes()), Some(Framing::LokiQueryRange));
+            let e = rewrite(doc, None).unwrap_err().to_string();
+            assert!(e.starts_with("a Prometheus instant-query answer"), "{e}");
+            assert!(e.contains("/api/v1/query_range"), "{e}");
+        }
+        let matrix = r#"[{"metric":{"pod":"v"},"values":[[1755786974,"1"]]}]"#;
+        let e = rewrite(matrix, None).unwrap_err().to_string();
+        assert!(e.contains("recommend reads it for the peak"), "{e}");
+        let scalar = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#;
+        let e = rewrite(scalar, None).unwrap_err().to_string();
+        assert!(e.contains("resultType \"scalar\""), "{e}");
+        // A JSON array of something else stays plain lines.
+        assert_eq!(detect(b"[1, 2, 3]\n"), None);
+    }
+
+    #[test]
+    fn zipkin_spans_are_refused_naming_the_format() {
+        let v2 = "[\n  {\n    \"traceId\": \"239b360b3fd330bd\",\n    \"id\": \"fee29c40500d8ebe\",\n    \"name\": \"filter_endpoints\",\n    \"timestamp\": 1787321395867201,\n    \"localEndpoint\": {\"serviceName\": \"llm-d-router-epp\"}\n  }\n]\n";
+        let api = r#"[[{"traceId":"a","id":"b","name":"x","timestamp":1,"duration":2}]]"#;
+        let v1 = r#"[{"traceId":"a","id":"b","name":"x","annotations":[],"binaryAnnotations":[]}]"#;
+        for doc in [v2, api, v1] {
+            assert_eq!(detect(doc.as_bytes()), Some(Framing::Zipkin), "{doc}");
+            let e = rewrite(doc, None).unwrap_err().to_string();
+            assert!(e.starts_with("Zipkin JSON spans"), "{e}");
+            assert!(e.contains("OpenTelemetry Collector"), "{e}");
+        }
+        assert_eq!(detect(br#"[{"traceId":"a"}]"#), None);
     }
 
     #[test]

@@ -74,6 +74,11 @@ pub struct VllmStats {
     pub prefix_cache_hit_rate_pct: Option<f64>,
     /// `MM cache hit rate`, percent (later v1).
     pub mm_cache_hit_rate_pct: Option<f64>,
+    /// A second stats record on the same line, after this one: two
+    /// records whose newline was lost (two writers on one stream). Both
+    /// are read; the parser emits this one after its line's first.
+    #[serde(skip)]
+    pub glued: Option<Box<VllmStats>>,
 }
 
 const LEVELS: [&[u8]; 5] = [b"INFO ", b"DEBUG ", b"WARNING ", b"ERROR ", b"CRITICAL "];
@@ -131,7 +136,8 @@ fn header_at(line: &[u8], at: usize) -> Option<VllmHeader<'_>> {
 }
 
 /// Finds a vLLM record prefix at the start of the line, or after a
-/// `(APIServer pid=1) `-style or other short prefix.
+/// `(APIServer pid=1) `-style or other short prefix, or after a `[` (a
+/// record pasted as `[INFO 08-21 14:36:14 loggers.py:123] …`).
 pub(crate) fn find_header(line: &[u8]) -> Option<VllmHeader<'_>> {
     if let Some(h) = header_at(line, 0) {
         return Some(h);
@@ -139,7 +145,7 @@ pub(crate) fn find_header(line: &[u8]) -> Option<VllmHeader<'_>> {
     // Any short prefix (VLLM_LOGGING_PREFIX, `(EngineCore_0 pid=7) `) up to 120 bytes.
     let lim = line.len().min(120);
     for p in 1..lim {
-        if line[p - 1] == b' '
+        if matches!(line[p - 1], b' ' | b'[')
             && matches!(line[p], b'I' | b'D' | b'W' | b'E' | b'C')
             && let Some(h) = header_at(line, p)
         {
@@ -147,6 +153,39 @@ pub(crate) fn find_header(line: &[u8]) -> Option<VllmHeader<'_>> {
         }
     }
     None
+}
+
+/// Where a second vLLM record starts within a record's body, when two
+/// records share a line (`…Prefix cache hit rate: 0.0%INFO 08-21 14:36:24
+/// [loggers.py:123] Engine 000: …`): the offset of the second record's
+/// prefix (its `(APIServer pid=1) `-style tag included), and the offset of
+/// its body.
+pub(crate) fn find_glued(body: &[u8]) -> Option<(usize, usize)> {
+    let mut first: Option<(usize, usize)> = None;
+    for lvl in LEVELS {
+        let mut from = 1;
+        while let Some(i) = body.get(from..).and_then(|b| memchr::memmem::find(b, lvl)) {
+            let at = from + i;
+            if first.is_some_and(|(f, _)| f <= at) {
+                break;
+            }
+            if let Some(h) = header_at(body, at) {
+                first = Some((at, h.body));
+                break;
+            }
+            from = at + 1;
+        }
+    }
+    let (mut at, body_at) = first?;
+    // The second record's own tag, `(APIServer pid=1) `, belongs to it.
+    let before = &body[..at];
+    if before.ends_with(b") ")
+        && let Some(open) = memchr::memrchr(b'(', before)
+        && memchr::memmem::find(&before[open..], b"pid=").is_some()
+    {
+        at = open;
+    }
+    Some((at, body_at))
 }
 
 fn num(s: &str) -> Option<f64> {
@@ -165,9 +204,96 @@ fn count(s: &str) -> Option<u64> {
     }
 }
 
-/// Parses the stats body (the text after the record prefix). `Err(())` when
-/// the line names the stats but its numbers do not parse.
-pub(crate) fn parse_stats_body(body: &str) -> Result<VllmStats, ()> {
+/// Why a stats body was not read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BadStats {
+    /// The prompt throughput does not parse.
+    Unparsable,
+    /// The last field stops short of its value's unit (`Waiting: 5 re`,
+    /// `GPU KV cache us`, a trailing `,`): the line was cut mid-field.
+    Cut,
+}
+
+/// The unit a known field's value ends with.
+#[derive(Clone, Copy)]
+enum Unit {
+    /// `N tokens/s`.
+    TokensPerSecond,
+    /// `N reqs`.
+    Requests,
+    /// `N`, or `N reqs`.
+    Count,
+    /// `N%`.
+    Percent,
+}
+
+fn unit_of(key: &str) -> Option<Unit> {
+    Some(match key {
+        "Avg prompt throughput" | "Avg generation throughput" => Unit::TokensPerSecond,
+        "Running" | "Swapped" | "Pending" | "Waiting" => Unit::Requests,
+        "Deferred" | "Preemptions" => Unit::Count,
+        "GPU KV cache usage"
+        | "CPU KV cache usage"
+        | "Prefix cache hit rate"
+        | "External prefix cache hit rate"
+        | "MM cache hit rate" => Unit::Percent,
+        _ => return None,
+    })
+}
+
+fn is_number(s: &str) -> bool {
+    !s.is_empty() && s.parse::<f64>().is_ok()
+}
+
+fn is_count(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// Whether a known field's value is whole: its number and its unit.
+fn whole(v: &str, unit: Unit) -> bool {
+    let v = v.trim_end();
+    match unit {
+        Unit::TokensPerSecond => v.strip_suffix(" tokens/s").is_some_and(is_number),
+        Unit::Requests => v.strip_suffix(" reqs").is_some_and(is_count),
+        Unit::Count => is_count(v.strip_suffix(" reqs").unwrap_or(v)),
+        Unit::Percent => v
+            .strip_suffix('.')
+            .unwrap_or(v)
+            .strip_suffix('%')
+            .is_some_and(is_number),
+    }
+}
+
+/// Whether the last field of a stats body is whole (see [`BadStats::Cut`]).
+/// An unknown last field passes when it has a value.
+fn ends_whole(body: &str) -> bool {
+    let body = body.trim_end();
+    if body.ends_with(',') || body.ends_with(':') {
+        return false;
+    }
+    let last = body.rsplit(", ").next().unwrap_or(body);
+    match last.split_once(": ") {
+        Some((k, v)) => match unit_of(k.trim()) {
+            Some(unit) => whole(v, unit),
+            None => !v.trim().is_empty(),
+        },
+        None => false,
+    }
+}
+
+/// Parses the stats body (the text after the record prefix). `Err` when
+/// the line names the stats but its numbers do not parse, or it was cut
+/// mid-field.
+pub(crate) fn parse_stats_body(body: &str) -> Result<VllmStats, BadStats> {
+    let st = parse_fields(body).map_err(|()| BadStats::Unparsable)?;
+    if ends_whole(body) {
+        Ok(st)
+    } else {
+        Err(BadStats::Cut)
+    }
+}
+
+fn parse_fields(body: &str) -> Result<VllmStats, ()> {
     let Some(at) = body.find("Avg prompt throughput: ") else {
         return Err(());
     };
@@ -251,6 +377,57 @@ mod tests {
         assert_eq!(h.level, b"ERROR");
         let st = parse_stats_body(std::str::from_utf8(&l[h.body..]).unwrap()).unwrap();
         assert_eq!(st.engine.as_deref(), Some("2 Engines Aggregated"));
+    }
+
+    #[test]
+    fn a_line_cut_mid_field_is_refused() {
+        let whole = "Engine 000: Avg prompt throughput: 8192.0 tokens/s, Avg generation throughput: 12.0 tokens/s, Running: 2 reqs, Waiting: 5 reqs, GPU KV cache usage: 40.1%, Prefix cache hit rate: 45.6%";
+        assert!(parse_stats_body(whole).is_ok());
+        let v0 = "Avg prompt throughput: 1.0 tokens/s, Running: 3 reqs, Swapped: 0 reqs, Pending: 1 reqs, GPU KV cache usage: 12.3%, CPU KV cache usage: 0.0%.";
+        assert!(parse_stats_body(v0).is_ok());
+        let later = "Engine 000: Avg prompt throughput: 1.0 tokens/s, Running: 2 reqs, Waiting: 0 reqs, Preemptions: 0, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%, MM cache hit rate: 0.0%";
+        assert!(parse_stats_body(later).is_ok());
+        // Every cut of the whole line inside its last four fields.
+        let from = whole.find("Running").unwrap();
+        for end in from..whole.len() {
+            let cut = &whole[..end];
+            if whole[end..].starts_with(", ") {
+                continue;
+            }
+            assert_eq!(parse_stats_body(cut).err(), Some(BadStats::Cut), "{cut:?}");
+        }
+        assert_eq!(
+            parse_stats_body("Avg prompt throughput: x tokens/s").err(),
+            Some(BadStats::Unparsable)
+        );
+    }
+
+    #[test]
+    fn glued_records_are_found_with_their_tag() {
+        let a = "Engine 000: Avg prompt throughput: 1.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%";
+        let b =
+            "INFO 08-21 14:36:24 [loggers.py:123] Engine 000: Avg prompt throughput: 2.0 tokens/s";
+        let line = format!("{a}{b}");
+        let (at, body) = find_glued(line.as_bytes()).unwrap();
+        assert_eq!(at, a.len());
+        assert_eq!(
+            &line[body..],
+            "Engine 000: Avg prompt throughput: 2.0 tokens/s"
+        );
+        let tagged = format!("{a}(APIServer pid=1) {b}");
+        assert_eq!(find_glued(tagged.as_bytes()).unwrap().0, a.len());
+        assert!(find_glued(a.as_bytes()).is_none());
+    }
+
+    #[test]
+    fn a_bracketed_record_is_found() {
+        let l =
+            b"[INFO 08-21 14:36:14 loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s";
+        let h = find_header(l).unwrap();
+        assert_eq!(
+            &l[h.body..],
+            b"Engine 000: Avg prompt throughput: 1.0 tokens/s"
+        );
     }
 
     #[test]

@@ -88,11 +88,12 @@ pub struct Args {
     pub max_prometheus_mib: u64,
 
     /// Count only the decisions logged at or after TIME: an RFC 3339 time (2026-08-21T14:00:00Z), a date (2026-08-21,
-    /// midnight UTC), or a duration before now, as `kubectl logs --since`
-    /// (30m, 2h, 1h30m).
+    /// midnight UTC), a duration before now, as `kubectl logs --since`
+    /// (30m, 2h, 1h30m), or a time from the input's first or last decision
+    /// (start+10m, end-1h).
     ///
     /// Durations count back from now, not from the end of the log: for an
-    /// older capture, give times. Earlier decisions are still read, so the
+    /// older capture, give end-30m (the input is then read twice) or times. Earlier decisions are still read, so the
     /// first decisions counted are reconstructed from the loads the earlier
     /// lines showed. The peak is estimated from every vLLM stats line (the
     /// engines' capacity; vLLM's own lines often carry no year).

@@ -20,6 +20,7 @@ use crate::args::Args;
 
 /// Runs the calibration as the flags ask.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    gatecal_cli::term::set_color(args.input.color);
     if let Some(p) = args.peak_prefill_throughput {
         anyhow::ensure!(
             p > 0.0 && p.is_finite(),
@@ -57,9 +58,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         user_peak: args.peak_prefill_throughput,
         calibration,
         candidates: args.candidates.candidates()?,
-        time_range: gatecal_cli::time::time_range(args.since.as_deref(), args.until.as_deref())?,
+        time_range: gatecal_cli::time::time_range_in(
+            args.since.as_deref(),
+            args.until.as_deref(),
+            gatecal_cli::pipeline::span_for(
+                &args.input,
+                "recommend",
+                args.since.as_deref(),
+                args.until.as_deref(),
+            )?,
+        )?,
         block_sizes: args.filter.block_sizes()?,
     };
+    let time_range = opts.time_range;
     // Every output is opened, and checked against the inputs, before any
     // input is read.
     let mut files = input_files_since(&args.input, args.since.as_deref())?;
@@ -139,7 +150,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 config_source: &d.current.config.source,
             })
             .collect();
-        out.write(|w| write_list(w, &rows, &index))?;
+        out.write(|w| {
+            write_list(
+                w,
+                &rows,
+                &index,
+                gatecal_cli::output::list_format(args.format, args.output.as_deref(), format),
+            )
+        })?;
         return check();
     }
     check()?;
@@ -147,7 +165,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         emit_config(&args, &report, dep, path, dest)?;
     }
     out.write(|w| {
-        report_renderer(format, width, run_info(args.output.as_deref(), None)).recommend(&report, w)
+        let run = gatecal_render::markdown::RunInfo {
+            span: index.span,
+            ..run_info(args.output.as_deref(), None)
+        };
+        report_renderer(format, width, run).recommend(&report, w)
     })?;
     if let Some(w) = gatecal_cli::pipeline::pooled_warning(&report.pooled)
         && !args.input.quiet
@@ -165,10 +187,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         gatecal_cli::term::eprint("recommend", gatecal_cli::term::Level::Warning, &w);
     }
     if report.deployments.is_empty() {
-        return Err(no_decisions(
-            "no filter decisions or vLLM stats",
+        return Err(gatecal_cli::pipeline::none_in_range(
+            &time_range,
+            args.since.as_deref(),
+            index.span,
             &inputs.ledger,
-        ));
+        )
+        .unwrap_or_else(|| no_decisions("no filter decisions or vLLM stats", &inputs.ledger)));
     }
     gatecal_cli::fail_if::check_recommend(&args.fail_if, &report)
 }

@@ -34,6 +34,7 @@ pub mod markdown;
 pub mod notes;
 pub mod num;
 pub mod sections;
+pub mod summary;
 pub mod svg;
 pub mod table;
 

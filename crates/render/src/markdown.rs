@@ -9,8 +9,8 @@ use std::io::{self, Write};
 
 use gatecal_analysis::{GateDistReport, RecommendReport};
 
-use crate::num::{count, count_pct, utc};
 use crate::sections::{Section, gate_dist_sections, recommend_sections, text_histogram};
+use crate::summary::{SummaryLine, gate_dist_summary, recommend_summary};
 use crate::{Renderer, escape};
 
 /// GitHub-flavoured Markdown.
@@ -29,6 +29,12 @@ pub struct RunInfo {
     pub command: String,
     /// The SVG histogram, as a link relative to the Markdown file.
     pub svg: Option<String>,
+    /// The first and last decision times read, when the report does not
+    /// hold them (recommend's).
+    pub span: Option<(f64, f64)>,
+    /// Each deployment's SVG histogram, `(deployment, link)`, when the
+    /// report has several (`svg` is then the overall one).
+    pub deployment_svgs: Vec<(String, String)>,
 }
 
 /// Sections folded into `<details>`: long, and second to the summary.
@@ -102,107 +108,49 @@ pub fn write_sections(sections: &[Section], w: &mut dyn Write) -> io::Result<()>
     Ok(())
 }
 
-/// `2026-08-21T14:00:00Z`.
-fn rfc3339(ts: f64) -> String {
-    format!("{}Z", utc(ts).replacen(' ', "T", 1))
+/// A file name as a Markdown link target.
+fn link(path: &str) -> String {
+    path.replace(' ', "%20")
+        .replace('(', "%28")
+        .replace(')', "%29")
 }
 
-/// The summary that opens a gate-dist report: a two-column table.
-fn summary(r: &GateDistReport, run: &RunInfo) -> Vec<(String, String)> {
-    let mut rows = Vec::new();
-    let names: Vec<&str> = r.deployments.iter().map(|d| d.name.as_str()).collect();
-    let shown = if names.len() > 6 {
-        format!("{} and {} more", names[..6].join(", "), names.len() - 6)
-    } else {
-        names.join(", ")
-    };
-    rows.push((
-        "Deployments".to_string(),
-        format!("{} ({})", count(names.len() as u64), cell(&shown)),
-    ));
-    let first = r
-        .deployments
-        .iter()
-        .filter_map(|d| d.first_ts)
-        .reduce(f64::min);
-    let last = r
-        .deployments
-        .iter()
-        .filter_map(|d| d.last_ts)
-        .reduce(f64::max);
-    if let (Some(a), Some(b)) = (first, last) {
-        rows.push((
-            "Time range (UTC)".to_string(),
-            format!("{} – {}", rfc3339(a), rfc3339(b)),
-        ));
+/// The summary block: a two-column table.
+fn write_summary(lines: &[SummaryLine], w: &mut dyn Write) -> io::Result<()> {
+    writeln!(w, "| | |\n|:---|:---|")?;
+    for l in lines {
+        let v = if l.code {
+            format!("`{}`", escape::markdown_code(&l.value))
+        } else {
+            cell(&l.value)
+        };
+        writeln!(w, "| {} | {v} |", cell(&l.label))?;
     }
-    let o = &r.overall.stats;
-    rows.push(("Decisions".to_string(), count(o.decisions)));
-    rows.push((
-        "Released".to_string(),
-        count_pct(o.released, o.released_share),
-    ));
-    rows.push((
-        format!(
-            "Pinned, gate input in [{} ms, bar)",
-            crate::num::group(r.options.pinned_worse_min_ms as i64)
-        ),
-        count_pct(o.pinned_worse.count, o.pinned_worse.share),
-    ));
-    let mut sources: Vec<&str> = r
-        .deployments
-        .iter()
-        .map(|d| d.config.source.as_str())
-        .collect();
-    sources.sort_unstable();
-    sources.dedup();
-    let config = match sources.as_slice() {
-        [] => "–".to_string(),
-        [one] => format!("`{}`", escape::markdown_code(one)),
-        _ => r
-            .deployments
-            .iter()
-            .map(|d| {
-                format!(
-                    "{}: `{}`",
-                    cell(&d.name),
-                    escape::markdown_code(&d.config.source)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
-    };
-    rows.push(("Config".to_string(), config));
-    if !run.version.is_empty() {
-        rows.push(("gatecal".to_string(), cell(&run.version)));
-    }
-    if !run.command.is_empty() {
-        rows.push((
-            "Command".to_string(),
-            format!("`{}`", escape::markdown_code(&run.command)),
-        ));
-    }
-    rows
+    writeln!(w)
 }
 
 impl Renderer for Markdown {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "## gatecal gate-dist report\n")?;
-        writeln!(w, "| | |\n|:---|:---|")?;
-        for (k, v) in summary(report, &self.run) {
-            writeln!(w, "| {k} | {v} |")?;
-        }
-        writeln!(w)?;
+        write_summary(&gate_dist_summary(report, &self.run), w)?;
         // The findings right under the run's identity, before any figure.
         write_sections(&[crate::sections::findings_section(&report.findings)], w)?;
         if let Some(svg) = &self.run.svg {
             writeln!(
                 w,
                 "![TTFT load gate input histogram, the bar marked]({})\n",
-                svg.replace(' ', "%20")
-                    .replace('(', "%28")
-                    .replace(')', "%29")
+                link(svg)
             )?;
+        }
+        if !self.run.deployment_svgs.is_empty() {
+            writeln!(
+                w,
+                "<details><summary>Gate input histogram per deployment (SVG)</summary>\n"
+            )?;
+            for (name, svg) in &self.run.deployment_svgs {
+                writeln!(w, "![{}]({})\n", cell(name), link(svg))?;
+            }
+            writeln!(w, "</details>\n")?;
         }
         write_sections(&gate_dist_sections(report), w)?;
         for d in &report.deployments {
@@ -229,6 +177,7 @@ impl Renderer for Markdown {
 
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "## gatecal recommend report\n")?;
+        write_summary(&recommend_summary(report, &self.run), w)?;
         write_sections(&[crate::sections::findings_section(&report.findings)], w)?;
         write_sections(&recommend_sections(report), w)?;
         for d in &report.deployments {

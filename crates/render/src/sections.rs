@@ -222,6 +222,9 @@ pub fn config_notes(name: &str, c: &gatecal_analysis::SourcedConfig) -> Vec<Note
             src("penaltyMode"),
         ),
     )];
+    if let Some(era) = &c.era {
+        out.push(Note::about(name, era.note.clone()));
+    }
     for d in &c.log_disagreements {
         let given = match d.given_source {
             ParamSource::Flag => "the flag",
@@ -408,7 +411,7 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
         rows.push(summary_row("overall", &r.overall.stats, traced(r)));
     }
     let mut notes = vec![Note::general(format!(
-        "{}Shares are of all decisions. Pinned: held while the gate input was in [{} ms, bar). \
+        "{}Shares are of all decisions. Pinned: held while the gate input was in [{} ms, bar]. \
          Gate input: bestStickyTTFT − bestNonStickyTTFT over decisions where the gate was evaluated; \
          evidence L/O/R/U = logged / observed / reconstructed (loads carried forward ≤ {} s) / unknown{}.",
         match &r.input.traces {
@@ -502,11 +505,27 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
     });
 
     let mut rows = Vec::new();
-    let mut notes = vec![Note::general(
+    let peaks: Vec<String> = r
+        .deployments
+        .iter()
+        .map(|d| {
+            let p = crate::num::group(d.config.parameters.peak_prefill_throughput.round() as i64);
+            if r.deployments.len() > 1 {
+                format!("{} {p} tok/s", d.name)
+            } else {
+                format!("{p} tok/s")
+            }
+        })
+        .collect();
+    let mut notes = vec![Note::general(format!(
         "Every decision replayed through the filter core. current: the config in force, released as replayed (and as logged). \
+         Pinned, in every row: held under the row's config with the gate input, measured at one reference peak (the config in force's: {}), \
+         at least {} ms, so rows at other peaks compare and the current row's count is the summary's. \
          Unknown: gate input not known, in neither count. \
          No match info: the break-even test was skipped (held) for lack of matched tokens.",
-    )];
+        peaks.join(", "),
+        crate::num::group(r.options.pinned_worse_min_ms as i64),
+    ))];
     for d in &r.deployments {
         let st = &d.stats;
         let cur = &st.current;

@@ -390,3 +390,80 @@ mod tests {
         assert_eq!(svg.matches("<title>").count(), 20);
     }
 }
+
+/// The file name of each deployment's SVG beside `STEM.svg`:
+/// `STEM-NAME.svg`, the name's characters other than ASCII letters,
+/// digits, `-` and `_` made `_`. A name that this changes, or whose safe
+/// form another name shares, also gets 8 hex digits of a hash of the whole
+/// name (`STEM-___-1a2b3c4d.svg`), so names that differ only in other
+/// characters (two non-ASCII names) never share a file; in the unlikely
+/// case two still collide, a counter follows.
+pub fn deployment_file_names(stem: &str, names: &[&str]) -> Vec<String> {
+    let safe: Vec<String> = names
+        .iter()
+        .map(|n| {
+            n.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    // FNV-1a, 64 bits: stable across builds and platforms.
+    let hash = |s: &str| {
+        s.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    };
+    let mut used = std::collections::HashSet::new();
+    names
+        .iter()
+        .zip(&safe)
+        .map(|(name, s)| {
+            let shared = safe.iter().filter(|o| *o == s).count() > 1;
+            let base = if *s == **name && !shared && !s.is_empty() {
+                format!("{stem}-{s}")
+            } else {
+                format!("{stem}-{s}-{:08x}", hash(name) as u32)
+            };
+            let mut file = format!("{base}.svg");
+            let mut i = 2;
+            while !used.insert(file.to_ascii_lowercase()) {
+                file = format!("{base}-{i}.svg");
+                i += 1;
+            }
+            file
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod file_name_tests {
+    use super::deployment_file_names;
+
+    #[test]
+    fn names_are_safe_and_unique() {
+        let f = deployment_file_names("r", &["glm-5-2", "日本", "中文", "a/b", "a_b", "A_B"]);
+        assert_eq!(f[0], "r-glm-5-2.svg");
+        assert!(
+            f[1].starts_with("r-__-") && f[2].starts_with("r-__-"),
+            "{f:?}"
+        );
+        let mut seen: Vec<String> = f.iter().map(|s| s.to_ascii_lowercase()).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), f.len(), "{f:?}");
+        assert!(
+            f.iter().all(|n| n
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))),
+            "{f:?}"
+        );
+        // Stable: the same name gives the same file.
+        assert_eq!(deployment_file_names("r", &["日本"])[0], f[1]);
+    }
+}

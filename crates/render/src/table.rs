@@ -10,10 +10,12 @@ use crate::sections::{Section, gate_dist_sections, recommend_sections, text_hist
 use crate::{Renderer, escape};
 
 /// Terminal tables. No colour: output is the same on a terminal and in a pipe.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Table {
     /// Width to fit in, in columns; `None`: every table at its full width.
     pub width: Option<u16>,
+    /// How the report was made, for its summary.
+    pub run: crate::markdown::RunInfo,
 }
 
 impl Default for Table {
@@ -21,8 +23,22 @@ impl Default for Table {
     fn default() -> Self {
         Table {
             width: columns_env(),
+            run: crate::markdown::RunInfo::default(),
         }
     }
+}
+
+/// Writes the summary that opens a report, under its title.
+fn write_summary(
+    lines: &[crate::summary::SummaryLine],
+    width: Option<u16>,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(w, "Summary")?;
+    for l in crate::summary::terminal_lines(lines, width.map(|w| w.saturating_sub(2))) {
+        writeln!(w, "  {l}")?;
+    }
+    writeln!(w)
 }
 
 /// `$COLUMNS`, when set to a number (at least 40).
@@ -65,20 +81,47 @@ fn table_width(widths: impl Iterator<Item = usize>) -> usize {
     sum + n + 1
 }
 
+/// Whether a cell reads as a figure (digits, a sign, a share, a dash).
+fn figure(c: &str) -> bool {
+    let t = c.trim().trim_start_matches(['-', '−', '+', '≥', '<', '>']);
+    t.is_empty() || t == "–" || t.starts_with(|ch: char| ch.is_ascii_digit())
+}
+
+/// The key columns of a section: the leading columns whose cells are all
+/// text (`deployment`, `config`, `rule`), at most three, at least the
+/// first; a split table repeats them so each part's rows can be matched.
+fn key_columns(s: &Section) -> usize {
+    let n = s.headers.len();
+    // A dash is no figure and no name: it goes with either.
+    let dash = |v: &str| matches!(v.trim(), "–" | "-" | "");
+    let text = |c: usize| {
+        let cells = || s.rows.iter().filter_map(|r| r.get(c));
+        cells().any(|v| !dash(v)) && cells().all(|v| dash(v) || !figure(v))
+    };
+    (1..n.min(3)).take_while(|&c| text(c)).count() + 1
+}
+
 /// The columns of each table a section is drawn as in `width` columns:
 /// all of them when their words fit (cells wrap between words), else
-/// groups that repeat the first (naming) column, so that no word is split.
-fn column_groups(word: &[usize], width: usize) -> Vec<Vec<usize>> {
+/// groups that each repeat the `keys` leading (naming) columns, so that no
+/// word is split and each part's rows name their row.
+fn column_groups(word: &[usize], keys: usize, width: usize) -> Vec<Vec<usize>> {
     let n = word.len();
     if n == 0 || table_width(word.iter().copied()) <= width {
         return vec![(0..n).collect()];
     }
+    // Keys that leave no room for a figure are cut back to the first.
+    let mut keys = keys.clamp(1, n);
+    while keys > 1 && table_width((0..keys).map(|c| word[c]).chain([8])) > width {
+        keys -= 1;
+    }
+    let lead: Vec<usize> = (0..keys).collect();
     let mut groups = Vec::new();
-    let mut g = vec![0];
-    for i in 1..n {
+    let mut g = lead.clone();
+    for i in keys..n {
         let with = table_width(g.iter().chain(std::iter::once(&i)).map(|&c| word[c]));
-        if with > width && g.len() > 1 {
-            groups.push(std::mem::replace(&mut g, vec![0]));
+        if with > width && g.len() > keys {
+            groups.push(std::mem::replace(&mut g, lead.clone()));
         }
         g.push(i);
     }
@@ -87,6 +130,7 @@ fn column_groups(word: &[usize], width: usize) -> Vec<Vec<usize>> {
 }
 
 fn draw(s: &Section, cols: &[usize], word: &[usize], width: Option<u16>) -> comfy_table::Table {
+    let keys = key_columns(s);
     let pick = |row: &[String]| -> Vec<String> {
         cols.iter()
             .map(|&c| row.get(c).cloned().unwrap_or_default())
@@ -109,7 +153,7 @@ fn draw(s: &Section, cols: &[usize], word: &[usize], width: Option<u16>) -> comf
     }
     for (i, &c) in cols.iter().enumerate() {
         if let Some(col) = t.column_mut(i) {
-            if c > 0 {
+            if c >= keys {
                 col.set_cell_alignment(CellAlignment::Right);
             }
             // comfy-table counts the padding in the width.
@@ -170,7 +214,7 @@ pub fn write_sections(
         let groups = if fits(&all) {
             vec![all]
         } else {
-            column_groups(&word, width.map_or(usize::MAX, usize::from))
+            column_groups(&word, key_columns(s), width.map_or(usize::MAX, usize::from))
         };
         for cols in &groups {
             let wd = if fits(cols) { None } else { width };
@@ -200,6 +244,11 @@ fn plain(s: &Section) -> Section {
 
 impl Renderer for Table {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
+        write_summary(
+            &crate::summary::gate_dist_summary(report, &self.run),
+            self.width,
+            w,
+        )?;
         let mut sections = vec![crate::sections::findings_section(&report.findings)];
         sections.extend(gate_dist_sections(report));
         write_sections(&sections, self.width, w)?;
@@ -219,6 +268,11 @@ impl Renderer for Table {
     }
 
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
+        write_summary(
+            &crate::summary::recommend_summary(report, &self.run),
+            self.width,
+            w,
+        )?;
         let mut sections = vec![crate::sections::findings_section(&report.findings)];
         sections.extend(recommend_sections(report));
         write_sections(&sections, self.width, w)?;

@@ -55,10 +55,12 @@ use gatecal_filter::Config;
 use saphyr_parser::{Event, Parser, ScalarStyle};
 use serde_json::{Map, Number, Value};
 
+pub(crate) mod era;
 mod error;
 pub(crate) mod producers;
 pub(crate) mod writer;
 
+pub use era::ConfigEra;
 pub use error::EppConfigError;
 
 /// The filter's plugin type.
@@ -484,6 +486,9 @@ pub struct FoundFilter {
     pub path: String,
     /// The parameter names the entry sets itself (the rest are defaults).
     pub keys: Vec<String>,
+    /// The filter's older era the entry is of, when it is (its keys, or
+    /// the chart it sits in), whose defaults it was read with.
+    pub era: Option<ConfigEra>,
     /// Index of the text it was parsed from in the file's texts.
     doc: usize,
     /// The plugin entry.
@@ -607,12 +612,17 @@ fn search(
             .and_then(Node::as_str)
             .unwrap_or(PLUGIN_TYPE)
             .to_string();
-        let params = p.get("parameters").map_or(Value::Null, Node::to_value);
+        let mut params = p.get("parameters").map_or(Value::Null, Node::to_value);
         check_finite(&params, &mut format!("plugins[{i}].parameters"))?;
-        let config = Config::from_value(&params).map_err(|error| EppConfigError::Config {
+        let config_error = |error| EppConfigError::Config {
             plugin: name.clone(),
             error,
-        })?;
+        };
+        let era = era::recognise(&mut params, prefix).map_err(config_error)?;
+        let mut config = Config::from_value(&params).map_err(config_error)?;
+        if let Some((_, defaults)) = &era {
+            era::apply(&mut config, defaults);
+        }
         if let Some((parameter, value, range)) = gatecal_filter::outside_range(&config) {
             return Err(EppConfigError::OutOfRange {
                 plugin: name,
@@ -629,6 +639,7 @@ fn search(
             name,
             config,
             keys,
+            era: era.map(|(e, _)| e),
             path: format!("{prefix}plugins[{i}]"),
             doc,
             entry: p.clone(),
@@ -731,9 +742,17 @@ fn no_filter(texts: &Texts) -> EppConfigError {
 /// template would explain (not YAML, no filter found) becomes
 /// [`EppConfigError::HelmTemplate`] when a line holds a `{{ … }}` action.
 fn explain_template(text: &str, e: EppConfigError) -> EppConfigError {
+    // `key: {{ .Values.x }}` is valid YAML, a mapping, which the filter's
+    // decoder then refuses.
     if !matches!(
         e,
-        EppConfigError::Yaml(_) | EppConfigError::NoFilter | EppConfigError::EmbeddedYaml { .. }
+        EppConfigError::Yaml(_)
+            | EppConfigError::NoFilter
+            | EppConfigError::EmbeddedYaml { .. }
+            | EppConfigError::Config {
+                error: gatecal_filter::ConfigError::Unmarshal(_),
+                ..
+            }
     ) {
         return e;
     }
@@ -798,6 +817,8 @@ pub struct FilterEntry {
     pub config: Config,
     /// The parameter names the entry sets itself (the rest are defaults).
     pub keys: Vec<String>,
+    /// The filter's older era the entry is of, if any.
+    pub era: Option<ConfigEra>,
 }
 
 /// [`filters_from_yaml`], with the parameter names each entry sets.
@@ -808,6 +829,7 @@ pub fn filter_entries_from_yaml(text: &str) -> Result<Vec<FilterEntry>, EppConfi
             name: f.name,
             config: f.config,
             keys: f.keys,
+            era: f.era,
         })
         .collect())
 }
@@ -1107,7 +1129,10 @@ schedulingProfiles:
     fn helm_templates_are_named() {
         let broken = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ include \"epp.fullname\" . }}\ndata:\n{{- toYaml .Values.epp.config | nindent 2 }}\n";
         let valid = "kind: ConfigMap\ndata:\n  config.yaml: |\n    {{ .Values.pluginsConfig }}\n";
-        for (y, line) in [(broken, 4), (valid, 4)] {
+        // An action as a parameter's value is a YAML mapping the filter's
+        // decoder refuses.
+        let value = "kind: ConfigMap\ndata:\n  c.yaml: |\n    plugins:\n    - type: prefix-cache-affinity-filter\n      parameters:\n        maxTTFTPenaltyMs: {{ .Values.penalty }}\n";
+        for (y, line) in [(broken, 4), (valid, 4), (value, 7)] {
             let e = filters_from_yaml(y).unwrap_err();
             assert_eq!(e, EppConfigError::HelmTemplate(line), "{y}");
             let m = e.to_string();

@@ -81,6 +81,10 @@ pub struct SourcedConfig {
     pub parameter_sources: BTreeMap<String, ParamSource>,
     /// Parameters whose logged value differs from a file's or flag's.
     pub log_disagreements: Vec<ConfigDisagreement>,
+    /// The filter's older era a config file's entry is of, whose defaults
+    /// it was read with (`config.era`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub era: Option<crate::ConfigEra>,
 }
 
 impl SourcedConfig {
@@ -95,6 +99,7 @@ impl SourcedConfig {
             parameters,
             parameter_sources,
             log_disagreements: Vec::new(),
+            era: None,
         }
     }
 

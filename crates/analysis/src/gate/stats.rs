@@ -82,7 +82,7 @@ impl Distribution {
     }
 }
 
-/// Decisions that stayed pinned while the gate input was in `[min_ms, max_ms)`.
+/// Decisions that stayed pinned while the gate input was in `[min_ms, max_ms]`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PinnedWorse {
     /// Lower edge (ms), `--pinned-worse-min`.
@@ -287,7 +287,9 @@ pub struct WhatIfResult {
     pub released: u64,
     /// `released` over all decisions.
     pub released_share: f64,
-    /// Decisions pinned with gate input in `[min_ms, bar)`.
+    /// Decisions held under this config with the gate input at the
+    /// reference peak (the config in force's) at least the pinned-worse
+    /// minimum.
     pub pinned_worse: u64,
     /// `pinned_worse` over all decisions.
     pub pinned_worse_share: f64,
@@ -383,8 +385,18 @@ struct WhatIfAcc {
 }
 
 impl WhatIfAcc {
-    /// Counts one replay of a sample under `c`.
-    fn count(&mut self, c: &Config, r: &crate::gate::whatif::Replayed, pinned_min_ms: f64) {
+    /// Counts one replay of a sample under `c`. Pinned-worse is measured
+    /// at the reference peak, the config in force's: `reference_ms` is the
+    /// sample's gate input there, so every row's pinned share counts the
+    /// same gate inputs (a row at another peak holds or releases at its
+    /// own, but what holding costs is the deployment's).
+    fn count(
+        &mut self,
+        c: &Config,
+        r: &crate::gate::whatif::Replayed,
+        reference_ms: Option<f64>,
+        pinned_min_ms: f64,
+    ) {
         self.mode = Some(c.penalty_mode);
         agree(&mut self.max, c.max_ttft_penalty_ms);
         agree(&mut self.peak, c.peak_prefill_throughput);
@@ -394,11 +406,7 @@ impl WhatIfAcc {
                 if o.is_release() {
                     self.released += 1;
                 }
-                let bar = pinned_worse_bar(c);
-                if o == Outcome::Sticky
-                    && r.gate_input_ms
-                        .is_some_and(|g| g >= pinned_min_ms && g < bar)
-                {
+                if o == Outcome::Sticky && reference_ms.is_some_and(|g| g >= pinned_min_ms) {
                     self.pinned_worse += 1;
                 }
             }
@@ -491,6 +499,9 @@ pub struct StatsAcc {
     /// [`StatsAcc::add_candidates`]).
     candidates: Vec<CandidateAcc>,
     traced: TracedAcc,
+    /// The gate input of the sample last added at the reference peak (the
+    /// config in force's), for its candidates' pinned-worse.
+    reference_ms: Option<f64>,
 }
 
 impl StatsAcc {
@@ -517,6 +528,7 @@ impl StatsAcc {
             current: WhatIfAcc::default(),
             candidates: Vec::new(),
             traced: TracedAcc::default(),
+            reference_ms: None,
         }
     }
 
@@ -548,9 +560,11 @@ impl StatsAcc {
         if s.outcome.is_some_and(Outcome::is_release) {
             self.released += 1;
         }
+        // Held at a gate input equal to the bar is pinned (the filter
+        // releases only strictly above it): `[min, bar]`.
         if s.outcome == Some(Outcome::Sticky)
             && s.gate_input_ms
-                .is_some_and(|g| g >= self.pinned_min_ms && g < bar)
+                .is_some_and(|g| g >= self.pinned_min_ms && g <= bar)
         {
             self.pinned_worse += 1;
         }
@@ -624,11 +638,14 @@ impl StatsAcc {
             self.censored.record(m);
         }
 
-        self.current.count(config, &in_force, self.pinned_min_ms);
+        let reference = in_force.gate_input_ms;
+        self.reference_ms = reference;
+        self.current
+            .count(config, &in_force, reference, self.pinned_min_ms);
 
         for (acc, spec) in self.what_if.iter_mut().zip(specs) {
             let c = spec.apply(config);
-            acc.count(&c, &replay(s, &c), self.pinned_min_ms);
+            acc.count(&c, &replay(s, &c), reference, self.pinned_min_ms);
         }
     }
 
@@ -644,7 +661,9 @@ impl StatsAcc {
         }
         for (acc, (_, c)) in self.candidates.iter_mut().zip(candidates) {
             match c {
-                Ok(c) => acc.acc.count(c, &replay(s, c), self.pinned_min_ms),
+                Ok(c) => acc
+                    .acc
+                    .count(c, &replay(s, c), self.reference_ms, self.pinned_min_ms),
                 Err(e) => {
                     acc.invalid += 1;
                     acc.error.get_or_insert_with(|| e.clone());

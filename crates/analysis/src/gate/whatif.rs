@@ -105,7 +105,7 @@ pub fn replay(sample: &GateSample, config: &Config) -> Replayed {
     }
 }
 
-/// The `[min, bar)` range in which a pinned decision counts as pinned-worse
+/// The `[min, bar]` range in which a pinned decision counts as pinned-worse
 /// under `config`: the static bar, or the ceiling in matched-tokens mode
 /// (unbounded when the ceiling is 0).
 pub fn pinned_worse_bar(config: &Config) -> f64 {
