@@ -262,7 +262,7 @@ impl Renderer for Csv {
         // One line per deployment and row (current, static, matchedTokens, candidates).
         writeln!(
             w,
-            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings,source_disagreements,matched_token_sources"
+            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings,source_disagreements,matched_token_sources,predicted_ttft_p50_ms,predicted_ttft_p50_low_ms,predicted_ttft_p50_high_ms,predicted_ttft_p90_ms,predicted_ttft_p90_low_ms,predicted_ttft_p90_high_ms,predicted_ttft_p99_ms,predicted_ttft_p99_low_ms,predicted_ttft_p99_high_ms,predicted_ttft_mean_ms,predicted_ttft_n,predicted_prefix_hit_share,observed_ttft_n,observed_ttft_p50_ms,observed_ttft_p90_ms,observed_ttft_p99_ms"
         )?;
         for d in &report.deployments {
             let p = &d.peak_prefill_throughput;
@@ -276,13 +276,10 @@ impl Renderer for Csv {
                 .collect::<Vec<_>>()
                 .join(" | ");
             for r in &d.rows {
-                let recommended = d.recommended.as_ref().is_some_and(|x| {
-                    r.kind != gatecal_analysis::RowKind::Current
-                        && r.kind != gatecal_analysis::RowKind::Candidate
-                        && x.params.penalty_mode == r.penalty_mode
-                        && x.params.max_ttft_penalty_ms == r.max_ttft_penalty_ms
-                        && x.params.peak_prefill_throughput == r.peak_prefill_throughput
-                });
+                let recommended = d.recommended.as_ref().is_some_and(|x| x.row == r.label);
+                let pr = r.predicted_ttft_ms.as_ref();
+                let pv = |f: fn(&gatecal_analysis::PredictedTtft) -> f64| opt(pr.map(f));
+                let o = &d.observed_ttft_ms;
                 let kind = serde_json::to_value(r.kind)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
@@ -317,6 +314,22 @@ impl Renderer for Csv {
                     d.warnings.len().to_string(),
                     field(&disagreements),
                     field(&crate::sections::matched_sources(d)),
+                    pv(|p| p.p50),
+                    pv(|p| p.interval.p50[0]),
+                    pv(|p| p.interval.p50[1]),
+                    pv(|p| p.p90),
+                    pv(|p| p.interval.p90[0]),
+                    pv(|p| p.interval.p90[1]),
+                    pv(|p| p.p99),
+                    pv(|p| p.interval.p99[0]),
+                    pv(|p| p.interval.p99[1]),
+                    pv(|p| p.mean),
+                    pr.map(|p| p.n.to_string()).unwrap_or_default(),
+                    opt(r.predicted_prefix_hit_share),
+                    o.n.to_string(),
+                    opt(o.p50),
+                    opt(o.p90),
+                    opt(o.p99),
                 ];
                 writeln!(w, "{}", row.join(","))?;
             }

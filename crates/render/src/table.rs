@@ -219,7 +219,7 @@ impl Renderer for Table {
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         write_sections(&recommend_sections(report), self.width, w)?;
         for d in &report.deployments {
-            let Some(rec) = &d.recommended else { continue };
+            let Some(rec) = &d.paste else { continue };
             writeln!(
                 w,
                 "EPP plugin parameters to paste, {}:",

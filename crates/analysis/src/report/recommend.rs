@@ -69,17 +69,20 @@ use crate::input::{DecisionInput, MatchedSource, ProducerBlockSizes};
 use crate::peak::agreement::LineHitRates;
 use crate::peak::prometheus::{PromEstimator, PromSeries};
 use crate::peak::throughput::{PeakEstimate, PeakSource, VllmEstimator};
+use crate::predict::per_deployment::{MAX_REPLAY_REQUESTS_TOTAL, Objective, Requests};
 use crate::report::gate_dist::InputSummary;
 
 mod bar;
 mod deployment;
 mod schema;
 
-pub use schema::{DeploymentRec, RecommendReport, RowKind, VllmCut};
+pub use schema::{
+    DeploymentRec, Gain, ModeParams, Paste, RecommendReport, Recommended, Row, RowKind, VllmCut,
+};
 use schema::{MAX_VLLM_LINES, PeakReport};
 
 /// The schema id of the JSON report.
-pub const SCHEMA: &str = "gatecal.recommend/v2";
+pub const SCHEMA: &str = "gatecal.recommend/v3";
 
 /// Fewer saturated intervals than this is thin evidence.
 pub const THIN_SATURATED_INTERVALS: u64 = 30;
@@ -113,6 +116,12 @@ pub struct RecommendOptions {
     /// The prefix producers' block sizes: per deployment, or under `""`
     /// for every other one (the upstream defaults when absent).
     pub block_sizes: BTreeMap<String, ProducerBlockSizes>,
+    /// `--objective`: what the choice by predicted TTFT minimises.
+    pub objective: Objective,
+    /// `--choose LABEL`: the row to paste instead of the recommendation.
+    pub choose: Option<String>,
+    /// `--mode`: the family to paste.
+    pub mode: Option<PenaltyMode>,
 }
 
 impl Default for RecommendOptions {
@@ -126,6 +135,9 @@ impl Default for RecommendOptions {
             candidates: Vec::new(),
             time_range: crate::report::gate_dist::TimeRange::default(),
             block_sizes: BTreeMap::new(),
+            objective: Objective::default(),
+            choose: None,
+            mode: None,
         }
     }
 }
@@ -242,6 +254,8 @@ struct Dep {
     with_sticky: u64,
     /// Decisions with matched tokens, by source.
     sources: BTreeMap<MatchedSource, u64>,
+    /// The requests, for the observed and predicted TTFT.
+    requests: Requests,
 }
 
 /// The calibration in progress.
@@ -272,6 +286,8 @@ pub struct Recommend {
     pods: HashMap<String, String>,
     sink: Option<crate::report::records::RecordSink>,
     cap: crate::input::pool::DeploymentCap,
+    /// Requests the replay may still keep, all deployments together.
+    room: usize,
 }
 
 impl InOrder for Recommend {
@@ -316,6 +332,7 @@ impl Recommend {
             pods: HashMap::new(),
             sink: None,
             cap: crate::input::pool::DeploymentCap::default(),
+            room: MAX_REPLAY_REQUESTS_TOTAL,
         }
     }
 
@@ -367,10 +384,15 @@ impl Recommend {
             }
         }
         self.routed.push_decision(&d);
-        let (recon, deps, sink, opts) =
-            (&mut self.recon, &mut self.deps, &mut self.sink, &self.opts);
+        let (recon, deps, sink, opts, room) = (
+            &mut self.recon,
+            &mut self.deps,
+            &mut self.sink,
+            &self.opts,
+            &mut self.room,
+        );
         self.in_force
-            .push(d, &mut |sc, d| handle(recon, deps, sink, opts, sc, d));
+            .push(d, &mut |sc, d| handle(recon, deps, sink, opts, room, sc, d));
     }
 
     /// Adds one vLLM stats line.
@@ -413,10 +435,15 @@ impl Recommend {
         input.duplicates.prometheus_conflicts = self.prometheus.conflicting_samples();
         input.prometheus_samples_dropped = self.prometheus.dropped;
         self.drain();
-        let (recon, deps, sink, opts) =
-            (&mut self.recon, &mut self.deps, &mut self.sink, &self.opts);
+        let (recon, deps, sink, opts, room) = (
+            &mut self.recon,
+            &mut self.deps,
+            &mut self.sink,
+            &self.opts,
+            &mut self.room,
+        );
         self.in_force
-            .finish(&mut |sc, d| handle(recon, deps, sink, opts, sc, d));
+            .finish(&mut |sc, d| handle(recon, deps, sink, opts, room, sc, d));
         for (name, dep) in self.deps.iter_mut() {
             self.in_force.late_disagreements(name, &mut dep.shown);
         }
@@ -475,7 +502,13 @@ impl Recommend {
                 disagreements.extend(crate::peak::agreement::hit_rate(l, p));
             }
             let conflict = prom_conflicts.remove(&name);
-            let mut rec = self.deployment(name, dep, config, peak);
+            let block = self.opts.block_sizes_of(&name).approximate_producer.tokens;
+            let engine = self.deps.get_mut(&name).map(|d| {
+                d.requests
+                    .engine(peak.value, config.parameters.affinity_threshold, block)
+            });
+            let dep = self.deps.get(&name);
+            let mut rec = self.deployment(name, dep, config, peak, engine.as_ref());
             rec.warnings.extend(conflict);
             rec.warnings
                 .extend(disagreements.iter().map(|d| d.message.clone()));
@@ -563,6 +596,7 @@ fn handle(
     deps: &mut BTreeMap<String, Dep>,
     sink: &mut Option<crate::report::records::RecordSink>,
     opts: &RecommendOptions,
+    room: &mut usize,
     sc: &SourcedConfig,
     mut d: DecisionInput,
 ) {
@@ -583,7 +617,9 @@ fn handle(
         logged_released: 0,
         with_sticky: 0,
         sources: BTreeMap::new(),
+        requests: Requests::default(),
     });
+    dep.requests.push(&d, room);
     dep.shown.note(d.filter.as_deref(), sc);
     if s.outcome.is_some_and(Outcome::is_release) {
         dep.logged_released += 1;
@@ -692,7 +728,7 @@ mod tests {
         }
         let rep = r.finish(InputSummary::default());
         let d = &rep.deployments[0];
-        assert_eq!(rep.schema, "gatecal.recommend/v2");
+        assert_eq!(rep.schema, "gatecal.recommend/v3");
         assert_eq!(d.peak_prefill_throughput.source, PeakSource::User);
         assert_eq!(d.break_even_ms.count, 5);
         assert!((d.break_even_ms.p50.unwrap() - 1440.0).abs() < 1.0);
@@ -907,11 +943,19 @@ mod tests {
                 .unwrap()
                 .contains("-v=5")
         );
-        assert!(d.rows.iter().all(|r| r.kind == RowKind::Current));
+        // The static sweep at the configured peak, nothing derived.
+        assert!(
+            d.rows
+                .iter()
+                .all(|r| matches!(r.kind, RowKind::Current | RowKind::StaticSweep))
+        );
+        assert_eq!(d.rows.len(), 6);
         assert!(
             d.warnings
                 .iter()
                 .any(|w| w.starts_with("no recommendation"))
         );
+        // No evidence of the peak and no bar: nothing to paste.
+        assert_eq!(d.paste, None);
     }
 }
