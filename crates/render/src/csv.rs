@@ -126,9 +126,19 @@ fn header() -> Vec<String> {
     for o in Outcome::ALL {
         h.push(format!("outcome_{}", o.as_str()));
     }
+    h.extend(TTFT.iter().map(|s| s.to_string()));
     h.extend(TAIL.iter().map(|s| s.to_string()));
     h
 }
+
+/// The observed TTFT of a deployment's `in_force` row (empty on the
+/// others).
+const TTFT: [&str; 4] = [
+    "observed_ttft_n",
+    "observed_ttft_p50_ms",
+    "observed_ttft_p90_ms",
+    "observed_ttft_p99_ms",
+];
 
 /// The last columns: which config a replayed row is (`current`, the
 /// candidate's label, empty for the what-ifs and `in_force`), and why a
@@ -137,7 +147,13 @@ const TAIL: [&str; 2] = ["config", "config_error"];
 
 /// The rows of one set of decisions: `in_force` (the figures as the
 /// deployment ran), then one per what-if.
-fn rows(name: &str, window: Option<(f64, f64)>, peak: Option<f64>, s: &Stats) -> Vec<Vec<String>> {
+fn rows(
+    name: &str,
+    window: Option<(f64, f64)>,
+    peak: Option<f64>,
+    s: &Stats,
+    observed: Option<&gatecal_analysis::ObservedTtft>,
+) -> Vec<Vec<String>> {
     let (ws, we) = window.map_or((String::new(), String::new()), |(a, b)| {
         (rfc3339(a), rfc3339(b))
     });
@@ -201,6 +217,10 @@ fn rows(name: &str, window: Option<(f64, f64)>, peak: Option<f64>, s: &Stats) ->
     for o in Outcome::ALL {
         r.push(s.outcomes.get(o.as_str()).copied().unwrap_or(0).to_string());
     }
+    match observed {
+        Some(o) => r.extend([o.n.to_string(), opt(o.p50), opt(o.p90), opt(o.p99)]),
+        None => r.extend(TTFT.map(|_| String::new())),
+    }
     r.extend([String::new(), String::new()]);
     let width = r.len();
     let mut out = vec![r];
@@ -245,17 +265,24 @@ impl Renderer for Csv {
         };
         for d in &report.deployments {
             let peak = Some(d.config.parameters.peak_prefill_throughput);
-            put(rows(&d.name, None, peak, &d.stats))?;
+            put(rows(
+                &d.name,
+                None,
+                peak,
+                &d.stats,
+                Some(&d.observed_ttft_ms),
+            ))?;
             for win in &d.windows {
                 put(rows(
                     &d.name,
                     Some((win.start_ts, win.end_ts)),
                     peak,
                     &win.stats,
+                    None,
                 ))?;
             }
         }
-        put(rows("overall", None, None, &report.overall.stats))
+        put(rows("overall", None, None, &report.overall.stats, None))
     }
 
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {

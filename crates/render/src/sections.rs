@@ -8,6 +8,7 @@ use crate::num::{bar, count, count_pct, ms, pct, utc};
 
 mod histogram;
 mod recommend;
+mod ttft;
 
 pub use histogram::{DISPLAY_BINS, display_bins, text_histogram};
 pub use recommend::{matched_sources, producer_block_sizes, recommend_sections};
@@ -588,6 +589,13 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
             notes: Vec::new(),
         });
     }
+    out.push(ttft::observed_section(r.deployments.iter().map(|d| {
+        (
+            d.name.as_str(),
+            &d.observed_ttft_ms,
+            &d.observed_ttft_by_endpoint_ms,
+        )
+    })));
     out
 }
 

@@ -38,6 +38,9 @@ pub const MAX_REPLAY_REQUESTS: usize = 131_072;
 pub const MAX_REPLAY_REQUESTS_TOTAL: usize = 524_288;
 /// Endpoints per deployment whose observed TTFT is shown on its own.
 pub const MAX_OBSERVED_ENDPOINTS: usize = 256;
+/// The fitted speed's interval, relative to it, from which the replay is
+/// run at its ends too.
+pub const MIN_REPLAYED_INTERVAL: f64 = 0.01;
 /// Request-id fingerprints remembered per deployment.
 pub const MAX_IDS: usize = 1 << 22;
 
@@ -250,63 +253,50 @@ pub struct SelfCheck {
     pub passed: bool,
 }
 
-/// The requests of one deployment, as the decisions arrive.
+/// The observed TTFT of one deployment's requests, as the decisions
+/// arrive: each request id once.
 #[derive(Default)]
-pub struct Requests {
+pub struct Observed {
     ids: FxHashSet<u64>,
-    seen: Vec<Seen>,
-    cut: u64,
-    observed: Option<SignedHistogram>,
+    all: Option<SignedHistogram>,
     by_endpoint: BTreeMap<String, SignedHistogram>,
 }
 
-fn fingerprint(id: &str) -> u64 {
-    FxBuildHasher.hash_one(id)
-}
-
-impl Requests {
-    /// Adds one counted decision; `room` is what is left of
-    /// [`MAX_REPLAY_REQUESTS_TOTAL`]. A decision without a request id, or
-    /// of a request already seen, adds nothing.
-    pub fn push(&mut self, d: &DecisionInput, room: &mut usize) {
-        let Some(rid) = d.request_id.as_deref() else {
-            return;
-        };
-        let Some(seen) = Seen::from_decision(d) else {
-            return;
+impl Observed {
+    /// Adds the decision of request `id`, sent to `chosen`, with its
+    /// observed TTFT; `false` (and nothing added) for a request already
+    /// seen or a decision without a request id.
+    pub fn push(&mut self, id: Option<&str>, chosen: Option<&str>, ttft_ms: Option<f64>) -> bool {
+        let Some(rid) = id else {
+            return false;
         };
         if self.ids.len() >= MAX_IDS {
             self.ids.clear();
         }
         if !self.ids.insert(fingerprint(rid)) {
-            return;
+            return false;
         }
-        if let Some(t) = d.observed_ttft_ms.filter(|t| t.is_finite() && *t >= 0.0) {
-            self.observed
-                .get_or_insert_with(SignedHistogram::new)
-                .record(t);
-            let n = self.by_endpoint.len();
-            match self.by_endpoint.get_mut(&seen.chosen) {
-                Some(h) => h.record(t),
-                None if n < MAX_OBSERVED_ENDPOINTS => {
-                    let mut h = SignedHistogram::new();
-                    h.record(t);
-                    self.by_endpoint.insert(seen.chosen.clone(), h);
+        if let Some(t) = ttft_ms.filter(|t| t.is_finite() && *t >= 0.0) {
+            self.all.get_or_insert_with(SignedHistogram::new).record(t);
+            if let Some(ep) = chosen {
+                let n = self.by_endpoint.len();
+                match self.by_endpoint.get_mut(ep) {
+                    Some(h) => h.record(t),
+                    None if n < MAX_OBSERVED_ENDPOINTS => {
+                        let mut h = SignedHistogram::new();
+                        h.record(t);
+                        self.by_endpoint.insert(ep.to_string(), h);
+                    }
+                    None => {}
                 }
-                None => {}
             }
         }
-        if self.seen.len() < MAX_REPLAY_REQUESTS && *room > 0 {
-            *room -= 1;
-            self.seen.push(seen);
-        } else {
-            self.cut += 1;
-        }
+        true
     }
 
-    /// The observed TTFT of the deployment.
-    pub fn observed(&self) -> ObservedTtft {
-        match &self.observed {
+    /// The deployment's observed TTFT.
+    pub fn summary(&self) -> ObservedTtft {
+        match &self.all {
             Some(h) if h.count() > 0 => {
                 let r = h.recorded();
                 ObservedTtft {
@@ -328,7 +318,7 @@ impl Requests {
     }
 
     /// The observed TTFT of each endpoint with one.
-    pub fn observed_by_endpoint(&self) -> BTreeMap<String, EndpointTtft> {
+    pub fn by_endpoint(&self) -> BTreeMap<String, EndpointTtft> {
         self.by_endpoint
             .iter()
             .filter(|(_, h)| h.count() > 0)
@@ -345,6 +335,52 @@ impl Requests {
                 )
             })
             .collect()
+    }
+}
+
+/// The requests of one deployment, as the decisions arrive.
+#[derive(Default)]
+pub struct Requests {
+    observed: Observed,
+    seen: Vec<Seen>,
+    cut: u64,
+}
+
+fn fingerprint(id: &str) -> u64 {
+    FxBuildHasher.hash_one(id)
+}
+
+impl Requests {
+    /// Adds one counted decision; `room` is what is left of
+    /// [`MAX_REPLAY_REQUESTS_TOTAL`]. A decision without a request id, or
+    /// of a request already seen, adds nothing.
+    pub fn push(&mut self, d: &DecisionInput, room: &mut usize) {
+        if !self.observed.push(
+            d.request_id.as_deref(),
+            d.chosen.as_deref(),
+            d.observed_ttft_ms,
+        ) {
+            return;
+        }
+        let Some(seen) = Seen::from_decision(d) else {
+            return;
+        };
+        if self.seen.len() < MAX_REPLAY_REQUESTS && *room > 0 {
+            *room -= 1;
+            self.seen.push(seen);
+        } else {
+            self.cut += 1;
+        }
+    }
+
+    /// The observed TTFT of the deployment.
+    pub fn observed(&self) -> ObservedTtft {
+        self.observed.summary()
+    }
+
+    /// The observed TTFT of each endpoint with one.
+    pub fn observed_by_endpoint(&self) -> BTreeMap<String, EndpointTtft> {
+        self.observed.by_endpoint()
     }
 
     /// The engine fitted to the requests kept, ready to predict. `peak` is
@@ -430,7 +466,14 @@ impl Engine {
         config: &Config,
     ) -> Option<(PredictedTtft, Option<f64>)> {
         let m = self.engine.as_ref()?;
-        let interval = self.fit.and_then(|f| f.tokens_per_s_interval);
+        // The speed's interval moves every TTFT by its relative width at
+        // most; under 1 % that is inside the rank interval, and the two
+        // replays at its ends are not run.
+        let interval = self
+            .fit
+            .and_then(|f| f.tokens_per_s_interval.map(|i| (i, f.tokens_per_s)))
+            .filter(|&([lo, hi], v)| (hi - lo) / v > MIN_REPLAYED_INTERVAL)
+            .map(|(i, _)| i);
         let p = predict(&self.w, current, config, &Picker::default(), m, interval)?;
         Some((PredictedTtft::of(&p), p.prefix_hit_share))
     }

@@ -164,7 +164,15 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
                 .collect::<Vec<_>>(),
         ),
     });
-    out.push(observed_section(r));
+    out.push(super::ttft::observed_section(r.deployments.iter().map(
+        |d| {
+            (
+                d.name.as_str(),
+                &d.observed_ttft_ms,
+                &d.observed_ttft_by_endpoint_ms,
+            )
+        },
+    )));
     let mut rows = Vec::new();
     for d in &r.deployments {
         for row in &d.rows {
@@ -351,45 +359,4 @@ fn model_notes(d: &DeploymentRec) -> Vec<Note> {
 
 fn tps_cell(v: f64) -> String {
     crate::num::group(v.round() as i64)
-}
-
-/// The observed TTFT, per deployment and per endpoint.
-fn observed_section(r: &RecommendReport) -> Section {
-    let mut rows = Vec::new();
-    let mut notes = Vec::new();
-    for d in &r.deployments {
-        let o = &d.observed_ttft_ms;
-        rows.push(vec![
-            d.name.clone(),
-            s("all"),
-            count(o.n),
-            ms(o.p50),
-            ms(o.p90),
-            ms(o.p99),
-        ]);
-        for (e, t) in &d.observed_ttft_by_endpoint_ms {
-            rows.push(vec![
-                d.name.clone(),
-                e.clone(),
-                count(t.n),
-                ms(t.p50),
-                ms(t.p90),
-                ms(t.p99),
-            ]);
-        }
-        notes.push(Note::about(&d.name, o.source.clone()));
-    }
-    Section {
-        title: s("Observed TTFT (ms): request received at the EPP to its first response body"),
-        headers: vec![
-            s("deployment"),
-            s("endpoint"),
-            s("requests"),
-            s("p50"),
-            s("p90"),
-            s("p99"),
-        ],
-        rows,
-        notes: lines(&notes),
-    }
 }

@@ -806,6 +806,29 @@ impl Recommend {
             });
         }
         let family = mode.unwrap_or(PenaltyMode::Static);
+        // A recommendation by predicted TTFT in the other family: that
+        // family's row with the lowest prediction.
+        if let Some(rec) = recommended
+            && rec.gain_ms.is_some()
+            && let Some(r) = rows
+                .iter()
+                .filter(|r| r.error.is_none() && r.penalty_mode == family)
+                .filter_map(|r| Some((r, r.predicted_ttft_ms.as_ref()?.at(objective).0)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(r, _)| r)
+        {
+            return Some(make(
+                r,
+                format!(
+                    "{}: --mode {}: the lowest predicted TTFT {} of that family (the recommendation is {}); {}",
+                    r.label,
+                    family.as_str(),
+                    objective.as_str(),
+                    rec.row,
+                    did(r)
+                ),
+            ));
+        }
         let find = |k: RowKind| rows.iter().find(|r| r.kind == k && r.error.is_none());
         let pick = match family {
             PenaltyMode::MatchedTokens => find(RowKind::MatchedTokens)
