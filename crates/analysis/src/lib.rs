@@ -87,6 +87,8 @@ pub use gate::reorder::Reorder;
 pub use gate::sample::Replay;
 pub use gate::stats::{Distribution, MIN_QUANTILE_SAMPLE, Stats, WhatIfResult};
 pub use gate::whatif::{CandidateConfig, CandidateSource, WhatIfSpec, matched_tokens_specs};
+/// `penaltyMode`, as `recommend --mode` takes it.
+pub use gatecal_filter::PenaltyMode;
 pub use input::dedup::{DecisionKey, DuplicateCheck, Duplicates, MAX_FINGERPRINTS};
 pub use input::pool::{MAX_DEPLOYMENTS, MAX_POOLED_NAMES, OTHER_DEPLOYMENT, Pooled};
 pub use input::{BlockSize, BlockSizeSource, DecisionInput, ProducerBlockSizes, ScoredEndpoint};
@@ -95,10 +97,14 @@ pub use peak::prometheus::{
     read_query_range,
 };
 pub use peak::throughput::{PeakSource, VllmEstimator, from_calibration_text};
+pub use predict::per_deployment::{
+    EndpointTtft, Objective, ObservedTtft, PredictedTtft, SelfCheck, TtftModel,
+};
 pub use report::gate_dist::{
     GateDist, GateDistOptions, GateDistReport, HistogramBins, InputSummary, TimeRange, TraceSummary,
 };
 pub use report::recommend::{
-    DeploymentRec, MISSING_MATCHED, Recommend, RecommendOptions, RecommendReport, RowKind, VllmCut,
+    DeploymentRec, Gain, MISSING_MATCHED, ModeParams, Paste, Recommend, RecommendOptions,
+    RecommendReport, Recommended, Row, RowKind, VllmCut,
 };
 pub use report::records::RecordSink;

@@ -719,3 +719,38 @@ fn another_filter_instance_against_the_log_is_warned_about() {
         }])
     );
 }
+
+/// The TTFT the log observed, per deployment and endpoint, the same in
+/// both binaries; a log without response lines says so and shows none.
+#[test]
+fn observed_ttft_from_the_response_lines() {
+    let v = json(&[&fixture("demo/glm-like.log.gz"), "--format", "json"]);
+    let d = &v["deployments"][0];
+    let o = &d["observed_ttft_ms"];
+    assert_eq!(o["n"], 1168);
+    let q = |k: &str| o[k].as_f64().unwrap();
+    assert!(q("p50") < q("p90") && q("p90") < q("p99"), "{o}");
+    let by = d["observed_ttft_by_endpoint_ms"].as_object().unwrap();
+    assert_eq!(
+        by.values().map(|e| e["n"].as_u64().unwrap()).sum::<u64>(),
+        1168
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+        .args([&fixture("demo/glm-like.log.gz"), "--format", "csv"])
+        .output()
+        .unwrap();
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = header
+        .iter()
+        .position(|h| *h == "observed_ttft_p90_ms")
+        .unwrap();
+    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    assert_eq!(row[col].parse::<f64>().unwrap(), q("p90"));
+    // Decision records without first tokens: none, and why.
+    let v = json(&[&fixture("demo/glm-like.truth.jsonl.gz"), "--format", "json"]);
+    let o = &v["deployments"][0]["observed_ttft_ms"];
+    assert_eq!(o["n"], 0);
+    assert!(o["p50"].is_null());
+    assert!(o["source"].as_str().unwrap().starts_with("none"));
+}

@@ -66,6 +66,22 @@ pub struct Args {
     #[arg(long, value_name = "[DEPLOYMENT=]FILE")]
     pub emit_config: Vec<String>,
 
+    /// What the choice by predicted TTFT minimises: the p50, p90 or p99 of
+    /// the TTFT the replay predicts, or its mean.
+    #[arg(long, value_enum, default_value = "p90")]
+    pub objective: ObjectiveArg,
+
+    /// Paste (and --emit-config) the row labelled LABEL instead of the
+    /// recommendation: a label of the configs table (`corrected peak`,
+    /// `static 5 s`, a --what-if's text) or a row kind (`corrected_peak`).
+    #[arg(long, value_name = "LABEL")]
+    pub choose: Option<String>,
+
+    /// Paste (and --emit-config) a config of this penaltyMode family: the
+    /// recommendation when it is of that family, else that family's row.
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+
     /// The deployment's true peak prefill throughput, if you know it (tok/s):
     /// used before any estimate.
     #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::bounds::parse_peak)]
@@ -137,4 +153,47 @@ pub struct Args {
     /// Draw tables at their full width, even on a narrower terminal.
     #[arg(long)]
     pub wide: bool,
+}
+
+/// `--objective`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ObjectiveArg {
+    /// The median predicted TTFT.
+    P50,
+    /// The 90th percentile.
+    P90,
+    /// The 99th percentile.
+    P99,
+    /// The mean.
+    Mean,
+}
+
+impl From<ObjectiveArg> for gatecal_analysis::Objective {
+    fn from(o: ObjectiveArg) -> Self {
+        match o {
+            ObjectiveArg::P50 => gatecal_analysis::Objective::P50,
+            ObjectiveArg::P90 => gatecal_analysis::Objective::P90,
+            ObjectiveArg::P99 => gatecal_analysis::Objective::P99,
+            ObjectiveArg::Mean => gatecal_analysis::Objective::Mean,
+        }
+    }
+}
+
+/// `--mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// penaltyMode static.
+    Static,
+    /// penaltyMode matchedTokens.
+    #[value(name = "matchedTokens", alias = "matched-tokens")]
+    MatchedTokens,
+}
+
+impl From<ModeArg> for gatecal_analysis::PenaltyMode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Static => gatecal_analysis::PenaltyMode::Static,
+            ModeArg::MatchedTokens => gatecal_analysis::PenaltyMode::MatchedTokens,
+        }
+    }
 }

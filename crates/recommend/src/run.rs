@@ -69,6 +69,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             )?,
         )?,
         block_sizes: args.filter.block_sizes()?,
+        objective: args.objective.into(),
+        choose: args.choose.clone(),
+        mode: args.mode.map(Into::into),
     };
     let time_range = opts.time_range;
     // Every output is opened, and checked against the inputs, before any
@@ -238,20 +241,37 @@ fn emit_config(
             ),
         },
     };
-    let Some(rec) = &d.recommended else {
+    let Some(paste) = &d.paste else {
+        let why = d
+            .warnings
+            .iter()
+            .find(|w| w.starts_with("no recommendation") || w.starts_with("--choose"))
+            .map_or("no config to write", String::as_str);
         bail!(
-            "--emit-config {out}: no recommendation for {}: {}",
-            d.name,
-            d.matched_tokens
-                .missing
-                .as_deref()
-                .unwrap_or("no decision has both matched tokens and a known gate input")
+            "--emit-config {out}: nothing to write for {}: {why}",
+            d.name
         );
     };
+    if let Some(label) = &args.choose
+        && !d
+            .rows
+            .iter()
+            .any(|r| r.error.is_none() && (r.label == *label || r.kind.as_str() == label))
+    {
+        bail!(
+            "--emit-config {out}: --choose {label:?} names no valid row of {} (rows: {})",
+            d.name,
+            d.rows
+                .iter()
+                .map(|r| r.label.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let changes = ParamChanges {
-        peak_prefill_throughput: rec.params.peak_prefill_throughput,
-        max_ttft_penalty_ms: rec.params.max_ttft_penalty_ms,
-        penalty_mode: rec.params.penalty_mode,
+        peak_prefill_throughput: paste.params.peak_prefill_throughput,
+        max_ttft_penalty_ms: paste.params.max_ttft_penalty_ms,
+        penalty_mode: paste.params.penalty_mode,
     };
     let text = match args.filter.config_file(&d.name) {
         Some(path) => {

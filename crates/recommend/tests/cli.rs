@@ -35,7 +35,7 @@ fn demo_with_vllm_logs() {
         "json",
     ]);
     let v = ok_json(&out, "");
-    assert_eq!(v["schema"], "gatecal.recommend/v2");
+    assert_eq!(v["schema"], "gatecal.recommend/v3");
     assert_eq!(v["deployments"].as_array().unwrap().len(), 1);
     let d = &v["deployments"][0];
     let p = &d["peak_prefill_throughput"];
@@ -50,9 +50,57 @@ fn demo_with_vllm_logs() {
     let got = p["value"].as_f64().unwrap();
     assert!((got - want).abs() / want < 0.10, "{got} vs {want}");
     assert!(d["current"].is_object());
-    // The demo's EPP log at -v=4 carries no matched tokens: no recommendation,
-    // and the report says which log level would give them.
-    assert!(d["recommended"].is_null());
+    // The demo's EPP log at -v=4 carries no matched tokens (the report says
+    // which log level would give them), but its first tokens: the observed
+    // TTFT, an engine fitted to it whose replay of the config in force
+    // reproduces it, and a choice by the lowest predicted p90.
+    let o = &d["observed_ttft_ms"];
+    assert_eq!(o["n"], 1168);
+    assert!(o["p50"].as_f64().unwrap() < o["p90"].as_f64().unwrap());
+    assert_eq!(
+        d["observed_ttft_by_endpoint_ms"].as_object().unwrap().len(),
+        4
+    );
+    let fitted = d["ttft_model"]["tokens_per_s"].as_f64().unwrap();
+    assert!((fitted / want - 1.0).abs() < 0.05, "{fitted} vs {want}");
+    assert_eq!(d["ttft_self_check"]["passed"], true);
+    let rows = d["rows"].as_array().unwrap();
+    assert!(rows.iter().any(|r| r["kind"] == "corrected_peak"));
+    assert_eq!(
+        rows.iter().filter(|r| r["kind"] == "static_sweep").count(),
+        5
+    );
+    let p90 = |r: &serde_json::Value| r["predicted_ttft_ms"]["p90"].as_f64().unwrap();
+    let best = rows.iter().map(p90).fold(f64::INFINITY, f64::min);
+    let rec = &d["recommended"];
+    assert_eq!(rec["objective"], "p90");
+    let chosen = rows.iter().find(|r| r["label"] == rec["row"]).unwrap();
+    let current = p90(&rows[0]);
+    // The lowest p90, or the current config when the lowest is inside its
+    // interval.
+    let [lo, hi] = [0, 1].map(|k| {
+        rows[0]["predicted_ttft_ms"]["interval"]["p90"][k]
+            .as_f64()
+            .unwrap()
+    });
+    if rec["row"] == "current" {
+        // The lowest p90's interval reaches into the current one's.
+        let low = rows
+            .iter()
+            .filter(|r| p90(r) == best)
+            .map(|r| {
+                r["predicted_ttft_ms"]["interval"]["p90"][0]
+                    .as_f64()
+                    .unwrap()
+            })
+            .fold(f64::INFINITY, f64::min);
+        assert!(low <= hi, "{best} [{low}..] vs [{lo}, {hi}]");
+    } else {
+        assert_eq!(p90(chosen), best);
+    }
+    let gain = rec["gain_ms"]["value"].as_f64().unwrap();
+    assert!((gain - (current - p90(chosen))).abs() < 1e-6);
+    assert_eq!(d["paste"]["row"], rec["row"]);
     assert!(
         d["matched_tokens"]["missing"]
             .as_str()
@@ -175,6 +223,11 @@ fn decision_records_give_the_same_recommendation() {
         );
         let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         v.as_object_mut().unwrap().remove("input");
+        // Records carry exact candidates where the log shows token loads:
+        // the workload inference counts them apart.
+        for d in v["deployments"].as_array_mut().unwrap() {
+            d["ttft_model"].as_object_mut().unwrap().remove("workload");
+        }
         v
     };
     let records = dir.path().join("g.jsonl");
@@ -1026,14 +1079,86 @@ fn emit_config_round_trips_every_shape() {
             .unwrap()
             .contains("kind: EndpointPickerConfig")
     );
+    // At -v=4 (no matched tokens): the choice by predicted TTFT is written.
+    let v4 = dir.path().join("v4.yaml");
+    let out = run(&[
+        &fixture("demo/glm-like.log.gz"),
+        "--emit-config",
+        v4.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let v = ok_json(&out, "");
+    let paste = &v["deployments"][0]["paste"];
+    assert_eq!(paste["row"], v["deployments"][0]["recommended"]["row"]);
+    let text = std::fs::read_to_string(&v4).unwrap();
+    assert!(text.contains("kind: EndpointPickerConfig"), "{text}");
+    let peak = paste["params"]["peakPrefillThroughput"].as_f64().unwrap();
+    assert!(
+        text.contains(&format!("peakPrefillThroughput: {peak}")),
+        "{text}"
+    );
+    // --choose names a row: its parameters are written, and the report says so.
+    let chosen = dir.path().join("chosen.yaml");
+    let out = run(&[
+        &fixture("demo/glm-like.log.gz"),
+        "--emit-config",
+        chosen.to_str().unwrap(),
+        "--choose",
+        "static 5 s",
+        "--format",
+        "json",
+    ]);
+    let v = ok_json(&out, "");
+    let d = &v["deployments"][0];
+    assert_eq!(d["paste"]["row"], "static 5 s");
+    assert!(d["paste"]["why"].as_str().unwrap().contains("--choose"));
+    let text = std::fs::read_to_string(&chosen).unwrap();
+    assert!(text.contains("maxTTFTPenaltyMs: 5000"), "{text}");
+    let fitted = d["ttft_model"]["tokens_per_s"].as_f64().unwrap().round();
+    assert!(
+        text.contains(&format!("peakPrefillThroughput: {fitted}")),
+        "{text}"
+    );
+    // --mode matchedTokens without match information: the corrected peak
+    // with penaltyMode matchedTokens, said so.
+    let mt = dir.path().join("mt.yaml");
+    let out = run(&[
+        &fixture("demo/glm-like.log.gz"),
+        "--emit-config",
+        mt.to_str().unwrap(),
+        "--mode",
+        "matchedTokens",
+        "--format",
+        "json",
+    ]);
+    let v = ok_json(&out, "");
+    assert!(
+        v["deployments"][0]["paste"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("matchedTokens"),
+    );
+    assert!(
+        std::fs::read_to_string(&mt)
+            .unwrap()
+            .contains("penaltyMode: matchedTokens")
+    );
+    // A row that does not exist: refused, nothing written.
     let none = dir.path().join("none.yaml");
     let out = run(&[
         &fixture("demo/glm-like.log.gz"),
         "--emit-config",
         none.to_str().unwrap(),
+        "--choose",
+        "static 7 s",
     ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no recommendation"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("static 7 s") && err.contains("static 5 s"),
+        "{err}"
+    );
     assert!(!none.exists());
 }
 

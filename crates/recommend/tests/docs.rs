@@ -111,9 +111,19 @@ fn json_schema_documents_every_key_of_the_report() {
         "maxTTFTPenaltyMs"
     );
     let read_back = json(&[records.to_str().unwrap()], "records read back: ");
+    // At -v=4 with first tokens: the predictions and the self-check.
+    let predicted = json(&[&docs::fixture("demo/glm-like.log.gz")], "demo: ");
+    assert!(predicted["deployments"][0]["ttft_self_check"].is_object());
     docs::check_schema(
-        "gatecal.recommend/v2",
-        &[disagreeing, recommended, sources, read_back, flagged],
+        "gatecal.recommend/v3",
+        &[
+            disagreeing,
+            recommended,
+            sources,
+            read_back,
+            flagged,
+            predicted,
+        ],
     );
 }
 

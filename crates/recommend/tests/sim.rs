@@ -85,7 +85,7 @@ fn eight_deployments_peaks_and_break_even() {
     let s = scenario("eight-deployments").unwrap();
     let out = run(&s, 1, &Variant::default());
     let r = recommend(&out, false);
-    assert_eq!(r.schema, "gatecal.recommend/v2");
+    assert_eq!(r.schema, "gatecal.recommend/v3");
     assert_eq!(r.deployments.len(), 8, "one row per deployment");
     let truth: BTreeMap<&str, f64> = out
         .summary

@@ -134,10 +134,20 @@ fn header() -> Vec<String> {
     for o in Outcome::ALL {
         h.push(format!("outcome_{}", o.as_str()));
     }
+    h.extend(TTFT.iter().map(|s| s.to_string()));
     h.extend(TAIL.iter().map(|s| s.to_string()));
     h.extend(FINDING.iter().map(|s| s.to_string()));
     h
 }
+
+/// The observed TTFT of a deployment's `in_force` row (empty on the
+/// others).
+const TTFT: [&str; 4] = [
+    "observed_ttft_n",
+    "observed_ttft_p50_ms",
+    "observed_ttft_p90_ms",
+    "observed_ttft_p99_ms",
+];
 
 /// The last columns: which config a replayed row is (`current`, the
 /// candidate's label, empty for the what-ifs and `in_force`), and why a
@@ -164,7 +174,13 @@ fn finding_cells(f: &Finding) -> [String; 4] {
 
 /// The rows of one set of decisions: `in_force` (the figures as the
 /// deployment ran), then one per what-if.
-fn rows(name: &str, window: Option<(f64, f64)>, peak: Option<f64>, s: &Stats) -> Vec<Vec<String>> {
+fn rows(
+    name: &str,
+    window: Option<(f64, f64)>,
+    peak: Option<f64>,
+    s: &Stats,
+    observed: Option<&gatecal_analysis::ObservedTtft>,
+) -> Vec<Vec<String>> {
     let (ws, we) = window.map_or((String::new(), String::new()), |(a, b)| {
         (rfc3339(a), rfc3339(b))
     });
@@ -228,6 +244,10 @@ fn rows(name: &str, window: Option<(f64, f64)>, peak: Option<f64>, s: &Stats) ->
     for o in Outcome::ALL {
         r.push(s.outcomes.get(o.as_str()).copied().unwrap_or(0).to_string());
     }
+    match observed {
+        Some(o) => r.extend([o.n.to_string(), opt(o.p50), opt(o.p90), opt(o.p99)]),
+        None => r.extend(TTFT.map(|_| String::new())),
+    }
     r.extend([String::new(), String::new()]);
     let width = r.len();
     let mut out = vec![r];
@@ -282,28 +302,33 @@ impl Renderer for Csv {
         };
         for d in &report.deployments {
             let peak = Some(d.config.parameters.peak_prefill_throughput);
-            put(rows(&d.name, None, peak, &d.stats))?;
+            put(rows(
+                &d.name,
+                None,
+                peak,
+                &d.stats,
+                Some(&d.observed_ttft_ms),
+            ))?;
             for win in &d.windows {
                 put(rows(
                     &d.name,
                     Some((win.start_ts, win.end_ts)),
                     peak,
                     &win.stats,
+                    None,
                 ))?;
             }
         }
-        put(rows("overall", None, None, &report.overall.stats))
+        put(rows("overall", None, None, &report.overall.stats, None))
     }
 
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         // One line per deployment and row (current, static, matchedTokens, candidates).
-        writeln!(
-            w,
-            "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings,source_disagreements,matched_token_sources,finding_id,finding_severity,finding_summary,finding_action"
-        )?;
+        let header = "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings,source_disagreements,matched_token_sources,predicted_ttft_p50_ms,predicted_ttft_p50_low_ms,predicted_ttft_p50_high_ms,predicted_ttft_p90_ms,predicted_ttft_p90_low_ms,predicted_ttft_p90_high_ms,predicted_ttft_p99_ms,predicted_ttft_p99_low_ms,predicted_ttft_p99_high_ms,predicted_ttft_mean_ms,predicted_ttft_n,predicted_prefix_hit_share,observed_ttft_n,observed_ttft_p50_ms,observed_ttft_p90_ms,observed_ttft_p99_ms,finding_id,finding_severity,finding_summary,finding_action";
+        writeln!(w, "{header}")?;
         // The findings first: `row` and `row_kind` are `finding`.
         for f in &report.findings {
-            let mut r = vec![String::new(); 29];
+            let mut r = vec![String::new(); header.split(',').count() - FINDING.len()];
             r[0] = field(&f.deployment);
             r[14] = "finding".to_string();
             r[15] = "finding".to_string();
@@ -322,13 +347,10 @@ impl Renderer for Csv {
                 .collect::<Vec<_>>()
                 .join(" | ");
             for r in &d.rows {
-                let recommended = d.recommended.as_ref().is_some_and(|x| {
-                    r.kind != gatecal_analysis::RowKind::Current
-                        && r.kind != gatecal_analysis::RowKind::Candidate
-                        && x.params.penalty_mode == r.penalty_mode
-                        && x.params.max_ttft_penalty_ms == r.max_ttft_penalty_ms
-                        && x.params.peak_prefill_throughput == r.peak_prefill_throughput
-                });
+                let recommended = d.recommended.as_ref().is_some_and(|x| x.row == r.label);
+                let pr = r.predicted_ttft_ms.as_ref();
+                let pv = |f: fn(&gatecal_analysis::PredictedTtft) -> f64| opt(pr.map(f));
+                let o = &d.observed_ttft_ms;
                 let kind = serde_json::to_value(r.kind)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
@@ -363,6 +385,22 @@ impl Renderer for Csv {
                     d.warnings.len().to_string(),
                     field(&disagreements),
                     field(&crate::sections::matched_sources(d)),
+                    pv(|p| p.p50),
+                    pv(|p| p.interval.p50[0]),
+                    pv(|p| p.interval.p50[1]),
+                    pv(|p| p.p90),
+                    pv(|p| p.interval.p90[0]),
+                    pv(|p| p.interval.p90[1]),
+                    pv(|p| p.p99),
+                    pv(|p| p.interval.p99[0]),
+                    pv(|p| p.interval.p99[1]),
+                    pv(|p| p.mean),
+                    pr.map(|p| p.n.to_string()).unwrap_or_default(),
+                    opt(r.predicted_prefix_hit_share),
+                    o.n.to_string(),
+                    opt(o.p50),
+                    opt(o.p90),
+                    opt(o.p99),
                     String::new(),
                     String::new(),
                     String::new(),

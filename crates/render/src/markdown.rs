@@ -181,7 +181,7 @@ impl Renderer for Markdown {
         write_sections(&[crate::sections::findings_section(&report.findings)], w)?;
         write_sections(&recommend_sections(report), w)?;
         for d in &report.deployments {
-            let Some(rec) = &d.recommended else { continue };
+            let Some(rec) = &d.paste else { continue };
             writeln!(w, "### EPP plugin parameters: {}\n", cell(&d.name))?;
             let fence = escape::markdown_fence(&rec.yaml);
             writeln!(w, "{fence}yaml\n{}{fence}\n", rec.yaml)?;

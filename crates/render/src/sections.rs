@@ -9,6 +9,7 @@ use crate::num::{bar, count, count_pct, ms, pct, utc};
 mod findings;
 mod histogram;
 mod recommend;
+mod ttft;
 
 pub use findings::{evidence_note, findings_section};
 pub use histogram::{DISPLAY_BINS, display_bins, text_histogram};
@@ -609,6 +610,13 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
             notes: Vec::new(),
         });
     }
+    out.push(ttft::observed_section(r.deployments.iter().map(|d| {
+        (
+            d.name.as_str(),
+            &d.observed_ttft_ms,
+            &d.observed_ttft_by_endpoint_ms,
+        )
+    })));
     out
 }
 

@@ -277,7 +277,7 @@ impl Renderer for Table {
         sections.extend(recommend_sections(report));
         write_sections(&sections, self.width, w)?;
         for d in &report.deployments {
-            let Some(rec) = &d.recommended else { continue };
+            let Some(rec) = &d.paste else { continue };
             writeln!(
                 w,
                 "EPP plugin parameters to paste, {}:",

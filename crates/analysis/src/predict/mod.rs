@@ -26,6 +26,7 @@
 //! right before any other config is trusted. Limits of the inference are in
 //! [`workload`]'s docs; the engine model's assumptions in [`replay`]'s.
 
+pub mod per_deployment;
 pub mod replay;
 pub mod workload;
 
@@ -47,6 +48,11 @@ pub struct Prediction {
     pub quantiles_ms: [f64; 3],
     /// 90 % interval of each, ms.
     pub intervals_ms: [[f64; 2]; 3],
+    /// Mean of the predicted TTFTs, ms.
+    pub mean_ms: f64,
+    /// 90 % interval of the mean, ms: its range over the runs at the ends
+    /// of the peak's interval, widened by `1.645·sd/√n`.
+    pub mean_interval_ms: [f64; 2],
     /// Requests replayed.
     pub n: usize,
     /// Cached share of prompt tokens.
@@ -185,9 +191,24 @@ pub fn predict_replay(
         }
         intervals_ms[k] = [lo, hi];
     }
+    let mut mean_interval_ms = [f64::INFINITY, f64::NEG_INFINITY];
+    let mut mean_ms = 0.0;
+    for (k, r) in runs.iter().enumerate() {
+        let n = r.len() as f64;
+        let m = r.iter().sum::<f64>() / n;
+        let var = r.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0).max(1.0);
+        let half = Z90 * (var / n).sqrt();
+        if k == 0 {
+            mean_ms = m;
+        }
+        mean_interval_ms[0] = mean_interval_ms[0].min(m - half);
+        mean_interval_ms[1] = mean_interval_ms[1].max(m + half);
+    }
     Some(Prediction {
         quantiles_ms,
         intervals_ms,
+        mean_ms,
+        mean_interval_ms,
         n: runs[0].len(),
         prefix_hit_share: main.prefix_hit_share(&w.requests),
         release_share: main.release_share(),
@@ -207,6 +228,9 @@ pub struct EngineFit {
     pub tokens_per_s: f64,
     /// Seconds per request beyond its tokens (the intercept).
     pub overhead_s: f64,
+    /// 90 % interval of `tokens_per_s`, from the standard error of the
+    /// refitted slope (`None` with fewer than 3 points kept).
+    pub tokens_per_s_interval: Option<[f64; 2]>,
     /// Requests it rests on.
     pub n: usize,
     /// Median absolute relative error of the fitted service times.
@@ -294,8 +318,23 @@ pub fn fit_engine(w: &Workload) -> Option<EngineFit> {
         .map(|&(x, y)| ((icpt.max(0.0) + slope * x) / y - 1.0).abs())
         .collect();
     errs.sort_by(f64::total_cmp);
+    // The slope's standard error: sqrt(SSR / (n − 2) / Sxx).
+    let tokens_per_s_interval = (keep.len() >= 3).then(|| {
+        let n = keep.len() as f64;
+        let mx = keep.iter().map(|p| p.0).sum::<f64>() / n;
+        let sxx: f64 = keep.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+        let ssr: f64 = keep
+            .iter()
+            .map(|&(x, y)| (y - (icpt + slope * x)).powi(2))
+            .sum();
+        let se = (ssr / (n - 2.0) / sxx).sqrt();
+        let lo_slope = slope + Z90 * se;
+        let hi_slope = (slope - Z90 * se).max(slope / 2.0);
+        [1.0 / lo_slope, 1.0 / hi_slope]
+    });
     Some(EngineFit {
         tokens_per_s: 1.0 / slope,
+        tokens_per_s_interval,
         overhead_s: icpt.clamp(0.0, MAX_OVERHEAD_S),
         n: pts.len(),
         median_error: errs[errs.len() / 2],

@@ -195,6 +195,12 @@ pub struct DeploymentReport {
     pub stats: Stats,
     /// Histogram of the gate input.
     pub histogram: HistogramBins,
+    /// The TTFT the log observed (request received to first response
+    /// body), one per request.
+    pub observed_ttft_ms: crate::predict::per_deployment::ObservedTtft,
+    /// The same, per endpoint the requests were sent to.
+    pub observed_ttft_by_endpoint_ms:
+        BTreeMap<String, crate::predict::per_deployment::EndpointTtft>,
     /// Per window, when `--window` is set.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<WindowReport>,
@@ -266,6 +272,8 @@ struct DepAcc {
     candidates: Vec<(Option<String>, Vec<ResolvedCandidate>)>,
     /// What the findings read, and the per-replica view.
     signals: crate::findings::SignalsAcc,
+    /// The observed TTFT of its requests.
+    observed: crate::predict::per_deployment::Observed,
 }
 
 impl InOrder for GateDist {
@@ -398,6 +406,8 @@ impl GateDist {
                 last_ts: dep.last_ts,
                 stats,
                 histogram,
+                observed_ttft_ms: dep.observed.summary(),
+                observed_ttft_by_endpoint_ms: dep.observed.by_endpoint(),
                 windows,
                 replicas: dep.signals.replicas(),
             });
@@ -462,8 +472,14 @@ fn handle(
             last_ts: None,
             candidates: Vec::new(),
             signals: crate::findings::SignalsAcc::default(),
+            observed: Default::default(),
         }),
     };
+    dep.observed.push(
+        sample.request_id.as_deref(),
+        d.chosen.as_deref(),
+        d.observed_ttft_ms,
+    );
     dep.shown.note(d.filter.as_deref(), sc);
     dep.acc.add(&sample, &sc.parameters, &opts.what_if);
     dep.signals.add(&d, &sample, &sc.parameters, pmin);

@@ -69,17 +69,20 @@ use crate::input::{DecisionInput, MatchedSource, ProducerBlockSizes};
 use crate::peak::agreement::LineHitRates;
 use crate::peak::prometheus::{PromEstimator, PromSeries};
 use crate::peak::throughput::{PeakEstimate, PeakSource, VllmEstimator};
+use crate::predict::per_deployment::{MAX_REPLAY_REQUESTS_TOTAL, Objective, Requests};
 use crate::report::gate_dist::InputSummary;
 
 mod bar;
 mod deployment;
 mod schema;
 
-pub use schema::{DeploymentRec, RecommendReport, RowKind, VllmCut};
+pub use schema::{
+    DeploymentRec, Gain, ModeParams, Paste, RecommendReport, Recommended, Row, RowKind, VllmCut,
+};
 use schema::{MAX_VLLM_LINES, PeakReport};
 
 /// The schema id of the JSON report.
-pub const SCHEMA: &str = "gatecal.recommend/v2";
+pub const SCHEMA: &str = "gatecal.recommend/v3";
 
 /// Fewer saturated intervals than this is thin evidence.
 pub const THIN_SATURATED_INTERVALS: u64 = 30;
@@ -113,6 +116,12 @@ pub struct RecommendOptions {
     /// The prefix producers' block sizes: per deployment, or under `""`
     /// for every other one (the upstream defaults when absent).
     pub block_sizes: BTreeMap<String, ProducerBlockSizes>,
+    /// `--objective`: what the choice by predicted TTFT minimises.
+    pub objective: Objective,
+    /// `--choose LABEL`: the row to paste instead of the recommendation.
+    pub choose: Option<String>,
+    /// `--mode`: the family to paste.
+    pub mode: Option<PenaltyMode>,
 }
 
 impl Default for RecommendOptions {
@@ -126,6 +135,9 @@ impl Default for RecommendOptions {
             candidates: Vec::new(),
             time_range: crate::report::gate_dist::TimeRange::default(),
             block_sizes: BTreeMap::new(),
+            objective: Objective::default(),
+            choose: None,
+            mode: None,
         }
     }
 }
@@ -244,6 +256,8 @@ struct Dep {
     with_sticky: u64,
     /// Decisions with matched tokens, by source.
     sources: BTreeMap<MatchedSource, u64>,
+    /// The requests, for the observed and predicted TTFT.
+    requests: Requests,
 }
 
 /// The calibration in progress.
@@ -274,6 +288,8 @@ pub struct Recommend {
     pods: HashMap<String, String>,
     sink: Option<crate::report::records::RecordSink>,
     cap: crate::input::pool::DeploymentCap,
+    /// Requests the replay may still keep, all deployments together.
+    room: usize,
 }
 
 impl InOrder for Recommend {
@@ -318,6 +334,7 @@ impl Recommend {
             pods: HashMap::new(),
             sink: None,
             cap: crate::input::pool::DeploymentCap::default(),
+            room: MAX_REPLAY_REQUESTS_TOTAL,
         }
     }
 
@@ -376,10 +393,15 @@ impl Recommend {
             }
         }
         self.routed.push_decision(&d);
-        let (recon, deps, sink, opts) =
-            (&mut self.recon, &mut self.deps, &mut self.sink, &self.opts);
+        let (recon, deps, sink, opts, room) = (
+            &mut self.recon,
+            &mut self.deps,
+            &mut self.sink,
+            &self.opts,
+            &mut self.room,
+        );
         self.in_force
-            .push(d, &mut |sc, d| handle(recon, deps, sink, opts, sc, d));
+            .push(d, &mut |sc, d| handle(recon, deps, sink, opts, room, sc, d));
     }
 
     /// Adds one vLLM stats line.
@@ -422,10 +444,15 @@ impl Recommend {
         input.duplicates.prometheus_conflicts = self.prometheus.conflicting_samples();
         input.prometheus_samples_dropped = self.prometheus.dropped;
         self.drain();
-        let (recon, deps, sink, opts) =
-            (&mut self.recon, &mut self.deps, &mut self.sink, &self.opts);
+        let (recon, deps, sink, opts, room) = (
+            &mut self.recon,
+            &mut self.deps,
+            &mut self.sink,
+            &self.opts,
+            &mut self.room,
+        );
         self.in_force
-            .finish(&mut |sc, d| handle(recon, deps, sink, opts, sc, d));
+            .finish(&mut |sc, d| handle(recon, deps, sink, opts, room, sc, d));
         for (name, dep) in self.deps.iter_mut() {
             self.in_force.late_disagreements(name, &mut dep.shown);
         }
@@ -485,7 +512,13 @@ impl Recommend {
                 disagreements.extend(crate::peak::agreement::hit_rate(l, p));
             }
             let conflict = prom_conflicts.remove(&name);
-            let mut rec = self.deployment(name, dep, config, peak);
+            let block = self.opts.block_sizes_of(&name).approximate_producer.tokens;
+            let engine = self.deps.get_mut(&name).map(|d| {
+                d.requests
+                    .engine(peak.value, config.parameters.affinity_threshold, block)
+            });
+            let dep = self.deps.get(&name);
+            let mut rec = self.deployment(name, dep, config, peak, engine.as_ref());
             rec.warnings.extend(conflict);
             rec.warnings
                 .extend(disagreements.iter().map(|d| d.message.clone()));
@@ -622,6 +655,7 @@ fn handle(
     deps: &mut BTreeMap<String, Dep>,
     sink: &mut Option<crate::report::records::RecordSink>,
     opts: &RecommendOptions,
+    room: &mut usize,
     sc: &SourcedConfig,
     mut d: DecisionInput,
 ) {
@@ -643,7 +677,9 @@ fn handle(
         with_sticky: 0,
         sources: BTreeMap::new(),
         signals: crate::findings::SignalsAcc::default(),
+        requests: Requests::default(),
     });
+    dep.requests.push(&d, room);
     dep.shown.note(d.filter.as_deref(), sc);
     dep.signals
         .add(&d, &s, &sc.parameters, opts.pinned_worse_min_ms);
@@ -754,7 +790,7 @@ mod tests {
         }
         let rep = r.finish(InputSummary::default());
         let d = &rep.deployments[0];
-        assert_eq!(rep.schema, "gatecal.recommend/v2");
+        assert_eq!(rep.schema, "gatecal.recommend/v3");
         assert_eq!(d.peak_prefill_throughput.source, PeakSource::User);
         assert_eq!(d.break_even_ms.count, 5);
         assert!((d.break_even_ms.p50.unwrap() - 1440.0).abs() < 1.0);
@@ -969,11 +1005,19 @@ mod tests {
                 .unwrap()
                 .contains("-v=5")
         );
-        assert!(d.rows.iter().all(|r| r.kind == RowKind::Current));
+        // The static sweep at the configured peak, nothing derived.
+        assert!(
+            d.rows
+                .iter()
+                .all(|r| matches!(r.kind, RowKind::Current | RowKind::StaticSweep))
+        );
+        assert_eq!(d.rows.len(), 6);
         assert!(
             d.warnings
                 .iter()
                 .any(|w| w.starts_with("no recommendation"))
         );
+        // No evidence of the peak and no bar: nothing to paste.
+        assert_eq!(d.paste, None);
     }
 }

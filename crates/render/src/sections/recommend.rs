@@ -1,7 +1,7 @@
 //! The sections of a recommend report, and the cells and notes only it
 //! shows (the producers' block sizes, where matched tokens come from).
 
-use gatecal_analysis::{RecommendReport, RowKind};
+use gatecal_analysis::{DeploymentRec, RecommendReport, Row, RowKind};
 use gatecal_filter::PenaltyMode;
 
 use super::{Section, input_section, s, vllm_cut_note};
@@ -164,26 +164,26 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
                 .collect::<Vec<_>>(),
         ),
     });
+    out.push(super::ttft::observed_section(r.deployments.iter().map(
+        |d| {
+            (
+                d.name.as_str(),
+                &d.observed_ttft_ms,
+                &d.observed_ttft_by_endpoint_ms,
+            )
+        },
+    )));
     let mut rows = Vec::new();
     for d in &r.deployments {
-        let rec_kind = d.recommended.as_ref().map(|x| x.params.penalty_mode);
         for row in &d.rows {
             let mut label = match row.kind {
                 RowKind::Current => format!("current ({})", d.current.config.source),
                 _ => row.label.clone(),
             };
-            let recommended = match row.kind {
-                RowKind::Static => rec_kind == Some(PenaltyMode::Static),
-                RowKind::MatchedTokens | RowKind::MatchedTokensNoCeiling => {
-                    d.recommended.as_ref().is_some_and(|x| {
-                        x.params.penalty_mode == PenaltyMode::MatchedTokens
-                            && x.params.max_ttft_penalty_ms == row.max_ttft_penalty_ms
-                    })
-                }
-                _ => false,
-            };
-            if recommended {
+            if d.recommended.as_ref().is_some_and(|x| x.row == row.label) {
                 label.push_str(" ← recommended");
+            } else if d.paste.as_ref().is_some_and(|x| x.row == row.label) {
+                label.push_str(" ← to paste");
             }
             let released = match row.logged_released_share {
                 Some(l) => format!("{} (logged {})", pct(row.released_share), pct(l)),
@@ -205,6 +205,9 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
                 released,
                 pct(row.pinned_worse_share),
                 ms(row.excess_ttft_ms),
+                predicted_cell(row),
+                row.predicted_prefix_hit_share
+                    .map_or_else(|| "–".into(), pct),
             ]);
         }
     }
@@ -212,8 +215,14 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
         "Each config replayed through the filter core on the same decisions; shares are of all decisions. \
          Pinned and excess TTFT are measured at one reference peak (the estimate), so rows compare: \
          pinned = held with the gate input ≥ the pinned-worse minimum; excess TTFT = per decision with matched tokens and a known gate input, \
-         holding when the gate input exceeds the break-even costs the difference, and releasing when it does not costs the difference.",
+         holding when the gate input exceeds the break-even costs the difference, and releasing when it does not costs the difference. \
+         Predicted TTFT = the deployment's requests replayed through the filter core and the picker under each config, served by the engine fitted to the observed first tokens \
+         (p50 / p90 / p99 ms, the p90's 90 % interval in brackets); prefix hit = the replay's cached share of prompt tokens. \
+         corrected peak = the config in force with peakPrefillThroughput set to the fitted engine's speed (else the peak estimate); static N s = static mode at that peak with bar N s.",
     )];
+    for d in &r.deployments {
+        notes.extend(model_notes(d));
+    }
     for d in &r.deployments {
         match &d.recommended {
             Some(x) => notes.push(Note::about(&d.name, format!("recommended {}", x.why))),
@@ -240,6 +249,8 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
             s("released"),
             s("pinned"),
             s("excess TTFT ms"),
+            s("predicted TTFT p50 / p90 [interval] / p99 ms"),
+            s("prefix hit"),
         ],
         rows,
         notes,
@@ -261,4 +272,91 @@ fn missing_matched_note(missing: &str, warnings: &[String]) -> String {
         }
         _ => missing.to_string(),
     }
+}
+
+/// A row's predicted TTFT: `p50 / p90 [lo–hi] / p99`, `–` without one.
+fn predicted_cell(row: &Row) -> String {
+    match &row.predicted_ttft_ms {
+        Some(p) => format!(
+            "{} / {} [{}–{}] / {}",
+            ms(Some(p.p50)),
+            ms(Some(p.p90)),
+            ms(Some(p.interval.p90[0])),
+            ms(Some(p.interval.p90[1])),
+            ms(Some(p.p99))
+        ),
+        None => "–".into(),
+    }
+}
+
+/// The engine model and the self-check of a deployment, as notes.
+fn model_notes(d: &DeploymentRec) -> Vec<Note> {
+    let m = &d.ttft_model;
+    let mut out = Vec::new();
+    if let (Some(tps), Some(o)) = (m.tokens_per_s, m.overhead_ms) {
+        let interval = m
+            .tokens_per_s_interval
+            .map(|[a, b]| format!(" (90 % interval {}–{})", tps_cell(a), tps_cell(b)))
+            .unwrap_or_default();
+        out.push(Note::about(
+            &d.name,
+            format!(
+                "TTFT model: {} tok/s{interval} and {} ms a request, {}; {} requests replayed ({} closed loops); picker: {}",
+                tps_cell(tps),
+                ms(Some(o)),
+                m.source,
+                count(m.workload.requests as u64),
+                count(m.workload.closed_loops as u64),
+                m.picker
+            ),
+        ));
+    }
+    if let Some(c) = &d.ttft_self_check {
+        let parts: Vec<String> = c
+            .quantiles
+            .iter()
+            .map(|q| {
+                format!(
+                    "{} predicted {} [{}–{}] against {} observed ({:+.1} %{})",
+                    q.quantile,
+                    ms(Some(q.predicted)),
+                    ms(Some(q.interval[0])),
+                    ms(Some(q.interval[1])),
+                    ms(Some(q.observed)),
+                    q.gap_share * 100.0,
+                    if q.inside { "" } else { ", outside" }
+                )
+            })
+            .collect();
+        out.push(Note::about(
+            &d.name,
+            format!(
+                "self-check of the current row: {}; {}",
+                parts.join(", "),
+                if c.passed {
+                    "the predictions can be acted on"
+                } else {
+                    "failed: no config is recommended by predicted TTFT"
+                }
+            ),
+        ));
+    }
+    if let Some(g) = d.recommended.as_ref().and_then(|x| x.gain_ms.as_ref()) {
+        let rec = d.recommended.as_ref().map_or("", |x| x.row.as_str());
+        let obj = d.recommended.as_ref().map_or("", |x| x.objective.as_str());
+        out.push(Note::about(
+            &d.name,
+            format!(
+                "chosen by the lowest predicted TTFT {obj}: {rec}, {} ms below the current config [{}–{}]",
+                ms(Some(g.value)),
+                ms(Some(g.interval[0])),
+                ms(Some(g.interval[1]))
+            ),
+        ));
+    }
+    out
+}
+
+fn tps_cell(v: f64) -> String {
+    crate::num::group(v.round() as i64)
 }

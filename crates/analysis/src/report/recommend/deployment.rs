@@ -7,8 +7,8 @@ use gatecal_filter::{Config, Outcome, PenaltyMode, TtftSource, ttft_ms};
 
 use super::bar::{derive_static_bar, excess_ms, fmt_ms, nearest_rank, recommendation_yaml};
 use super::schema::{
-    BreakEven, BreakEvenTokens, BreakEvenWindow, Current, DeploymentRec, MatchedTokens, ModeParams,
-    PeakReport, Recommended, Row, RowKind,
+    BreakEven, BreakEvenTokens, BreakEvenWindow, Current, DeploymentRec, Gain, MatchedTokens,
+    ModeParams, Paste, PeakReport, Recommended, Row, RowKind,
 };
 use super::{
     Dep, Kept, MIN_WINDOW_DECISIONS, MISSING_MATCHED, Recommend, THIN_MATCHED_DECISIONS,
@@ -18,6 +18,10 @@ use crate::config::source::SourcedConfig;
 use crate::gate::hist::SignedHistogram;
 use crate::gate::whatif::replay;
 use crate::peak::throughput::PeakSource;
+use crate::predict::per_deployment::{Engine, Objective, SelfCheck, self_check};
+
+/// The bars of the static sweep, ms.
+pub const SWEEP_BARS_MS: [f64; 5] = [1000.0, 2000.0, 5000.0, 10000.0, 30000.0];
 
 impl Recommend {
     pub(super) fn deployment(
@@ -26,6 +30,7 @@ impl Recommend {
         dep: Option<&Dep>,
         config: SourcedConfig,
         peak: PeakReport,
+        engine: Option<&Engine>,
     ) -> DeploymentRec {
         let mut warnings = Vec::new();
         let p = peak.value;
@@ -138,19 +143,22 @@ impl Recommend {
         let current_bar = config.parameters.max_ttft_penalty_ms;
         let derived = derive_static_bar(&scored, break_even.p50);
         let mut rows = Vec::new();
-        let cur = self.row(dep, p, "current".into(), RowKind::Current, &|base| {
+        let pred = engine.map(|e| (e, &config.parameters));
+        let cur = self.row(dep, p, pred, "current".into(), RowKind::Current, &|base| {
             Ok(base.clone())
         });
         rows.push(cur);
         if let Some(bar) = derived {
-            rows.push(self.row(dep, p, "static".into(), RowKind::Static, &|base| {
-                Ok(Config {
-                    penalty_mode: PenaltyMode::Static,
-                    peak_prefill_throughput: p.round(),
-                    max_ttft_penalty_ms: bar,
-                    ..base.clone()
-                })
-            }));
+            rows.push(
+                self.row(dep, p, pred, "static".into(), RowKind::Static, &|base| {
+                    Ok(Config {
+                        penalty_mode: PenaltyMode::Static,
+                        peak_prefill_throughput: p.round(),
+                        max_ttft_penalty_ms: bar,
+                        ..base.clone()
+                    })
+                }),
+            );
         }
         if !scored.is_empty() {
             for (label, kind, ceiling) in [
@@ -161,7 +169,7 @@ impl Recommend {
                     Some(0.0),
                 ),
             ] {
-                rows.push(self.row(dep, p, label.into(), kind, &|base| {
+                rows.push(self.row(dep, p, pred, label.into(), kind, &|base| {
                     Ok(Config {
                         penalty_mode: PenaltyMode::MatchedTokens,
                         peak_prefill_throughput: p.round(),
@@ -174,10 +182,84 @@ impl Recommend {
         let instance = dep.and_then(|d| d.shown.instance.clone());
         for c in &self.opts.candidates {
             rows.push(
-                self.row(dep, p, c.label.clone(), RowKind::Candidate, &|base| {
+                self.row(dep, p, pred, c.label.clone(), RowKind::Candidate, &|base| {
                     c.resolve(base, instance.as_deref())
                 }),
             );
+        }
+        // The peak the decisions support: the engine fitted to the observed
+        // first tokens, else an estimate from evidence.
+        let corrected = engine
+            .and_then(Engine::fitted_peak)
+            .or((has_peak && peak.source != PeakSource::Config).then_some(p))
+            .filter(|c| c.is_finite() && *c > 0.0)
+            .map(f64::round);
+        if let Some(cp) = corrected {
+            rows.push(self.row(
+                dep,
+                p,
+                pred,
+                "corrected peak".into(),
+                RowKind::CorrectedPeak,
+                &|base| {
+                    Ok(Config {
+                        peak_prefill_throughput: cp,
+                        ..base.clone()
+                    })
+                },
+            ));
+        }
+        if config.parameters.ttft_source != TtftSource::LatencyPredictor
+            && let Some(sp) = corrected.or(has_peak.then_some(p.round()))
+        {
+            for bar in SWEEP_BARS_MS {
+                rows.push(self.row(
+                    dep,
+                    p,
+                    pred,
+                    format!("static {} s", bar / 1000.0),
+                    RowKind::StaticSweep,
+                    &|base| {
+                        Ok(Config {
+                            penalty_mode: PenaltyMode::Static,
+                            peak_prefill_throughput: sp,
+                            max_ttft_penalty_ms: bar,
+                            ..base.clone()
+                        })
+                    },
+                ));
+            }
+        }
+        let observed_ttft_ms = dep
+            .map(|d| d.requests.observed())
+            .unwrap_or_else(|| crate::predict::per_deployment::Requests::default().observed());
+        let observed_ttft_by_endpoint_ms = dep
+            .map(|d| d.requests.observed_by_endpoint())
+            .unwrap_or_default();
+        if observed_ttft_ms.n == 0 && dep.is_some() {
+            warnings.push(format!(
+                "no observed TTFT: {}",
+                observed_ttft_ms.source.trim_start_matches("none: ")
+            ));
+        }
+        let objective = self.opts.objective;
+        let check = rows[0]
+            .predicted_ttft_ms
+            .as_ref()
+            .and_then(|c| self_check(c, &observed_ttft_ms, objective));
+        if let Some(m) = engine.map(|e| &e.model) {
+            if m.tokens_per_s.is_none() && dep.is_some() {
+                warnings.push(format!(
+                    "no predicted TTFT: no engine model ({})",
+                    m.source.trim_start_matches("none: ")
+                ));
+            }
+            if m.requests_cut > 0 {
+                warnings.push(format!(
+                    "the predicted TTFT rests on the first {} requests; {} later one(s) were not replayed (memory cap)",
+                    m.workload.requests, m.requests_cut
+                ));
+            }
         }
         let current = Current {
             config: config.clone(),
@@ -188,10 +270,24 @@ impl Recommend {
             unknown: rows[0].unknown,
         };
 
-        // The recommendation.
-        let recommended =
-            self.recommend(&name, &rows, &config.parameters, &break_even, current_bar);
-        if recommended.is_none() {
+        // The recommendation: by predicted TTFT when the self-check holds,
+        // else by excess TTFT when there is no prediction at all.
+        let recommended = match &check {
+            Some(c) if !c.passed => {
+                warnings.push(self_check_failed(c, objective));
+                None
+            }
+            Some(_) => self.choose(&name, &rows, &config.parameters, objective),
+            None if rows[0].predicted_ttft_ms.is_some() => {
+                warnings.push(
+                    "no self-check of the predicted TTFT (no observed TTFT to compare the current row with): the choice by excess TTFT stands".into(),
+                );
+                self.recommend(&name, &rows, &config.parameters, &break_even, current_bar)
+            }
+            None => self.recommend(&name, &rows, &config.parameters, &break_even, current_bar),
+        };
+        let failed = check.as_ref().is_some_and(|c| !c.passed);
+        if recommended.is_none() && !failed {
             warnings.push(format!(
                 "no recommendation: {}",
                 if !has_peak {
@@ -284,6 +380,12 @@ impl Recommend {
             }
         }
 
+        let paste = self.paste(&name, &rows, recommended.as_ref(), &mut warnings);
+        let ttft_model = engine.map(|e| e.model.clone()).unwrap_or_else(|| {
+            crate::predict::per_deployment::Requests::default()
+                .engine(p, config.parameters.affinity_threshold, 1)
+                .model
+        });
         DeploymentRec {
             name,
             peak_prefill_throughput: peak,
@@ -292,8 +394,13 @@ impl Recommend {
             break_even_ms: break_even,
             break_even_tokens,
             current,
+            observed_ttft_ms,
+            observed_ttft_by_endpoint_ms,
+            ttft_model,
+            ttft_self_check: check,
             rows,
             recommended,
+            paste,
             source_disagreements: Vec::new(),
             warnings,
         }
@@ -305,6 +412,7 @@ impl Recommend {
         &self,
         dep: Option<&Dep>,
         p: f64,
+        pred: Option<(&Engine, &Config)>,
         label: String,
         kind: RowKind,
         make: &dyn Fn(&Config) -> Result<Config, gatecal_filter::ConfigError>,
@@ -384,6 +492,16 @@ impl Recommend {
             error = Some(e.to_string());
         }
         let share = |c: u64| if n == 0 { 0.0 } else { c as f64 / n as f64 };
+        let predicted = match pred {
+            Some((e, current)) if error.is_none() => {
+                make(current).ok().and_then(|c| e.predict(current, &c))
+            }
+            _ => None,
+        };
+        let (predicted_ttft_ms, predicted_prefix_hit_share) = match predicted {
+            Some((t, h)) => (Some(t), h),
+            None => (None, None),
+        };
         Row {
             label,
             kind,
@@ -398,6 +516,8 @@ impl Recommend {
             unknown,
             no_match_info: no_match,
             error,
+            predicted_ttft_ms,
+            predicted_prefix_hit_share,
         }
     }
 
@@ -458,12 +578,298 @@ impl Recommend {
             )
         };
         let _ = (break_even, current_bar);
+        let row = if rec == params(st) { st } else { mt };
         let yaml = recommendation_yaml(name, &rec, &alt, &why);
         Some(Recommended {
             params: rec,
             alternative: alt,
             why,
             yaml,
+            row: row.label.clone(),
+            objective: "excess_ttft".into(),
+            gain_ms: None,
         })
+    }
+}
+
+fn mode_params(r: &Row) -> ModeParams {
+    ModeParams {
+        penalty_mode: r.penalty_mode,
+        peak_prefill_throughput: r.peak_prefill_throughput,
+        max_ttft_penalty_ms: r.max_ttft_penalty_ms,
+        excess_ttft_ms: r.excess_ttft_ms,
+    }
+}
+
+/// `v (lo–hi) ms`.
+fn with_interval(v: f64, i: [f64; 2]) -> String {
+    format!("{v:.0} ms ({:.0}–{:.0})", i[0], i[1])
+}
+
+/// The warning of a failed self-check.
+fn self_check_failed(c: &SelfCheck, objective: Objective) -> String {
+    let off: Vec<String> = c
+        .quantiles
+        .iter()
+        .filter(|q| !q.inside && (q.quantile != "p99" || objective == Objective::P99))
+        .map(|q| {
+            format!(
+                "{} predicted {} against {:.0} ms observed ({:+.0} %)",
+                q.quantile,
+                with_interval(q.predicted, q.interval),
+                q.observed,
+                q.gap_share * 100.0
+            )
+        })
+        .collect();
+    format!(
+        "no recommendation: the replay of the config in force misses the observed TTFT beyond its 90 % interval ({}), so no predicted TTFT is acted on; the paste block falls back to the corrected peak",
+        off.join("; ")
+    )
+}
+
+impl Recommend {
+    /// The row with the lowest predicted `objective`, the current one when
+    /// their intervals overlap.
+    pub(super) fn choose(
+        &self,
+        name: &str,
+        rows: &[Row],
+        current: &Config,
+        objective: Objective,
+    ) -> Option<Recommended> {
+        let latency = current.ttft_source == TtftSource::LatencyPredictor;
+        let eligible = |r: &&Row| {
+            r.error.is_none()
+                && r.predicted_ttft_ms.is_some()
+                && !(latency && r.penalty_mode == PenaltyMode::MatchedTokens)
+        };
+        let value = |r: &Row| r.predicted_ttft_ms.as_ref().map(|p| p.at(objective));
+        let cur = rows.iter().find(|r| r.kind == RowKind::Current)?;
+        let (cv, ci) = value(cur)?;
+        let best = rows.iter().filter(eligible).min_by(|a, b| {
+            let (x, y) = (
+                value(a).map_or(f64::MAX, |v| v.0),
+                value(b).map_or(f64::MAX, |v| v.0),
+            );
+            x.total_cmp(&y)
+        })?;
+        let (bv, bi) = value(best)?;
+        let overlap = bi[0] <= ci[1] && ci[0] <= bi[1];
+        let obj = objective.as_str();
+        let chosen = if best.kind == RowKind::Current || overlap {
+            cur
+        } else {
+            best
+        };
+        let why = if chosen.kind == RowKind::Current {
+            if best.kind == RowKind::Current {
+                format!(
+                    "current: no config replayed predicts a lower TTFT {obj} than the config in force ({})",
+                    with_interval(cv, ci)
+                )
+            } else {
+                format!(
+                    "current: the lowest predicted TTFT {obj}, {} under {}, is inside the current config's interval ({}), so no change is predicted to help",
+                    with_interval(bv, bi),
+                    best.label,
+                    with_interval(cv, ci)
+                )
+            }
+        } else {
+            format!(
+                "{}: the lowest predicted TTFT {obj}, {}, against {} under the config in force: {:.0} ms lower ({:.0}–{:.0}); it would have released {:.1} % of the decisions",
+                chosen.label,
+                with_interval(bv, bi),
+                with_interval(cv, ci),
+                cv - bv,
+                ci[0] - bi[1],
+                ci[1] - bi[0],
+                chosen.released_share * 100.0
+            )
+        };
+        // The alternative: the best row of the other family.
+        let other = if chosen.penalty_mode == PenaltyMode::MatchedTokens {
+            PenaltyMode::Static
+        } else {
+            PenaltyMode::MatchedTokens
+        };
+        let alt_row = rows
+            .iter()
+            .filter(eligible)
+            .filter(|r| r.penalty_mode == other)
+            .min_by(|a, b| {
+                let (x, y) = (
+                    value(a).map_or(f64::MAX, |v| v.0),
+                    value(b).map_or(f64::MAX, |v| v.0),
+                );
+                x.total_cmp(&y)
+            })
+            .unwrap_or(cur);
+        let rec = mode_params(chosen);
+        let alt = mode_params(alt_row);
+        let yaml = recommendation_yaml(name, &rec, &alt, &why);
+        Some(Recommended {
+            params: rec,
+            alternative: alt,
+            why,
+            yaml,
+            row: chosen.label.clone(),
+            objective: obj.into(),
+            gain_ms: Some(Gain {
+                value: cv - value(chosen)?.0,
+                interval: [ci[0] - value(chosen)?.1[1], ci[1] - value(chosen)?.1[0]],
+            }),
+        })
+    }
+
+    /// What to paste: the row `--choose` names, else the recommendation
+    /// (in the `--mode` family), else the corrected peak and the static bar
+    /// the decisions support.
+    pub(super) fn paste(
+        &self,
+        name: &str,
+        rows: &[Row],
+        recommended: Option<&Recommended>,
+        warnings: &mut Vec<String>,
+    ) -> Option<Paste> {
+        let objective = self.opts.objective;
+        let mode = self.opts.mode;
+        let make = |r: &Row, why: String| {
+            let params = mode_params(r);
+            let alt = rows
+                .iter()
+                .find(|x| x.kind == RowKind::Current)
+                .map(mode_params)
+                .unwrap_or_else(|| params.clone());
+            let yaml = recommendation_yaml(name, &params, &alt, &why).replace(
+                "# alternative, not recommended",
+                "# the config in force, for comparison",
+            );
+            Paste {
+                row: r.label.clone(),
+                params,
+                why,
+                yaml,
+            }
+        };
+        let did = |r: &Row| {
+            let ttft = r
+                .predicted_ttft_ms
+                .as_ref()
+                .map(|p| {
+                    format!(
+                        ", predicted TTFT {} {}",
+                        objective.as_str(),
+                        with_interval(p.at(objective).0, p.at(objective).1)
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "it would have released {:.1} % of the decisions, pinned {:.1} %{ttft}",
+                r.released_share * 100.0,
+                r.pinned_worse_share * 100.0
+            )
+        };
+        if let Some(label) = &self.opts.choose {
+            match rows
+                .iter()
+                .find(|r| r.label == *label || r.kind.as_str() == label)
+            {
+                Some(r) if r.error.is_none() => {
+                    return Some(make(
+                        r,
+                        format!("{}: chosen with --choose; {}", r.label, did(r)),
+                    ));
+                }
+                Some(r) => warnings.push(format!(
+                    "--choose {label}: not valid for this deployment: {}",
+                    r.error.as_deref().unwrap_or_default()
+                )),
+                None => warnings.push(format!(
+                    "--choose {label}: no such row (rows: {})",
+                    rows.iter()
+                        .map(|r| r.label.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            }
+        }
+        if let Some(rec) = recommended
+            && mode.is_none_or(|m| m == rec.params.penalty_mode)
+        {
+            return Some(Paste {
+                row: rec.row.clone(),
+                params: rec.params.clone(),
+                why: rec.why.clone(),
+                yaml: rec.yaml.clone(),
+            });
+        }
+        let family = mode.unwrap_or(PenaltyMode::Static);
+        // A recommendation by predicted TTFT in the other family: that
+        // family's row with the lowest prediction.
+        if let Some(rec) = recommended
+            && rec.gain_ms.is_some()
+            && let Some(r) = rows
+                .iter()
+                .filter(|r| r.error.is_none() && r.penalty_mode == family)
+                .filter_map(|r| Some((r, r.predicted_ttft_ms.as_ref()?.at(objective).0)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(r, _)| r)
+        {
+            return Some(make(
+                r,
+                format!(
+                    "{}: --mode {}: the lowest predicted TTFT {} of that family (the recommendation is {}); {}",
+                    r.label,
+                    family.as_str(),
+                    objective.as_str(),
+                    rec.row,
+                    did(r)
+                ),
+            ));
+        }
+        let find = |k: RowKind| rows.iter().find(|r| r.kind == k && r.error.is_none());
+        let pick = match family {
+            PenaltyMode::MatchedTokens => find(RowKind::MatchedTokens)
+                .or_else(|| find(RowKind::MatchedTokensNoCeiling))
+                .map(|r| (r, "matchedTokens at the peak estimate, the current bar as ceiling")),
+            PenaltyMode::Static => find(RowKind::Static)
+                .map(|r| (r, "static at the peak estimate, the bar that minimises the excess TTFT"))
+                .or_else(|| {
+                    find(RowKind::CorrectedPeak).map(|r| {
+                        (
+                            r,
+                            "the config in force with peakPrefillThroughput corrected to the peak the decisions support (the engine fitted to the observed first tokens, else the peak estimate); its bar is kept, as no bar can be derived without matched tokens",
+                        )
+                    })
+                }),
+        };
+        if let Some((r, what)) = pick {
+            let reason = if recommended.is_some() {
+                format!("--mode {}", family.as_str())
+            } else {
+                "no recommendation".to_string()
+            };
+            return Some(make(
+                r,
+                format!("{}: {reason}; {what}; {}", r.label, did(r)),
+            ));
+        }
+        if family == PenaltyMode::MatchedTokens
+            && let Some(r) = find(RowKind::CorrectedPeak)
+        {
+            let mut m = r.clone();
+            m.penalty_mode = PenaltyMode::MatchedTokens;
+            m.label = format!("{}, matchedTokens", r.label);
+            return Some(make(
+                &m,
+                format!(
+                    "{}: --mode matchedTokens without matched tokens in the log: the corrected peak with penaltyMode matchedTokens and the current bar as ceiling (not replayed: the log has no match information)",
+                    m.label
+                ),
+            ));
+        }
+        None
     }
 }

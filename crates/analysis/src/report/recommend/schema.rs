@@ -1,5 +1,5 @@
 //! The report of the calibration: the structs of the JSON schema
-//! `gatecal.recommend/v2`, documented field by field here and in
+//! `gatecal.recommend/v3`, documented field by field here and in
 //! `docs/json-schema.md`.
 
 use std::collections::BTreeMap;
@@ -11,6 +11,9 @@ use crate::config::source::SourcedConfig;
 use crate::input::ProducerBlockSizes;
 use crate::peak::agreement::SourceDisagreement;
 use crate::peak::throughput::{PeakEstimate, PeakSource};
+use crate::predict::per_deployment::{
+    EndpointTtft, ObservedTtft, PredictedTtft, SelfCheck, TtftModel,
+};
 use crate::report::gate_dist::InputSummary;
 
 /// The chosen peak and every estimate found.
@@ -131,6 +134,26 @@ pub enum RowKind {
     MatchedTokensNoCeiling,
     /// A `--candidate-config` or `--what-if`.
     Candidate,
+    /// The config in force with `peakPrefillThroughput` corrected to the
+    /// engine fitted to the observed first tokens (else the peak estimate).
+    CorrectedPeak,
+    /// Static mode at the corrected peak, one of the swept bars.
+    StaticSweep,
+}
+
+impl RowKind {
+    /// The name, as in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowKind::Current => "current",
+            RowKind::Static => "static",
+            RowKind::MatchedTokens => "matched_tokens",
+            RowKind::MatchedTokensNoCeiling => "matched_tokens_no_ceiling",
+            RowKind::Candidate => "candidate",
+            RowKind::CorrectedPeak => "corrected_peak",
+            RowKind::StaticSweep => "static_sweep",
+        }
+    }
 }
 
 /// One config replayed on the deployment's decisions.
@@ -166,6 +189,11 @@ pub struct Row {
     pub no_match_info: u64,
     /// A candidate that is not valid for this deployment: the EPP's message.
     pub error: Option<String>,
+    /// The TTFT the replay predicts under this config (`null` when it
+    /// cannot: the deployment's `warnings` say why).
+    pub predicted_ttft_ms: Option<PredictedTtft>,
+    /// The replay's cached share of prompt tokens under this config.
+    pub predicted_prefix_hit_share: Option<f64>,
 }
 
 /// The parameters of one mode.
@@ -195,6 +223,37 @@ pub struct Recommended {
     pub why: String,
     /// The parameters to set, as YAML, the alternative commented out.
     pub yaml: String,
+    /// The label of the row recommended.
+    pub row: String,
+    /// What the choice minimised: `p50`, `p90`, `p99` or `mean` of the
+    /// predicted TTFT, or `excess_ttft` when no TTFT could be predicted.
+    pub objective: String,
+    /// How much lower the recommended row's objective is than the
+    /// current row's, ms, with an interval (`null` for `excess_ttft`).
+    pub gain_ms: Option<Gain>,
+}
+
+/// A predicted gain, ms.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Gain {
+    /// Current minus recommended.
+    pub value: f64,
+    /// 90 % interval: from the two predictions' intervals, `[current low −
+    /// recommended high, current high − recommended low]`.
+    pub interval: [f64; 2],
+}
+
+/// The parameters to paste (and `--emit-config`'s), and why these.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Paste {
+    /// The row they come from.
+    pub row: String,
+    /// The parameters.
+    pub params: ModeParams,
+    /// Why this config, and what it would have done.
+    pub why: String,
+    /// As YAML.
+    pub yaml: String,
 }
 
 /// One deployment's calibration.
@@ -215,11 +274,26 @@ pub struct DeploymentRec {
     pub break_even_tokens: BreakEvenTokens,
     /// The config in force.
     pub current: Current,
+    /// The TTFT the log observed (request received to first response
+    /// body), over the deployment's requests.
+    pub observed_ttft_ms: ObservedTtft,
+    /// The same, per endpoint the requests were sent to.
+    pub observed_ttft_by_endpoint_ms: BTreeMap<String, EndpointTtft>,
+    /// The engine model the predictions use, and what it rests on.
+    pub ttft_model: TtftModel,
+    /// The `current` row's prediction beside the observed TTFT (`null`
+    /// when either is missing).
+    pub ttft_self_check: Option<SelfCheck>,
     /// Every config replayed: current, static, matchedTokens (with and
     /// without ceiling), candidates.
     pub rows: Vec<Row>,
-    /// The recommendation; `null` without matched tokens.
+    /// The recommendation; `null` when no config can be chosen (no
+    /// prediction and no matched tokens, or a failed self-check).
     pub recommended: Option<Recommended>,
+    /// What to paste: the recommendation, or the config `--choose` /
+    /// `--mode` name, or else the corrected peak and the static bar the
+    /// decisions support; `null` when there is none.
+    pub paste: Option<Paste>,
     /// Figures on which the vLLM log lines and the Prometheus counters
     /// disagree beyond their intervals (`peak::agreement`); each is in
     /// `warnings` too.
@@ -228,10 +302,10 @@ pub struct DeploymentRec {
     pub warnings: Vec<String>,
 }
 
-/// The whole report: `gatecal.recommend/v2`.
+/// The whole report: `gatecal.recommend/v3`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RecommendReport {
-    /// `gatecal.recommend/v2`.
+    /// `gatecal.recommend/v3`.
     pub schema: &'static str,
     /// The findings, most severe first ([`crate::findings`]).
     pub findings: Vec<crate::findings::Finding>,

@@ -1,0 +1,597 @@
+//! The reports' use of the replay, per deployment: the requests its
+//! decisions show (at most [`MAX_REPLAY_REQUESTS`]), the TTFT the log
+//! observed for them, the engine fitted to those first tokens
+//! ([`super::fit_engine`]), and the predicted TTFT of each candidate
+//! config ([`super::predict`]).
+//!
+//! # Memory
+//!
+//! A request kept for the replay is one [`Seen`] (its arrival, endpoint
+//! picked, the token loads of its scorer lines): a few hundred bytes. At
+//! most [`MAX_REPLAY_REQUESTS`] are kept per deployment, the first ones
+//! counted, and [`MAX_REPLAY_REQUESTS_TOTAL`] over all deployments; the
+//! others are counted ([`TtftModel::requests_cut`]) and the prediction
+//! rests on the ones kept. Observed TTFTs go to histograms (0.05 %
+//! relative precision), per deployment and per endpoint (at most
+//! [`MAX_OBSERVED_ENDPOINTS`] endpoints; the others are counted in the
+//! deployment's figure only). Request ids are remembered as 8-byte
+//! fingerprints to count each request once (a request with several
+//! scheduling profiles logs several decisions), at most [`MAX_IDS`] per
+//! deployment; past that the set starts again.
+
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+
+use gatecal_filter::Config;
+use rustc_hash::{FxBuildHasher, FxHashSet};
+use serde::Serialize;
+
+use super::replay::{EngineModel, Picker};
+use super::workload::{Seen, Workload, WorkloadEvidence, infer};
+use super::{EngineFit, Prediction, fit_engine, predict};
+use crate::gate::hist::SignedHistogram;
+use crate::input::DecisionInput;
+
+/// Requests kept for the replay per deployment.
+pub const MAX_REPLAY_REQUESTS: usize = 131_072;
+/// Requests kept for the replay over all deployments.
+pub const MAX_REPLAY_REQUESTS_TOTAL: usize = 524_288;
+/// Endpoints per deployment whose observed TTFT is shown on its own.
+pub const MAX_OBSERVED_ENDPOINTS: usize = 256;
+/// The fitted speed's interval, relative to it, from which the replay is
+/// run at its ends too.
+pub const MIN_REPLAYED_INTERVAL: f64 = 0.01;
+/// Request-id fingerprints remembered per deployment.
+pub const MAX_IDS: usize = 1 << 22;
+
+/// What the observed TTFT is, in a sentence.
+pub const OBSERVED_SOURCE: &str = "EPP log: `EPP received request` to the first non-empty `HandleResponseBody` of the same request id (-v=4), one per request";
+/// Why there is no observed TTFT.
+pub const NO_OBSERVED: &str = "none: the log shows no response body for any request (the EPP logs `HandleResponseBody is triggered` at -v=4 from builds of 2026-03-24 on, for streamed responses; a capture split across files loses the responses logged in a later file than their request)";
+
+/// The picker the replay assumes.
+pub const PICKER_ASSUMED: &str = "token-load scorer alone, max-score picker (assumed: the scorers and weights of the deployment's config are not read)";
+
+/// Observed TTFT quantiles of one deployment (`observed_ttft_ms`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ObservedTtft {
+    /// Nearest-rank median, ms (`null` without observations).
+    pub p50: Option<f64>,
+    /// 90th percentile, ms.
+    pub p90: Option<f64>,
+    /// 99th percentile, ms.
+    pub p99: Option<f64>,
+    /// Requests with an observed first token.
+    pub n: u64,
+    /// Where the figures come from, or why there are none.
+    pub source: String,
+}
+
+/// Observed TTFT quantiles of one endpoint.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EndpointTtft {
+    /// Median, ms.
+    pub p50: Option<f64>,
+    /// 90th percentile, ms.
+    pub p90: Option<f64>,
+    /// 99th percentile, ms.
+    pub p99: Option<f64>,
+    /// Requests sent to the endpoint with an observed first token.
+    pub n: u64,
+}
+
+/// The 90 % intervals of a prediction, ms.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PredictedIntervals {
+    /// Of the median.
+    pub p50: [f64; 2],
+    /// Of the 90th percentile.
+    pub p90: [f64; 2],
+    /// Of the 99th percentile.
+    pub p99: [f64; 2],
+    /// Of the mean.
+    pub mean: [f64; 2],
+}
+
+/// The predicted TTFT of one config (`predicted_ttft_ms`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PredictedTtft {
+    /// Median, ms.
+    pub p50: f64,
+    /// 90th percentile, ms.
+    pub p90: f64,
+    /// 99th percentile, ms.
+    pub p99: f64,
+    /// Mean, ms.
+    pub mean: f64,
+    /// 90 % intervals.
+    pub interval: PredictedIntervals,
+    /// Requests replayed.
+    pub n: usize,
+}
+
+impl PredictedTtft {
+    fn of(p: &Prediction) -> PredictedTtft {
+        PredictedTtft {
+            p50: p.quantiles_ms[0],
+            p90: p.quantiles_ms[1],
+            p99: p.quantiles_ms[2],
+            mean: p.mean_ms,
+            interval: PredictedIntervals {
+                p50: p.intervals_ms[0],
+                p90: p.intervals_ms[1],
+                p99: p.intervals_ms[2],
+                mean: p.mean_interval_ms,
+            },
+            n: p.n,
+        }
+    }
+
+    /// The value and interval of `objective`.
+    pub fn at(&self, objective: Objective) -> (f64, [f64; 2]) {
+        match objective {
+            Objective::P50 => (self.p50, self.interval.p50),
+            Objective::P90 => (self.p90, self.interval.p90),
+            Objective::P99 => (self.p99, self.interval.p99),
+            Objective::Mean => (self.mean, self.interval.mean),
+        }
+    }
+}
+
+/// Which figure of the predicted TTFT the recommendation minimises.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// The median.
+    P50,
+    /// The 90th percentile (the default).
+    #[default]
+    P90,
+    /// The 99th percentile.
+    P99,
+    /// The mean.
+    Mean,
+}
+
+impl Objective {
+    /// The name, as `--objective` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Objective::P50 => "p50",
+            Objective::P90 => "p90",
+            Objective::P99 => "p99",
+            Objective::Mean => "mean",
+        }
+    }
+}
+
+/// The workload counts shown with the model.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorkloadCounts {
+    /// Requests replayed.
+    pub requests: usize,
+    /// Whose uncached tokens came from exact candidates.
+    pub exact: usize,
+    /// From token-load scorer lines.
+    pub from_loads: usize,
+    /// Neither (the deployment's median so far).
+    pub assumed: usize,
+    /// Linked to an earlier request of their session.
+    pub continued: usize,
+    /// Of those, closed loops (think time known).
+    pub closed_loops: usize,
+    /// With an observed first token.
+    pub observed_ttft: usize,
+}
+
+impl From<&WorkloadEvidence> for WorkloadCounts {
+    fn from(e: &WorkloadEvidence) -> Self {
+        WorkloadCounts {
+            requests: e.requests,
+            exact: e.exact,
+            from_loads: e.from_loads,
+            assumed: e.assumed,
+            continued: e.continued,
+            closed_loops: e.closed_loops,
+            observed_ttft: e.observed_ttft,
+        }
+    }
+}
+
+/// The engine model of a deployment and what it rests on (`ttft_model`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TtftModel {
+    /// Uncached tokens one endpoint prefills per second, fitted (`null`
+    /// without a fit).
+    pub tokens_per_s: Option<f64>,
+    /// Its 90 % interval.
+    pub tokens_per_s_interval: Option<[f64; 2]>,
+    /// Time each request takes beyond its tokens, ms.
+    pub overhead_ms: Option<f64>,
+    /// Requests the fit rests on (an observed first token, and the one
+    /// before it on the same endpoint).
+    pub fitted_requests: usize,
+    /// Median relative error of the fitted service times.
+    pub median_error: Option<f64>,
+    /// How the parameters were found, or why there are none.
+    pub source: String,
+    /// The picker assumed after the filter.
+    pub picker: String,
+    /// The workload replayed.
+    pub workload: WorkloadCounts,
+    /// Requests not replayed, past the caps.
+    pub requests_cut: u64,
+}
+
+/// One quantile of the self-check.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SelfCheckQuantile {
+    /// `p50`, `p90` or `p99`.
+    pub quantile: &'static str,
+    /// What the log observed, ms.
+    pub observed: f64,
+    /// What the replay of the config in force predicts, ms.
+    pub predicted: f64,
+    /// The prediction's 90 % interval.
+    pub interval: [f64; 2],
+    /// `predicted − observed`, ms.
+    pub gap_ms: f64,
+    /// `gap / observed`.
+    pub gap_share: f64,
+    /// The observed value lies inside the interval.
+    pub inside: bool,
+}
+
+/// The self-check (`ttft_self_check`): the `current` row's prediction
+/// beside the observed TTFT.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SelfCheck {
+    /// p50, p90 and p99.
+    pub quantiles: Vec<SelfCheckQuantile>,
+    /// Every quantile checked (p50, p90 and the objective's) is inside its
+    /// interval: the predictions can be acted on.
+    pub passed: bool,
+}
+
+/// The observed TTFT of one deployment's requests, as the decisions
+/// arrive: each request id once.
+#[derive(Default)]
+pub struct Observed {
+    ids: FxHashSet<u64>,
+    all: Option<SignedHistogram>,
+    by_endpoint: BTreeMap<String, SignedHistogram>,
+}
+
+impl Observed {
+    /// Adds the decision of request `id`, sent to `chosen`, with its
+    /// observed TTFT; `false` (and nothing added) for a request already
+    /// seen or a decision without a request id.
+    pub fn push(&mut self, id: Option<&str>, chosen: Option<&str>, ttft_ms: Option<f64>) -> bool {
+        let Some(rid) = id else {
+            return false;
+        };
+        if self.ids.len() >= MAX_IDS {
+            self.ids.clear();
+        }
+        if !self.ids.insert(fingerprint(rid)) {
+            return false;
+        }
+        if let Some(t) = ttft_ms.filter(|t| t.is_finite() && *t >= 0.0) {
+            self.all.get_or_insert_with(SignedHistogram::new).record(t);
+            if let Some(ep) = chosen {
+                let n = self.by_endpoint.len();
+                match self.by_endpoint.get_mut(ep) {
+                    Some(h) => h.record(t),
+                    None if n < MAX_OBSERVED_ENDPOINTS => {
+                        let mut h = SignedHistogram::new();
+                        h.record(t);
+                        self.by_endpoint.insert(ep.to_string(), h);
+                    }
+                    None => {}
+                }
+            }
+        }
+        true
+    }
+
+    /// The deployment's observed TTFT.
+    pub fn summary(&self) -> ObservedTtft {
+        match &self.all {
+            Some(h) if h.count() > 0 => {
+                let r = h.recorded();
+                ObservedTtft {
+                    p50: r.quantile(0.5),
+                    p90: r.quantile(0.9),
+                    p99: r.quantile(0.99),
+                    n: h.count(),
+                    source: OBSERVED_SOURCE.into(),
+                }
+            }
+            _ => ObservedTtft {
+                p50: None,
+                p90: None,
+                p99: None,
+                n: 0,
+                source: NO_OBSERVED.into(),
+            },
+        }
+    }
+
+    /// The observed TTFT of each endpoint with one.
+    pub fn by_endpoint(&self) -> BTreeMap<String, EndpointTtft> {
+        self.by_endpoint
+            .iter()
+            .filter(|(_, h)| h.count() > 0)
+            .map(|(e, h)| {
+                let r = h.recorded();
+                (
+                    e.clone(),
+                    EndpointTtft {
+                        p50: r.quantile(0.5),
+                        p90: r.quantile(0.9),
+                        p99: r.quantile(0.99),
+                        n: h.count(),
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+/// The requests of one deployment, as the decisions arrive.
+#[derive(Default)]
+pub struct Requests {
+    observed: Observed,
+    seen: Vec<Seen>,
+    cut: u64,
+}
+
+fn fingerprint(id: &str) -> u64 {
+    FxBuildHasher.hash_one(id)
+}
+
+impl Requests {
+    /// Adds one counted decision; `room` is what is left of
+    /// [`MAX_REPLAY_REQUESTS_TOTAL`]. A decision without a request id, or
+    /// of a request already seen, adds nothing.
+    pub fn push(&mut self, d: &DecisionInput, room: &mut usize) {
+        if !self.observed.push(
+            d.request_id.as_deref(),
+            d.chosen.as_deref(),
+            d.observed_ttft_ms,
+        ) {
+            return;
+        }
+        let Some(seen) = Seen::from_decision(d) else {
+            return;
+        };
+        if self.seen.len() < MAX_REPLAY_REQUESTS && *room > 0 {
+            *room -= 1;
+            self.seen.push(seen);
+        } else {
+            self.cut += 1;
+        }
+    }
+
+    /// The observed TTFT of the deployment.
+    pub fn observed(&self) -> ObservedTtft {
+        self.observed.summary()
+    }
+
+    /// The observed TTFT of each endpoint with one.
+    pub fn observed_by_endpoint(&self) -> BTreeMap<String, EndpointTtft> {
+        self.observed.by_endpoint()
+    }
+
+    /// The engine fitted to the requests kept, ready to predict. `peak` is
+    /// the deployment's peak estimate (used for the first tokens the log
+    /// does not show), `threshold` the `affinityThreshold` in force,
+    /// `block_size` the tokens per prefix block.
+    pub fn engine(&mut self, peak: f64, threshold: f64, block_size: i64) -> Engine {
+        // In arrival order (the decisions came in log order).
+        self.seen.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+        let start = EngineModel {
+            peak_tps: if peak.is_finite() && peak > 0.0 {
+                peak
+            } else {
+                gatecal_filter::DEFAULT_CONFIG.peak_prefill_throughput
+            },
+            overhead_s: 0.0,
+            latency_s: 0.0,
+            cache_capacity_tokens: f64::INFINITY,
+            block_size: block_size.max(1),
+        };
+        let w = infer(&self.seen, &[], threshold, &start);
+        let fit = fit_engine(&w);
+        let source = match &fit {
+            Some(f) => format!(
+                "fitted to the observed first tokens of {} requests: each request's prefill time (its first token less the later of its arrival and the previous first token on its endpoint) regressed on its uncached tokens; median error {:.1} %",
+                f.n,
+                f.median_error * 100.0
+            ),
+            None if w.evidence.observed_ttft == 0 => {
+                "none: no request has an observed first token to fit the engine to".into()
+            }
+            None => format!(
+                "none: {} request(s) with an observed first token and its endpoint's previous one; the fit needs {} and a positive speed",
+                w.evidence.observed_ttft,
+                super::MIN_FIT_REQUESTS
+            ),
+        };
+        let model = TtftModel {
+            tokens_per_s: fit.map(|f| f.tokens_per_s),
+            tokens_per_s_interval: fit.and_then(|f| f.tokens_per_s_interval),
+            overhead_ms: fit.map(|f| f.overhead_s * 1000.0),
+            fitted_requests: fit.map_or(0, |f| f.n),
+            median_error: fit.map(|f| f.median_error),
+            source,
+            picker: PICKER_ASSUMED.into(),
+            workload: WorkloadCounts::from(&w.evidence),
+            requests_cut: self.cut,
+        };
+        Engine {
+            engine: fit.map(|f| EngineModel {
+                peak_tps: f.tokens_per_s,
+                overhead_s: f.overhead_s,
+                ..start
+            }),
+            fit,
+            w,
+            model,
+        }
+    }
+}
+
+/// A deployment's workload and fitted engine.
+pub struct Engine {
+    w: Workload,
+    fit: Option<EngineFit>,
+    engine: Option<EngineModel>,
+    /// What is shown of it.
+    pub model: TtftModel,
+}
+
+impl Engine {
+    /// The engine's fitted speed, tokens/s.
+    pub fn fitted_peak(&self) -> Option<f64> {
+        self.fit.map(|f| f.tokens_per_s)
+    }
+
+    /// The predicted TTFT of `config`, `current` being the config in
+    /// force, and the predicted prefix-cache hit share of prompt tokens;
+    /// `None` without a fitted engine or a request to replay.
+    pub fn predict(
+        &self,
+        current: &Config,
+        config: &Config,
+    ) -> Option<(PredictedTtft, Option<f64>)> {
+        let m = self.engine.as_ref()?;
+        // The speed's interval moves every TTFT by its relative width at
+        // most; under 1 % that is inside the rank interval, and the two
+        // replays at its ends are not run.
+        let interval = self
+            .fit
+            .and_then(|f| f.tokens_per_s_interval.map(|i| (i, f.tokens_per_s)))
+            .filter(|&([lo, hi], v)| (hi - lo) / v > MIN_REPLAYED_INTERVAL)
+            .map(|(i, _)| i);
+        let p = predict(&self.w, current, config, &Picker::default(), m, interval)?;
+        Some((PredictedTtft::of(&p), p.prefix_hit_share))
+    }
+}
+
+/// The self-check of `current` (the config in force's prediction) against
+/// `observed`, checking p50, p90 and `objective`'s quantile. `None`
+/// without an observed TTFT.
+pub fn self_check(
+    current: &PredictedTtft,
+    observed: &ObservedTtft,
+    objective: Objective,
+) -> Option<SelfCheck> {
+    let mut quantiles = Vec::new();
+    let mut passed = true;
+    for (name, o, p, i) in [
+        ("p50", observed.p50, current.p50, current.interval.p50),
+        ("p90", observed.p90, current.p90, current.interval.p90),
+        ("p99", observed.p99, current.p99, current.interval.p99),
+    ] {
+        let o = o?;
+        let inside = (i[0]..=i[1]).contains(&o);
+        let checked = name != "p99" || objective == Objective::P99;
+        if checked && !inside {
+            passed = false;
+        }
+        quantiles.push(SelfCheckQuantile {
+            quantile: name,
+            observed: o,
+            predicted: p,
+            interval: i,
+            gap_ms: p - o,
+            gap_share: if o > 0.0 { (p - o) / o } else { 0.0 },
+            inside,
+        });
+    }
+    Some(SelfCheck { quantiles, passed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(id: &str, ts: f64, ep: &str, ttft: Option<f64>) -> DecisionInput {
+        DecisionInput {
+            deployment: "d".into(),
+            ts: Some(ts),
+            request_id: Some(id.into()),
+            chosen: Some(ep.into()),
+            observed_ttft_ms: ttft,
+            ..DecisionInput::default()
+        }
+    }
+
+    #[test]
+    fn observed_ttft_counts_each_request_once_per_endpoint() {
+        let mut r = Requests::default();
+        let mut room = 3;
+        for i in 0..10 {
+            let ep = if i % 2 == 0 { "a" } else { "b" };
+            let d = decision(
+                &format!("r{i}"),
+                f64::from(i),
+                ep,
+                Some(f64::from(i + 1) * 10.0),
+            );
+            r.push(&d, &mut room);
+            // A second profile's decision of the same request.
+            r.push(&d, &mut room);
+        }
+        r.push(&decision("x", 20.0, "a", None), &mut room);
+        let o = r.observed();
+        assert_eq!(o.n, 10);
+        assert!((o.p50.unwrap() - 50.0).abs() < 0.1, "{o:?}");
+        assert!((o.p90.unwrap() - 90.0).abs() < 0.1, "{o:?}");
+        let by = r.observed_by_endpoint();
+        assert_eq!(by["a"].n, 5);
+        assert_eq!(by["b"].n, 5);
+        assert!((by["b"].p50.unwrap() - 60.0).abs() < 0.1);
+        // Three kept for the replay, the other eight counted.
+        assert_eq!(room, 0);
+        assert_eq!(r.seen.len(), 3);
+        assert_eq!(r.cut, 8);
+        let none = Requests::default().observed();
+        assert_eq!((none.n, none.p50), (0, None));
+        assert!(none.source.starts_with("none"));
+    }
+
+    #[test]
+    fn the_self_check_fails_outside_the_interval() {
+        let p = PredictedTtft {
+            p50: 100.0,
+            p90: 200.0,
+            p99: 400.0,
+            mean: 120.0,
+            interval: PredictedIntervals {
+                p50: [90.0, 110.0],
+                p90: [180.0, 220.0],
+                p99: [300.0, 500.0],
+                mean: [110.0, 130.0],
+            },
+            n: 1000,
+        };
+        let mut o = ObservedTtft {
+            p50: Some(105.0),
+            p90: Some(210.0),
+            p99: Some(900.0),
+            n: 1000,
+            source: String::new(),
+        };
+        let c = self_check(&p, &o, Objective::P90).unwrap();
+        assert!(c.passed);
+        assert!(!c.quantiles[2].inside);
+        assert!((c.quantiles[1].gap_ms + 10.0).abs() < 1e-9);
+        assert!(!self_check(&p, &o, Objective::P99).unwrap().passed);
+        o.p90 = Some(260.0);
+        assert!(!self_check(&p, &o, Objective::P90).unwrap().passed);
+        o.p50 = None;
+        assert_eq!(self_check(&p, &o, Objective::P90), None);
+    }
+}
