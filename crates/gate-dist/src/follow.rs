@@ -41,11 +41,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     anyhow::ensure!(
+        args.since.is_none() && args.until.is_none(),
+        "--since/--until do not go with --follow: each report covers the last --window of log time"
+    );
+    anyhow::ensure!(
         args.every >= 0.1,
         "--every {}: give at least 0.1s",
         args.every
     );
-    let mut opts = args.options()?;
+    let mut opts = args.options(None)?;
     opts.window_s = None;
     let window_s = args.window.unwrap_or(DEFAULT_WINDOW_S);
     let mut filter = args.filter.clone();
