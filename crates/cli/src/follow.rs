@@ -267,7 +267,7 @@ impl<R: Read> Read for Counted<R> {
 }
 
 /// Decisions queued between the inputs' threads and the analysis at most.
-const CHANNEL: usize = 1024;
+const CHANNEL: usize = 64;
 
 /// What an input's thread sends.
 pub enum Msg {
