@@ -150,3 +150,82 @@ fn glm_like_under_the_defaults_names_its_failures() {
     find(&r, ids::GATE_NEVER_FIRES);
     find(&r, ids::DEFAULT_PEAK_ASSUMED);
 }
+
+/// Two EPP replicas of one pool, their decisions interleaved: the
+/// balanced log, captured with the kubectl prefix, with every other
+/// request's lines under a second pod of the same ReplicaSet. The finding
+/// names both pods, and the report gives each replica's own figures.
+#[test]
+fn split_load_view_fires_on_two_interleaved_replicas() {
+    let s = short("balanced", 150.0);
+    let variant = Variant {
+        prefix: true,
+        ..Variant::default()
+    };
+    let out = run(&s, 1, &variant);
+    let a = s.deployments[0].epp_pod.clone();
+    let b = format!("{}zt4km", &a[..a.len() - 5]);
+    let text = String::from_utf8(out.epp_log.clone()).unwrap();
+    let mut log = String::new();
+    for line in text.lines() {
+        let second = line
+            .split("\"x-request-id\":\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .is_some_and(|id| id.bytes().map(u32::from).sum::<u32>() % 2 == 1);
+        if second {
+            log.push_str(&line.replacen(&a, &b, 1));
+        } else {
+            log.push_str(line);
+        }
+        log.push('\n');
+    }
+    let mut g = GateDist::new(GateDistOptions::default(), config_of(&s));
+    let parsed = parse_slice("epp.log", log.as_bytes(), &ParseOptions::default()).unwrap();
+    for i in parsed.items {
+        if let Item::Decision(d) = i {
+            g.push(DecisionInput::from(&*d));
+        }
+    }
+    let r = g.finish(InputSummary::default());
+    assert_eq!(
+        r.deployments.len(),
+        1,
+        "one pool: {:?}",
+        r.deployments.len()
+    );
+    assert_eq!(
+        ids_of(&r.findings),
+        [ids::SPLIT_LOAD_VIEW],
+        "{:#?}",
+        r.findings
+    );
+    let mut pods = vec![a, b];
+    pods.sort();
+    assert_eq!(r.findings[0].evidence.pods, pods);
+    let reps = &r.deployments[0].replicas;
+    assert_eq!(reps.len(), 2);
+    assert_eq!(
+        reps.iter().map(|x| x.decisions).sum::<u64>(),
+        r.deployments[0].stats.decisions
+    );
+    assert!(reps.iter().all(|x| x.decisions > 50), "{reps:#?}");
+}
+
+/// The eight deployments without a config: none has a peak in its log, so
+/// every one says that its ms figures assume the default.
+#[test]
+fn eight_deployments_without_config_say_the_peak_is_assumed() {
+    let s = short("eight-deployments", 120.0);
+    let out = sim(&s);
+    let g = gate_dist(&out, ConfigSet::default());
+    let said: std::collections::BTreeSet<&str> = g
+        .iter()
+        .filter(|f| f.id == ids::DEFAULT_PEAK_ASSUMED)
+        .map(|f| f.deployment.as_str())
+        .collect();
+    assert_eq!(said.len(), 8, "{g:#?}");
+    for f in g.iter().filter(|f| f.id == ids::DEFAULT_PEAK_ASSUMED) {
+        assert!(f.summary.contains("15928/P"), "{}", f.summary);
+    }
+}

@@ -308,9 +308,10 @@ fn chosen_sticky(d: &DecisionInput, threshold: f64) -> Option<(bool, String)> {
 }
 
 /// The peak a decision's logged gate line implies, `tokens / TTFT`: the
-/// gate's best sticky and best non-sticky TTFTs were computed from the
-/// in-flight tokens its exact candidates carry. `None` unless both sides
-/// give a value and the two agree within 0.5 %.
+/// gate's TTFTs were computed from the in-flight tokens its exact
+/// candidates carry. With both best TTFTs logged, each side gives the peak
+/// and the two must agree within 0.5 %; with the penalty alone (decision
+/// records), `(sticky − non-sticky tokens) / penalty`. `None` otherwise.
 pub fn implied_peak(d: &DecisionInput, threshold: f64) -> Option<f64> {
     let g = d.logged_gate?;
     let c = d.exact.as_ref()?;
@@ -321,14 +322,22 @@ pub fn implied_peak(d: &DecisionInput, threshold: f64) -> Option<f64> {
             .filter_map(|c| c.in_flight_tokens)
             .min()
     };
-    let (ts, tn) = (g.best_sticky_ttft_ms?, g.best_non_sticky_ttft_ms?);
     let (ks, kn) = (side(true)?, side(false)?);
     let ok = |ms: f64| ms.is_finite() && ms > 1e-6 && ms < 1e12;
-    if !ok(ts) || !ok(tn) || ks <= 0 || kn <= 0 {
+    if let (Some(ts), Some(tn)) = (g.best_sticky_ttft_ms, g.best_non_sticky_ttft_ms) {
+        if !ok(ts) || !ok(tn) || ks <= 0 || kn <= 0 {
+            return None;
+        }
+        let (ps, pn) = (ks as f64 / ts * 1000.0, kn as f64 / tn * 1000.0);
+        return ((ps - pn).abs() <= 0.005 * ps.max(pn) && ps.is_finite())
+            .then_some((ps + pn) / 2.0);
+    }
+    let p = g.penalty_ms;
+    if !ok(p) || ks <= kn {
         return None;
     }
-    let (ps, pn) = (ks as f64 / ts * 1000.0, kn as f64 / tn * 1000.0);
-    ((ps - pn).abs() <= 0.005 * ps.max(pn) && ps.is_finite()).then_some((ps + pn) / 2.0)
+    let peak = (ks - kn) as f64 / p * 1000.0;
+    (peak.is_finite() && peak > 0.0).then_some(peak)
 }
 
 impl SignalsAcc {

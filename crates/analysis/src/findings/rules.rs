@@ -366,8 +366,28 @@ pub fn default_peak_assumed(v: &View) -> Option<Finding> {
             Severity::Info,
             v,
             format!(
-                "the log never states peakPrefillThroughput; {} logged TTFTs beside the in-flight tokens they were computed from give {mid:.0} tok/s (range {lo:.0}..{hi:.0}), used for every ms figure",
-                s.implied_total
+                "the log never states peakPrefillThroughput; {} {} logged beside the in-flight tokens {} computed from {} {mid:.0} tok/s{}, used for every ms figure",
+                s.implied_total,
+                if s.implied_total == 1 {
+                    "gate line's TTFT"
+                } else {
+                    "gate lines' TTFTs"
+                },
+                if s.implied_total == 1 {
+                    "it was"
+                } else {
+                    "they were"
+                },
+                if s.implied_total == 1 {
+                    "gives"
+                } else {
+                    "give"
+                },
+                if hi > lo {
+                    format!(" (range {lo:.0} to {hi:.0})")
+                } else {
+                    String::new()
+                }
             ),
             ev,
             format!("none needed; to pin it, --peak-prefill-throughput {mid:.0}"),

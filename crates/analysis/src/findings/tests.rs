@@ -296,3 +296,22 @@ fn gate_never_fires_when_many_stay_pinned_and_none_release() {
     assert_eq!(r.findings[0].severity, Severity::Warning);
     assert_eq!(r.findings[0].evidence.count, 10);
 }
+
+#[test]
+fn a_records_penalty_beside_its_in_flight_tokens_gives_the_peak() {
+    let mut d = exact_break(0, 7_400.0);
+    if let Some(g) = d.logged_gate.as_mut() {
+        g.best_sticky_ttft_ms = None;
+        g.best_non_sticky_ttft_ms = None;
+    }
+    d.infer_peak(0.8);
+    let p = d.prefill_throughput.unwrap();
+    assert!((p - 7_400.0).abs() < 1e-6, "{p}");
+    assert!(d.peak_inferred);
+    // A logged peak is never overridden.
+    let mut d = exact_break(0, 7_400.0);
+    d.prefill_throughput = Some(9_000.0);
+    d.infer_peak(0.8);
+    assert_eq!(d.prefill_throughput, Some(9_000.0));
+    assert!(!d.peak_inferred);
+}

@@ -333,13 +333,14 @@ impl GateDist {
     pub fn push(&mut self, mut d: DecisionInput) {
         d.apply_block_sizes(&self.opts.block_sizes);
         self.cap.admit(&mut d.deployment);
-        let threshold = self
+        // Only a peak no file or flag gives is inferred from the log.
+        let given = self
             .in_force
             .configs()
-            .lookup(&d.deployment, d.filter.as_deref())
-            .parameters
-            .affinity_threshold;
-        d.infer_peak(threshold);
+            .lookup(&d.deployment, d.filter.as_deref());
+        if given.source_of("peakPrefillThroughput") == crate::config::source::ParamSource::Default {
+            d.infer_peak(given.parameters.affinity_threshold);
+        }
         self.feed(d);
     }
 
