@@ -35,6 +35,12 @@
 //!   the gap is kept as think time and the request follows its parent's
 //!   answer in the replay.
 //!
+//! * **A `tokenLoad` at the scorer's cap** (`queueThresholdTokens`, under
+//!   a backlog of millions of tokens) tells nothing of the request's
+//!   uncached tokens on that endpoint: it is left out, as if not logged,
+//!   and the engine fit leaves out a request whose own endpoint's load was
+//!   capped.
+//!
 //! # Limits
 //!
 //! The parent link is a guess among the requests sharing the holder: a
@@ -46,7 +52,7 @@
 use gatecal_filter::Outcome;
 use rustc_hash::FxHashMap;
 
-use super::replay::{EngineModel, Request};
+use super::replay::{EngineModel, QUEUE_THRESHOLD_TOKENS, Request};
 
 /// One logged decision, as the workload inference reads it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -99,7 +105,9 @@ pub struct Workload {
     pub endpoints: Vec<String>,
     /// The endpoint each request was sent to in the log.
     pub logged_endpoint: Vec<usize>,
-    /// The uncached tokens each request had on its logged endpoint.
+    /// The uncached tokens each request had on its logged endpoint; NaN
+    /// where the log cannot tell (its `tokenLoad` there was at the scorer's
+    /// cap, [`QUEUE_THRESHOLD_TOKENS`]).
     pub logged_uncached: Vec<f64>,
     /// Each request's observed first token (same clock as the arrivals).
     pub observed_first_s: Vec<Option<f64>>,
@@ -167,6 +175,7 @@ pub fn infer(seen: &[Seen], known: &[String], threshold: f64, model: &EngineMode
         // Uncached tokens per endpoint.
         let mut uncached: Vec<(usize, f64)> = Vec::new();
         let mut exact_prompt = None;
+        let mut capped: Vec<usize> = Vec::new();
         if let Some(ex) = &s.exact {
             let prompt = s
                 .prompt_tokens
@@ -183,6 +192,12 @@ pub fn infer(seen: &[Seen], known: &[String], threshold: f64, model: &EngineMode
                     eps.push(Ep::default());
                 }
                 let inflight = eps[k].in_flight(t);
+                if *load >= QUEUE_THRESHOLD_TOKENS - 0.5 {
+                    // At the scorer's cap: the load says nothing of the
+                    // request's uncached tokens there.
+                    capped.push(k);
+                    continue;
+                }
                 uncached.push((k, (load - inflight).max(0.0).min(*load)));
             }
         }
@@ -203,7 +218,11 @@ pub fn infer(seen: &[Seen], known: &[String], threshold: f64, model: &EngineMode
         let on_chosen = uncached.iter().find(|&&(k, _)| k == c).map(|&(_, u)| u);
         // Holders of the prefix and the warm count.
         let holders: Vec<usize> = if narrowed {
-            uncached.iter().map(|&(k, _)| k).collect()
+            uncached
+                .iter()
+                .map(|&(k, _)| k)
+                .chain(capped.iter().copied())
+                .collect()
         } else if uncached.len() >= 2 && min_u < 0.5 * max_u {
             uncached
                 .iter()
@@ -345,7 +364,14 @@ pub fn infer(seen: &[Seen], known: &[String], threshold: f64, model: &EngineMode
             logged_endpoint: Some(c),
         });
         w.logged_endpoint.push(c);
-        w.logged_uncached.push(u_c);
+        // Unknown where the chosen endpoint's load was at the cap: the
+        // engine fit leaves the request out.
+        w.logged_uncached
+            .push(if on_chosen.is_none() && capped.contains(&c) {
+                f64::NAN
+            } else {
+                u_c
+            });
         w.observed_first_s.push(s.ttft_s.map(|ttft| t + ttft));
     }
     w.evidence.requests = w.requests.len();
@@ -483,6 +509,55 @@ mod tests {
         assert!(keep_all > 100, "{keep_all}");
         assert!(exact * 100 >= keep_all * 95, "{exact} of {keep_all}");
         assert!(w.evidence.continued > 100, "{:?}", w.evidence);
+    }
+
+    /// A `tokenLoad` at the scorer's cap tells nothing of the request: the
+    /// uncached tokens come from the endpoints below the cap, and the
+    /// engine fit is told the chosen endpoint's are unknown.
+    #[test]
+    fn a_load_at_the_scorers_cap_is_left_out() {
+        let seen = |loads: Vec<(String, f64)>| Seen {
+            ts: 1.0,
+            chosen: "a".into(),
+            outcome: Some(Outcome::NoMatch),
+            loads,
+            ttft_s: Some(2.0),
+            end_s: Some(4.0),
+            ..Seen::default()
+        };
+        let names = vec!["a".to_string(), "b".to_string()];
+        let w = infer(
+            &[seen(vec![
+                ("a".into(), QUEUE_THRESHOLD_TOKENS),
+                ("b".into(), 3000.0),
+            ])],
+            &names,
+            DEFAULT_CONFIG.affinity_threshold,
+            &model(),
+        );
+        assert_eq!(w.requests[0].cold_tokens, 3000.0);
+        assert!(w.logged_uncached[0].is_nan());
+        assert_eq!(w.evidence.from_loads, 1);
+        // Below the cap, the chosen endpoint's load is read.
+        let w = infer(
+            &[seen(vec![("a".into(), 2500.0), ("b".into(), 3000.0)])],
+            &names,
+            DEFAULT_CONFIG.affinity_threshold,
+            &model(),
+        );
+        assert_eq!(w.logged_uncached[0], 2500.0);
+        // Every load at the cap: nothing read, the request is assumed.
+        let w = infer(
+            &[seen(vec![
+                ("a".into(), QUEUE_THRESHOLD_TOKENS),
+                ("b".into(), QUEUE_THRESHOLD_TOKENS),
+            ])],
+            &names,
+            DEFAULT_CONFIG.affinity_threshold,
+            &model(),
+        );
+        assert_eq!(w.evidence.assumed, 1);
+        assert!(w.logged_uncached[0].is_nan());
     }
 
     /// The inferred workload replayed under the logged config gives the
