@@ -51,6 +51,14 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
 /// ```
 pub fn parse_ms(s: &str) -> Result<f64, String> {
     let t = s.trim();
+    // A bare number is ms; `NaN`, `inf` and `1e400` parse, and are refused.
+    if let Ok(v) = t.parse::<f64>() {
+        return if v.is_finite() {
+            Ok(v)
+        } else {
+            Err(format!("{s}: not a finite number"))
+        };
+    }
     let sign = usize::from(t.starts_with('-') || t.starts_with('+'));
     let split = t[sign..]
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '+'))

@@ -387,7 +387,7 @@ fn the_log_shows_the_config_and_the_replay_agrees() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("the config in force reproduces"), "{format}");
         assert!(
-            text.contains("maxTTFTPenaltyMs 5,000 [log]"),
+            text.contains("maxTTFTPenaltyMs 5,000 ms [log]"),
             "{format}: {text}"
         );
     }

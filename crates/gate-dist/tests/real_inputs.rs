@@ -466,3 +466,74 @@ fn tables_and_footnotes_fit_80_and_100_columns() {
         assert!(h.contains(" config ") && h.contains(" rule "), "{h}");
     }
 }
+
+#[test]
+fn every_term_printed_is_explained_in_the_same_output() {
+    // (as printed, its glossary entry)
+    let jargon = [
+        ("L/O/R/U", "evidence L/O/R/U"),
+        ("self-check", "self-check"),
+        ("replay", "replay"),
+        ("censored", "censored"),
+        ("load_override", "load_override"),
+        ("not_applicable", "not_applicable"),
+        ("no match info", "no match info"),
+        ("matchedTokens", "matchedTokens"),
+        ("spread", "spread p10–p90"),
+        ("90 % interval", "90 % interval"),
+        ("p99.9", "p50, p90, p99, p99.9"),
+        ("tok/s", "tok/s"),
+        ("gate n", "gate n"),
+        ("reference peak", "reference peak"),
+        ("break-even", "break-even"),
+        ("excess TTFT", "excess TTFT"),
+    ];
+    let vllm = root()
+        .join("fixtures/demo/glm-like.vllm")
+        .to_string_lossy()
+        .into_owned();
+    let truth = root()
+        .join("fixtures/demo/glm-like.truth.jsonl.gz")
+        .to_string_lossy()
+        .into_owned();
+    let gd = PathBuf::from(env!("CARGO_BIN_EXE_gate-dist"));
+    let rec = recommend_bin();
+    let runs: [(&Path, Vec<&str>); 2] = [
+        (&gd, vec![demo_path(), "--what-if-peak", "8000"]),
+        (&rec, vec![&truth, &vllm]),
+    ];
+    for (bin, args) in runs {
+        for format in ["table", "markdown"] {
+            let out = Command::new(bin)
+                .args(&args)
+                .args(["--format", format, "-q", "--wide"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", stderr(&out));
+            let text = String::from_utf8(out.stdout).unwrap();
+            let at = text
+                .rfind("Glossary")
+                .unwrap_or_else(|| panic!("{} {format}: no glossary\n{text}", bin.display()));
+            let (body, glossary) = text.split_at(at);
+            for (printed, term) in jargon {
+                if body.contains(printed) {
+                    let entry = if format == "table" {
+                        format!("\n  {term}: ")
+                    } else {
+                        format!("- **{term}**: ")
+                    };
+                    assert!(
+                        glossary.contains(&entry),
+                        "{} {format}: {printed:?} printed, {term:?} not explained:\n{glossary}",
+                        bin.display()
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn demo_path() -> &'static str {
+    static P: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    P.get_or_init(demo)
+}

@@ -29,6 +29,7 @@ use gatecal_analysis::{GateDistReport, RecommendReport};
 
 pub mod csv;
 pub mod escape;
+pub mod glossary;
 pub mod json;
 pub mod markdown;
 pub mod notes;

@@ -129,8 +129,50 @@ fn write_summary(lines: &[SummaryLine], w: &mut dyn Write) -> io::Result<()> {
     writeln!(w)
 }
 
+/// Writes the glossary of the terms `printed` holds, folded.
+fn write_glossary(printed: &str, w: &mut dyn Write) -> io::Result<()> {
+    let used = crate::glossary::used_in(printed);
+    if used.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, "<details><summary>Glossary</summary>\n")?;
+    for (term, what) in used {
+        writeln!(w, "- **{}**: {}.", cell(term), cell(what))?;
+    }
+    writeln!(w, "\n</details>\n")
+}
+
 impl Renderer for Markdown {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
+        let mut buf = Vec::new();
+        self.gate_dist_body(report, &mut buf)?;
+        let text = String::from_utf8_lossy(&buf);
+        // The glossary goes before the closing schema line.
+        let (body, tail) = match text.rfind("<sub>") {
+            Some(i) => text.split_at(i),
+            None => (&*text, ""),
+        };
+        w.write_all(body.as_bytes())?;
+        write_glossary(body, w)?;
+        w.write_all(tail.as_bytes())
+    }
+
+    fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
+        let mut buf = Vec::new();
+        self.recommend_body(report, &mut buf)?;
+        let text = String::from_utf8_lossy(&buf);
+        let (body, tail) = match text.rfind("<sub>") {
+            Some(i) => text.split_at(i),
+            None => (&*text, ""),
+        };
+        w.write_all(body.as_bytes())?;
+        write_glossary(body, w)?;
+        w.write_all(tail.as_bytes())
+    }
+}
+
+impl Markdown {
+    fn gate_dist_body(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "## gatecal gate-dist report\n")?;
         write_summary(&gate_dist_summary(report, &self.run), w)?;
         // The findings right under the run's identity, before any figure.
@@ -175,7 +217,7 @@ impl Renderer for Markdown {
         Ok(())
     }
 
-    fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
+    fn recommend_body(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "## gatecal recommend report\n")?;
         write_summary(&recommend_summary(report, &self.run), w)?;
         write_sections(&[crate::sections::findings_section(&report.findings)], w)?;

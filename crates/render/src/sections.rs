@@ -211,7 +211,7 @@ pub fn config_notes(name: &str, c: &gatecal_analysis::SourcedConfig) -> Vec<Note
     let mut out = vec![Note::about(
         name,
         format!(
-            "config from {}: maxTTFTPenaltyMs {} [{}], peakPrefillThroughput {} [{}], affinityThreshold {} [{}], penaltyMode {} [{}]",
+            "config from {}: maxTTFTPenaltyMs {} ms [{}], peakPrefillThroughput {} tok/s [{}], affinityThreshold {} [{}], penaltyMode {} [{}]",
             c.source,
             crate::num::group(p.max_ttft_penalty_ms.round() as i64),
             src("maxTTFTPenaltyMs"),

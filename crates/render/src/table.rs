@@ -242,8 +242,49 @@ fn plain(s: &Section) -> Section {
     }
 }
 
+/// Writes the glossary of the terms `printed` holds, wrapped to `width`.
+fn write_glossary(printed: &str, width: Option<u16>, w: &mut dyn Write) -> io::Result<()> {
+    let used = crate::glossary::used_in(printed);
+    if used.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, "Glossary")?;
+    for (term, what) in used {
+        for line in wrap(&format!("{term}: {what}."), "  ", width) {
+            writeln!(w, "{line}")?;
+        }
+    }
+    writeln!(w)
+}
+
 impl Renderer for Table {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
+        self.gate_dist_body(report, w)?;
+        // The terms are looked for in the unwrapped text (a header split
+        // over lines still names its term).
+        let mut whole = Vec::new();
+        self.unwrapped().gate_dist_body(report, &mut whole)?;
+        write_glossary(&String::from_utf8_lossy(&whole), self.width, w)
+    }
+
+    fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
+        self.recommend_body(report, w)?;
+        let mut whole = Vec::new();
+        self.unwrapped().recommend_body(report, &mut whole)?;
+        write_glossary(&String::from_utf8_lossy(&whole), self.width, w)
+    }
+}
+
+impl Table {
+    /// This table at full width.
+    fn unwrapped(&self) -> Table {
+        Table {
+            width: None,
+            run: self.run.clone(),
+        }
+    }
+
+    fn gate_dist_body(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
         write_summary(
             &crate::summary::gate_dist_summary(report, &self.run),
             self.width,
@@ -267,7 +308,7 @@ impl Renderer for Table {
         Ok(())
     }
 
-    fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
+    fn recommend_body(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         write_summary(
             &crate::summary::recommend_summary(report, &self.run),
             self.width,

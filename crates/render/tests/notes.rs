@@ -162,10 +162,10 @@ fn gate_dist_says_a_shared_note_once_and_keeps_a_deployments_own() {
             with(&t, "config from default"),
             [
                 format!(
-                    "{lead}gamma, alpha, beta: config from default: maxTTFTPenaltyMs 18,000 [default], peakPrefillThroughput 15,928 [default], affinityThreshold 0.8 [default], penaltyMode static [default]"
+                    "{lead}gamma, alpha, beta: config from default: maxTTFTPenaltyMs 18,000 ms [default], peakPrefillThroughput 15,928 tok/s [default], affinityThreshold 0.8 [default], penaltyMode static [default]"
                 ),
                 format!(
-                    "{lead}delta: config from default: maxTTFTPenaltyMs 9,000 [default], peakPrefillThroughput 15,928 [default], affinityThreshold 0.8 [default], penaltyMode static [default]"
+                    "{lead}delta: config from default: maxTTFTPenaltyMs 9,000 ms [default], peakPrefillThroughput 15,928 tok/s [default], affinityThreshold 0.8 [default], penaltyMode static [default]"
                 ),
             ],
             "{f:?}\n{t}"

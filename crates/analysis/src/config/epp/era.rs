@@ -26,7 +26,7 @@ pub struct ConfigEra {
 
 /// The defaults of the filter before 2026-06-11: `(EPP name, value)`.
 const OLD_DEFAULTS: [(&str, &str); 3] = [
-    ("maxTTFTPenaltyMs", "5000"),
+    ("maxTTFTPenaltyMs", "5000 ms"),
     ("explorationProbability", "0.01"),
     ("ttftSource", "latencyPredictor"),
 ];
@@ -122,7 +122,7 @@ fn applied(defaults: &[&str]) -> String {
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
     format!(
-        "that era's defaults apply where the entry sets nothing ({}), not today's (18000, 0, prefillThroughput)",
+        "that era's defaults apply where the entry sets nothing ({}), not today's (18000 ms, 0, prefillThroughput)",
         list.join(", ")
     )
 }
@@ -178,7 +178,7 @@ mod tests {
             "{}",
             era.note
         );
-        assert!(!era.note.contains("maxTTFTPenaltyMs 5000"), "{}", era.note);
+        assert!(!era.note.contains("maxTTFTPenaltyMs 5000 ms"), "{}", era.note);
         assert_eq!(d, vec!["explorationProbability", "ttftSource"]);
         let mut c = Config::default();
         apply(&mut c, &d);
@@ -197,7 +197,7 @@ mod tests {
             Value::Null,
             "inferenceExtension.pluginsCustomConfig[\"x.yaml\"].plugins[0]",
         );
-        assert!(era.unwrap().note.contains("maxTTFTPenaltyMs 5000"));
+        assert!(era.unwrap().note.contains("maxTTFTPenaltyMs 5000 ms"));
         let (_, era, _) = read(serde_json::json!({"maxTTFTPenaltyMs": 1}), "plugins[0]");
         assert_eq!(era, None);
     }

@@ -1,0 +1,183 @@
+//! The words of the reports that are not plain English, each explained
+//! once at the end of the output that prints it: the table's and the
+//! Markdown's closing "Glossary". docs/usage.md has the same list.
+
+/// `(term as printed, how it is recognised in the output, explanation)`.
+/// A term is explained when its marker appears in the output.
+pub const GLOSSARY: &[(&str, &str, &str)] = &[
+    (
+        "gate input",
+        "gate input",
+        "bestStickyTTFT − bestNonStickyTTFT in ms: how much longer the best endpoint holding the prompt's prefix would take to start than the best other endpoint; the filter releases the pin only when it exceeds the bar",
+    ),
+    (
+        "bar",
+        "bar",
+        "maxTTFTPenaltyMs, the gate's threshold: a gate input strictly above it releases the pin",
+    ),
+    (
+        "peak",
+        "peak",
+        "peakPrefillThroughput, the prompt tokens per second one endpoint computes at most; the filter turns queued tokens into ms with it",
+    ),
+    (
+        "pinned",
+        "inned",
+        "held on the endpoints holding the prompt's prefix while the gate input was at least the pinned-worse minimum (5,000 ms unless --pinned-worse-min says otherwise)",
+    ),
+    (
+        "released",
+        "eleased",
+        "the gate let the request go to any endpoint (logged outcomes load_override and request_load_override)",
+    ),
+    (
+        "reference peak",
+        "reference peak",
+        "the one peak at which every row's pinned share is measured, so rows at other peaks compare",
+    ),
+    (
+        "evidence L/O/R/U",
+        "L/O/R/U",
+        "how each gate input is known: L logged by the filter, O observed from the endpoints' logged loads, R reconstructed from loads carried forward, U unknown",
+    ),
+    (
+        "gate n",
+        "gate n",
+        "decisions where the gate was evaluated and its input is known",
+    ),
+    (
+        "p50, p90, p99, p99.9",
+        "p99",
+        "percentiles: the value below which that share of the values lie (p50 is the median)",
+    ),
+    (
+        "self-check",
+        "self-check",
+        "the decisions whose gate input is exact (logged, observed or traced), replayed through the filter core under the config in force: how many give the logged outcome",
+    ),
+    (
+        "replay",
+        "replay",
+        "every decision with a known gate input, reconstructed ones included, replayed through the filter core under the config in force: how many give the logged outcome",
+    ),
+    (
+        "censored",
+        "censored",
+        "a held decision whose reconstructed gate input came out above the bar: the filter held it, so its input was at most the bar, and it is moved down to the bar",
+    ),
+    (
+        "current",
+        "current",
+        "the config in force (from the log, --config, flags, or the defaults), replayed",
+    ),
+    (
+        "[log], [file], [flag], [default]",
+        "[default]",
+        "where a parameter's value came from: the EPP's log lines, --config, a flag, or the filter's default",
+    ),
+    (
+        "no match info",
+        "no match info",
+        "matchedTokens rows: decisions whose best sticky endpoint had no matched-token count, so the break-even test was skipped and the request held",
+    ),
+    (
+        "matchedTokens",
+        "matchedTokens",
+        "penaltyMode that releases when the extra queued tokens exceed the tokens the request has cached (with a ceiling in ms, or none)",
+    ),
+    (
+        "break-even",
+        "reak-even",
+        "the matched tokens of the best sticky endpoint over the peak, in ms: the prefill a hold saves; holding longer than that costs more than it saves",
+    ),
+    (
+        "excess TTFT",
+        "excess TTFT",
+        "ms per decision lost against the break-even: holding when the gate input exceeds it, or releasing when it does not",
+    ),
+    (
+        "90 % interval",
+        "90 % interval",
+        "the range that holds the estimate with 90 % confidence (a bootstrap over the measured intervals)",
+    ),
+    (
+        "spread p10–p90",
+        "spread",
+        "the 10th to 90th percentile of the per-interval rates: how much they vary, not an uncertainty of the estimate",
+    ),
+    (
+        "below N, above N (histogram)",
+        "below",
+        "gate inputs beyond the histogram's first or last edge, counted but not drawn",
+    ),
+    (
+        "not_applicable",
+        "not_applicable",
+        "logged outcome: no filter decision for the request (the filter did not run in its profile)",
+    ),
+    (
+        "exploration",
+        "exploration",
+        "logged outcome: the filter skipped narrowing at random (explorationProbability)",
+    ),
+    (
+        "no_match",
+        "no_match",
+        "logged outcome: no endpoint holds enough of the prompt's prefix",
+    ),
+    (
+        "sticky",
+        "sticky",
+        "logged outcome: the request was narrowed to the endpoints holding its prefix (held)",
+    ),
+    (
+        "load_override",
+        "load_override",
+        "logged outcome: the TTFT (or in-flight tokens) gate released the pin",
+    ),
+    (
+        "missing_signal",
+        "missing_signal",
+        "logged outcome: the gate was skipped for a missing load signal",
+    ),
+    (
+        "request_load_override",
+        "request_load_override",
+        "logged outcome: the in-flight request gate released the pin",
+    ),
+    ("tok/s", "tok/s", "tokens per second"),
+];
+
+/// The glossary entries whose marker appears in `text`, in order.
+pub fn used_in(text: &str) -> Vec<(&'static str, &'static str)> {
+    GLOSSARY
+        .iter()
+        .filter(|(_, marker, _)| text.contains(marker))
+        .map(|(term, _, what)| (*term, *what))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/usage.md's glossary explains every term the reports may print.
+    #[test]
+    fn usage_has_every_term() {
+        let usage = include_str!("../../../docs/usage.md");
+        let g = &usage[usage.find("## Glossary").expect("a glossary")..];
+        for (term, _, _) in GLOSSARY {
+            assert!(
+                g.contains(&format!("**{term}**")),
+                "docs/usage.md glossary lacks {term}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_the_terms_printed() {
+        let used = used_in("p50 ms | evidence L/O/R/U");
+        let terms: Vec<&str> = used.iter().map(|(t, _)| *t).collect();
+        assert_eq!(terms, ["evidence L/O/R/U"]);
+    }
+}
