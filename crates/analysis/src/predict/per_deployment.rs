@@ -49,9 +49,9 @@ pub const RECENT_IDS: usize = 4096;
 pub const MAX_ENDPOINT_SAMPLES: usize = 32_768;
 
 /// What the observed TTFT is, in a sentence.
-pub const OBSERVED_SOURCE: &str = "EPP log: `EPP received request` to the first non-empty `HandleResponseBody` of the same request id (-v=4), one per request";
+pub const OBSERVED_SOURCE: &str = "EPP log: from the request's \"EPP received request\" line to its first non-empty \"HandleResponseBody is triggered\" line (-v=4), one per request id";
 /// Why there is no observed TTFT.
-pub const NO_OBSERVED: &str = "none: the log shows no response body for any request (the EPP logs `HandleResponseBody is triggered` at -v=4 from builds of 2026-03-24 on, for streamed responses; a capture split across files loses the responses logged in a later file than their request)";
+pub const NO_OBSERVED: &str = "none: the log shows no response body for any request (the EPP logs \"HandleResponseBody is triggered\" at -v=4 from builds of 2026-03-24 on, for streamed responses; a capture split across files loses the responses logged in a later file than their request)";
 
 /// The picker the replay assumes.
 pub const PICKER_ASSUMED: &str = "token-load scorer alone, max-score picker (assumed: the scorers and weights of the deployment's config are not read)";
