@@ -1545,3 +1545,55 @@ fn numeric_flags_and_hostile_configs_are_refused() {
     }
     assert!(!Path::new(&out_yaml).exists(), "nothing written");
 }
+
+/// A config in force that does not reproduce the observed TTFT (here a
+/// peak the EPP did not run with): the self-check fails, the report warns
+/// and recommends nothing, and the paste block and --emit-config fall
+/// back to the corrected peak, said so.
+#[test]
+fn a_failed_self_check_recommends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    let out = run(&[
+        &fixture("demo/glm-like.log.gz"),
+        "--current-peak-prefill-throughput",
+        "1000",
+        "--emit-config",
+        cfg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let v = ok_json(&out, "");
+    let d = &v["deployments"][0];
+    let check = &d["ttft_self_check"];
+    assert_eq!(check["passed"], false);
+    let p50 = &check["quantiles"][0];
+    assert_eq!(p50["inside"], false);
+    assert!(p50["gap_share"].as_f64().unwrap() > 0.5, "{p50}");
+    assert!(d["recommended"].is_null());
+    assert!(
+        d["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with(
+                "no recommendation: the replay of the config in force misses the observed TTFT"
+            )),
+        "{}",
+        d["warnings"]
+    );
+    assert_eq!(d["paste"]["row"], "corrected peak");
+    assert!(
+        d["paste"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("no recommendation")
+    );
+    let fitted = d["ttft_model"]["tokens_per_s"].as_f64().unwrap().round();
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(
+        text.contains(&format!("peakPrefillThroughput: {fitted}")),
+        "{text}"
+    );
+    assert!(text.contains("maxTTFTPenaltyMs: 18000"), "{text}");
+}

@@ -7,19 +7,21 @@
 //! # Memory
 //!
 //! A request kept for the replay is one [`Seen`] (its arrival, endpoint
-//! picked, the token loads of its scorer lines): a few hundred bytes. At
-//! most [`MAX_REPLAY_REQUESTS`] are kept per deployment, the first ones
-//! counted, and [`MAX_REPLAY_REQUESTS_TOTAL`] over all deployments; the
-//! others are counted ([`TtftModel::requests_cut`]) and the prediction
-//! rests on the ones kept. Observed TTFTs go to histograms (0.05 %
-//! relative precision), per deployment and per endpoint (at most
-//! [`MAX_OBSERVED_ENDPOINTS`] endpoints; the others are counted in the
-//! deployment's figure only). Request ids are remembered as 8-byte
-//! fingerprints to count each request once (a request with several
-//! scheduling profiles logs several decisions), at most [`MAX_IDS`] per
-//! deployment; past that the set starts again.
+//! picked, the token loads of its scorer lines): about 500 bytes with
+//! four endpoints. At most [`MAX_REPLAY_REQUESTS`] are kept per
+//! deployment, the first ones counted, and [`MAX_REPLAY_REQUESTS_TOTAL`]
+//! over all deployments (about 130 MB at most); the others are counted
+//! ([`TtftModel::requests_cut`]) and the prediction rests on the ones
+//! kept. A deployment's observed TTFT goes to one histogram (0.05 %
+//! relative precision, about 130 KB), whatever the count; per endpoint,
+//! the first [`MAX_ENDPOINT_SAMPLES`] observed values of the deployment
+//! are kept (4 bytes each) for exact quantiles, over at most
+//! [`MAX_OBSERVED_ENDPOINTS`] endpoints. Each request is counted once
+//! (a request with several scheduling profiles logs several decisions,
+//! within milliseconds of each other): the last [`RECENT_IDS`] request ids
+//! are remembered as 8-byte fingerprints.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::hash::BuildHasher;
 
 use gatecal_filter::Config;
@@ -35,19 +37,21 @@ use crate::input::DecisionInput;
 /// Requests kept for the replay per deployment.
 pub const MAX_REPLAY_REQUESTS: usize = 131_072;
 /// Requests kept for the replay over all deployments.
-pub const MAX_REPLAY_REQUESTS_TOTAL: usize = 524_288;
+pub const MAX_REPLAY_REQUESTS_TOTAL: usize = 262_144;
 /// Endpoints per deployment whose observed TTFT is shown on its own.
 pub const MAX_OBSERVED_ENDPOINTS: usize = 256;
 /// The fitted speed's interval, relative to it, from which the replay is
 /// run at its ends too.
 pub const MIN_REPLAYED_INTERVAL: f64 = 0.01;
-/// Request-id fingerprints remembered per deployment.
-pub const MAX_IDS: usize = 1 << 22;
+/// Request-id fingerprints remembered per deployment (the most recent).
+pub const RECENT_IDS: usize = 4096;
+/// Observed TTFTs kept per deployment for the per-endpoint quantiles.
+pub const MAX_ENDPOINT_SAMPLES: usize = 32_768;
 
 /// What the observed TTFT is, in a sentence.
-pub const OBSERVED_SOURCE: &str = "EPP log: `EPP received request` to the first non-empty `HandleResponseBody` of the same request id (-v=4), one per request";
+pub const OBSERVED_SOURCE: &str = "EPP log: from the request's \"EPP received request\" line to its first non-empty \"HandleResponseBody is triggered\" line (-v=4), one per request id";
 /// Why there is no observed TTFT.
-pub const NO_OBSERVED: &str = "none: the log shows no response body for any request (the EPP logs `HandleResponseBody is triggered` at -v=4 from builds of 2026-03-24 on, for streamed responses; a capture split across files loses the responses logged in a later file than their request)";
+pub const NO_OBSERVED: &str = "none: the log shows no response body for any request (the EPP logs \"HandleResponseBody is triggered\" at -v=4 from builds of 2026-03-24 on, for streamed responses; a capture split across files loses the responses logged in a later file than their request)";
 
 /// The picker the replay assumes.
 pub const PICKER_ASSUMED: &str = "token-load scorer alone, max-score picker (assumed: the scorers and weights of the deployment's config are not read)";
@@ -258,8 +262,10 @@ pub struct SelfCheck {
 #[derive(Default)]
 pub struct Observed {
     ids: FxHashSet<u64>,
+    recent: VecDeque<u64>,
     all: Option<SignedHistogram>,
-    by_endpoint: BTreeMap<String, SignedHistogram>,
+    by_endpoint: BTreeMap<String, Vec<f32>>,
+    samples: usize,
 }
 
 impl Observed {
@@ -270,24 +276,32 @@ impl Observed {
         let Some(rid) = id else {
             return false;
         };
-        if self.ids.len() >= MAX_IDS {
-            self.ids.clear();
-        }
-        if !self.ids.insert(fingerprint(rid)) {
+        let f = fingerprint(rid);
+        if !self.ids.insert(f) {
             return false;
+        }
+        self.recent.push_back(f);
+        if self.recent.len() > RECENT_IDS
+            && let Some(old) = self.recent.pop_front()
+        {
+            self.ids.remove(&old);
         }
         if let Some(t) = ttft_ms.filter(|t| t.is_finite() && *t >= 0.0) {
             self.all.get_or_insert_with(SignedHistogram::new).record(t);
-            if let Some(ep) = chosen {
+            if let Some(ep) = chosen
+                && self.samples < MAX_ENDPOINT_SAMPLES
+            {
                 let n = self.by_endpoint.len();
-                match self.by_endpoint.get_mut(ep) {
-                    Some(h) => h.record(t),
+                let v = match self.by_endpoint.get_mut(ep) {
+                    Some(v) => Some(v),
                     None if n < MAX_OBSERVED_ENDPOINTS => {
-                        let mut h = SignedHistogram::new();
-                        h.record(t);
-                        self.by_endpoint.insert(ep.to_string(), h);
+                        Some(self.by_endpoint.entry(ep.to_string()).or_default())
                     }
-                    None => {}
+                    None => None,
+                };
+                if let Some(v) = v {
+                    v.push(t as f32);
+                    self.samples += 1;
                 }
             }
         }
@@ -317,20 +331,22 @@ impl Observed {
         }
     }
 
-    /// The observed TTFT of each endpoint with one.
+    /// The observed TTFT of each endpoint with one (over the first
+    /// [`MAX_ENDPOINT_SAMPLES`] requests of the deployment with one).
     pub fn by_endpoint(&self) -> BTreeMap<String, EndpointTtft> {
         self.by_endpoint
             .iter()
-            .filter(|(_, h)| h.count() > 0)
-            .map(|(e, h)| {
-                let r = h.recorded();
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(e, v)| {
+                let mut v: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+                v.sort_by(f64::total_cmp);
                 (
                     e.clone(),
                     EndpointTtft {
-                        p50: r.quantile(0.5),
-                        p90: r.quantile(0.9),
-                        p99: r.quantile(0.99),
-                        n: h.count(),
+                        p50: super::nearest_rank(&v, 0.5),
+                        p90: super::nearest_rank(&v, 0.9),
+                        p99: super::nearest_rank(&v, 0.99),
+                        n: v.len() as u64,
                     },
                 )
             })
