@@ -745,7 +745,12 @@ fn observed_ttft_from_the_response_lines() {
         .iter()
         .position(|h| *h == "observed_ttft_p90_ms")
         .unwrap();
-    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    // The deployment's own row, after its findings.
+    let row: Vec<&str> = csv
+        .lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|r| r.get(3) == Some(&"in_force"))
+        .unwrap();
     assert_eq!(row[col].parse::<f64>().unwrap(), q("p90"));
     // Decision records without first tokens: none, and why.
     let v = json(&[&fixture("demo/glm-like.truth.jsonl.gz"), "--format", "json"]);

@@ -178,7 +178,11 @@ mod tests {
             "{}",
             era.note
         );
-        assert!(!era.note.contains("maxTTFTPenaltyMs 5000 ms"), "{}", era.note);
+        assert!(
+            !era.note.contains("maxTTFTPenaltyMs 5000 ms"),
+            "{}",
+            era.note
+        );
         assert_eq!(d, vec!["explorationProbability", "ttftSource"]);
         let mut c = Config::default();
         apply(&mut c, &d);
