@@ -194,6 +194,21 @@ fn wrap(text: &str, indent: &str, width: Option<u16>) -> Vec<String> {
     lines
 }
 
+/// One line of a YAML block indented by two, fitted to `width`: a comment
+/// wraps between words, each continuation a comment too (`#   `), so the
+/// block still pastes as YAML; keys and values stay whole.
+fn yaml_line(line: &str, width: Option<u16>) -> Vec<String> {
+    let body = line.trim_start();
+    let lead = format!("  {}", &line[..line.len() - body.len()]);
+    match body.strip_prefix('#') {
+        Some(comment) if width.is_some_and(|w| chars(&lead) + chars(body) > usize::from(w)) => {
+            // `wrap` hangs continuations two spaces under the text: `#   `.
+            wrap(comment.trim_start(), &format!("{lead}# "), width)
+        }
+        _ => vec![format!("{lead}{body}")],
+    }
+}
+
 /// Writes sections as tables, with titles and notes. With a `width`, each
 /// table fits it: cells wrap between words, and a table whose words do not
 /// fit is split into several that repeat its first column. Without one,
@@ -325,7 +340,9 @@ impl Table {
                 escape::terminal(&d.name)
             )?;
             for line in rec.yaml.lines() {
-                writeln!(w, "  {}", escape::terminal(line))?;
+                for part in yaml_line(&escape::terminal(line), self.width) {
+                    writeln!(w, "{part}")?;
+                }
             }
             writeln!(w)?;
         }
@@ -368,6 +385,30 @@ mod tests {
         let mut out = Vec::new();
         write_sections(&[section()], width, &mut out).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_yaml_comment_wraps_as_comments_and_keys_stay_whole() {
+        let long =
+            "# why: current: no config replayed predicts a lower TTFT p90 than the config in force";
+        let lines = yaml_line(long, Some(40));
+        assert!(lines.len() > 2, "{lines:?}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
+        assert!(lines[0].starts_with("  # why:"), "{lines:?}");
+        assert!(
+            lines[1..].iter().all(|l| l.starts_with("  #   ")),
+            "{lines:?}"
+        );
+        let words = |t: &str| {
+            t.split_whitespace()
+                .filter(|w| *w != "#")
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(words(&lines.join(" ")), words(long));
+        let key = "  maxTTFTPenaltyMs: 18000";
+        assert_eq!(yaml_line(key.trim_start(), Some(10)), vec![key.to_string()]);
+        assert_eq!(yaml_line(long, None), vec![format!("  {long}")]);
     }
 
     #[test]

@@ -23,30 +23,38 @@ pub fn observed_section<'a>(
     let mut notes = Vec::new();
     for (name, o, by) in deps {
         rows.push(vec![
-            name.to_string(),
-            s("all"),
+            format!("{name} (all)"),
             count(o.n),
             ms(o.p50),
             ms(o.p90),
             ms(o.p99),
         ]);
+        // Endpoints named without their namespace when they share one: the
+        // note names it, and the row under its deployment says whose it is.
+        let namespace = shared_namespace(by.keys());
         for (e, t) in by {
+            let short = namespace
+                .and_then(|ns| e.strip_prefix(ns))
+                .and_then(|r| r.strip_prefix('/'))
+                .unwrap_or(e);
             rows.push(vec![
-                name.to_string(),
-                e.clone(),
+                format!("·{short}"),
                 count(t.n),
                 ms(t.p50),
                 ms(t.p90),
                 ms(t.p99),
             ]);
         }
-        notes.push(Note::about(name, o.source.clone()));
+        let mut source = o.source.clone();
+        if let Some(ns) = namespace {
+            source.push_str(&format!("; endpoints of namespace {ns}"));
+        }
+        notes.push(Note::about(name, source));
     }
     Section {
         title: s("Observed TTFT (ms): request received at the EPP to its first response body"),
         headers: vec![
-            s("deployment"),
-            s("endpoint"),
+            s("deployment, ·endpoint"),
             s("requests"),
             s("p50"),
             s("p90"),
@@ -54,5 +62,30 @@ pub fn observed_section<'a>(
         ],
         rows,
         notes: lines(&notes),
+    }
+}
+
+/// The namespace (`NS` of `NS/pod`) every endpoint shares, if any.
+fn shared_namespace<'a>(mut names: impl Iterator<Item = &'a String>) -> Option<&'a str> {
+    let first = names.next()?.split_once('/')?.0;
+    names
+        .all(|n| n.split_once('/').is_some_and(|(ns, _)| ns == first))
+        .then_some(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespace_is_shared_only_when_every_endpoint_has_it() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let a = names(&["ns/a", "ns/b"]);
+        assert_eq!(shared_namespace(a.iter()), Some("ns"));
+        let b = names(&["ns/a", "other/b"]);
+        assert_eq!(shared_namespace(b.iter()), None);
+        let c = names(&["ns/a", "b"]);
+        assert_eq!(shared_namespace(c.iter()), None);
+        assert_eq!(shared_namespace([].iter()), None);
     }
 }
