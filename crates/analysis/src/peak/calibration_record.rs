@@ -124,7 +124,7 @@ pub struct PassiveInputs<'a> {
 
 impl CalibrationRecord {
     /// A record from a passive estimate. `status` is `OK` only when the
-    /// estimate rests on at least [`MIN_SAMPLES`] samples, else
+    /// estimate rests on at least 10 samples (`MIN_SAMPLES`), else
     /// `INSUFFICIENT_SAMPLES` (kept, but the filter will not apply it).
     pub fn from_passive(i: &PassiveInputs<'_>) -> Result<Self, RecordError> {
         let p = i.peak;
