@@ -66,6 +66,24 @@ pub struct Args {
     #[arg(long, value_name = "[DEPLOYMENT=]FILE")]
     pub emit_config: Vec<String>,
 
+    /// Write the router's peak calibration record (JSON,
+    /// `prefillCalibrationFile`) from the passive peak estimate: status OK
+    /// with 10 or more samples, model revision and image digest left empty.
+    /// Refused when the peak is the config's or --peak-prefill-throughput's.
+    /// Needs --chunk-tokens. DEPLOYMENT=FILE for one of several.
+    #[arg(long, value_name = "[DEPLOYMENT=]FILE", requires = "chunk_tokens")]
+    pub emit_calibration: Option<String>,
+
+    /// The engine's prefill chunk (vLLM `max_num_batched_tokens`), written
+    /// as the record's `chunk_tokens`: the logs do not carry it.
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(i64).range(1..))]
+    pub chunk_tokens: Option<i64>,
+
+    /// The record's `fingerprint`, to match the filter's
+    /// `prefillCalibrationFingerprint` (default `gatecal-passive:DEPLOYMENT`).
+    #[arg(long, value_name = "STRING")]
+    pub calibration_fingerprint: Option<String>,
+
     /// What the choice by predicted TTFT minimises: the p50, p90 or p99 of
     /// the TTFT the replay predicts, or its mean.
     #[arg(long, value_enum, default_value = "p90")]

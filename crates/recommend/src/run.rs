@@ -5,8 +5,8 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 use gatecal_analysis::{
-    ParamChanges, Recommend, RecommendOptions, RecommendReport, ReconstructOptions, emit,
-    from_calibration_text, minimal_config,
+    CalibrationRecord, ParamChanges, PassiveInputs, Recommend, RecommendOptions, RecommendReport,
+    ReconstructOptions, emit, from_calibration_text, minimal_config,
 };
 use gatecal_cli::deployments::{Listed, check_names, write_list};
 use gatecal_cli::output::{
@@ -113,6 +113,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let dest = outputs.open("--emit-config", Some(Path::new(path)), &mut files)?;
         emit_configs.push((dep, path, dest));
     }
+    let emit_calibration = match &args.emit_calibration {
+        Some(spec) => {
+            let (dep, path) = emit_spec("--emit-calibration", spec)?;
+            let dest = outputs.open("--emit-calibration", Some(Path::new(path)), &mut files)?;
+            Some((dep, path, dest))
+        }
+        None => None,
+    };
     let emitter = Emitter::open(&args.input, emit)?;
     let prometheus = take_prometheus(&mut files, &args.input, args.max_prometheus_mib << 20)?;
     let mut recommend = Recommend::new(opts, configs);
@@ -167,6 +175,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for (dep, path, dest) in emit_configs {
         emit_config(&args, &report, dep, path, dest)?;
     }
+    if let Some((dep, path, dest)) = emit_calibration {
+        emit_calibration_record(&args, &report, dep, path, dest)?;
+    }
     out.write(|w| {
         let run = gatecal_render::markdown::RunInfo {
             span: index.span,
@@ -203,11 +214,89 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// `--emit-config [DEPLOYMENT=]FILE`: the deployment named, if any, and the file.
 fn emit_config_spec(spec: &str) -> anyhow::Result<(Option<&str>, &str)> {
+    emit_spec("--emit-config", spec)
+}
+
+/// `FLAG [DEPLOYMENT=]FILE`: the deployment named, if any, and the file.
+fn emit_spec<'a>(flag: &str, spec: &'a str) -> anyhow::Result<(Option<&'a str>, &'a str)> {
     match spec.split_once('=') {
         Some((d, p)) if !d.is_empty() && !p.is_empty() => Ok((Some(d), p)),
-        Some(_) => bail!("--emit-config {spec:?}: expected FILE or DEPLOYMENT=FILE"),
+        Some(_) => bail!("{flag} {spec:?}: expected FILE or DEPLOYMENT=FILE"),
         None => Ok((None, spec)),
     }
+}
+
+/// The deployment `DEPLOYMENT=` names, or the only one.
+fn pick_deployment<'r>(
+    flag: &str,
+    report: &'r RecommendReport,
+    dep: Option<&str>,
+    out: &str,
+) -> anyhow::Result<&'r gatecal_analysis::DeploymentRec> {
+    match dep {
+        Some(name) => report
+            .deployments
+            .iter()
+            .find(|d| d.name == name)
+            .with_context(|| format!("{flag} {name}={out}: no deployment {name:?} in the report")),
+        None => match report.deployments.as_slice() {
+            [d] => Ok(d),
+            [] => bail!("{flag} {out}: no deployment in the input"),
+            many => bail!(
+                "{flag} {out}: {} deployments ({}); name one with DEPLOYMENT=FILE",
+                many.len(),
+                many.iter()
+                    .map(|d| d.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+    }
+}
+
+/// `--emit-calibration [DEPLOYMENT=]FILE`: the router's calibration record
+/// from the deployment's passive peak estimate.
+fn emit_calibration_record(
+    args: &Args,
+    report: &RecommendReport,
+    dep: Option<&str>,
+    out: &str,
+    dest: Destination,
+) -> anyhow::Result<()> {
+    let d = pick_deployment("--emit-calibration", report, dep, out)?;
+    let peak = &d.peak_prefill_throughput;
+    let estimate = gatecal_analysis::PeakEstimate {
+        value: peak.value,
+        source: peak.source,
+        samples: peak.samples,
+        spread_low: peak.spread_low,
+        spread_high: peak.spread_high,
+        interval: peak.interval,
+        engines: 0,
+        method: peak.method.clone(),
+    };
+    let fingerprint = args
+        .calibration_fingerprint
+        .clone()
+        .unwrap_or_else(|| format!("gatecal-passive:{}", d.name));
+    let record = CalibrationRecord::from_passive(&PassiveInputs {
+        peak: &estimate,
+        median_ttft_ms: d.observed_ttft_ms.p50,
+        ttft_requests: d.observed_ttft_ms.n,
+        ttft_source: &d.observed_ttft_ms.source,
+        chunk_tokens: args.chunk_tokens.unwrap_or(0),
+        fingerprint: &fingerprint,
+    })
+    .map_err(|e| anyhow::anyhow!("--emit-calibration {out}: {}: {e}", d.name))?;
+    if let Some(why) = record.unusable_reason(&fingerprint)
+        && !args.input.quiet
+    {
+        eprintln!(
+            "recommend: warning: --emit-calibration {out}: the filter will not apply it: {why}"
+        );
+    }
+    dest.write(|w| w.write_all(record.to_json().as_bytes()))
+        .with_context(|| format!("--emit-calibration {out}"))
 }
 
 /// `--emit-config [DEPLOYMENT=]FILE`: the deployment's config file written
@@ -220,27 +309,7 @@ fn emit_config(
     out: &str,
     dest: Destination,
 ) -> anyhow::Result<()> {
-    let d = match dep {
-        Some(name) => report
-            .deployments
-            .iter()
-            .find(|d| d.name == name)
-            .with_context(|| {
-                format!("--emit-config {name}={out}: no deployment {name:?} in the report")
-            })?,
-        None => match report.deployments.as_slice() {
-            [d] => d,
-            [] => bail!("--emit-config {out}: no deployment in the input"),
-            many => bail!(
-                "--emit-config {out}: {} deployments ({}); name one with DEPLOYMENT=FILE",
-                many.len(),
-                many.iter()
-                    .map(|d| d.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        },
-    };
+    let d = pick_deployment("--emit-config", report, dep, out)?;
     let Some(paste) = &d.paste else {
         let why = d
             .warnings

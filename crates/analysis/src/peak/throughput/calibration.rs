@@ -6,8 +6,12 @@ use super::types::{PeakEstimate, PeakSource, median, quantile_sorted};
 /// Estimates from calibration output text: `PEAK_PREFILL_THROUGHPUT=<n>` /
 /// `Measured peakPrefillThroughput = <n> tokens/sec` lines, else TTFT
 /// samples (CSV with a header naming a prompt-tokens column and a TTFT
-/// column, or JSON lines with such keys). `None` when the text holds none.
+/// column, or JSON lines with such keys), or the router's calibration
+/// record (`peak_prefill_tokens_per_second`, status `OK`). `None` when the text holds none.
 pub fn from_calibration_text(text: &str) -> Option<PeakEstimate> {
+    if let Some(est) = crate::peak::calibration_record::estimate_from_record(text) {
+        return Some(est);
+    }
     let mut values = Vec::new();
     for line in text.lines() {
         let l = line.trim();
