@@ -1650,3 +1650,45 @@ fn demo_findings_name_the_peak_fitted_to_the_first_tokens() {
         n as f64
     );
 }
+
+/// At 80 columns, the paste block's comment lines wrap to the width (each
+/// continuation a `#   ` comment) and its YAML keys stay as they are.
+#[test]
+fn the_paste_block_fits_80_columns() {
+    let out = Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args([
+            &fixture("demo/glm-like.log.gz"),
+            &fixture("demo/glm-like.vllm"),
+            "--format",
+            "table",
+        ])
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let block: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("EPP plugin parameters to paste"))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(block.len() > 5, "{text}");
+    for l in &block {
+        assert!(l.chars().count() <= 80, "{} chars: {l}", l.chars().count());
+    }
+    assert!(
+        block.iter().any(|l| l.trim_start().starts_with("#   ")),
+        "{block:#?}"
+    );
+    assert!(block.contains(&"  parameters:"), "{block:#?}");
+    assert!(
+        block
+            .iter()
+            .any(|l| l.trim_start().starts_with("maxTTFTPenaltyMs: ")),
+        "{block:#?}"
+    );
+}

@@ -34,6 +34,7 @@ pub mod json;
 pub mod markdown;
 pub mod notes;
 pub mod num;
+pub mod paste;
 pub mod sections;
 pub mod summary;
 pub mod svg;

@@ -324,8 +324,9 @@ impl Table {
                 "EPP plugin parameters to paste, {}:",
                 escape::terminal(&d.name)
             )?;
-            for line in rec.yaml.lines() {
-                writeln!(w, "  {}", escape::terminal(line))?;
+            let room = self.width.map(|x| usize::from(x).saturating_sub(2));
+            for line in crate::paste::wrap_comments(&rec.yaml, room) {
+                writeln!(w, "  {}", escape::terminal(&line))?;
             }
             writeln!(w)?;
         }
