@@ -5,7 +5,8 @@
 //! Per deployment and EPP pod: the gate input as a classic histogram
 //! (`gatecal_gate_input_seconds`), decisions by outcome, decisions pinned
 //! worse, the gate input's evidence, the observed TTFT as a histogram,
-//! and the current findings as a gauge ([`current_findings`]). Counters
+//! and the current findings as a gauge ([`Metrics::set_findings`]: those
+//! of the latest follow report). Counters
 //! count every decision since the start, each once, when the audit that
 //! runs for the whole run has analysed it.
 
@@ -38,14 +39,18 @@ pub struct Finding {
     pub deployment: String,
     /// Its short name (snake case).
     pub finding: String,
-    /// `warning` or `note`.
+    /// `info`, `warning` or `critical`.
     pub severity: String,
 }
 
-/// The findings that hold now. The report's findings are not computed in
-/// follow mode yet: none, until they are wired here.
-pub fn current_findings() -> Vec<Finding> {
-    Vec::new()
+impl From<&gatecal_analysis::findings::Finding> for Finding {
+    fn from(f: &gatecal_analysis::findings::Finding) -> Finding {
+        Finding {
+            deployment: f.deployment.clone(),
+            finding: f.id.to_string(),
+            severity: f.severity.as_str().to_string(),
+        }
+    }
 }
 
 /// A classic histogram: cumulative counts per upper bound, `+Inf`, sum.
@@ -87,6 +92,8 @@ pub struct Metrics {
     series: BTreeMap<(String, String), Series>,
     /// Lower edge of "pinned worse", ms.
     pinned_min_ms: f64,
+    /// The findings of the latest report.
+    findings: Vec<Finding>,
 }
 
 fn outcome_label(o: Option<Outcome>) -> &'static str {
@@ -108,7 +115,19 @@ impl Metrics {
         Metrics {
             series: BTreeMap::new(),
             pinned_min_ms,
+            findings: Vec::new(),
         }
+    }
+
+    /// The findings that hold now: those of the latest report, which
+    /// replace the previous report's.
+    pub fn set_findings(&mut self, findings: &[gatecal_analysis::findings::Finding]) {
+        self.findings = findings.iter().map(Finding::from).collect();
+    }
+
+    /// The findings of the latest report (none before the first).
+    pub fn current_findings(&self) -> &[Finding] {
+        &self.findings
     }
 
     /// Counts one decision, as its record (version 2: with its gate as
@@ -351,7 +370,9 @@ fn answer(mut stream: TcpStream, metrics: &Shared) -> std::io::Result<()> {
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = path.split('?').next().unwrap_or("");
     let (status, kind, body) = if method == "GET" && (path == "/metrics" || path == "/") {
-        let text = lock(metrics).exposition(&current_findings());
+        let m = lock(metrics);
+        let text = m.exposition(m.current_findings());
+        drop(m);
         ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
     } else {
         (
@@ -439,8 +460,39 @@ mod tests {
         ] {
             assert!(text.contains(&want), "{want}\n{text}");
         }
-        // Until findings are wired, none.
-        assert!(current_findings().is_empty());
+        // None before the first report.
+        assert!(m.current_findings().is_empty());
+    }
+
+    #[test]
+    fn the_gauge_carries_the_latest_reports_findings() {
+        use gatecal_analysis::findings::{Finding as Report, FindingEvidence, Severity, ids};
+        let report = |id: &'static str, severity| Report {
+            id,
+            severity,
+            deployment: "glm".into(),
+            summary: String::new(),
+            evidence: FindingEvidence::default(),
+            action: String::new(),
+        };
+        let mut m = Metrics::new(5000.0);
+        m.set_findings(&[
+            report(ids::GATE_NEVER_FIRES, Severity::Critical),
+            report(ids::DEFAULT_PEAK_ASSUMED, Severity::Warning),
+        ]);
+        let text = m.exposition(m.current_findings());
+        for want in [
+            r#"gatecal_findings{deployment="glm",finding="gate_never_fires",severity="critical"} 1"#,
+            r#"gatecal_findings{deployment="glm",finding="default_peak_assumed",severity="warning"} 1"#,
+        ] {
+            assert!(text.contains(want), "{want}\n{text}");
+        }
+        // The next report replaces them.
+        m.set_findings(&[]);
+        assert!(
+            !m.exposition(m.current_findings())
+                .contains("gatecal_findings{")
+        );
     }
 
     #[test]

@@ -87,6 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // The audit of every decision read, run on: it gives each decision's
     // record with its gate as analysed and the config in force, which the
     // window keeps for the reports.
+    let report_metrics = metrics.clone();
     let window = Rc::new(RefCell::new(Window::new(window_s)));
     let sink = window.clone();
     let live = RefCell::new(Some(
@@ -116,6 +117,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             let w = window.borrow();
             let report = audit(&opts, &configs, &w, &info, &names);
+            if let Some(m) = &report_metrics {
+                gatecal_cli::metrics::lock(m).set_findings(&report.findings);
+            }
             let mut out = std::io::stdout().lock();
             write_report(
                 &mut out, &report, &info, &w, format, width, redraw, window_s,

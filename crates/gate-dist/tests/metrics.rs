@@ -182,8 +182,9 @@ fn prometheus_scrapes_the_series_the_dashboard_queries() {
                 .replace("$__rate_interval", "30s");
             let r = query(prom_port, &q);
             asked += 1;
-            // The router's counter is not here, nor are findings yet: their
-            // queries must parse and run; the others give series.
+            // The router's counter is not here, and findings hold only while
+            // the window shows them: their queries must parse and run; the
+            // others give series.
             if expr.contains("llm_d_epp_") || expr.contains("gatecal_findings") {
                 continue;
             }
@@ -261,4 +262,62 @@ fn a_port_in_use_is_a_clear_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--follow"));
+}
+
+/// The findings gauge carries the latest follow report's findings: on the
+/// demo (default config), the bar that never fires and the assumed peak.
+#[test]
+fn the_findings_gauge_carries_the_latest_reports_findings() {
+    let port = free_port();
+    let mut gd = Command::new(exe())
+        .args([
+            "-",
+            "--follow",
+            "--every",
+            "0.5s",
+            "--window",
+            "1h",
+            "--format",
+            "json",
+            "--serve-metrics",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = gd.stdin.take().unwrap();
+    let _gd = Killed(gd);
+    let mut log = Vec::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(root().join("fixtures/demo/glm-like.log.gz")).unwrap(),
+    )
+    .read_to_end(&mut log)
+    .unwrap();
+    // The whole log, stdin left open: the run follows on.
+    stdin.write_all(&log).unwrap();
+    stdin.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let text = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no findings in the gauge after 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        let Some((status, text)) = get(port, "/metrics") else {
+            continue;
+        };
+        assert!(status.contains("200"), "{status}");
+        if text.contains("finding=\"gate_never_fires\"") {
+            break text;
+        }
+    };
+    for want in [
+        r#"gatecal_findings{deployment="glm-5-2",finding="gate_never_fires",severity="#,
+        r#"gatecal_findings{deployment="glm-5-2",finding="default_peak_assumed",severity="warning"} 1"#,
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    drop(stdin);
 }

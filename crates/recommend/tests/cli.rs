@@ -1597,3 +1597,98 @@ fn a_failed_self_check_recommends_nothing() {
     );
     assert!(text.contains("maxTTFTPenaltyMs: 18000"), "{text}");
 }
+
+/// The demo's EPP log alone: no vLLM stats, no config, so the peak in force
+/// is the default; the engine fitted to the observed first tokens gives
+/// the real speed, and both peak findings name it with its sample size.
+#[test]
+fn demo_findings_name_the_peak_fitted_to_the_first_tokens() {
+    let out = run(&[&fixture("demo/glm-like.log.gz"), "--format", "json"]);
+    let v = ok_json(&out, "");
+    let d = &v["deployments"][0];
+    let fitted = d["ttft_model"]["tokens_per_s"].as_f64().unwrap();
+    let n = d["ttft_model"]["fitted_requests"].as_u64().unwrap();
+    assert!((fitted - 2995.0).abs() < 150.0, "{fitted}");
+    let finding = |id: &str| {
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not in {:#}", v["findings"]))
+            .clone()
+    };
+    let f = finding("default_peak_assumed");
+    let s = f["summary"].as_str().unwrap();
+    let scale = 15928.0 / fitted;
+    assert!(
+        s.contains(&format!("fit {fitted:.0} tok/s ({n} requests)")),
+        "{s}"
+    );
+    assert!(
+        s.contains(&format!("15928/{fitted:.0} = x{scale:.2}")),
+        "{s}"
+    );
+    assert!(!s.contains("7400"), "{s}");
+    let figures = &f["evidence"]["figures"];
+    assert_eq!(figures["fitted_peak"].as_f64().unwrap(), fitted);
+    assert_eq!(figures["fitted_requests"].as_f64().unwrap(), n as f64);
+    assert!((figures["scale"].as_f64().unwrap() - scale).abs() < 1e-9);
+    let f = finding("peak_misconfigured");
+    assert_eq!(f["severity"], "critical");
+    let s = f["summary"].as_str().unwrap();
+    assert!(
+        s.contains(&format!(
+            "fitted to the observed first tokens of {n} requests"
+        )),
+        "{s}"
+    );
+    assert_eq!(
+        f["evidence"]["figures"]["measured_samples"]
+            .as_f64()
+            .unwrap(),
+        n as f64
+    );
+}
+
+/// At 80 columns, the paste block's comment lines wrap to the width (each
+/// continuation a `#   ` comment) and its YAML keys stay as they are.
+#[test]
+fn the_paste_block_fits_80_columns() {
+    let out = Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args([
+            &fixture("demo/glm-like.log.gz"),
+            &fixture("demo/glm-like.vllm"),
+            "--format",
+            "table",
+        ])
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let block: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("EPP plugin parameters to paste"))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(block.len() > 5, "{text}");
+    for l in &block {
+        assert!(l.chars().count() <= 80, "{} chars: {l}", l.chars().count());
+    }
+    assert!(
+        block.iter().any(|l| l.trim_start().starts_with("#   ")),
+        "{block:#?}"
+    );
+    assert!(block.contains(&"  parameters:"), "{block:#?}");
+    assert!(
+        block
+            .iter()
+            .any(|l| l.trim_start().starts_with("maxTTFTPenaltyMs: ")),
+        "{block:#?}"
+    );
+}

@@ -54,10 +54,31 @@ pub const REUSE_MIN_REQUESTS: u64 = 50;
 pub struct MeasuredPeak {
     /// Tokens/s.
     pub value: f64,
-    /// Where it comes from (`vllm_stats`, `prometheus`, `calibration`).
+    /// Where it comes from (`vllm_stats`, `prometheus`, `calibration`,
+    /// or [`TTFT_FIT`]).
     pub source: String,
-    /// Its samples (saturated intervals, calibration runs).
+    /// Its samples (saturated intervals, calibration runs, or the requests
+    /// the TTFT fit rests on).
     pub samples: u64,
+}
+
+/// [`MeasuredPeak::source`] of the engine speed the TTFT model fitted to
+/// the observed first tokens.
+pub const TTFT_FIT: &str = "ttft_fit";
+
+impl MeasuredPeak {
+    /// Its source and sample size, in words.
+    fn evidence(&self) -> String {
+        if self.source == TTFT_FIT {
+            format!(
+                "fitted to the observed first tokens of {} request{}",
+                self.samples,
+                if self.samples == 1 { "" } else { "s" }
+            )
+        } else {
+            format!("{}, {} samples", self.source, self.samples)
+        }
+    }
 }
 
 /// What the rules read of one deployment.
@@ -83,6 +104,10 @@ pub struct View<'a> {
     pub suggested_bar_ms: Option<f64>,
     /// The measured peak (recommend).
     pub measured_peak: Option<MeasuredPeak>,
+    /// The engine speed the TTFT model fitted to the observed first tokens
+    /// (recommend), source [`TTFT_FIT`]; read when there is no measured
+    /// peak.
+    pub fitted_peak: Option<MeasuredPeak>,
     /// vLLM's own prefix cache hit rate and its stats lines (recommend).
     pub vllm_hit_rate: Option<(f64, u64)>,
 }
@@ -398,31 +423,50 @@ pub fn default_peak_assumed(v: &View) -> Option<Finding> {
     }
     let mut ev = evidence(v, v.decisions);
     ev.figures.insert("peak_in_force".into(), peak);
-    let (summary, action) = match &v.measured_peak {
-        Some(m) if m.value > 0.0 => {
+    let fitted = v
+        .fitted_peak
+        .as_ref()
+        .filter(|m| m.value.is_finite() && m.value > 0.0);
+    let (summary, action) = match (&v.measured_peak, fitted) {
+        (Some(m), _) if m.value > 0.0 => {
             let f = peak / m.value;
             ev.figures.insert("measured_peak".into(), m.value);
             ev.figures.insert("scale".into(), f);
             (
                 format!(
-                    "the log never shows peakPrefillThroughput: the config in force is taken to run the default {peak:.0} tok/s (the current row replays it), {f:.2}x the measured {:.0} tok/s ({}, {} samples)",
-                    m.value, m.source, m.samples
+                    "the log never shows peakPrefillThroughput: the config in force is taken to run the default {peak:.0} tok/s (the current row replays it), {f:.2}x the measured {:.0} tok/s ({})",
+                    m.value,
+                    m.evidence()
                 ),
                 "pass --config with the EPP's config, so that the current row replays its peak"
                     .to_string(),
             )
         }
-        _ => {
-            let example = 7400.0;
-            ev.figures.insert("scale_at_7400".into(), peak / example);
+        (_, Some(m)) => {
+            let f = peak / m.value;
+            ev.figures.insert("fitted_peak".into(), m.value);
+            ev.figures.insert("fitted_requests".into(), m.samples as f64);
+            ev.figures.insert("scale".into(), f);
             (
                 format!(
-                    "every ms figure assumes the default peakPrefillThroughput {peak:.0} tok/s (the log never shows it): at a real peak P they scale by {peak:.0}/P (x{:.2} at {example:.0} tok/s)",
-                    peak / example
+                    "every ms figure assumes the default peakPrefillThroughput {peak:.0} tok/s (the log never shows it); the observed first tokens fit {:.0} tok/s ({} request{}): every ms figure would scale by {peak:.0}/{:.0} = x{f:.2}",
+                    m.value,
+                    m.samples,
+                    if m.samples == 1 { "" } else { "s" },
+                    m.value
                 ),
-                "pass --config with the EPP's config, or --peak-prefill-throughput P (recommend measures P from vLLM logs)".into(),
+                format!(
+                    "pass --config with the EPP's config, or --peak-prefill-throughput {:.0} if the fit holds",
+                    m.value
+                ),
             )
         }
+        _ => (
+            format!(
+                "every ms figure assumes the default peakPrefillThroughput {peak:.0} tok/s (the log never shows it): it scales by {peak:.0}/P at a real peak P (recommend measures P)"
+            ),
+            "pass --config with the EPP's config, or --peak-prefill-throughput P (recommend measures P from vLLM logs or the observed first tokens)".into(),
+        ),
     };
     Some(finding(
         ids::DEFAULT_PEAK_ASSUMED,
@@ -438,7 +482,11 @@ pub fn default_peak_assumed(v: &View) -> Option<Finding> {
 /// 1.5x or more (3x: critical).
 pub fn peak_misconfigured(v: &View) -> Option<Finding> {
     let c = &v.config.parameters;
-    let m = v.measured_peak.as_ref()?;
+    let m = v
+        .measured_peak
+        .as_ref()
+        .filter(|m| m.value > 0.0)
+        .or(v.fitted_peak.as_ref())?;
     if c.ttft_source != TtftSource::PrefillThroughput || m.value <= 0.0 || !m.value.is_finite() {
         return None;
     }
@@ -463,8 +511,9 @@ pub fn peak_misconfigured(v: &View) -> Option<Finding> {
         severity,
         v,
         format!(
-            "peakPrefillThroughput {peak:.0} tok/s in force, {:.0} measured ({}, {} samples): {f:.1}x apart, so every gate input is off by that factor",
-            m.value, m.source, m.samples
+            "peakPrefillThroughput {peak:.0} tok/s in force, {:.0} measured ({}): {f:.1}x apart, so every gate input is off by that factor",
+            m.value,
+            m.evidence()
         ),
         ev,
         format!("peakPrefillThroughput: {:.0}", m.value),

@@ -203,6 +203,12 @@ fn default_peak_is_said_to_be_assumed_with_its_scale() {
     assert_eq!(ids_of(&f), [ids::DEFAULT_PEAK_ASSUMED], "{f:#?}");
     assert_eq!(f[0].severity, Severity::Warning);
     assert!(f[0].summary.contains("15928/P"), "{}", f[0].summary);
+    assert!(
+        f[0].summary.contains("recommend measures P"),
+        "{}",
+        f[0].summary
+    );
+    assert!(!f[0].evidence.figures.contains_key("scale"), "{f:#?}");
 }
 
 /// A decision whose candidates carry exact in-flight tokens and whose gate

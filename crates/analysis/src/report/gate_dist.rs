@@ -398,6 +398,7 @@ impl GateDist {
                 gate_p50_ms: stats.gate_input_ms.p50,
                 suggested_bar_ms: None,
                 measured_peak: None,
+                fitted_peak: None,
                 vllm_hit_rate: None,
             }));
             deployments.push(DeploymentReport {

@@ -580,6 +580,13 @@ impl Recommend {
             gate_p50_ms: None,
             suggested_bar_ms,
             measured_peak: measured,
+            fitted_peak: rec.ttft_model.tokens_per_s.map(|value| {
+                crate::findings::rules::MeasuredPeak {
+                    value,
+                    source: crate::findings::rules::TTFT_FIT.to_string(),
+                    samples: rec.ttft_model.fitted_requests as u64,
+                }
+            }),
             vllm_hit_rate: hits.and_then(LineHitRates::mean),
         }
     }
