@@ -1692,3 +1692,35 @@ fn the_paste_block_fits_80_columns() {
         "{block:#?}"
     );
 }
+
+/// On the demo the measured peak (the engine fitted to the first tokens)
+/// is 5.3x below the configured one, yet the replay predicts the corrected
+/// peak slower: the report says the two disagree, and why.
+#[test]
+fn a_misconfigured_peak_the_replay_advises_against_is_called_out() {
+    let out = Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args([&fixture("demo/glm-like.log.gz"), "--format", "json"])
+        .output()
+        .unwrap();
+    let v = ok_json(&out, "");
+    let ids: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"peak_misconfigured"), "{ids:?}");
+    let d = &v["deployments"][0];
+    assert_eq!(d["recommended"]["row"], "current", "{}", d["recommended"]);
+    let w: Vec<&str> = d["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    let said = w
+        .iter()
+        .find(|w| w.starts_with("peak_misconfigured and the predicted TTFT disagree"))
+        .unwrap_or_else(|| panic!("{w:?}"));
+    assert!(said.contains("prefix-cache hit share"), "{said}");
+}

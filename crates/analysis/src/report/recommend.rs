@@ -525,11 +525,15 @@ impl Recommend {
                 .extend(disagreements.iter().map(|d| d.message.clone()));
             rec.source_disagreements = disagreements;
             if let Some(dep) = dep {
-                findings.extend(crate::findings::rules::all(&self.view(
-                    &rec,
-                    dep,
-                    line_hits.get(&rec.name),
-                )));
+                let found =
+                    crate::findings::rules::all(&self.view(&rec, dep, line_hits.get(&rec.name)));
+                let misconfigured = found
+                    .iter()
+                    .any(|f| f.id == crate::findings::ids::PEAK_MISCONFIGURED);
+                if misconfigured && let Some(w) = corrected_peak_predicted_worse(&rec) {
+                    rec.warnings.push(w);
+                }
+                findings.extend(found);
             }
             deployments.push(rec);
         }
@@ -580,13 +584,16 @@ impl Recommend {
             gate_p50_ms: None,
             suggested_bar_ms,
             measured_peak: measured,
-            fitted_peak: rec.ttft_model.tokens_per_s.map(|value| {
-                crate::findings::rules::MeasuredPeak {
+            // The fit stands for a peak only when it reproduces the log.
+            fitted_peak: rec
+                .ttft_model
+                .tokens_per_s
+                .filter(|_| rec.ttft_self_check.as_ref().is_some_and(|c| c.passed))
+                .map(|value| crate::findings::rules::MeasuredPeak {
                     value,
                     source: crate::findings::rules::TTFT_FIT.to_string(),
                     samples: rec.ttft_model.fitted_requests as u64,
-                }
-            }),
+                }),
             vllm_hit_rate: hits.and_then(LineHitRates::mean),
         }
     }
@@ -752,6 +759,37 @@ fn wide_interval(peak: &PeakReport, p: f64) -> Option<String> {
 
 /// What to do when no decision carries matched tokens.
 pub const MISSING_MATCHED: &str = "no decision carries matched tokens; they come from decision records (--emit-decisions of a build that records match info), the P/D decider's `Computed hit percentage for prefix cache` line (-v=4), or at -v=5 (TRACE) the precise prefix producer's `Produce completed` and the approximate one's `Found cached servers` lines (best with the prefix scorer's `Calculated score` lines)";
+
+/// When `peak_misconfigured` holds but the replay predicts the corrected
+/// peak's TTFT worse than the config in force's (beyond both intervals),
+/// the two figures of one report pull apart: the warning says so, with
+/// the release and prefix-hit shares that explain it.
+fn corrected_peak_predicted_worse(rec: &DeploymentRec) -> Option<String> {
+    let row = |k: RowKind| rec.rows.iter().find(|r| r.kind == k);
+    let (cur, fix) = (row(RowKind::Current)?, row(RowKind::CorrectedPeak)?);
+    let (pc, pf) = (
+        cur.predicted_ttft_ms.as_ref()?,
+        fix.predicted_ttft_ms.as_ref()?,
+    );
+    if pf.interval.p90[0] <= pc.interval.p90[1] {
+        return None;
+    }
+    let share = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{:.1} %", x * 100.0));
+    Some(format!(
+        "peak_misconfigured and the predicted TTFT disagree: the corrected peak ({:.0} tok/s) is predicted at TTFT p90 {:.0} ms [{:.0}–{:.0}] against {:.0} ms [{:.0}–{:.0}] for the config in force, because it releases {:.1} % of decisions (against {:.1} %) and keeps a prefix-cache hit share of {} (against {}): correcting the peak alone is predicted to cost more than it gains (the static rows show each bar at the corrected peak)",
+        fix.peak_prefill_throughput,
+        pf.p90,
+        pf.interval.p90[0],
+        pf.interval.p90[1],
+        pc.p90,
+        pc.interval.p90[0],
+        pc.interval.p90[1],
+        fix.released_share * 100.0,
+        cur.released_share * 100.0,
+        share(fix.predicted_prefix_hit_share),
+        share(cur.predicted_prefix_hit_share),
+    ))
+}
 
 #[cfg(test)]
 mod tests {
