@@ -142,32 +142,30 @@ fn write_glossary(printed: &str, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "\n</details>\n")
 }
 
+/// Writes a report's Markdown `buf` with the glossary of the terms it
+/// printed, placed before the closing schema line.
+fn with_glossary(buf: &[u8], w: &mut dyn Write) -> io::Result<()> {
+    let text = String::from_utf8_lossy(buf);
+    let (body, tail) = match text.rfind("<sub>") {
+        Some(i) => text.split_at(i),
+        None => (&*text, ""),
+    };
+    w.write_all(body.as_bytes())?;
+    write_glossary(body, w)?;
+    w.write_all(tail.as_bytes())
+}
+
 impl Renderer for Markdown {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
         let mut buf = Vec::new();
         self.gate_dist_body(report, &mut buf)?;
-        let text = String::from_utf8_lossy(&buf);
-        // The glossary goes before the closing schema line.
-        let (body, tail) = match text.rfind("<sub>") {
-            Some(i) => text.split_at(i),
-            None => (&*text, ""),
-        };
-        w.write_all(body.as_bytes())?;
-        write_glossary(body, w)?;
-        w.write_all(tail.as_bytes())
+        with_glossary(&buf, w)
     }
 
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         let mut buf = Vec::new();
         self.recommend_body(report, &mut buf)?;
-        let text = String::from_utf8_lossy(&buf);
-        let (body, tail) = match text.rfind("<sub>") {
-            Some(i) => text.split_at(i),
-            None => (&*text, ""),
-        };
-        w.write_all(body.as_bytes())?;
-        write_glossary(body, w)?;
-        w.write_all(tail.as_bytes())
+        with_glossary(&buf, w)
     }
 }
 
