@@ -393,7 +393,7 @@ fn the_log_shows_the_config_and_the_replay_agrees() {
     }
     let out = run(&[&log, "--format", "csv"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
+    let mut lines = text.lines().skip_while(|l| l.starts_with('#'));
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let mut lines = lines.skip_while(|l| l.split(',').nth(3) == Some("finding"));
     let row: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -454,7 +454,7 @@ fn small_samples_are_flagged_everywhere() {
     }
     let out = run(&[&log, "--format", "csv"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
+    let mut lines = text.lines().skip_while(|l| l.starts_with('#'));
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let mut lines = lines.skip_while(|l| l.split(',').nth(3) == Some("finding"));
     let row: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -604,6 +604,12 @@ fn candidates_sit_beside_the_current_row_in_every_format() {
         assert!(t.contains(&format!("file:{cand}")), "{format}");
     }
     let csv = text("csv");
+    // The comment lines that explain the columns come first.
+    let csv: String = csv
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
     let (config, rel, rule_peak) = (
@@ -740,7 +746,12 @@ fn observed_ttft_from_the_response_lines() {
         .output()
         .unwrap();
     let csv = String::from_utf8(out.stdout).unwrap();
-    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let header: Vec<&str> = csv
+        .lines()
+        .find(|l| !l.starts_with('#'))
+        .unwrap()
+        .split(',')
+        .collect();
     let col = header
         .iter()
         .position(|h| *h == "observed_ttft_p90_ms")

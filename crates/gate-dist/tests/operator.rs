@@ -313,7 +313,7 @@ fn the_output_name_picks_the_format() {
     let o = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     for (name, starts) in [
         ("r.md", "## gatecal gate-dist report"),
-        ("r.csv", "deployment,"),
+        ("r.csv", "# gatecal gate-dist report."),
         ("r.json", "{"),
         ("r.txt", "Summary\n  Deployments: 1 (glm-5-2)\n"),
     ] {
@@ -422,7 +422,7 @@ fn decisions_to_stdout_and_closed_pipes() {
 }
 
 fn csv_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
-    let mut lines = text.lines();
+    let mut lines = text.lines().skip_while(|l| l.starts_with('#'));
     let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
     // The findings' rows come first (their texts quoted).
     let rows: Vec<Vec<String>> = lines

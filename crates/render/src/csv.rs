@@ -31,6 +31,10 @@
 //! most severe first, the other cells empty). Empty cells are unknown or
 //! not applicable.
 //!
+//! Both reports open with `#` comment lines: what they are, then each
+//! column of the header that is not plain English with its meaning
+//! ([`crate::glossary::CSV_COLUMNS`]); the header follows.
+//!
 //! The recommend report has a row per deployment and config row; its
 //! findings come first, as rows whose `row` and `row_kind` are `finding`,
 //! with the same four finding columns last.
@@ -281,9 +285,14 @@ fn rows(
     out
 }
 
+/// The recommend report's columns.
+const RECOMMEND_HEADER: &str = "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings,source_disagreements,matched_token_sources,predicted_ttft_p50_ms,predicted_ttft_p50_low_ms,predicted_ttft_p50_high_ms,predicted_ttft_p90_ms,predicted_ttft_p90_low_ms,predicted_ttft_p90_high_ms,predicted_ttft_p99_ms,predicted_ttft_p99_low_ms,predicted_ttft_p99_high_ms,predicted_ttft_mean_ms,predicted_ttft_n,predicted_prefix_hit_share,observed_ttft_n,observed_ttft_p50_ms,observed_ttft_p90_ms,observed_ttft_p99_ms,finding_id,finding_severity,finding_summary,finding_action";
+
 impl Renderer for Csv {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
         let header = header();
+        let names: Vec<&str> = header.iter().map(String::as_str).collect();
+        w.write_all(crate::glossary::csv_comment("gate-dist", &names).as_bytes())?;
         writeln!(w, "{}", header.join(","))?;
         // The findings first: the key's `rule` is `finding`.
         for f in &report.findings {
@@ -324,7 +333,9 @@ impl Renderer for Csv {
 
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         // One line per deployment and row (current, static, matchedTokens, candidates).
-        let header = "deployment,peak_tps,peak_interval_low_tps,peak_interval_high_tps,peak_source,peak_samples,reference_peak_tps,break_even_n,break_even_tokens_p10,break_even_tokens_p50,break_even_tokens_p90,break_even_p10_ms,break_even_p50_ms,break_even_p90_ms,row,row_kind,recommended,penalty_mode,row_peak_tps,row_max_ttft_penalty_ms,released_share,logged_released_share,pinned_worse_share,excess_ttft_ms,unknown,no_match_info,warnings,source_disagreements,matched_token_sources,predicted_ttft_p50_ms,predicted_ttft_p50_low_ms,predicted_ttft_p50_high_ms,predicted_ttft_p90_ms,predicted_ttft_p90_low_ms,predicted_ttft_p90_high_ms,predicted_ttft_p99_ms,predicted_ttft_p99_low_ms,predicted_ttft_p99_high_ms,predicted_ttft_mean_ms,predicted_ttft_n,predicted_prefix_hit_share,observed_ttft_n,observed_ttft_p50_ms,observed_ttft_p90_ms,observed_ttft_p99_ms,finding_id,finding_severity,finding_summary,finding_action";
+        let header = RECOMMEND_HEADER;
+        let names: Vec<&str> = header.split(',').collect();
+        w.write_all(crate::glossary::csv_comment("recommend", &names).as_bytes())?;
         writeln!(w, "{header}")?;
         // The findings first: `row` and `row_kind` are `finding`.
         for f in &report.findings {
@@ -410,5 +421,38 @@ impl Renderer for Csv {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::glossary::{CSV_PLAIN, csv_column};
+
+    /// Every column either needs no explanation or is explained in the
+    /// CSV's comment lines.
+    #[test]
+    fn every_column_is_plain_or_explained() {
+        let gate_dist = header();
+        let columns = gate_dist
+            .iter()
+            .map(String::as_str)
+            .chain(RECOMMEND_HEADER.split(','));
+        for c in columns {
+            assert!(
+                CSV_PLAIN.contains(&c) || csv_column(c).is_some(),
+                "CSV column {c} is neither plain nor in glossary::CSV_COLUMNS"
+            );
+        }
+    }
+
+    #[test]
+    fn the_comment_explains_each_entry_once() {
+        let c =
+            crate::glossary::csv_comment("x", &["p50_ms", "p90_ms", "outcome_sticky", "decisions"]);
+        assert_eq!(c.lines().count(), 3, "{c}");
+        assert!(c.lines().all(|l| l.starts_with("# ")));
+        assert!(c.contains("# p50_ms, p90_ms, p99_ms, p999_ms: "));
+        assert!(c.contains("# outcome_*: "));
     }
 }

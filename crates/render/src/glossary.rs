@@ -148,6 +148,199 @@ pub const GLOSSARY: &[(&str, &str, &str)] = &[
     ("tok/s", "tok/s", "tokens per second"),
 ];
 
+/// The CSV columns whose names are not plain English: `(column, what
+/// it holds)`. A name ending in `*` covers every column it begins. The
+/// CSV explains the ones its header holds in `#` comment lines before
+/// the header.
+pub const CSV_COLUMNS: &[(&str, &str)] = &[
+    (
+        "rule",
+        "in_force (the decisions as logged), static or matchedTokens (a what-if replay), or finding",
+    ),
+    (
+        "rule_max_ttft_penalty_ms",
+        "the row's bar (maxTTFTPenaltyMs; the ceiling for matchedTokens, 0 = none)",
+    ),
+    (
+        "rule_peak_prefill_throughput",
+        "the row's peak (peakPrefillThroughput, tok/s)",
+    ),
+    (
+        "released, released_share",
+        "decisions whose pin the gate released (logged outcomes load_override and request_load_override)",
+    ),
+    (
+        "pinned_worse*",
+        "decisions held while the gate input was at least the pinned-worse minimum (5,000 ms unless --pinned-worse-min)",
+    ),
+    (
+        "unknown",
+        "decisions whose gate input is unknown, so the row cannot replay them",
+    ),
+    (
+        "gate_n",
+        "decisions where the gate was evaluated and its input is known",
+    ),
+    (
+        "p50_ms, p90_ms, p99_ms, p999_ms",
+        "gate input percentiles in ms (p50 the median, p999 = p99.9)",
+    ),
+    ("bar_ms", "the bar in force (maxTTFTPenaltyMs)"),
+    (
+        "evidence_*",
+        "how each gate input is known: logged by the filter, observed from the endpoints' logged loads, reconstructed from loads carried forward, traced, or unknown",
+    ),
+    (
+        "self_check_*",
+        "the decisions with an exact gate input replayed under the config in force, and how many gave the logged outcome",
+    ),
+    (
+        "small_sample",
+        "true when the quantiles are over fewer than 20 gate inputs",
+    ),
+    (
+        "replay_*",
+        "every decision with a known gate input replayed under the config in force: how many agreed with the log, released as logged and as replayed",
+    ),
+    (
+        "censored*",
+        "held decisions whose reconstructed gate input came out above the bar, moved down to the bar (the filter held them, so their input was at most the bar)",
+    ),
+    (
+        "population",
+        "all, or trace_sample when every decision of the row came from traces alone",
+    ),
+    (
+        "traced_*",
+        "decisions with a filter span in the traces, and the gate input those spans give",
+    ),
+    (
+        "validation_pairs",
+        "decisions both traced and reconstructed, compared in the abs_error columns",
+    ),
+    (
+        "abs_error_*",
+        "the absolute error of the reconstructed gate input against the traced one",
+    ),
+    (
+        "reconstructed_*",
+        "the reconstructed gate input of the traced decisions",
+    ),
+    (
+        "outcome_*",
+        "decisions by logged outcome (the names the filter logs; docs/usage.md's glossary explains each)",
+    ),
+    (
+        "observed_ttft_*",
+        "time to first token the log shows: the request's arrival at the EPP to its first response body, ms",
+    ),
+    (
+        "config",
+        "current on the replayed row of the config in force, or the label of a --candidate-config or --what-if row",
+    ),
+    (
+        "config_error",
+        "why a candidate config is not valid for the deployment",
+    ),
+    (
+        "finding_*",
+        "the finding rows that come first: id, severity (info, warning, critical), summary and action",
+    ),
+    (
+        "peak_tps",
+        "the deployment's estimated peak prefill throughput, tok/s",
+    ),
+    ("peak_interval_*", "the 90 % interval of the peak estimate"),
+    ("peak_source", "where the peak estimate comes from"),
+    ("peak_samples", "the samples behind the peak estimate"),
+    (
+        "reference_peak_tps",
+        "the one peak at which every row's pinned share is measured",
+    ),
+    (
+        "break_even_*",
+        "matched tokens of the best sticky endpoint, and those tokens over the peak in ms: the prefill a hold saves",
+    ),
+    (
+        "row_kind",
+        "what the row is: current, static, matchedTokens, corrected_peak, candidate, or finding",
+    ),
+    ("recommended", "true on the row recommend chooses"),
+    ("penalty_mode", "the row's penaltyMode"),
+    ("row_peak_tps", "the row's peakPrefillThroughput"),
+    ("row_max_ttft_penalty_ms", "the row's maxTTFTPenaltyMs"),
+    (
+        "logged_released_share",
+        "the released share the log shows (current row only)",
+    ),
+    (
+        "excess_ttft_ms",
+        "ms per decision lost against the break-even: holding when the gate input exceeds it, or releasing when it does not",
+    ),
+    (
+        "no_match_info",
+        "decisions whose best sticky endpoint had no matched-token count (matchedTokens rows hold them)",
+    ),
+    (
+        "warnings",
+        "how many warnings the deployment's report carries",
+    ),
+    (
+        "source_disagreements",
+        "peak sources that disagree beyond their intervals",
+    ),
+    (
+        "matched_token_sources",
+        "where the matched-token counts come from",
+    ),
+    (
+        "predicted_ttft_*",
+        "time to first token predicted by replaying the logged traffic under the row's config, ms, with its 90 % interval (low, high) and the requests replayed (n)",
+    ),
+    (
+        "predicted_prefix_hit_share",
+        "the share of prompt tokens predicted to hit the prefix cache under the row's config",
+    ),
+];
+
+/// The [`CSV_COLUMNS`] entry `(names, what)` that explains `column`:
+/// `names` lists alternatives separated by `, `, each exact or a prefix
+/// ending in `*`.
+pub fn csv_column(column: &str) -> Option<(&'static str, &'static str)> {
+    CSV_COLUMNS.iter().copied().find(|(names, _)| {
+        names.split(", ").any(|n| match n.strip_suffix('*') {
+            Some(prefix) => column.starts_with(prefix),
+            None => column == n,
+        })
+    })
+}
+
+/// The CSV columns that need no explanation.
+pub const CSV_PLAIN: &[&str] = &[
+    "deployment",
+    "window_start",
+    "window_end",
+    "decisions",
+    "max_ms",
+    "row",
+];
+
+/// The `#` comment lines a CSV opens with: what they are, then each
+/// column of `header` that [`CSV_COLUMNS`] explains, once per entry.
+pub fn csv_comment(report: &str, header: &[&str]) -> String {
+    let mut s = format!(
+        "# gatecal {report} report. Lines starting with # are comments (pandas: read_csv(f, comment=\"#\"); shell: grep -v '^#').\n"
+    );
+    let mut seen: Vec<&str> = Vec::new();
+    for (names, what) in header.iter().filter_map(|c| csv_column(c)) {
+        if !seen.contains(&names) {
+            seen.push(names);
+            s.push_str(&format!("# {names}: {what}\n"));
+        }
+    }
+    s
+}
+
 /// The glossary entries whose marker appears in `text`, in order.
 pub fn used_in(text: &str) -> Vec<(&'static str, &'static str)> {
     GLOSSARY

@@ -100,7 +100,11 @@ fn markdown_tables_are_well_formed() {
 #[test]
 fn csv_rows_match_the_header() {
     let csv = render(Format::Csv);
-    let all: Vec<&str> = csv.lines().collect();
+    // Comment lines explain the columns, then the header.
+    let comments = csv.lines().take_while(|l| l.starts_with('#')).count();
+    assert!(comments >= 2, "{csv}");
+    assert!(csv.contains("\n# evidence_*: "), "{csv}");
+    let all: Vec<&str> = csv.lines().skip(comments).collect();
     let n = all[0].split(',').count();
     // The findings come first, their texts quoted (RFC 4180).
     let findings = all[1..]

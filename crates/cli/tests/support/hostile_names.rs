@@ -193,8 +193,13 @@ pub fn csv_is_guarded(csv: &str) {
     assert!(dep[0].starts_with("'=HYPERLINK("), "{:?}", dep[0]);
 }
 
-/// RFC 4180 records (quoted fields may hold commas, quotes and newlines).
+/// RFC 4180 records (quoted fields may hold commas, quotes and newlines),
+/// after the `#` comment lines the reports open with.
 pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut text = text;
+    while text.starts_with('#') {
+        text = text.split_once('\n').map_or("", |(_, rest)| rest);
+    }
     let mut records = Vec::new();
     let (mut rec, mut field, mut quoted) = (Vec::new(), String::new(), false);
     let mut chars = text.chars().peekable();
