@@ -414,6 +414,51 @@ enum How {
     InPlace,
 }
 
+/// Writes `--svg`: `overall` to `file`, and with several deployments
+/// (`names`) one SVG per deployment beside it, `STEM-DEPLOYMENT.svg`
+/// ([`gatecal_render::svg::deployment_file_names`]), drawn by `one(i)`.
+/// A single deployment gets `one(0)` in `file` alone, and so does a
+/// special file (`/dev/null`, a pipe), which has no folder beside it.
+/// Returns each per-deployment file, for the Markdown's links.
+pub fn write_svg_set(
+    file: OutputFile,
+    outputs: &Outputs,
+    names: &[&str],
+    stem_default: &str,
+    overall: impl FnOnce() -> String,
+    one: impl Fn(usize) -> String,
+) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let path = file.path().to_path_buf();
+    if names.len() == 1 {
+        let s = one(0);
+        file.write(|w| w.write_all(s.as_bytes()))?;
+        return Ok(Vec::new());
+    }
+    let special = file.is_special();
+    let s = overall();
+    file.write(|w| w.write_all(s.as_bytes()))?;
+    if special {
+        return Ok(Vec::new());
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| stem_default.into());
+    let mut written = Vec::new();
+    for (i, f) in gatecal_render::svg::deployment_file_names(&stem, names)
+        .into_iter()
+        .enumerate()
+    {
+        let p = path.with_file_name(f);
+        let s = one(i);
+        outputs
+            .open_late("--svg", &p)?
+            .write(|w| w.write_all(s.as_bytes()))?;
+        written.push((names[i].to_string(), p));
+    }
+    Ok(written)
+}
+
 /// One output file, checked and opened before any input is read: a
 /// regular file (or a new one) as a temporary file in its target's folder,
 /// renamed onto the target when written in full ([`crate::atomic`]); a

@@ -193,39 +193,17 @@ fn write_svgs(
             log_scale,
         })
     };
-    let path = file.path().to_path_buf();
-    // A special file (`--svg /dev/null`, a pipe) takes the overall SVG
-    // alone: the per-deployment files have no folder beside it.
-    let special = file.is_special();
-    if let [d] = report.deployments.as_slice() {
-        let s = svg(&d.name, &d.histogram, &d.stats, None);
-        file.write(|w| w.write_all(s.as_bytes()))?;
-        return Ok(Vec::new());
-    }
-    let o = &report.overall;
-    let s = svg("all deployments", &o.histogram, &o.stats, note.as_deref());
-    file.write(|w| w.write_all(s.as_bytes()))?;
-    if special {
-        return Ok(Vec::new());
-    }
-    let path = path.as_path();
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "gate-dist".into());
     let names: Vec<&str> = report.deployments.iter().map(|d| d.name.as_str()).collect();
-    let mut written = Vec::new();
-    for (d, f) in report
-        .deployments
-        .iter()
-        .zip(gatecal_render::svg::deployment_file_names(&stem, &names))
-    {
-        let p: PathBuf = path.with_file_name(f);
-        let s = svg(&d.name, &d.histogram, &d.stats, None);
-        outputs
-            .open_late("--svg", &p)?
-            .write(|w| w.write_all(s.as_bytes()))?;
-        written.push((d.name.clone(), p));
-    }
-    Ok(written)
+    let o = &report.overall;
+    gatecal_cli::output::write_svg_set(
+        file,
+        outputs,
+        &names,
+        "gate-dist",
+        || svg("all deployments", &o.histogram, &o.stats, note.as_deref()),
+        |i| {
+            let d = &report.deployments[i];
+            svg(&d.name, &d.histogram, &d.stats, None)
+        },
+    )
 }

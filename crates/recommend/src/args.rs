@@ -171,6 +171,13 @@ pub struct Args {
     /// Draw tables at their full width, even on a narrower terminal.
     #[arg(long)]
     pub wide: bool,
+
+    /// Write an SVG of each config row's predicted TTFT (p50, p90 with
+    /// its 90 % interval) beside the observed TTFT (with several
+    /// deployments: all of them to FILE, and one per deployment beside it
+    /// as STEM-DEPLOYMENT.svg). The Markdown report links them.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 /// `--objective`.

@@ -9,9 +9,7 @@ use gatecal_analysis::{
     ReconstructOptions, emit, from_calibration_text, minimal_config,
 };
 use gatecal_cli::deployments::{Listed, check_names, write_list};
-use gatecal_cli::output::{
-    Destination, Outputs, report_format, report_renderer, run_info, table_width,
-};
+use gatecal_cli::output::{Destination, Outputs, report_format, report_renderer, table_width};
 use gatecal_cli::pipeline::{
     Analysed, Emitter, analyse, input_files_since, no_decisions, take_prometheus,
 };
@@ -106,6 +104,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(p) => Some(outputs.open("--emit-decisions", Some(p), &mut files)?),
         None => None,
     };
+    let svg = match &args.svg {
+        Some(p) => match outputs.open("--svg", Some(p), &mut files)? {
+            Destination::File(f) => Some(f),
+            Destination::Stdout => bail!("--svg -: give a file (stdout holds the report)"),
+        },
+        None => None,
+    };
     let out = outputs.open("-o", args.output.as_deref(), &mut files)?;
     let mut emit_configs = Vec::with_capacity(args.emit_config.len());
     for spec in &args.emit_config {
@@ -178,10 +183,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some((dep, path, dest)) = emit_calibration {
         emit_calibration_record(&args, &report, dep, path, dest)?;
     }
+    let mut deployment_svgs = Vec::new();
+    if let Some(file) = svg {
+        deployment_svgs = write_svgs(&report, file, &outputs)?;
+    }
     out.write(|w| {
         let run = gatecal_render::markdown::RunInfo {
             span: index.span,
-            ..run_info(args.output.as_deref(), None)
+            ..gatecal_cli::output::run_info_with_svgs(
+                args.output.as_deref(),
+                args.svg.as_deref(),
+                &deployment_svgs,
+            )
         };
         report_renderer(format, width, run).recommend(&report, w)
     })?;
@@ -210,6 +223,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(|| no_decisions("no filter decisions or vLLM stats", &inputs.ledger)));
     }
     gatecal_cli::fail_if::check_recommend(&args.fail_if, &report)
+}
+
+/// `--svg`: every deployment's predicted TTFT in FILE (stacked), and with
+/// several one file per deployment beside it.
+fn write_svgs(
+    report: &RecommendReport,
+    file: gatecal_cli::output::OutputFile,
+    outputs: &Outputs,
+) -> anyhow::Result<Vec<(String, std::path::PathBuf)>> {
+    use gatecal_render::ttft_svg::{predicted_ttft_svg, stacked_svg};
+    let names: Vec<&str> = report.deployments.iter().map(|d| d.name.as_str()).collect();
+    let one = |i: usize| predicted_ttft_svg(&report.deployments[i]);
+    gatecal_cli::output::write_svg_set(
+        file,
+        outputs,
+        &names,
+        "recommend",
+        || stacked_svg(&report.deployments),
+        one,
+    )
 }
 
 /// `--emit-config [DEPLOYMENT=]FILE`: the deployment named, if any, and the file.

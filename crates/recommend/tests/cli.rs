@@ -1724,3 +1724,84 @@ fn a_misconfigured_peak_the_replay_advises_against_is_called_out() {
         .unwrap_or_else(|| panic!("{w:?}"));
     assert!(said.contains("prefix-cache hit share"), "{said}");
 }
+
+/// `--svg`: each config row's predicted TTFT beside the observed one, the
+/// recommended row named, linked from the Markdown; several deployments
+/// get one file each beside the stacked one.
+#[test]
+fn svg_draws_each_rows_prediction() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("ttft.svg");
+    let md = dir.path().join("r.md");
+    let json = run(&[&fixture("demo/glm-like.log.gz"), "--format", "json"]);
+    let v = ok_json(&json, "");
+    let d = &v["deployments"][0];
+    let rows = d["rows"].as_array().unwrap();
+    let predicted = rows
+        .iter()
+        .filter(|r| !r["predicted_ttft_ms"].is_null())
+        .count();
+    assert!(predicted >= 2, "{rows:?}");
+    let out = run(&[
+        &fixture("demo/glm-like.log.gz"),
+        "--svg",
+        svg.to_str().unwrap(),
+        "-o",
+        md.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
+    // One whisker group (with its tooltip) per predicted row.
+    assert_eq!(s.matches("<title>").count(), predicted, "{s}");
+    let observed = d["observed_ttft_ms"]["n"].as_u64().unwrap();
+    assert!(s.contains(&format!("(n = {})", fmt_count(observed))), "{s}");
+    let chosen = d["recommended"]["row"].as_str().unwrap();
+    assert!(
+        s.contains(&format!(">{chosen} (recommended)</text>")),
+        "{s}"
+    );
+    let m = std::fs::read_to_string(&md).unwrap();
+    assert!(m.contains("](ttft.svg)"), "{m}");
+
+    // Several deployments: the stacked SVG and one per deployment.
+    let many = dir.path().join("many.svg");
+    let md = dir.path().join("many.md");
+    let out = run(&[
+        &fixture("eight-deployments/epp.log"),
+        "--svg",
+        many.to_str().unwrap(),
+        "-o",
+        md.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let stacked = std::fs::read_to_string(&many).unwrap();
+    assert_eq!(stacked.matches("<g transform=").count(), 8);
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().into_owned();
+            (n.starts_with("many-") && n.ends_with(".svg")).then_some(n)
+        })
+        .collect();
+    assert_eq!(files.len(), 8, "{files:?}");
+    let m = std::fs::read_to_string(&md).unwrap();
+    for f in &files {
+        assert!(m.contains(&format!("]({f})")), "{f} not linked: {m}");
+    }
+}
+
+/// 1234567 -> "1,234,567", as the reports print counts.
+fn fmt_count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

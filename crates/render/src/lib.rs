@@ -38,6 +38,7 @@ pub mod sections;
 pub mod summary;
 pub mod svg;
 pub mod table;
+pub mod ttft_svg;
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -170,28 +170,32 @@ impl Renderer for Markdown {
 }
 
 impl Markdown {
-    fn gate_dist_body(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
-        writeln!(w, "## gatecal gate-dist report\n")?;
-        write_summary(&gate_dist_summary(report, &self.run), w)?;
-        // The findings right under the run's identity, before any figure.
-        write_sections(&[crate::sections::findings_section(&report.findings)], w)?;
+    /// The `--svg` image, and the per-deployment ones folded under
+    /// `summary`, as images linked relative to the report.
+    fn write_svg_links(&self, alt: &str, summary: &str, w: &mut dyn Write) -> io::Result<()> {
         if let Some(svg) = &self.run.svg {
-            writeln!(
-                w,
-                "![TTFT load gate input histogram, the bar marked]({})\n",
-                link(svg)
-            )?;
+            writeln!(w, "![{alt}]({})\n", link(svg))?;
         }
         if !self.run.deployment_svgs.is_empty() {
-            writeln!(
-                w,
-                "<details><summary>Gate input histogram per deployment (SVG)</summary>\n"
-            )?;
+            writeln!(w, "<details><summary>{summary}</summary>\n")?;
             for (name, svg) in &self.run.deployment_svgs {
                 writeln!(w, "![{}]({})\n", cell(name), link(svg))?;
             }
             writeln!(w, "</details>\n")?;
         }
+        Ok(())
+    }
+
+    fn gate_dist_body(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "## gatecal gate-dist report\n")?;
+        write_summary(&gate_dist_summary(report, &self.run), w)?;
+        // The findings right under the run's identity, before any figure.
+        write_sections(&[crate::sections::findings_section(&report.findings)], w)?;
+        self.write_svg_links(
+            "TTFT load gate input histogram, the bar marked",
+            "Gate input histogram per deployment (SVG)",
+            w,
+        )?;
         write_sections(&gate_dist_sections(report), w)?;
         for d in &report.deployments {
             writeln!(
@@ -219,6 +223,11 @@ impl Markdown {
         writeln!(w, "## gatecal recommend report\n")?;
         write_summary(&recommend_summary(report, &self.run), w)?;
         write_sections(&[crate::sections::findings_section(&report.findings)], w)?;
+        self.write_svg_links(
+            "Predicted TTFT per config, beside the observed TTFT",
+            "Predicted TTFT per deployment (SVG)",
+            w,
+        )?;
         write_sections(&recommend_sections(report), w)?;
         for d in &report.deployments {
             let Some(rec) = &d.paste else { continue };

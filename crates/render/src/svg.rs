@@ -281,7 +281,7 @@ pub fn histogram_svg(h: &SvgHistogram<'_>) -> String {
 }
 
 /// The smallest of 1, 2, 2.5 or 5 times a power of ten that is at least `x`.
-fn tick_step(x: f64) -> f64 {
+pub(crate) fn tick_step(x: f64) -> f64 {
     if x.is_nan() || x <= 0.0 || x.is_infinite() {
         return 1.0;
     }
