@@ -367,6 +367,19 @@ mod tests {
         }
     }
 
+    /// docs/usage.md lists every CSV column the comment lines explain.
+    #[test]
+    fn usage_has_every_csv_column() {
+        let usage = include_str!("../../../docs/usage.md");
+        let g = &usage[usage.find("### CSV columns").expect("a CSV column list")..];
+        for (names, _) in CSV_COLUMNS {
+            assert!(
+                g.contains(&format!("**`{names}`**")),
+                "docs/usage.md CSV columns lack {names}"
+            );
+        }
+    }
+
     #[test]
     fn only_the_terms_printed() {
         let used = used_in("p50 ms | evidence L/O/R/U");
