@@ -97,55 +97,43 @@ pub fn exit(bin: &str, result: anyhow::Result<()>) -> ExitCode {
     }
 }
 
-/// `--format`: the report's format.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FormatArg {
-    /// Aligned text (the default on a terminal).
-    Table,
-    /// Markdown, with SVG histograms beside an `-o` file.
-    #[value(alias = "md")]
-    Markdown,
-    /// One JSON document (the default otherwise).
-    Json,
-    /// Comma-separated values.
-    Csv,
-}
-
-impl From<FormatArg> for Format {
-    fn from(f: FormatArg) -> Format {
-        match f {
-            FormatArg::Table => Format::Table,
-            FormatArg::Markdown => Format::Markdown,
-            FormatArg::Json => Format::Json,
-            FormatArg::Csv => Format::Csv,
-        }
-    }
-}
+/// `--format`'s values: the report formats ([`gatecal_render::FORMATS`]).
+pub type FormatArg = Format;
 
 /// The format asked for, or the default: a table on a terminal, JSON otherwise.
 pub fn resolve_format(asked: Option<FormatArg>, output_is_terminal: bool) -> Format {
     match asked {
-        Some(f) => f.into(),
+        Some(f) => f,
         None if output_is_terminal => Format::Table,
         None => Format::Json,
     }
 }
 
 /// The format a report file's name implies: `.md`/`.markdown`, `.json`,
-/// `.csv`, `.txt` (a table).
+/// `.csv`, `.txt` (a table), as [`gatecal_render::FORMATS`] lists them.
 pub fn format_of_path(path: &Path) -> Option<Format> {
-    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-    match ext.as_str() {
-        "md" | "markdown" => Some(Format::Markdown),
-        "json" => Some(Format::Json),
-        "csv" => Some(Format::Csv),
-        "txt" => Some(Format::Table),
-        _ => None,
-    }
+    Format::of_extension(path.extension()?.to_str()?)
 }
 
-/// The report formats and the file names that imply them, for messages.
-pub const FORMATS: &str = "--format table (-o NAME.txt), markdown (NAME.md, with SVG charts beside it), json (NAME.json), csv (NAME.csv)";
+/// The report formats and the file names that imply them, for messages:
+/// `--format table (-o NAME.txt), markdown (NAME.md, …), …`.
+pub fn formats_help() -> String {
+    let list: Vec<String> = gatecal_render::FORMATS
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let ext = f.extensions.first().copied().unwrap_or(f.name);
+            let o = if i == 0 { "-o " } else { "" };
+            match f.format {
+                Format::Markdown => {
+                    format!("{} ({o}NAME.{ext}, with SVG charts beside it)", f.name)
+                }
+                _ => format!("{} ({o}NAME.{ext})", f.name),
+            }
+        })
+        .collect();
+    format!("--format {}", list.join(", "))
+}
 
 /// kubectl's `-o` output format a bare `-o` value names (`wide`, `yaml`,
 /// `jsonpath=…`), if it is one.
@@ -181,15 +169,6 @@ fn foreign_extension(path: &Path) -> Option<String> {
     .then_some(ext)
 }
 
-fn format_name(f: Format) -> &'static str {
-    match f {
-        Format::Table => "table",
-        Format::Markdown => "markdown",
-        Format::Json => "json",
-        Format::Csv => "csv",
-    }
-}
-
 /// The report's format from `--format` and `-o`: the format asked for;
 /// else the one the output file's extension implies (`.md`, `.json`,
 /// `.csv`, `.txt`); else a table on a terminal and JSON otherwise. A
@@ -204,12 +183,8 @@ pub fn report_format(asked: Option<FormatArg>, output: Option<&Path>) -> anyhow:
         bail!(
             "-o {name}: writes the report to a file named {name:?}; for the format, \
              use --format {} (or -o report.{}; -o ./{name} for such a file)",
-            format_name(f),
-            match f {
-                Format::Markdown => "md",
-                Format::Table => "txt",
-                other => format_name(other),
-            }
+            f.name(),
+            f.spec().extensions.first().copied().unwrap_or(f.name())
         );
     }
     if let Some(p) = output
@@ -218,7 +193,8 @@ pub fn report_format(asked: Option<FormatArg>, output: Option<&Path>) -> anyhow:
     {
         bail!(
             "-o {name}: kubectl's {kind} output format is not one of gatecal's; -o names the \
-             report's file. The formats: {FORMATS}{}",
+             report's file. The formats: {}{}",
+            formats_help(),
             if kind == "wide" {
                 "; a table never cut to the terminal's width: --format table --wide"
             } else {
@@ -233,9 +209,10 @@ pub fn report_format(asked: Option<FormatArg>, output: Option<&Path>) -> anyhow:
         && let Some(ext) = foreign_extension(p)
     {
         bail!(
-            "-o {}: .{ext} is no report format gatecal writes. The formats: {FORMATS}; \
+            "-o {}: .{ext} is no report format gatecal writes. The formats: {}; \
              or give --format to write one under this name",
-            p.display()
+            p.display(),
+            formats_help()
         );
     }
     match (asked, implied) {
@@ -245,9 +222,9 @@ pub fn report_format(asked: Option<FormatArg>, output: Option<&Path>) -> anyhow:
                 bail!(
                     "--format {} but -o {} names a {} file: drop --format, or give the file \
                      a name that fits",
-                    format_name(f),
+                    f.name(),
                     output.map(|p| p.display().to_string()).unwrap_or_default(),
-                    format_name(i)
+                    i.name()
                 );
             }
             Ok(f)
@@ -293,11 +270,7 @@ pub fn report_renderer(
     width: Option<u16>,
     run: RunInfo,
 ) -> Box<dyn gatecal_render::Renderer> {
-    match format {
-        Format::Table => Box::new(gatecal_render::table::Table { width, run }),
-        Format::Markdown => Box::new(gatecal_render::markdown::Markdown { run }),
-        f => gatecal_render::renderer(f),
-    }
+    (format.spec().make)(gatecal_render::RenderContext { width, run })
 }
 
 /// An argument as a POSIX shell reads it back: bare when safe, else in

@@ -149,3 +149,61 @@ fn quoted_fields(line: &str) -> usize {
     }
     n
 }
+
+/// `FORMATS` is the one list of formats: each row's names and extensions
+/// lead back to it, its renderer writes both reports, and docs/usage.md's
+/// `--format` row names it; CONTRIBUTING.md's recipe for a new format is
+/// one new file and two edits (the variant and its row, and the docs).
+#[test]
+fn every_format_is_one_row() {
+    use gatecal_analysis::{ConfigSet, Recommend, RecommendOptions};
+    use gatecal_render::FORMATS;
+    let usage = include_str!("../../../docs/usage.md");
+    let row = usage
+        .lines()
+        .find(|l| l.starts_with("| `--format "))
+        .expect("the --format row of docs/usage.md");
+    let rec = Recommend::new(RecommendOptions::default(), ConfigSet::default())
+        .finish(InputSummary::default());
+    for f in FORMATS {
+        assert_eq!(Format::parse(f.name), Some(f.format));
+        for a in f.aliases {
+            assert_eq!(Format::parse(a), Some(f.format), "{a}");
+        }
+        for e in f.extensions {
+            assert_eq!(
+                Format::of_extension(&e.to_uppercase()),
+                Some(f.format),
+                "{e}"
+            );
+        }
+        assert!(!f.extensions.is_empty(), "{}: no -o extension", f.name);
+        let mut out = Vec::new();
+        renderer(f.format).gate_dist(&report(), &mut out).unwrap();
+        assert!(!out.is_empty(), "{}", f.name);
+        let mut out = Vec::new();
+        renderer(f.format).recommend(&rec, &mut out).unwrap();
+        assert!(!out.is_empty(), "{}", f.name);
+        assert!(
+            row.contains(f.name),
+            "docs/usage.md --format lacks {}",
+            f.name
+        );
+    }
+    let names: std::collections::HashSet<&str> = FORMATS.iter().map(|f| f.name).collect();
+    assert_eq!(names.len(), FORMATS.len(), "a format named twice");
+    let contributing = include_str!("../../../CONTRIBUTING.md");
+    let recipe = &contributing[contributing
+        .find("### Add an output format")
+        .expect("the recipe")..];
+    let recipe = &recipe[..recipe[4..].find("\n### ").map_or(recipe.len(), |i| i + 4)];
+    let files: Vec<&str> = recipe.lines().filter(|l| l.starts_with("| `")).collect();
+    assert_eq!(files.len(), 3, "one new file and two edits: {files:?}");
+    for f in [
+        "crates/render/src/lib.rs",
+        "crates/render/src/NEW.rs",
+        "docs/usage.md",
+    ] {
+        assert!(recipe.contains(&format!("| `{f}`")), "{f}");
+    }
+}
