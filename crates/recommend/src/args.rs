@@ -21,7 +21,7 @@ Examples:
     recommend epp.log --config epp-config.yaml --calibration calib.txt
 
   When the true peak prefill throughput is known (tokens/s):
-    recommend epp.log --peak-prefill-throughput 16000
+    recommend epp.log --known-peak 16000
 
   A Markdown report for a pull request:
     recommend epp.log vllm-logs/ -o recommend.md
@@ -69,7 +69,7 @@ pub struct Args {
     /// Write the router's peak calibration record (JSON,
     /// `prefillCalibrationFile`) from the passive peak estimate: status OK
     /// with 10 or more samples, model revision and image digest left empty.
-    /// Refused when the peak is the config's or --peak-prefill-throughput's.
+    /// Refused when the peak is the config's or --known-peak's.
     /// Needs --chunk-tokens. DEPLOYMENT=FILE for one of several.
     #[arg(long, value_name = "[DEPLOYMENT=]FILE", requires = "chunk_tokens")]
     pub emit_calibration: Option<String>,
@@ -101,9 +101,16 @@ pub struct Args {
     pub mode: Option<ModeArg>,
 
     /// The deployment's true peak prefill throughput, if you know it (tok/s):
-    /// used before any estimate.
-    #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::bounds::parse_peak)]
-    pub peak_prefill_throughput: Option<f64>,
+    /// used before any estimate. (`--peak-prefill-throughput`, its old
+    /// name, still works and warns: in gate-dist that name overrides the
+    /// config's peak, which is recommend's --current-peak-prefill-throughput.)
+    #[arg(
+        long = "known-peak",
+        alias = "peak-prefill-throughput",
+        value_name = "TOK_PER_S",
+        value_parser = gatecal_cli::bounds::parse_peak
+    )]
+    pub known_peak: Option<f64>,
 
     /// Override peakPrefillThroughput of the config in force (tok/s).
     #[arg(long, value_name = "TOK_PER_S", value_parser = gatecal_cli::bounds::parse_peak)]

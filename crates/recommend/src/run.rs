@@ -19,10 +19,16 @@ use crate::args::Args;
 /// Runs the calibration as the flags ask.
 pub fn run(args: Args) -> anyhow::Result<()> {
     gatecal_cli::term::set_color(args.input.color);
-    if let Some(p) = args.peak_prefill_throughput {
-        anyhow::ensure!(
-            p > 0.0 && p.is_finite(),
-            "--peak-prefill-throughput must be > 0"
+    if let Some(p) = args.known_peak {
+        anyhow::ensure!(p > 0.0 && p.is_finite(), "--known-peak must be > 0");
+    }
+    if old_peak_spelling(std::env::args_os()) && !args.input.quiet {
+        gatecal_cli::term::eprint(
+            "recommend",
+            gatecal_cli::term::Level::Warning,
+            "--peak-prefill-throughput is now --known-peak (the deployment's measured peak); \
+             gate-dist's --peak-prefill-throughput overrides the config's peak, which is \
+             recommend's --current-peak-prefill-throughput",
         );
     }
     let mut filter = args.filter.clone();
@@ -53,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         pinned_worse_min_ms: args.pinned_worse_min,
         window_s: args.window,
-        user_peak: args.peak_prefill_throughput,
+        user_peak: args.known_peak,
         calibration,
         candidates: args.candidates.candidates()?,
         time_range: gatecal_cli::time::time_range_in(
@@ -243,6 +249,14 @@ fn write_svgs(
         || stacked_svg(&report.deployments),
         one,
     )
+}
+
+/// Whether the command line spells `--known-peak` by its old name
+/// (before any `--`).
+fn old_peak_spelling(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    args.map(|a| a.to_string_lossy().into_owned())
+        .take_while(|a| a != "--")
+        .any(|a| a == "--peak-prefill-throughput" || a.starts_with("--peak-prefill-throughput="))
 }
 
 /// `--emit-config [DEPLOYMENT=]FILE`: the deployment named, if any, and the file.

@@ -224,7 +224,7 @@ fn a_peak_without_evidence_is_refused_and_nothing_is_written() {
     // A value the user typed is not a measurement either.
     let o = run(&[
         fixture("glm-like/epp.log").to_str().unwrap(),
-        "--peak-prefill-throughput",
+        "--known-peak",
         "5000",
         "--chunk-tokens",
         "8192",

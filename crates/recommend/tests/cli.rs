@@ -410,7 +410,7 @@ data:
             "--format",
             "json",
             "-q",
-            "--peak-prefill-throughput",
+            "--known-peak",
             "1000",
         ];
         args.extend_from_slice(extra);
@@ -1510,8 +1510,8 @@ fn numeric_flags_and_hostile_configs_are_refused() {
     let out_yaml = out_yaml.to_string_lossy().into_owned();
     for (args, says) in [
         (
-            vec!["--peak-prefill-throughput", "0.5"],
-            vec!["--peak-prefill-throughput", "from 1 to 1000000000 tok/s"],
+            vec!["--known-peak", "0.5"],
+            vec!["--known-peak", "from 1 to 1000000000 tok/s"],
         ),
         (
             vec!["--current-peak-prefill-throughput", "1e-320"],
@@ -1804,4 +1804,37 @@ fn fmt_count(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// `--known-peak` is the measured peak; its old name still works and
+/// says what it became, while `-q` keeps it quiet.
+#[test]
+fn the_old_peak_flag_is_an_alias_that_warns() {
+    let demo = fixture("demo/glm-like.log.gz");
+    let new = run(&[&demo, "--format", "json", "--known-peak", "4000"]);
+    let old = run(&[&demo, "--format", "json", "--peak-prefill-throughput=4000"]);
+    let (a, b) = (ok_json(&new, "new"), ok_json(&old, "old"));
+    assert_eq!(
+        a["deployments"][0]["peak_prefill_throughput"],
+        b["deployments"][0]["peak_prefill_throughput"]
+    );
+    assert_eq!(
+        a["deployments"][0]["peak_prefill_throughput"]["value"],
+        4000.0
+    );
+    let err = String::from_utf8_lossy(&old.stderr);
+    assert!(
+        err.contains("--peak-prefill-throughput is now --known-peak"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&new.stderr).contains("is now --known-peak"));
+    let quiet = run(&[
+        &demo,
+        "--format",
+        "json",
+        "-q",
+        "--peak-prefill-throughput",
+        "4000",
+    ]);
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("is now"));
 }

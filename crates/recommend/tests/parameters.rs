@@ -18,10 +18,7 @@ fn non_finite_parameters_are_refused() {
     .unwrap();
     let yaml = yaml.to_str().unwrap();
     let cases: [(&[&str], &str); 5] = [
-        (
-            &["--peak-prefill-throughput", "1e400"],
-            "--peak-prefill-throughput",
-        ),
+        (&["--known-peak", "1e400"], "--known-peak"),
         (
             &["--current-peak-prefill-throughput", "NaN"],
             "--current-peak-prefill-throughput",

@@ -104,7 +104,7 @@ pub struct RecommendOptions {
     pub pinned_worse_min_ms: f64,
     /// Window length, seconds, for break-even drift.
     pub window_s: Option<f64>,
-    /// `--peak-prefill-throughput`: the user's value for every deployment.
+    /// `--known-peak`: the user's value for every deployment.
     pub user_peak: Option<f64>,
     /// Calibration estimates: per deployment, or under `""` for every one.
     pub calibration: BTreeMap<String, PeakEstimate>,
@@ -618,7 +618,7 @@ impl Recommend {
                 spread_high: None,
                 interval: None,
                 engines: 0,
-                method: "given with --peak-prefill-throughput".into(),
+                method: "given with --known-peak".into(),
             });
         }
         if let Some(c) = self

@@ -10,7 +10,7 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PeakSource {
-    /// `--peak-prefill-throughput`.
+    /// `--known-peak`.
     User,
     /// vLLM's Prometheus counters (computed prompt tokens) while requests
     /// waited.

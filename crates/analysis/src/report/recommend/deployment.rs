@@ -303,7 +303,7 @@ impl Recommend {
         // Warnings.
         match peak.source {
             PeakSource::Config => warnings.push(
-                "thin evidence: no vLLM stats, calibration or --peak-prefill-throughput; the peak is the configured value".into(),
+                "thin evidence: no vLLM stats, calibration or --known-peak; the peak is the configured value".into(),
             ),
             PeakSource::VllmStatsUnsaturated => warnings.push(format!(
                 "thin evidence: the engines were never saturated; {:.0} tok/s is only the highest interval rate seen",
