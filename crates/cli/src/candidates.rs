@@ -3,16 +3,16 @@
 
 use anyhow::{Context, bail};
 use gatecal_analysis::{CandidateConfig, CandidateSource, filters_from_yaml};
-use gatecal_filter::Config;
+use gatecal_filter::{Config, Param};
 use serde_json::{Map, Value};
 
 /// Parameters `--what-if` may set.
-pub const WHAT_IF_KEYS: [&str; 5] = [
-    "peakPrefillThroughput",
-    "maxTTFTPenaltyMs",
-    "penaltyMode",
-    "affinityThreshold",
-    "maxInFlightRequestsDelta",
+pub const WHAT_IF_PARAMS: [Param; 5] = [
+    Param::PeakPrefillThroughput,
+    Param::MaxTtftPenaltyMs,
+    Param::PenaltyMode,
+    Param::AffinityThreshold,
+    Param::MaxInFlightRequestsDelta,
 ];
 
 /// The candidate flags both binaries take.
@@ -38,20 +38,20 @@ pub fn parse_what_if(spec: &str) -> anyhow::Result<Map<String, Value>> {
             bail!("--what-if {spec:?}: expected KEY=VALUE, got {part:?}");
         };
         let (k, v) = (k.trim(), v.trim());
-        if !WHAT_IF_KEYS.contains(&k) {
+        let Some(param) = Param::from_name(k).filter(|p| WHAT_IF_PARAMS.contains(p)) else {
             bail!(
                 "--what-if {spec:?}: unknown parameter {k:?} (one of {})",
-                WHAT_IF_KEYS.join(", ")
+                WHAT_IF_PARAMS.map(Param::name).join(", ")
             );
-        }
-        let value = match k {
-            "penaltyMode" => Value::String(v.to_string()),
-            "maxInFlightRequestsDelta" => Value::from(
+        };
+        let value = match param {
+            Param::PenaltyMode => Value::String(v.to_string()),
+            Param::MaxInFlightRequestsDelta => Value::from(
                 v.parse::<i64>()
                     .with_context(|| format!("--what-if {k}={v}: not an integer"))?,
             ),
             // A time with a unit (`5s`); a bare number is ms, as below.
-            "maxTTFTPenaltyMs" if v.parse::<f64>().is_err() => Value::from(
+            Param::MaxTtftPenaltyMs if v.parse::<f64>().is_err() => Value::from(
                 crate::bounds::parse_bar_ms(v).map_err(|e| anyhow::anyhow!("--what-if {k}={e}"))?,
             ),
             _ => {
@@ -61,9 +61,9 @@ pub fn parse_what_if(spec: &str) -> anyhow::Result<Map<String, Value>> {
                 anyhow::ensure!(x.is_finite(), "--what-if {k}={v}: not a finite number");
                 // The flags' ranges: a row at a peak or bar out of them
                 // means nothing (the TTFT overflows or every request is held).
-                let range = match k {
-                    "peakPrefillThroughput" => Some(crate::bounds::parse_peak(v)),
-                    "maxTTFTPenaltyMs" if x >= 0.0 => Some(crate::bounds::parse_bar_ms(v)),
+                let range = match param {
+                    Param::PeakPrefillThroughput => Some(crate::bounds::parse_peak(v)),
+                    Param::MaxTtftPenaltyMs if x >= 0.0 => Some(crate::bounds::parse_bar_ms(v)),
                     _ => None,
                 };
                 if let Some(Err(e)) = range {

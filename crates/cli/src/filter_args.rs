@@ -14,7 +14,7 @@ use gatecal_analysis::{
     BlockSize, BlockSizeSource, ConfigSet, ParamSource, ProducerBlockSizes, SourcedConfig,
     filter_entries_from_yaml, producer_block_sizes,
 };
-use gatecal_filter::{Config, MissingSignal};
+use gatecal_filter::{Config, MissingSignal, Param};
 use serde_json::{Map, Value};
 
 /// The filter flags both binaries take.
@@ -75,35 +75,35 @@ impl FilterArgs {
     /// naming the parameter, not a `null` that would mean the default.
     fn overrides(&self) -> anyhow::Result<Map<String, Value>> {
         for (k, v) in [
-            ("maxTTFTPenaltyMs", self.max_ttft_penalty_ms),
-            ("peakPrefillThroughput", self.peak_prefill_throughput),
-            ("affinityThreshold", self.affinity_threshold),
+            (Param::MaxTtftPenaltyMs, self.max_ttft_penalty_ms),
+            (Param::PeakPrefillThroughput, self.peak_prefill_throughput),
+            (Param::AffinityThreshold, self.affinity_threshold),
         ] {
             if let Some(x) = v.filter(|x| !x.is_finite()) {
                 bail!("{k} {x} from flags: not a finite number");
             }
         }
         let mut m = Map::new();
-        let mut put = |k: &str, v: Value| {
-            m.insert(k.to_string(), v);
+        let mut put = |k: Param, v: Value| {
+            m.insert(k.name().to_string(), v);
         };
         if let Some(v) = self.max_ttft_penalty_ms {
-            put("maxTTFTPenaltyMs", v.into());
+            put(Param::MaxTtftPenaltyMs, v.into());
         }
         if let Some(v) = self.peak_prefill_throughput {
-            put("peakPrefillThroughput", v.into());
+            put(Param::PeakPrefillThroughput, v.into());
         }
         if let Some(v) = self.affinity_threshold {
-            put("affinityThreshold", v.into());
+            put(Param::AffinityThreshold, v.into());
         }
         if let Some(v) = &self.penalty_mode {
-            put("penaltyMode", v.clone().into());
+            put(Param::PenaltyMode, v.clone().into());
         }
         if let Some(v) = &self.ttft_source {
-            put("ttftSource", v.clone().into());
+            put(Param::TtftSource, v.clone().into());
         }
         if let Some(v) = self.max_in_flight_requests_delta {
-            put("maxInFlightRequestsDelta", v.into());
+            put(Param::MaxInFlightRequestsDelta, v.into());
         }
         Ok(m)
     }

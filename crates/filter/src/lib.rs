@@ -80,6 +80,7 @@
 mod candidate;
 mod config;
 mod decide;
+mod param;
 
 pub use candidate::Candidate;
 pub use config::{Config, ConfigError, DEFAULT_CONFIG, MissingSignal, PenaltyMode, TtftSource};
@@ -87,6 +88,7 @@ pub use decide::{
     Best, Decision, GateEval, Outcome, RequestGateEval, Rule, SideSignal, Verdict, best_by_ttft,
     decide, decide_verdict,
 };
+pub use param::Param;
 
 /// Smallest `peakPrefillThroughput` gatecal computes with, tokens/s: below
 /// it a TTFT overflows to infinity and every gate decision drops out of a
@@ -118,7 +120,7 @@ pub fn outside_range(config: &Config) -> Option<(&'static str, f64, String)> {
         && !(MIN_PEAK_TOK_S..=MAX_PEAK_TOK_S).contains(&peak)
     {
         return Some((
-            "peakPrefillThroughput",
+            Param::PeakPrefillThroughput.name(),
             peak,
             format!("{MIN_PEAK_TOK_S} to {MAX_PEAK_TOK_S} tok/s"),
         ));
@@ -126,7 +128,7 @@ pub fn outside_range(config: &Config) -> Option<(&'static str, f64, String)> {
     let bar = config.max_ttft_penalty_ms;
     if !(0.0..=MAX_BAR_MS).contains(&bar) {
         return Some((
-            "maxTTFTPenaltyMs",
+            Param::MaxTtftPenaltyMs.name(),
             bar,
             format!("0 to {MAX_BAR_MS} ms (one day)"),
         ));

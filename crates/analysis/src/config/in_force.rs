@@ -18,6 +18,8 @@
 
 use std::collections::HashMap;
 
+use gatecal_filter::Param;
+
 use crate::config::source::{ConfigDisagreement, ConfigSet, ParamSource, SourcedConfig};
 use crate::input::DecisionInput;
 
@@ -65,7 +67,7 @@ impl Instance {
     fn bar_known(&self) -> bool {
         self.recorded
             || self.log.bar.is_some()
-            || self.base.source_of("maxTTFTPenaltyMs") == ParamSource::Flag
+            || self.base.source_of(Param::MaxTtftPenaltyMs.name()) == ParamSource::Flag
     }
 
     fn settle(&mut self) -> &SourcedConfig {
@@ -98,15 +100,16 @@ pub fn merge_log(
     let mut out = base.clone();
     let mut from_log = false;
     let params = [
-        ("maxTTFTPenaltyMs", bar),
-        ("peakPrefillThroughput", peak),
-        ("affinityThreshold", threshold),
+        (Param::MaxTtftPenaltyMs, bar),
+        (Param::PeakPrefillThroughput, peak),
+        (Param::AffinityThreshold, threshold),
     ];
-    for (name, log) in params {
+    for (param, log) in params {
         let Some(v) = log else { continue };
-        let slot = match name {
-            "maxTTFTPenaltyMs" => &mut out.parameters.max_ttft_penalty_ms,
-            "peakPrefillThroughput" => &mut out.parameters.peak_prefill_throughput,
+        let name = param.name();
+        let slot = match param {
+            Param::MaxTtftPenaltyMs => &mut out.parameters.max_ttft_penalty_ms,
+            Param::PeakPrefillThroughput => &mut out.parameters.peak_prefill_throughput,
             _ => &mut out.parameters.affinity_threshold,
         };
         let given = *slot;

@@ -193,8 +193,10 @@ pub(crate) fn flag_bar(bar: f64) -> ConfigSet {
         },
         ParamSource::Default,
     );
-    base.parameter_sources
-        .insert("maxTTFTPenaltyMs".into(), ParamSource::Flag);
+    base.parameter_sources.insert(
+        gatecal_filter::Param::MaxTtftPenaltyMs.name().into(),
+        ParamSource::Flag,
+    );
     ConfigSet {
         default: vec![(String::new(), base)],
         per_deployment: HashMap::new(),

@@ -3,7 +3,7 @@
 //! holding the filter alone ([`minimal_config`]). The module docs of `epp`
 //! describe the edits.
 
-use gatecal_filter::{Config, TtftSource};
+use gatecal_filter::{Config, Param, TtftSource};
 use saphyr_parser::ScalarStyle;
 
 use super::{
@@ -79,23 +79,24 @@ fn entry_edits(
     changes: &ParamChanges,
     config: &Config,
 ) -> Result<Vec<Edit>, EppConfigError> {
+    let mode = Param::PenaltyMode.name();
     let mut want: Vec<(&str, String)> = vec![
         (
-            "peakPrefillThroughput",
+            Param::PeakPrefillThroughput.name(),
             yaml_number(changes.peak_prefill_throughput),
         ),
-        ("maxTTFTPenaltyMs", yaml_number(changes.max_ttft_penalty_ms)),
+        (
+            Param::MaxTtftPenaltyMs.name(),
+            yaml_number(changes.max_ttft_penalty_ms),
+        ),
     ];
     let params = entry.get("parameters");
-    let has_mode = params.is_some_and(|p| p.get("penaltyMode").is_some());
+    let has_mode = params.is_some_and(|p| p.get(mode).is_some());
     if has_mode
         || changes.penalty_mode != config.penalty_mode
         || changes.penalty_mode != gatecal_filter::PenaltyMode::Static
     {
-        want.insert(
-            0,
-            ("penaltyMode", changes.penalty_mode.as_str().to_string()),
-        );
+        want.insert(0, (mode, changes.penalty_mode.as_str().to_string()));
     }
     let mut edits = Vec::new();
     let mut missing = Vec::new();
@@ -113,8 +114,8 @@ fn entry_edits(
                             continue;
                         }
                         let t = match style {
-                            ScalarStyle::SingleQuoted if *k == "penaltyMode" => format!("'{v}'"),
-                            ScalarStyle::DoubleQuoted if *k == "penaltyMode" => format!("\"{v}\""),
+                            ScalarStyle::SingleQuoted if *k == mode => format!("'{v}'"),
+                            ScalarStyle::DoubleQuoted if *k == mode => format!("\"{v}\""),
                             _ => v.clone(),
                         };
                         edits.push(Edit {
