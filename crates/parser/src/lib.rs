@@ -264,7 +264,7 @@ pub use record::{
     CandidateRecord, ConfigRecord, DecisionRecord, DecisionWriter, GateRecord, PickedMatchRecord,
     RECORD_VERSION, RECORD_VERSION_MIN, Recorded, ReplayRecord, looks_like_record,
 };
-pub use time::{days_from_civil, epoch_of, year_month_of};
+pub use time::{civil_from_days, days_from_civil, epoch_of, year_month_of};
 pub use trace::{
     DEFAULT_MAX_TRACE_DOCUMENT_BYTES, MAX_PENDING as MAX_PENDING_TRACE_DECISIONS, looks_like_traces,
 };

@@ -81,20 +81,6 @@ pub fn epoch_float(ns: i64) -> f64 {
     secs as f64 + frac as f64 / 1e9
 }
 
-/// The civil date of a day count since 1970-01-01 (Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
 /// Broken-down UTC time of epoch nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Civil {
@@ -121,7 +107,7 @@ impl Civil {
         let nanos = ns.rem_euclid(1_000_000_000) as u32;
         let days = secs.div_euclid(86_400);
         let sod = secs.rem_euclid(86_400) as u32;
-        let (year, month, day) = civil_from_days(days);
+        let (year, month, day) = gatecal_parser::civil_from_days(days);
         Civil {
             year,
             month,
