@@ -321,6 +321,7 @@ fn emit_calibration_record(
         interval: peak.interval,
         engines: 0,
         method: peak.method.clone(),
+        estimates: Vec::new(),
     };
     let fingerprint = args
         .calibration_fingerprint

@@ -273,6 +273,7 @@ mod tests {
             interval,
             engines: 1,
             method: String::new(),
+            estimates: Vec::new(),
         }
     }
 

@@ -242,6 +242,7 @@ pub fn estimate_from_record(text: &str) -> Option<PeakEstimate> {
             "calibration record (fingerprint {:?}, {} valid samples)",
             r.fingerprint, r.valid_samples
         ),
+        estimates: Vec::new(),
     })
 }
 
@@ -259,6 +260,7 @@ mod tests {
             interval: Some([10_000.0, 14_000.0]),
             engines: 2,
             method: "test".into(),
+            estimates: Vec::new(),
         }
     }
 

@@ -682,6 +682,7 @@ impl PromEstimator {
                     method: format!(
                         "{what} per second from vLLM's Prometheus counters over {n} scrape interval(s) with requests waiting on {n_engines} engine(s); 90 % interval from a bootstrap over intervals widened by the straddling prompts"
                     ),
+                    estimates: Vec::new(),
                 },
             );
         }

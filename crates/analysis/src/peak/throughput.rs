@@ -553,6 +553,7 @@ impl VllmEstimator {
                         method: format!(
                             "prompt tokens computed per second over {intervals} saturated interval(s) of {n_engines} engine(s) ({how}); 90 % interval from a bootstrap over intervals widened by the straddling prompts and the computed share's bounds"
                         ),
+                        estimates: Vec::new(),
                     }
                 }
                 None => PeakEstimate {
@@ -566,6 +567,7 @@ impl VllmEstimator {
                     method: format!(
                         "never saturated (no run of {MIN_RUN} lines with requests waiting on any engine): the highest corrected per-interval rate, thin evidence"
                     ),
+                    estimates: Vec::new(),
                 },
             };
             out.insert(dep.clone(), est);

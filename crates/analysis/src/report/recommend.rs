@@ -619,6 +619,7 @@ impl Recommend {
                 interval: None,
                 engines: 0,
                 method: "given with --known-peak".into(),
+                estimates: Vec::new(),
             });
         }
         if let Some(c) = self
@@ -641,6 +642,7 @@ impl Recommend {
             interval: None,
             engines: 0,
             method: "the filter config in force (no evidence)".into(),
+            estimates: Vec::new(),
         });
         estimates.sort_by_key(|e| e.source);
         // An estimate of 0 (vLLM showed no prompt throughput) or a
@@ -651,16 +653,7 @@ impl Recommend {
             .find(|e| e.value.is_finite() && e.value > 0.0)
             .unwrap_or(&estimates[0])
             .clone();
-        PeakReport {
-            value: best.value,
-            source: best.source,
-            samples: best.samples,
-            spread_low: best.spread_low,
-            spread_high: best.spread_high,
-            interval: best.interval,
-            method: best.method,
-            estimates,
-        }
+        PeakReport { estimates, ..best }
     }
 }
 

@@ -41,6 +41,7 @@ pub fn from_calibration_text(text: &str) -> Option<PeakEstimate> {
             interval: None,
             engines: 0,
             method: "median of the calibration job's PEAK_PREFILL_THROUGHPUT values".into(),
+            estimates: Vec::new(),
         });
     }
     let samples = ttft_samples(text);
@@ -126,6 +127,7 @@ pub fn fit_ttft(samples: &[(f64, f64)]) -> Option<PeakEstimate> {
                 "Theil–Sen fit of TTFT = overhead + tokens / peak over {n} samples (overhead {:.0} ms)",
                 overhead * 1000.0
             ),
+            estimates: Vec::new(),
         });
     }
     // One prompt size: the calibration job's rule.
@@ -143,6 +145,7 @@ pub fn fit_ttft(samples: &[(f64, f64)]) -> Option<PeakEstimate> {
         method: format!(
             "{tokens:.0} tokens / median TTFT over {n} samples of one prompt size (includes the overhead: a lower bound)"
         ),
+        estimates: Vec::new(),
     })
 }
 

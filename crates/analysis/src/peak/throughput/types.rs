@@ -60,6 +60,11 @@ pub struct PeakEstimate {
     pub engines: u64,
     /// How it was computed, in a sentence.
     pub method: String,
+    /// On the peak a report chose: every estimate found, best first (the
+    /// chosen one among them); empty, and absent from JSON, on each of
+    /// those.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub estimates: Vec<PeakEstimate>,
 }
 
 /// One stats line as the estimator keeps it.

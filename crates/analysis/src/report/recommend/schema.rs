@@ -10,33 +10,15 @@ use serde::Serialize;
 use crate::config::source::SourcedConfig;
 use crate::input::ProducerBlockSizes;
 use crate::peak::agreement::SourceDisagreement;
-use crate::peak::throughput::{PeakEstimate, PeakSource};
+use crate::peak::throughput::PeakEstimate;
 use crate::predict::per_deployment::{
     EndpointTtft, ObservedTtft, PredictedTtft, SelfCheck, TtftModel,
 };
 use crate::report::gate_dist::InputSummary;
 
-/// The chosen peak and every estimate found.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PeakReport {
-    /// Tokens per second.
-    pub value: f64,
-    /// Where the chosen value comes from.
-    pub source: PeakSource,
-    /// Samples behind the chosen value.
-    pub samples: u64,
-    /// Spread of the chosen estimate, low end.
-    pub spread_low: Option<f64>,
-    /// Spread of the chosen estimate, high end.
-    pub spread_high: Option<f64>,
-    /// 90 % interval `[low, high]` of the chosen estimate, tokens/s; `null`
-    /// when its source gives none (user value, config, never saturated).
-    pub interval: Option<[f64; 2]>,
-    /// How the chosen value was computed.
-    pub method: String,
-    /// Every estimate found, best first.
-    pub estimates: Vec<PeakEstimate>,
-}
+/// The chosen peak, with every estimate found in its `estimates`: one
+/// type with the estimates ([`PeakEstimate`]).
+pub type PeakReport = PeakEstimate;
 
 /// Break-even bar quantiles in one window.
 #[derive(Clone, Debug, PartialEq, Serialize)]
