@@ -168,6 +168,24 @@ impl InForce {
         &self.configs
     }
 
+    /// Readies a decision for [`InForce::push`], as both reports do: its
+    /// producer matches at the deployment's block sizes, its deployment
+    /// admitted under `cap` (or pooled), and, where no file or flag gives
+    /// the peak, the peak the log's gate lines imply.
+    pub(crate) fn prepare(
+        &self,
+        d: &mut DecisionInput,
+        block_sizes: &std::collections::BTreeMap<String, crate::input::ProducerBlockSizes>,
+        cap: &mut crate::input::pool::DeploymentCap,
+    ) {
+        d.apply_block_sizes(block_sizes);
+        cap.admit(&mut d.deployment);
+        let given = self.configs.lookup(&d.deployment, d.filter.as_deref());
+        if given.source_of(Param::PeakPrefillThroughput.name()) == ParamSource::Default {
+            d.infer_peak(given.parameters.affinity_threshold);
+        }
+    }
+
     /// Decisions waiting, all deployments together.
     #[cfg(test)]
     pub(crate) fn pending(&self) -> usize {

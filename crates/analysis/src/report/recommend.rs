@@ -363,16 +363,8 @@ impl Recommend {
 
     /// Adds one decision (in roughly log order, see [`crate::Reorder`]).
     pub fn push_decision(&mut self, mut d: DecisionInput) {
-        d.apply_block_sizes(&self.opts.block_sizes);
-        self.cap.admit(&mut d.deployment);
-        // Only a peak no file or flag gives is inferred from the log.
-        let given = self
-            .in_force
-            .configs()
-            .lookup(&d.deployment, d.filter.as_deref());
-        if given.source_of("peakPrefillThroughput") == crate::config::source::ParamSource::Default {
-            d.infer_peak(given.parameters.affinity_threshold);
-        }
+        self.in_force
+            .prepare(&mut d, &self.opts.block_sizes, &mut self.cap);
         self.feed(d);
     }
 
