@@ -123,7 +123,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     {
         eprintln!("gate-dist: warning: {w}");
     }
-    if report.deployments.is_empty() {
+    // A shard without decisions (a quiet hour) still gives its partial.
+    if report.deployments.is_empty() && args.emit_partial.is_some() {
+        if !args.input.quiet {
+            eprintln!("gate-dist: warning: no decision counted; the partial report is empty");
+        }
+    } else if report.deployments.is_empty() {
         return Err(gatecal_cli::pipeline::none_in_range(
             &time_range,
             args.since.as_deref(),

@@ -372,6 +372,12 @@ pub fn merge(partials: Vec<(String, Partial)>) -> Result<Partial, MergeError> {
     }
     acc.parts
         .sort_by(|a, b| cmp_key(&canonical_key(a), &canonical_key(b)));
+    // The ledger's lists in the parts' order, whatever the grouping.
+    acc.input.inputs = acc
+        .parts
+        .iter()
+        .flat_map(|p| p.info.inputs.iter().cloned())
+        .collect();
     acc.producer = producer();
     Ok(acc)
 }
@@ -523,8 +529,11 @@ fn merge_input(a: &mut InputSummary, b: InputSummary) {
     x.prometheus += y.prometheus;
     x.prometheus_conflicts += y.prometheus_conflicts;
     a.prometheus_samples_dropped += b.prometheus_samples_dropped;
+    // The first malformed lines of each part, sorted: the same list
+    // whatever the grouping.
     let keep = a.first_malformed.len().max(b.first_malformed.len());
     a.first_malformed.extend(b.first_malformed);
+    a.first_malformed.sort();
     a.first_malformed.truncate(keep);
     a.traces = match (a.traces.take(), b.traces) {
         (Some(x), Some(y)) => Some(merge_traces(x, y)),
