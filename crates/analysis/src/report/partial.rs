@@ -458,12 +458,17 @@ fn merge_into(acc: &mut Partial, p: Partial) -> Result<(), MergeError> {
                     serde_json::to_value(b).unwrap_or_default(),
                 );
                 let mut diff = Vec::new();
-                if let (serde_json::Value::Object(x), serde_json::Value::Object(y)) = (&ja, &jb) {
+                if let (serde_json::Value::Object(x), serde_json::Value::Object(y)) = (&jb, &ja) {
+                    let from = |c: &crate::config::source::SourcedConfig, k: &str| {
+                        format!("{:?}", c.source_of(k)).to_lowercase()
+                    };
                     for (k, v) in x {
                         if y.get(k) != Some(v) {
                             diff.push(format!(
-                                "{k} {v} here, {} in the others",
-                                y.get(k).unwrap_or(&serde_json::Value::Null)
+                                "{k} {v} ({}) here, {} ({}) in the others",
+                                from(&dep.shown.config, k),
+                                y.get(k).unwrap_or(&serde_json::Value::Null),
+                                from(&mine.shown.config, k),
                             ));
                         }
                     }
@@ -471,10 +476,8 @@ fn merge_into(acc: &mut Partial, p: Partial) -> Result<(), MergeError> {
                 return Err(MergeError {
                     source: src,
                     message: format!(
-                        "deployment {name} ran under another config ({}; source {:?} vs {:?}): give every shard the same config (--config or the parameter flags) so the bar is known in each",
+                        "deployment {name} ran under another config ({}): give every shard the EPP's config (--config or the parameter flags), so that a shard whose lines never show the bar does not assume the default",
                         diff.join(", "),
-                        dep.shown.config.source,
-                        mine.shown.config.source
                     ),
                 });
             }
@@ -483,6 +486,17 @@ fn merge_into(acc: &mut Partial, p: Partial) -> Result<(), MergeError> {
     for (name, dep) in p.deployments {
         match acc.deployments.get_mut(&name) {
             Some(mine) => {
+                // A value the log showed in one part was shown by the
+                // log of the whole.
+                let (a, b) = (&mut mine.shown.config, &dep.shown.config);
+                for (k, src) in &b.parameter_sources {
+                    if *src == crate::config::source::ParamSource::Log {
+                        a.parameter_sources.insert(k.clone(), *src);
+                    }
+                }
+                if b.source.ends_with("+log") && !a.source.ends_with("+log") || b.source == "log" {
+                    a.source.clone_from(&b.source);
+                }
                 for w in &dep.shown.config.log_disagreements {
                     if !mine
                         .shown
