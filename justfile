@@ -42,7 +42,7 @@ demo:
 accuracy *ARGS:
     GATECAL_MOONCAKE_TRACE="${GATECAL_MOONCAKE_TRACE:-../shared/workloads/mooncake-synthetic.jsonl}" nice -n 19 cargo run --release --locked -p gatecal-analysis --example accuracy -- {{ARGS}}
 
-[doc('Benchmarks: criterion parser bench, then the side-by-side run against the Python baseline.')]
+[doc('Benchmarks: the criterion benches (parser, replay, merging 1,000 partial reports), then the side-by-side run against the Python baseline.')]
 bench:
     cargo bench --workspace --locked
     bash bench/side_by_side.sh

@@ -5,6 +5,7 @@
 //! ([`whatif`]), and the distributions a report holds ([`stats`], on the
 //! signed histogram of [`hist`]).
 
+pub mod hdr_v2;
 pub mod hist;
 pub mod queue;
 pub mod reconstruct;

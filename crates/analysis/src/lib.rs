@@ -104,6 +104,10 @@ pub use predict::per_deployment::{
 pub use report::gate_dist::{
     GateDist, GateDistOptions, GateDistReport, HistogramBins, InputSummary, TimeRange, TraceSummary,
 };
+pub use report::partial::{
+    MergeError, PARTIAL_SCHEMA, Part, PartInfo, Partial, Settings as PartialSettings,
+    merge as merge_partials,
+};
 pub use report::recommend::{
     DeploymentRec, Gain, MISSING_MATCHED, ModeParams, Paste, Recommend, RecommendOptions,
     RecommendReport, Recommended, Row, RowKind, VllmCut,

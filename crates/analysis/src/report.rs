@@ -3,6 +3,7 @@
 //! decision records both write ([`records`]).
 
 pub mod gate_dist;
+pub mod partial;
 pub mod recommend;
 pub mod records;
 

@@ -179,6 +179,13 @@ pub struct Args {
     /// With --follow: how often the report is printed (e.g. 30s, 1m).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_seconds)]
     pub every: f64,
+
+    // Partial reports (docs/partial-report.md, docs/scale-out.md).
+    /// Also write the partial report (gatecal.partial/v1, one line of JSON)
+    /// to FILE, for `gate-dist merge`; with -, to stdout, and the report is
+    /// then written only with -o.
+    #[arg(long, value_name = "FILE", conflicts_with = "follow")]
+    pub emit_partial: Option<PathBuf>,
 }
 
 impl Args {

@@ -2,6 +2,9 @@
 
 mod args;
 mod follow;
+mod merge;
+mod partial;
+mod plan;
 mod run;
 
 use std::process::ExitCode;
@@ -17,6 +20,35 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     gatecal_cli::internal_error::install("gate-dist");
     gatecal_cli::atomic::clean_up_on_signals();
+    // `gate-dist merge ...` and `gate-dist plan ...` (a log file named
+    // `merge` or `plan` is given as `./merge`).
+    match std::env::args_os()
+        .nth(1)
+        .as_deref()
+        .and_then(|a| a.to_str())
+    {
+        Some("merge") => {
+            let argv = std::env::args_os().skip(1);
+            return match <merge::MergeArgs as clap::Parser>::try_parse_from(argv) {
+                Ok(a) => gatecal_cli::output::exit("gate-dist", merge::run(a)),
+                Err(e) => {
+                    let _ = e.print();
+                    ExitCode::from(if e.use_stderr() { 2 } else { 0 })
+                }
+            };
+        }
+        Some("plan") => {
+            let argv = std::env::args_os().skip(1);
+            return match <plan::PlanArgs as clap::Parser>::try_parse_from(argv) {
+                Ok(a) => gatecal_cli::output::exit("gate-dist", plan::run(a)),
+                Err(e) => {
+                    let _ = e.print();
+                    ExitCode::from(if e.use_stderr() { 2 } else { 0 })
+                }
+            };
+        }
+        _ => {}
+    }
     match gatecal_cli::pipeline::parse_args::<args::Args>() {
         Ok(args) => {
             let result = match args.input.generate {

@@ -57,23 +57,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         None => None,
     };
-    let out = outputs.open("-o", args.output.as_deref(), &mut files)?;
+    let partial = match &args.emit_partial {
+        Some(p) => Some(outputs.open("--emit-partial", Some(p), &mut files)?),
+        None => None,
+    };
+    // `--emit-partial -` takes stdout: the report is written only with -o.
+    let out = match (&partial, &args.output) {
+        (Some(Destination::Stdout), None) => None,
+        _ => Some(outputs.open("-o", args.output.as_deref(), &mut files)?),
+    };
     let emitter = Emitter::open(&args.input, emit)?;
     let list = args.input.list_deployments;
+    let audit = GateDist::new(opts, configs);
     let Analysed {
         report,
         inputs,
         index,
-    } = analyse(
-        &args.input,
-        files,
-        "gate-dist",
-        args.window,
-        emitter,
-        GateDist::new(opts, configs),
-    )?;
+    } = match partial {
+        Some(dest) => crate::partial::emit(&args, files, emitter, audit, dest)?,
+        None => analyse(&args.input, files, "gate-dist", args.window, emitter, audit)?,
+    };
     let found: Vec<&str> = report.deployments.iter().map(|d| d.name.as_str()).collect();
-    if list {
+    if list && let Some(out) = out {
         let rows: Vec<Listed> = report
             .deployments
             .iter()
@@ -98,6 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(svg) = svg {
         deployment_svgs = write_svgs(&report, svg, &outputs, args.svg_scale == "log")?;
     }
+    let Some(out) = out else {
+        return finish_quietly(&args, &report);
+    };
     out.write(|w| {
         report_renderer(
             format,
@@ -115,7 +123,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     {
         eprintln!("gate-dist: warning: {w}");
     }
-    if report.deployments.is_empty() {
+    // A shard without decisions (a quiet hour) still gives its partial.
+    if report.deployments.is_empty() && args.emit_partial.is_some() {
+        if !args.input.quiet {
+            eprintln!("gate-dist: warning: no decision counted; the partial report is empty");
+        }
+    } else if report.deployments.is_empty() {
         return Err(gatecal_cli::pipeline::none_in_range(
             &time_range,
             args.since.as_deref(),
@@ -150,6 +163,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     gatecal_cli::fail_if::check_gate_dist(&args.fail_if, &report)
+}
+
+/// The checks of a run whose report is not written (`--emit-partial -`
+/// without -o): `--config` names, and the `--fail-if` gates.
+fn finish_quietly(args: &Args, report: &GateDistReport) -> anyhow::Result<()> {
+    let found: Vec<&str> = report.deployments.iter().map(|d| d.name.as_str()).collect();
+    check_names("--config", args.filter.config_names(), &found)?;
+    gatecal_cli::fail_if::check_gate_dist(&args.fail_if, report)
 }
 
 /// The SVG of `--svg` (opened before reading), and with several

@@ -95,7 +95,26 @@ fn json_schema_documents_every_key_of_the_report() {
         instances["deployments"][0]["config"]["log_disagreements"][0]["instance"],
         "loose-affinity-filter"
     );
-    docs::check_schema("gatecal.gate-dist/v2", &[traced, flagged, instances]);
+    // A merge of partial reports: `merged` listed.
+    let part = dir.path().join("a.part");
+    let wrote = run(&[
+        &docs::fixture("glm-like-v1/epp.log"),
+        "--emit-partial",
+        part.to_str().unwrap(),
+        "--format",
+        "json",
+        "-q",
+    ]);
+    assert!(wrote.status.success(), "{wrote:?}");
+    let merged = report::ok_json(
+        &run(&["merge", part.to_str().unwrap(), "--format", "json"]),
+        "merge: ",
+    );
+    assert_eq!(merged["merged"][0]["decisions"], 9);
+    docs::check_schema(
+        "gatecal.gate-dist/v2",
+        &[traced, flagged, instances, merged],
+    );
 }
 
 /// The files CONTRIBUTING.md and README.md name (in backticks or as

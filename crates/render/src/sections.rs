@@ -398,10 +398,47 @@ pub fn duplicates_note(d: &gatecal_analysis::Duplicates) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// The partial reports a merged report was made of (`gate-dist merge`):
+/// the first 20, each with its window (or its decisions' times) and count.
+fn merged_notes(parts: &[gatecal_analysis::PartInfo]) -> Vec<String> {
+    const LISTED: usize = 20;
+    if parts.is_empty() {
+        return Vec::new();
+    }
+    let decisions: u64 = parts.iter().map(|p| p.decisions).sum();
+    let mut out = vec![format!(
+        "merged from {} partial report(s), {} decision(s):",
+        count(parts.len() as u64),
+        count(decisions)
+    )];
+    for p in parts.iter().take(LISTED) {
+        let t = |v: Option<f64>| v.map_or_else(|| "…".to_string(), crate::num::utc);
+        let range = if p.since.is_some() || p.until.is_some() {
+            format!("[{} – {})", t(p.since), t(p.until))
+        } else {
+            format!("{} – {}", t(p.first_ts), t(p.last_ts))
+        };
+        out.push(format!(
+            "  {}: {range}, {} decision(s)",
+            p.source.as_deref().unwrap_or("(partial)"),
+            count(p.decisions)
+        ));
+    }
+    if parts.len() > LISTED {
+        out.push(format!(
+            "  … and {} more",
+            count((parts.len() - LISTED) as u64)
+        ));
+    }
+    out
+}
+
 /// Every section of a gate-dist report, in order.
 pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
     let mut out = Vec::new();
-    out.push(input_section(&r.input));
+    let mut input = input_section(&r.input);
+    input.notes.extend(merged_notes(&r.merged));
+    out.push(input);
 
     let mut rows: Vec<Vec<String>> = r
         .deployments

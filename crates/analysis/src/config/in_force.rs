@@ -337,7 +337,7 @@ fn push_disagreement(config: &mut SourcedConfig, w: ConfigDisagreement) {
 /// The config a report shows for a deployment: that of the filter instance
 /// of its first decision, listing the disagreements with the log of every
 /// instance of the deployment.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Shown {
     /// The config, with every instance's disagreements.
     pub(crate) config: SourcedConfig,

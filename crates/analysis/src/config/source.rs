@@ -69,13 +69,14 @@ pub struct ConfigDisagreement {
 }
 
 /// A filter config and where it came from.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct SourcedConfig {
     /// `default`, `flags`, or `file:PATH` (with `#instance` when the file
     /// has several filter instances), with `+log` when the log supplied
     /// parameters.
     pub source: String,
     /// The parameters, EPP names.
+    #[serde(deserialize_with = "config_wire::deserialize")]
     pub parameters: Config,
     /// Per parameter (EPP names), where its value came from.
     pub parameter_sources: BTreeMap<String, ParamSource>,
@@ -83,7 +84,7 @@ pub struct SourcedConfig {
     pub log_disagreements: Vec<ConfigDisagreement>,
     /// The filter's older era a config file's entry is of, whose defaults
     /// it was read with (`config.era`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub era: Option<crate::ConfigEra>,
 }
 
@@ -214,5 +215,41 @@ mod tests {
             per_deployment: HashMap::new(),
         };
         assert_eq!(set.lookup("x", Some("y")).parameters, Config::default());
+    }
+}
+
+/// A [`Config`] read back from its serialized form (a partial report):
+/// every key as written, without the EPP's validation (the values were
+/// in force when written).
+mod config_wire {
+    use gatecal_filter::{Config, PenaltyMode, TtftSource};
+    use serde::{Deserialize, Deserializer};
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Wire {
+        affinity_threshold: f64,
+        exploration_probability: f64,
+        #[serde(rename = "maxTTFTPenaltyMs")]
+        max_ttft_penalty_ms: f64,
+        #[serde(rename = "ttftSource")]
+        ttft_source: TtftSource,
+        peak_prefill_throughput: f64,
+        penalty_mode: PenaltyMode,
+        max_in_flight_requests_delta: i64,
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Config, D::Error> {
+        let w = Wire::deserialize(d)?;
+        Ok(Config {
+            affinity_threshold: w.affinity_threshold,
+            exploration_probability: w.exploration_probability,
+            max_ttft_penalty_ms: w.max_ttft_penalty_ms,
+            ttft_source: w.ttft_source,
+            peak_prefill_throughput: w.peak_prefill_throughput,
+            penalty_mode: w.penalty_mode,
+            max_in_flight_requests_delta: w.max_in_flight_requests_delta,
+            ..Config::default()
+        })
     }
 }

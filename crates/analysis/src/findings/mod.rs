@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use gatecal_filter::{Config, Outcome};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::gate::hist::SignedHistogram;
 use crate::gate::sample::GateSample;
@@ -168,7 +168,7 @@ pub struct ReplicaReport {
     pub gate_input_ms: Distribution,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct PodAcc {
     decisions: u64,
     first_ts: Option<f64>,
@@ -180,13 +180,26 @@ struct PodAcc {
 }
 
 /// Counts of a named thing (endpoint, pod), bounded.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Names {
     counts: BTreeMap<String, u64>,
     others: u64,
 }
 
 impl Names {
+    fn merge(&mut self, o: &Names) {
+        for (name, c) in &o.counts {
+            if let Some(x) = self.counts.get_mut(name) {
+                *x += c;
+            } else if self.counts.len() < MAX_NAMES {
+                self.counts.insert(name.clone(), *c);
+            } else {
+                self.others += c;
+            }
+        }
+        self.others += o.others;
+    }
+
     fn add(&mut self, name: &str) {
         if let Some(c) = self.counts.get_mut(name) {
             *c += 1;
@@ -206,13 +219,18 @@ impl Names {
 }
 
 /// A time range that grows.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 struct Span {
     first: Option<f64>,
     last: Option<f64>,
 }
 
 impl Span {
+    fn merge(&mut self, o: Span) {
+        self.add(o.first);
+        self.add(o.last);
+    }
+
     fn add(&mut self, ts: Option<f64>) {
         if let Some(t) = ts.filter(|t| t.is_finite()) {
             self.first = Some(self.first.map_or(t, |f| f.min(t)));
@@ -223,7 +241,7 @@ impl Span {
 
 /// What the rules read of one deployment's decisions, gathered one
 /// decision at a time (in log-time order).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SignalsAcc {
     decisions: u64,
     span: Span,
@@ -340,6 +358,9 @@ pub fn implied_peak(d: &DecisionInput, threshold: f64) -> Option<f64> {
     (peak.is_finite() && peak > 0.0).then_some(peak)
 }
 
+/// An EPP pod's counted decisions: `(pod, first, last)`.
+pub(crate) type PodSpan = (String, Option<f64>, Option<f64>);
+
 impl SignalsAcc {
     /// Adds one counted decision, its sample, and the config it ran under.
     pub fn add(&mut self, d: &DecisionInput, s: &GateSample, config: &Config, pinned_min_ms: f64) {
@@ -449,6 +470,87 @@ impl SignalsAcc {
                 }
             }
         }
+    }
+
+    /// Adds another accumulator's decisions (a partial report's, read
+    /// after `self`'s in time). A switch between replicas at the seam of
+    /// the two is not seen.
+    pub fn merge(&mut self, o: &SignalsAcc) {
+        self.decisions += o.decisions;
+        self.span.merge(o.span);
+        for (a, b) in self.outcomes.iter_mut().zip(o.outcomes) {
+            *a += b;
+        }
+        if !o.no_match_scores.is_empty() {
+            if self.no_match_scores.is_empty() {
+                self.no_match_scores = vec![0; 101];
+            }
+            for (a, b) in self.no_match_scores.iter_mut().zip(&o.no_match_scores) {
+                *a += b;
+            }
+        }
+        self.engaged_scored += o.engaged_scored;
+        if o.threshold.is_some() {
+            self.threshold = o.threshold;
+        }
+        self.releases_checked += o.releases_checked;
+        self.inert += o.inert;
+        self.inert_span.merge(o.inert_span);
+        self.inert_endpoints.merge(&o.inert_endpoints);
+        self.missing += o.missing;
+        self.missing_span.merge(o.missing_span);
+        self.missing_endpoints.merge(&o.missing_endpoints);
+        for (pod, b) in &o.pods {
+            let a = if let Some(a) = self.pods.get_mut(pod) {
+                a
+            } else if self.pods.len() < MAX_NAMES {
+                self.pods.entry(pod.clone()).or_default()
+            } else {
+                self.pods_other += b.decisions;
+                continue;
+            };
+            a.decisions += b.decisions;
+            let mut sp = Span {
+                first: a.first_ts,
+                last: a.last_ts,
+            };
+            sp.merge(Span {
+                first: b.first_ts,
+                last: b.last_ts,
+            });
+            (a.first_ts, a.last_ts) = (sp.first, sp.last);
+            for (x, y) in a.outcomes.iter_mut().zip(b.outcomes) {
+                *x += y;
+            }
+            a.released += b.released;
+            a.pinned_worse += b.pinned_worse;
+            a.gate.merge(&b.gate);
+        }
+        self.pods_other += o.pods_other;
+        self.pod_switches += o.pod_switches;
+        if o.last_pod.is_some() {
+            self.last_pod.clone_from(&o.last_pod);
+        }
+        let room = MAX_PEAK_SAMPLES.saturating_sub(self.implied_peaks.len());
+        self.implied_peaks
+            .extend(o.implied_peaks.iter().take(room).copied());
+        self.implied_total += o.implied_total;
+        self.logged_peak += o.logged_peak;
+        self.picked_matched += o.picked_matched;
+        self.picked_prompt += o.picked_prompt;
+        self.picked_n += o.picked_n;
+    }
+
+    /// The EPP pods' counted decisions, `(pod, first, last)`, and whether
+    /// some decisions have no pod (or one past the cap).
+    pub(crate) fn pod_spans(&self) -> (Vec<PodSpan>, bool) {
+        let spans = self
+            .pods
+            .iter()
+            .map(|(p, a)| (p.clone(), a.first_ts, a.last_ts))
+            .collect();
+        let in_pods: u64 = self.pods.values().map(|a| a.decisions).sum();
+        (spans, in_pods < self.decisions)
     }
 
     /// The per-replica view: one entry per EPP pod, when there are several.

@@ -233,6 +233,59 @@ impl Recorded {
     }
 }
 
+/// A [`SignedHistogram`] in a partial report: each side in HdrHistogram's
+/// V2 serialization, base64 ([`crate::gate::hdr_v2`]), with the exact
+/// extremes and the unbounded count.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Wire {
+    neg: String,
+    pos: String,
+    min: Option<f64>,
+    max: Option<f64>,
+    unbounded: u64,
+}
+
+impl serde::Serialize for SignedHistogram {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use crate::gate::hdr_v2::{base64, encode};
+        Wire {
+            neg: base64(&encode(&self.neg)),
+            pos: base64(&encode(&self.pos)),
+            min: self.min(),
+            max: self.max(),
+            unbounded: self.unbounded,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SignedHistogram {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use crate::gate::hdr_v2::{decode_into, unbase64};
+        use serde::de::Error;
+        let w = Wire::deserialize(d)?;
+        let mut h = SignedHistogram::new();
+        for (text, side) in [(&w.neg, &mut h.neg), (&w.pos, &mut h.pos)] {
+            let bytes = unbase64(text).map_err(D::Error::custom)?;
+            decode_into(&bytes, side).map_err(D::Error::custom)?;
+        }
+        match (h.count() > 0, w.min, w.max) {
+            (false, None, None) => {}
+            (true, Some(lo), Some(hi)) if lo.is_finite() && hi.is_finite() && lo <= hi => {
+                h.min = lo;
+                h.max = hi;
+            }
+            _ => {
+                return Err(D::Error::custom(
+                    "histogram min/max do not match its counts",
+                ));
+            }
+        }
+        h.unbounded = w.unbounded;
+        Ok(h)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use gatecal_filter::{Config, Outcome, PenaltyMode};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::gate::hist::{Recorded, SignedHistogram};
 use crate::gate::sample::{Evidence, GateSample};
@@ -18,7 +18,7 @@ pub const MAX_LISTED_DISAGREEMENTS: usize = 20;
 pub const MIN_QUANTILE_SAMPLE: u64 = 20;
 
 /// Decisions by evidence label (only decisions where the gate was evaluated).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EvidenceCounts {
     /// From a `TTFT load gate broken` line.
     pub logged: u64,
@@ -138,7 +138,7 @@ pub struct Validation {
     pub traced_ms: Distribution,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct TracedAcc {
     decisions: u64,
     joined: u64,
@@ -217,7 +217,7 @@ impl TracedAcc {
 }
 
 /// Replay of the decisions with exact evidence under the deployment's config.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SelfCheck {
     /// Decisions with `logged` or `observed` evidence and a logged outcome.
     pub replayed: u64,
@@ -248,7 +248,7 @@ pub struct Censoring {
 
 /// Every decision with a logged outcome and a known gate input, replayed
 /// under the config in force: does it reproduce what the EPP did?
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReplayAgreement {
     /// Decisions with a logged outcome and a `logged`, `observed` or
     /// `reconstructed` gate input.
@@ -373,10 +373,12 @@ pub struct Stats {
     pub traced: Option<TracedStats>,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct WhatIfAcc {
     mode: Option<PenaltyMode>,
+    #[serde(with = "agree_serde")]
     max: Option<Option<f64>>,
+    #[serde(with = "agree_serde")]
     peak: Option<Option<f64>>,
     released: u64,
     pinned_worse: u64,
@@ -446,12 +448,52 @@ impl WhatIfAcc {
 pub type ResolvedCandidate = (String, Result<Config, String>);
 
 /// One candidate's counts, and why it was not replayed where it was not.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct CandidateAcc {
     label: String,
     acc: WhatIfAcc,
     invalid: u64,
     error: Option<String>,
+}
+
+/// A value that must agree across a set, in a partial report: `null`
+/// (nothing yet), the value, or `"differs"`.
+mod agree_serde {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Wire {
+        Value(f64),
+        Differs(Differs),
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Differs {
+        Differs,
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        v: &Option<Option<f64>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match v {
+            None => s.serialize_none(),
+            Some(Some(x)) => Wire::Value(*x).serialize(s),
+            Some(None) => Wire::Differs(Differs::Differs).serialize(s),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Option<f64>>, D::Error> {
+        Ok(match Option::<Wire>::deserialize(d)? {
+            None => None,
+            Some(Wire::Value(x)) => Some(Some(x)),
+            Some(Wire::Differs(_)) => Some(None),
+        })
+    }
 }
 
 /// Merges a value that must agree across a set: `None` = nothing yet,
@@ -473,13 +515,14 @@ fn agree_merge(slot: &mut Option<Option<f64>>, other: Option<Option<f64>>) {
 }
 
 /// Accumulates samples; `finish` gives the [`Stats`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StatsAcc {
     decisions: u64,
     outcomes: BTreeMap<Outcome, u64>,
     unknown_outcome: u64,
     evidence: EvidenceCounts,
     hist: SignedHistogram,
+    #[serde(with = "agree_serde")]
     bar: Option<Option<f64>>,
     released: u64,
     pinned_worse: u64,
@@ -487,9 +530,13 @@ pub struct StatsAcc {
     self_check: SelfCheck,
     replay: ReplayAgreement,
     /// Logged `maxPenalty` values against the config's bar.
+    #[serde(with = "agree_serde")]
     log_bar: Option<Option<f64>>,
+    #[serde(with = "agree_serde")]
     config_bar: Option<Option<f64>>,
+    #[serde(with = "agree_serde")]
     log_peak: Option<Option<f64>>,
+    #[serde(with = "agree_serde")]
     config_peak: Option<Option<f64>>,
     censored: SignedHistogram,
     what_if: Vec<WhatIfAcc>,
@@ -501,6 +548,7 @@ pub struct StatsAcc {
     traced: TracedAcc,
     /// The gate input of the sample last added at the reference peak (the
     /// config in force's), for its candidates' pinned-worse.
+    #[serde(skip)]
     reference_ms: Option<f64>,
 }
 
@@ -530,6 +578,11 @@ impl StatsAcc {
             traced: TracedAcc::default(),
             reference_ms: None,
         }
+    }
+
+    /// Decisions added.
+    pub fn decisions(&self) -> u64 {
+        self.decisions
     }
 
     /// The gate input histogram so far.

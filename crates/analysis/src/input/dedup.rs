@@ -16,7 +16,7 @@ pub const MAX_FINGERPRINTS: usize = 1 << 20;
 pub const SECOND_COST: usize = 8;
 
 /// What the duplicate check found, as reported.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Duplicates {
     /// Decisions seen before (the same deployment, request id, profile,
     /// filter instance and time): dropped, so each counts once.

@@ -24,7 +24,7 @@ pub const OTHER_DEPLOYMENT: &str = "(other deployments)";
 /// of every further deployment are pooled into one named
 /// [`OTHER_DEPLOYMENT`], and how many were pooled is reported. The first
 /// deployments seen are kept (the order of the input).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Pooled {
     /// Distinct deployment names pooled into [`OTHER_DEPLOYMENT`].
     pub deployments: u64,
@@ -34,7 +34,7 @@ pub struct Pooled {
     pub max_deployments: usize,
     /// Whether more than [`MAX_POOLED_NAMES`] names were pooled, so that
     /// `deployments` is a lower bound.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub at_least: bool,
 }
 

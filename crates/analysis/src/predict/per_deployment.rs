@@ -259,9 +259,11 @@ pub struct SelfCheck {
 
 /// The observed TTFT of one deployment's requests, as the decisions
 /// arrive: each request id once.
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 pub struct Observed {
+    #[serde(skip)]
     ids: FxHashSet<u64>,
+    #[serde(skip)]
     recent: VecDeque<u64>,
     all: Option<SignedHistogram>,
     by_endpoint: BTreeMap<String, Vec<f32>>,
@@ -306,6 +308,29 @@ impl Observed {
             }
         }
         true
+    }
+
+    /// Adds another deployment part's requests (a partial report's, read
+    /// after `self`'s): the histogram in full, the per-endpoint samples up
+    /// to the caps. The request ids are not kept across parts.
+    pub fn merge(&mut self, o: &Observed) {
+        if let Some(h) = &o.all {
+            self.all.get_or_insert_with(SignedHistogram::new).merge(h);
+        }
+        for (ep, v) in &o.by_endpoint {
+            let n = self.by_endpoint.len();
+            let mine = match self.by_endpoint.get_mut(ep) {
+                Some(m) => m,
+                None if n < MAX_OBSERVED_ENDPOINTS => {
+                    self.by_endpoint.entry(ep.clone()).or_default()
+                }
+                None => continue,
+            };
+            let room = MAX_ENDPOINT_SAMPLES.saturating_sub(self.samples);
+            let take = v.len().min(room);
+            mine.extend_from_slice(&v[..take]);
+            self.samples += take;
+        }
     }
 
     /// The deployment's observed TTFT.

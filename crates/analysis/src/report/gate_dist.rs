@@ -86,7 +86,7 @@ impl Default for GateDistOptions {
 }
 
 /// The input ledger, as reported.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct InputSummary {
     /// Input names, in the order read.
     pub inputs: Vec<String>,
@@ -128,7 +128,7 @@ pub struct InputSummary {
 
 /// What the trace inputs gave, and how their decisions were joined to the
 /// logs' ones.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct TraceSummary {
     /// Inputs holding traces.
     pub inputs: u64,
@@ -258,22 +258,80 @@ pub struct GateDistReport {
     pub overall: OverallReport,
     /// Deployments past the cap, pooled into one ([`crate::Pooled`]).
     pub pooled: crate::input::pool::Pooled,
+    /// The partial reports merged into this one (`gate-dist merge`), in
+    /// canonical order; absent from a run over logs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<crate::report::partial::PartInfo>,
 }
 
-struct DepAcc {
+/// One deployment's accumulators: what a partial report holds of it
+/// (`docs/partial-report.md`).
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct DepAcc {
     /// The config reported, with every filter instance's disagreements.
-    shown: crate::config::in_force::Shown,
-    acc: StatsAcc,
-    windows: BTreeMap<i64, StatsAcc>,
-    first_ts: Option<f64>,
-    last_ts: Option<f64>,
+    pub(crate) shown: crate::config::in_force::Shown,
+    pub(crate) acc: StatsAcc,
+    pub(crate) windows: BTreeMap<i64, StatsAcc>,
+    pub(crate) first_ts: Option<f64>,
+    pub(crate) last_ts: Option<f64>,
     /// Per filter instance, the candidates resolved over its config in
     /// force (fixed once the deployment's configs are settled).
+    #[serde(skip)]
     candidates: Vec<(Option<String>, Vec<ResolvedCandidate>)>,
     /// What the findings read, and the per-replica view.
-    signals: crate::findings::SignalsAcc,
+    pub(crate) signals: crate::findings::SignalsAcc,
     /// The observed TTFT of its requests.
-    observed: crate::predict::per_deployment::Observed,
+    pub(crate) observed: crate::predict::per_deployment::Observed,
+}
+
+impl DepAcc {
+    /// Adds another part's decisions of the same deployment (read after
+    /// `self`'s).
+    pub(crate) fn merge(&mut self, o: &DepAcc) {
+        self.acc.merge(&o.acc);
+        for (i, w) in &o.windows {
+            match self.windows.get_mut(i) {
+                Some(mine) => mine.merge(w),
+                None => {
+                    self.windows.insert(*i, w.clone());
+                }
+            }
+        }
+        for t in [o.first_ts, o.last_ts].into_iter().flatten() {
+            self.first_ts = Some(self.first_ts.map_or(t, |f| f.min(t)));
+            self.last_ts = Some(self.last_ts.map_or(t, |l| l.max(t)));
+        }
+        self.signals.merge(&o.signals);
+        self.observed.merge(&o.observed);
+    }
+}
+
+/// What finishing a report needs beyond the accumulators: the options
+/// that shape its figures, as a partial report records them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct FinishView {
+    /// `--bins`.
+    pub(crate) histogram_bins: usize,
+    /// `--pinned-worse-min`, ms.
+    pub(crate) pinned_worse_min_ms: f64,
+    /// What-ifs replayed.
+    pub(crate) what_ifs: usize,
+    /// `--window`, seconds.
+    pub(crate) window_s: Option<f64>,
+    /// `--max-staleness`, seconds.
+    pub(crate) max_staleness_s: f64,
+}
+
+impl FinishView {
+    pub(crate) fn of(opts: &GateDistOptions) -> FinishView {
+        FinishView {
+            histogram_bins: opts.histogram_bins,
+            pinned_worse_min_ms: opts.pinned_worse_min_ms,
+            what_ifs: opts.what_if.len(),
+            window_s: opts.window_s,
+            max_staleness_s: opts.reconstruct.max_staleness_s,
+        }
+    }
 }
 
 impl InOrder for GateDist {
@@ -348,7 +406,22 @@ impl GateDist {
     }
 
     /// The report.
-    pub fn finish(mut self, input: InputSummary) -> GateDistReport {
+    pub fn finish(self, input: InputSummary) -> GateDistReport {
+        let view = FinishView::of(&self.opts);
+        let range = self.opts.time_range;
+        let (deps, pooled) = self.settle();
+        finish_parts(deps, pooled, &view, range, input, Vec::new())
+    }
+
+    /// The options that shape the figures, as a partial report records
+    /// them.
+    pub(crate) fn options(&self) -> &GateDistOptions {
+        &self.opts
+    }
+
+    /// Every decision handled: the deployments' accumulators, and the
+    /// deployments pooled.
+    pub(crate) fn settle(mut self) -> (BTreeMap<String, DepAcc>, crate::input::pool::Pooled) {
         self.drain();
         // Deployments whose log never showed the bar: the configs as given.
         let (recon, deps, sink, opts) =
@@ -358,77 +431,91 @@ impl GateDist {
         for (name, dep) in self.deps.iter_mut() {
             self.in_force.late_disagreements(name, &mut dep.shown);
         }
-        let bins = self.opts.histogram_bins;
-        let mut overall = StatsAcc::new(self.opts.pinned_worse_min_ms, self.opts.what_if.len());
-        let mut deployments = Vec::new();
-        let mut findings = Vec::new();
-        for (name, dep) in self.deps {
-            overall.merge(&dep.acc);
-            let recorded = dep.acc.histogram().recorded();
-            let stats = dep.acc.finish_recorded(&recorded);
-            let histogram = histogram_bins(&recorded, stats.bar_ms, bins);
-            let windows = match self.opts.window_s {
-                Some(w) => dep
-                    .windows
-                    .iter()
-                    .map(|(i, a)| WindowReport {
-                        start_ts: *i as f64 * w,
-                        end_ts: (*i + 1) as f64 * w,
-                        stats: a.finish(),
-                    })
-                    .collect(),
-                None => Vec::new(),
-            };
-            findings.extend(crate::findings::rules::all(&crate::findings::rules::View {
-                name: &name,
-                config: &dep.shown.config,
-                signals: &dep.signals,
-                decisions: stats.decisions,
-                released_share: stats.released_share,
-                pinned_worse_share: stats.pinned_worse.share,
-                pinned_worse_min_ms: self.opts.pinned_worse_min_ms,
-                gate_p50_ms: stats.gate_input_ms.p50,
-                suggested_bar_ms: None,
-                measured_peak: None,
-                fitted_peak: None,
-                vllm_hit_rate: None,
-            }));
-            deployments.push(DeploymentReport {
-                name,
-                config: dep.shown.config,
-                first_ts: dep.first_ts,
-                last_ts: dep.last_ts,
-                stats,
-                histogram,
-                observed_ttft_ms: dep.observed.summary(),
-                observed_ttft_by_endpoint_ms: dep.observed.by_endpoint(),
-                windows,
-                replicas: dep.signals.replicas(),
-            });
-        }
-        let recorded = overall.histogram().recorded();
-        let stats = overall.finish_recorded(&recorded);
+        (self.deps, self.cap.pooled().clone())
+    }
+}
+
+/// The report of settled accumulators: the one path a run and a merge of
+/// partial reports finish by.
+pub(crate) fn finish_parts(
+    deps: BTreeMap<String, DepAcc>,
+    pooled: crate::input::pool::Pooled,
+    view: &FinishView,
+    range: TimeRange,
+    input: InputSummary,
+    merged: Vec<crate::report::partial::PartInfo>,
+) -> GateDistReport {
+    let bins = view.histogram_bins;
+    let mut overall = StatsAcc::new(view.pinned_worse_min_ms, view.what_ifs);
+    let mut deployments = Vec::new();
+    let mut findings = Vec::new();
+    for (name, dep) in deps {
+        overall.merge(&dep.acc);
+        let recorded = dep.acc.histogram().recorded();
+        let stats = dep.acc.finish_recorded(&recorded);
         let histogram = histogram_bins(&recorded, stats.bar_ms, bins);
-        crate::findings::sort(&mut findings);
-        GateDistReport {
-            schema: SCHEMA,
-            findings,
-            input,
-            options: ReportOptions {
-                max_staleness_s: self.opts.reconstruct.max_staleness_s,
-                pinned_worse_min_ms: self.opts.pinned_worse_min_ms,
-                window_s: self.opts.window_s,
-                since: self.opts.time_range.since,
-                until: self.opts.time_range.until,
-            },
-            pooled: self.cap.pooled().clone(),
-            deployments,
-            overall: OverallReport {
-                name: "overall".into(),
-                stats,
-                histogram,
-            },
-        }
+        let windows = match view.window_s {
+            Some(w) => dep
+                .windows
+                .iter()
+                .map(|(i, a)| WindowReport {
+                    start_ts: *i as f64 * w,
+                    end_ts: (*i + 1) as f64 * w,
+                    stats: a.finish(),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        findings.extend(crate::findings::rules::all(&crate::findings::rules::View {
+            name: &name,
+            config: &dep.shown.config,
+            signals: &dep.signals,
+            decisions: stats.decisions,
+            released_share: stats.released_share,
+            pinned_worse_share: stats.pinned_worse.share,
+            pinned_worse_min_ms: view.pinned_worse_min_ms,
+            gate_p50_ms: stats.gate_input_ms.p50,
+            suggested_bar_ms: None,
+            measured_peak: None,
+            fitted_peak: None,
+            vllm_hit_rate: None,
+        }));
+        deployments.push(DeploymentReport {
+            name,
+            config: dep.shown.config,
+            first_ts: dep.first_ts,
+            last_ts: dep.last_ts,
+            stats,
+            histogram,
+            observed_ttft_ms: dep.observed.summary(),
+            observed_ttft_by_endpoint_ms: dep.observed.by_endpoint(),
+            windows,
+            replicas: dep.signals.replicas(),
+        });
+    }
+    let recorded = overall.histogram().recorded();
+    let stats = overall.finish_recorded(&recorded);
+    let histogram = histogram_bins(&recorded, stats.bar_ms, bins);
+    crate::findings::sort(&mut findings);
+    GateDistReport {
+        schema: SCHEMA,
+        findings,
+        input,
+        options: ReportOptions {
+            max_staleness_s: view.max_staleness_s,
+            pinned_worse_min_ms: view.pinned_worse_min_ms,
+            window_s: view.window_s,
+            since: range.since,
+            until: range.until,
+        },
+        pooled,
+        merged,
+        deployments,
+        overall: OverallReport {
+            name: "overall".into(),
+            stats,
+            histogram,
+        },
     }
 }
 

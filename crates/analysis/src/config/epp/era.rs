@@ -24,6 +24,27 @@ pub struct ConfigEra {
     pub note: String,
 }
 
+impl<'de> serde::Deserialize<'de> for ConfigEra {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct Wire {
+            name: String,
+            note: String,
+        }
+        let w = Wire::deserialize(d)?;
+        let name = match w.name.as_str() {
+            "gateway-api-inference-extension" => "gateway-api-inference-extension",
+            "in-flight-tokens-gate" => "in-flight-tokens-gate",
+            other => {
+                return Err(serde::de::Error::custom(format!(
+                    "unknown config era {other:?}"
+                )));
+            }
+        };
+        Ok(ConfigEra { name, note: w.note })
+    }
+}
+
 /// The defaults of the filter before 2026-06-11: `(EPP name, value)`.
 const OLD_DEFAULTS: [(&str, &str); 3] = [
     ("maxTTFTPenaltyMs", "5000 ms"),

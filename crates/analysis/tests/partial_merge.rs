@@ -1,0 +1,269 @@
+//! Partial reports merge into the single run: random splits of fixtures and
+//! simulator logs into shards, by time with a warm-up and by deployment,
+//! each shard's partial written and read back as text, merged in a random
+//! order.
+
+use std::sync::OnceLock;
+
+use gatecal_analysis::{
+    ConfigSet, DecisionInput, GateDist, GateDistOptions, GateDistReport, InputSummary, ParamSource,
+    Partial, SourcedConfig, TimeRange, merge_partials,
+};
+use gatecal_parser::{ParseOptions, parse_slice};
+use proptest::prelude::*;
+
+/// The decisions of each source: fixtures and one run of every simulator
+/// scenario.
+fn sources() -> &'static Vec<(String, Vec<DecisionInput>)> {
+    static S: OnceLock<Vec<(String, Vec<DecisionInput>)>> = OnceLock::new();
+    S.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+        let mut logs: Vec<(String, Vec<u8>)> = [
+            "glm-like/epp.log",
+            "glm-like-v1/epp.log",
+            "eight-deployments/epp.log",
+            "pd-disagg/epp.log",
+        ]
+        .iter()
+        .map(|f| (f.to_string(), std::fs::read(root.join(f)).unwrap()))
+        .collect();
+        for name in gatecal_sim::scenario_names() {
+            let s = gatecal_sim::scenario(name).unwrap().with_requests(300);
+            let out = gatecal_sim::run(&s, 7, &gatecal_sim::Variant::default());
+            logs.push((format!("sim {name}"), out.epp_log));
+        }
+        logs.into_iter()
+            .map(|(name, bytes)| {
+                let parsed = parse_slice("epp.log", &bytes, &ParseOptions::default()).unwrap();
+                let ds: Vec<DecisionInput> = parsed
+                    .decisions()
+                    .map(DecisionInput::from)
+                    .filter(|d| d.ts.is_some_and(f64::is_finite))
+                    .collect();
+                (name, ds)
+            })
+            .collect()
+    })
+}
+
+fn audit(ds: &[DecisionInput], range: TimeRange, configs: &ConfigSet) -> GateDist {
+    let opts = GateDistOptions {
+        time_range: range,
+        window_s: Some(600.0),
+        ..GateDistOptions::default()
+    };
+    let mut g = GateDist::new(opts, configs.clone());
+    for d in ds {
+        g.push(d.clone());
+    }
+    g
+}
+
+/// Written and read back, as `gate-dist merge` reads it.
+fn round_trip(p: Partial) -> Partial {
+    let line = p.to_line();
+    assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
+    Partial::from_json(&line).unwrap()
+}
+
+fn span(ds: &[DecisionInput]) -> (f64, f64) {
+    let ts = ds.iter().filter_map(|d| d.ts);
+    let first = ts.clone().fold(f64::INFINITY, f64::min).floor();
+    let last = ts.fold(f64::NEG_INFINITY, f64::max).floor() + 1.0;
+    (first, last)
+}
+
+/// The time shards `[cuts[i], cuts[i+1])`, each fed its decisions from
+/// `warm_up` seconds before its start.
+fn time_partials(
+    ds: &[DecisionInput],
+    cuts: &[f64],
+    warm_up: f64,
+    configs: &ConfigSet,
+) -> Vec<(String, Partial)> {
+    cuts.windows(2)
+        .enumerate()
+        .map(|(i, w)| {
+            let shard: Vec<DecisionInput> = ds
+                .iter()
+                .filter(|d| d.ts.is_some_and(|t| t >= w[0] - warm_up && t < w[1]))
+                .cloned()
+                .collect();
+            let range = TimeRange {
+                since: Some(w[0]),
+                until: Some(w[1]),
+            };
+            let p = audit(&shard, range, configs).into_partial(InputSummary::default());
+            (format!("shard{i}"), round_trip(p))
+        })
+        .collect()
+}
+
+fn merged(mut parts: Vec<(String, Partial)>, order: &[usize]) -> GateDistReport {
+    let mut shuffled = Vec::new();
+    for &i in order {
+        if i < parts.len() {
+            shuffled.push(i);
+        }
+    }
+    let mut taken: Vec<Option<(String, Partial)>> = parts.drain(..).map(Some).collect();
+    let mut out: Vec<(String, Partial)> =
+        shuffled.iter().filter_map(|&i| taken[i].take()).collect();
+    out.extend(taken.into_iter().flatten());
+    merge_partials(out).unwrap().finish()
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap()
+}
+
+/// The configs in force a run over the whole log found, given to every
+/// run as `--config` gives them: a shard whose lines never show the bar
+/// would otherwise assume the default, and the merge refuse it.
+fn given(ds: &[DecisionInput]) -> ConfigSet {
+    let whole =
+        audit(ds, TimeRange::default(), &ConfigSet::default()).finish(InputSummary::default());
+    let mut set = ConfigSet::default();
+    for d in whole.deployments {
+        let c = SourcedConfig::new("file:epp.yaml", d.config.parameters, ParamSource::File);
+        set.per_deployment.insert(d.name, vec![(String::new(), c)]);
+    }
+    set
+}
+
+/// The counts that are exact whatever the warm-up.
+fn assert_counts_equal(what: &str, a: &GateDistReport, b: &GateDistReport) {
+    assert_eq!(a.deployments.len(), b.deployments.len(), "{what}");
+    for (x, y) in a.deployments.iter().zip(&b.deployments) {
+        let (s, t) = (&x.stats, &y.stats);
+        assert_eq!(x.name, y.name, "{what}");
+        assert_eq!(s.decisions, t.decisions, "{what} {}", x.name);
+        assert_eq!(s.outcomes, t.outcomes, "{what} {}", x.name);
+        assert_eq!(s.evidence, t.evidence, "{what} {}", x.name);
+        assert_eq!(s.released, t.released, "{what} {}", x.name);
+        assert_eq!(
+            s.gate_input_ms.count, t.gate_input_ms.count,
+            "{what} {}",
+            x.name
+        );
+        assert_eq!(
+            json(&x.observed_ttft_ms),
+            json(&y.observed_ttft_ms),
+            "{what}"
+        );
+        // The documented bound on reconstructed inputs (docs/scale-out.md).
+        if s.evidence.reconstructed >= 100 {
+            for (m, q) in [
+                (s.gate_input_ms.p50, t.gate_input_ms.p50),
+                (s.gate_input_ms.p90, t.gate_input_ms.p90),
+            ] {
+                let (m, q) = (m.unwrap(), q.unwrap());
+                assert!(
+                    (m - q).abs() <= (0.25 * q.abs()).max(1_000.0),
+                    "{what} {}: merged {m} ms against {q} ms",
+                    x.name
+                );
+            }
+        }
+        // Without reconstructed decisions every gate input is exact.
+        if s.evidence.reconstructed == 0 {
+            assert_eq!(
+                json(&s.gate_input_ms),
+                json(&t.gate_input_ms),
+                "{what} {}",
+                x.name
+            );
+            assert_eq!(json(&s.what_if), json(&t.what_if), "{what} {}", x.name);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Time shards with a warm-up reaching back to the start of the log:
+    /// the reconstruction is the single run's, so the whole report is
+    /// (every deployment, the overall figures, the findings), whatever
+    /// the merge order; with a short warm-up the counts are.
+    #[test]
+    fn time_shards_merge_into_the_single_run(
+        src in 0usize..64,
+        fractions in proptest::collection::vec(0.05f64..0.95, 1..5),
+        order in proptest::collection::vec(0usize..6, 0..6),
+        short_warm_up in 60.0f64..600.0,
+    ) {
+        let all = sources();
+        let (name, ds) = &all[src % all.len()];
+        let (first, last) = span(ds);
+        let mut cuts: Vec<f64> = fractions
+            .iter()
+            .map(|f| (first + (last - first) * f).floor())
+            .collect();
+        cuts.push(first);
+        cuts.push(last);
+        cuts.sort_by(f64::total_cmp);
+        cuts.dedup();
+        let range = TimeRange { since: Some(first), until: Some(last) };
+        let configs = given(ds);
+        let single = audit(ds, range, &configs).finish(InputSummary::default());
+
+        let full = merged(time_partials(ds, &cuts, f64::INFINITY, &configs), &order);
+        prop_assert_eq!(json(&full.deployments), json(&single.deployments), "{}", name);
+        prop_assert_eq!(json(&full.overall), json(&single.overall), "{}", name);
+        prop_assert_eq!(json(&full.findings), json(&single.findings), "{}", name);
+        prop_assert_eq!(full.merged.len(), cuts.len() - 1);
+
+        // Any order gives the same bytes.
+        let again = merged(time_partials(ds, &cuts, f64::INFINITY, &configs), &[]);
+        prop_assert_eq!(json(&full), json(&again));
+
+        let short = merged(time_partials(ds, &cuts, short_warm_up, &configs), &order);
+        assert_counts_equal(name, &short, &single);
+    }
+
+    /// Shards by deployment (each deployment's decisions in its own run):
+    /// the reconstruction is per deployment, so the merge is exact.
+    #[test]
+    fn deployment_shards_merge_into_the_single_run(
+        src in 0usize..64,
+        k in 2usize..5,
+        order in proptest::collection::vec(0usize..5, 0..5),
+    ) {
+        let all = sources();
+        let (name, ds) = &all[src % all.len()];
+        let configs = ConfigSet::default();
+        let single = audit(ds, TimeRange::default(), &configs).finish(InputSummary::default());
+        let mut names: Vec<&str> = ds.iter().map(|d| d.deployment.as_str()).collect();
+        names.sort();
+        names.dedup();
+        let parts: Vec<(String, Partial)> = (0..k)
+            .map(|i| {
+                let shard: Vec<DecisionInput> = ds
+                    .iter()
+                    .filter(|d| names.iter().position(|n| *n == d.deployment).unwrap_or(0) % k == i)
+                    .cloned()
+                    .collect();
+                let p = audit(&shard, TimeRange::default(), &configs)
+                    .into_partial(InputSummary::default());
+                (format!("part{i}"), round_trip(p))
+            })
+            .collect();
+        let m = merged(parts, &order);
+        prop_assert_eq!(json(&m.deployments), json(&single.deployments), "{}", name);
+        prop_assert_eq!(json(&m.overall), json(&single.overall), "{}", name);
+    }
+}
+
+#[test]
+fn the_same_decisions_twice_are_refused() {
+    let (_, ds) = &sources()[0];
+    let (first, last) = span(ds);
+    let mid = ((first + last) / 2.0).floor();
+    let configs = given(ds);
+    let a = time_partials(ds, &[first, mid, last], 60.0, &configs);
+    let b = time_partials(ds, &[first, mid], 60.0, &configs);
+    let mut all = a;
+    all.push(("again".into(), b.into_iter().next().unwrap().1));
+    let e = merge_partials(all).err().expect("double counting refused");
+    assert!(e.to_string().contains("counted twice"), "{e}");
+}
