@@ -42,7 +42,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::findings::Finding;
-use crate::report::gate_dist::{DeploymentReport, GateDistReport, InputSummary};
+use crate::report::gate_dist::{DeploymentReport, GateDistReport};
 
 /// The schema id of the JSON document.
 pub const SCHEMA: &str = "gatecal.compare/v1";
@@ -55,7 +55,7 @@ pub const BOOTSTRAP_RESAMPLES: usize = 2000;
 
 /// The bootstrap's seed (each row's stream is derived from it and the
 /// row's deployment and figure, so a row does not depend on the others).
-pub const BOOTSTRAP_SEED: u64 = 0x6761_7465_6361_6c31;
+pub const BOOTSTRAP_SEED: u64 = 0x5eed_c0de;
 
 /// Below this expected count (shares) or tail count (quantiles), a test's
 /// approximation is poor and its row is flagged.
@@ -117,8 +117,12 @@ pub struct Side {
     pub last_ts: Option<f64>,
     /// Decisions counted, over every deployment.
     pub decisions: u64,
-    /// The input ledger.
-    pub input: InputSummary,
+    /// The inputs, as read.
+    pub inputs: Vec<String>,
+    /// Lines read.
+    pub lines_total: u64,
+    /// Of those, lines that could not be read.
+    pub lines_malformed: u64,
     /// The side's findings, most severe first.
     pub findings: Vec<Finding>,
 }
@@ -335,7 +339,9 @@ pub fn side(label: String, r: &GateDistReport) -> Side {
         first_ts: first,
         last_ts: last,
         decisions: r.deployments.iter().map(|d| d.stats.decisions).sum(),
-        input: r.input.clone(),
+        inputs: r.input.inputs.clone(),
+        lines_total: r.input.lines_total,
+        lines_malformed: r.input.lines_malformed,
         findings: r.findings.clone(),
     }
 }
@@ -373,7 +379,10 @@ fn shares_of(d: &DeploymentReport) -> Vec<ShareOf> {
     for (i, w) in st.what_if.iter().enumerate() {
         v.push((
             format!("what_if[{i}].released_share"),
-            format!("released, what-if {}", rule_label(w)),
+            format!(
+                "released, what-if {}",
+                rule_label(w, Some(d.config.parameters.peak_prefill_throughput))
+            ),
             w.released,
             n,
         ));
@@ -390,11 +399,13 @@ fn shares_of(d: &DeploymentReport) -> Vec<ShareOf> {
     v
 }
 
-/// A what-if's rule in words: `static, bar 1,000 ms, peak 8,000 tok/s`.
-pub fn rule_label(w: &crate::WhatIfResult) -> String {
+/// A what-if's rule in words: `static, bar 1,000 ms, peak 8,000 tok/s`
+/// (the peak left out when it is `peak_in_force`).
+pub fn rule_label(w: &crate::WhatIfResult, peak_in_force: Option<f64>) -> String {
     use gatecal_filter::PenaltyMode;
     let peak = w
         .peak_prefill_throughput
+        .filter(|p| Some(*p) != peak_in_force)
         .map(|p| format!(", peak {} tok/s", grouped(p)))
         .unwrap_or_default();
     match w.mode {
