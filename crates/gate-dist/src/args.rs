@@ -36,6 +36,10 @@ Examples:
     gate-dist epp.log --candidate-config new-epp-config.yaml \\
         --what-if 'peakPrefillThroughput=3000,maxTTFTPenaltyMs=1500'
 
+  Before and after a config change, with the significance of each difference:
+    gate-dist --compare before.log after.log -o change.md
+    gate-dist epp.log --compare-at 2026-08-21T14:00:00Z
+
   Watch a deployment live: the last 15 minutes, every 30 s:
     kubectl logs -f -l <epp-selector> --prefix --timestamps | gate-dist --follow -
 
