@@ -65,11 +65,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let format = report_format(args.format, args.output.as_deref())?;
     let width = table_width(args.output.as_deref(), args.wide);
 
-    let ((a, label_a), (b, label_b), out) = match (&args.compare, &args.compare_at) {
-        (Some(sides), None) => two_inputs(&args, sides, &configs)?,
-        (None, Some(at)) => split(&args, at, &configs)?,
-        _ => anyhow::bail!("give --compare BASELINE CANDIDATE, or one input and --compare-at TIME"),
-    };
+    let ((a, label_a, ledger_a), (b, label_b, ledger_b), out) =
+        match (&args.compare, &args.compare_at) {
+            (Some(sides), None) => two_inputs(&args, sides, &configs)?,
+            (None, Some(at)) => split(&args, at, &configs)?,
+            _ => anyhow::bail!(
+                "give --compare BASELINE CANDIDATE, or one input and --compare-at TIME"
+            ),
+        };
     let report = compare((&a, side(label_a, &a)), (&b, side(label_b, &b)));
     for (which, r) in [("baseline", &a), ("candidate", &b)] {
         if let Some(w) = gatecal_cli::pipeline::pooled_warning(&r.pooled)
@@ -81,10 +84,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let run = gatecal_cli::output::run_info(args.output.as_deref(), None);
     out.write(|w| gatecal_render::compare::write(format, &report, width, &run, w))?;
     if a.deployments.is_empty() && b.deployments.is_empty() {
-        return Err(no_decisions(
-            "no filter decisions on either side",
-            &gatecal_parser::Ledger::default(),
-        ));
+        let cause = |l: &gatecal_parser::Ledger| no_decisions("", l).to_string();
+        return Err(gatecal_cli::output::NoDecisions(format!(
+            "no filter decisions on either side (baseline{}; candidate{})",
+            cause(&ledger_a),
+            cause(&ledger_b)
+        ))
+        .into());
     }
     if !args.input.quiet {
         for (which, r) in [("baseline", &a), ("candidate", &b)] {
@@ -100,8 +106,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     gatecal_cli::fail_if::check_gate_dist(&args.fail_if, &b)
 }
 
-/// A side's audit and its label.
-type SideReport = (GateDistReport, String);
+/// A side's audit, its label, and what its input gave.
+type SideReport = (GateDistReport, String, gatecal_parser::Ledger);
 
 /// Both sides, and the report's output (opened before any input is read).
 type Sides = (SideReport, SideReport, gatecal_cli::output::Destination);
@@ -155,7 +161,7 @@ fn two_inputs(
         )?;
         let opts = args.options(span)?;
         let files = input_files(&input)?;
-        let Analysed { report, .. } = analyse(
+        let Analysed { report, inputs, .. } = analyse(
             &input,
             files,
             "gate-dist",
@@ -163,7 +169,7 @@ fn two_inputs(
             None,
             GateDist::new(opts, configs.clone()),
         )?;
-        reports.push((report, s.clone()));
+        reports.push((report, s.clone(), inputs.ledger));
     }
     let b = reports.pop().expect("two sides");
     let a = reports.pop().expect("two sides");
@@ -223,7 +229,11 @@ fn split(args: &Args, at: &str, configs: &gatecal_analysis::ConfigSet) -> anyhow
         time_range: r,
         ..opts.clone()
     };
-    let Analysed { report: (a, b), .. } = analyse(
+    let Analysed {
+        report: (a, b),
+        inputs: read,
+        ..
+    } = analyse(
         &args.input,
         files,
         "gate-dist",
@@ -237,8 +247,8 @@ fn split(args: &Args, at: &str, configs: &gatecal_analysis::ConfigSet) -> anyhow
     let name = &inputs[0];
     let when = rfc3339(t);
     Ok((
-        (a, format!("{name}, before {when}")),
-        (b, format!("{name}, from {when}")),
+        (a, format!("{name}, before {when}"), read.ledger.clone()),
+        (b, format!("{name}, from {when}"), read.ledger),
         out,
     ))
 }

@@ -342,6 +342,24 @@ fn a_lower_bar_in_the_simulator_is_a_significant_change() {
     assert_eq!(r["significant"], true, "{r}");
     assert!(r["p_value"].as_f64().unwrap() < 0.001, "{r}");
     assert!(r["z"].as_f64().unwrap() > 3.0, "{r}");
+    // Every format shows the released row's delta as significant.
+    for (format, row_start, yes) in [
+        ("table", "│ released ", "yes"),
+        ("markdown", "| released |", "yes"),
+        ("csv", ",both,released_share,", ",true,"),
+    ] {
+        let o = gate_dist(&["--compare", &before, &after, "--format", format, "-q"]);
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        let text = stdout(&o);
+        let line = text
+            .lines()
+            .find(|l| l.contains(row_start))
+            .unwrap_or_else(|| panic!("{format}: no released row:\n{text}"));
+        assert!(
+            line.contains(yes) && (format == "csv" || line.contains('+')),
+            "{format}: {line}"
+        );
+    }
     // The same traffic under the same config twice: nothing differs.
     let same = json(&gate_dist(&[
         "--compare",

@@ -15,10 +15,11 @@ use gatecal_analysis::compare::{
     CompareReport, DeploymentCompare, DeploymentSide, QuantileDelta, ShareDelta, Side,
 };
 
+use crate::Format;
 use crate::markdown::RunInfo;
 use crate::num::{count, group, ms, pct, utc};
 use crate::sections::Section;
-use crate::{Format, escape};
+use crate::summary::SummaryLine;
 
 /// Writes the comparison in `format`; tables fit `width` (`None`: full
 /// width); the summary names `run`.
@@ -102,27 +103,32 @@ fn side_line(s: &Side) -> String {
     v
 }
 
-/// The summary: `(label, value)`.
-fn summary(r: &CompareReport, run: &RunInfo) -> Vec<(String, String)> {
+/// The summary's lines (the command line as code).
+fn summary(r: &CompareReport, run: &RunInfo) -> Vec<SummaryLine> {
     let m = &r.method;
+    let line = |label: &str, value: String| SummaryLine {
+        label: label.to_string(),
+        value,
+        code: false,
+    };
+    let both = r
+        .deployments
+        .iter()
+        .filter(|d| d.baseline.is_some() && d.candidate.is_some())
+        .count();
     let mut out = vec![
-        ("Baseline".to_string(), side_line(&r.baseline)),
-        ("Candidate".to_string(), side_line(&r.candidate)),
-        (
-            "Deployments".to_string(),
+        line("Baseline", side_line(&r.baseline)),
+        line("Candidate", side_line(&r.candidate)),
+        line(
+            "Deployments",
             format!(
                 "{} ({} on both sides)",
                 count(r.deployments.len() as u64),
-                count(
-                    r.deployments
-                        .iter()
-                        .filter(|d| d.baseline.is_some() && d.candidate.is_some())
-                        .count() as u64
-                )
+                count(both as u64)
             ),
         ),
-        (
-            "Tests".to_string(),
+        line(
+            "Tests",
             format!(
                 "shares: two-proportion z-test, significant when p < {}; quantiles: bootstrap 95 % interval of Δ (B = {}, seed {}), significant when it excludes 0",
                 m.alpha,
@@ -132,10 +138,13 @@ fn summary(r: &CompareReport, run: &RunInfo) -> Vec<(String, String)> {
         ),
     ];
     if !run.version.is_empty() {
-        out.push(("gatecal".to_string(), run.version.clone()));
+        out.push(line("gatecal", run.version.clone()));
     }
     if !run.command.is_empty() {
-        out.push(("Command".to_string(), run.command.clone()));
+        out.push(SummaryLine {
+            code: true,
+            ..line("Command", run.command.clone())
+        });
     }
     out
 }
@@ -311,61 +320,25 @@ fn write_table(
     run: &RunInfo,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    let mut body = Vec::new();
-    writeln!(body, "Summary")?;
     let lines = summary(r, run);
-    let pad = lines
-        .iter()
-        .map(|(l, _)| l.chars().count())
-        .max()
-        .unwrap_or(0);
-    for (l, v) in &lines {
-        let v = escape::terminal(v);
-        writeln!(body, "  {l:<pad$}  {v}")?;
-    }
-    writeln!(body)?;
-    crate::table::write_sections(&sections(r), width, &mut body)?;
-    w.write_all(&body)?;
-    let used = crate::glossary::used_in(&String::from_utf8_lossy(&body));
-    if !used.is_empty() {
-        writeln!(w, "Glossary")?;
-        for (term, what) in used {
-            writeln!(w, "  {term}: {what}.")?;
-        }
-        writeln!(w)?;
-    }
-    Ok(())
+    let sections = sections(r);
+    crate::table::write_summary(&lines, width, w)?;
+    crate::table::write_sections(&sections, width, w)?;
+    // The terms are looked for in the unwrapped text (a header split over
+    // lines still names its term).
+    let mut whole = Vec::new();
+    crate::table::write_summary(&lines, None, &mut whole)?;
+    crate::table::write_sections(&sections, None, &mut whole)?;
+    crate::table::write_glossary(&String::from_utf8_lossy(&whole), width, w)
 }
 
 fn write_markdown(r: &CompareReport, run: &RunInfo, w: &mut dyn Write) -> io::Result<()> {
     let mut body = Vec::new();
     writeln!(body, "## gatecal gate-dist comparison\n")?;
-    writeln!(body, "| | |\n|:---|:---|")?;
-    for (l, v) in summary(r, run) {
-        let v = if l == "Command" {
-            format!("`{}`", escape::markdown_code(&v))
-        } else {
-            escape::markdown(&v).into_owned()
-        };
-        writeln!(body, "| {} | {v} |", escape::markdown(&l))?;
-    }
-    writeln!(body)?;
+    crate::markdown::write_summary(&summary(r, run), &mut body)?;
     crate::markdown::write_sections(&sections(r), &mut body)?;
     w.write_all(&body)?;
-    let used = crate::glossary::used_in(&String::from_utf8_lossy(&body));
-    if !used.is_empty() {
-        writeln!(w, "<details><summary>Glossary</summary>\n")?;
-        for (term, what) in used {
-            writeln!(
-                w,
-                "- **{}**: {}.",
-                escape::markdown(term),
-                escape::markdown(what)
-            )?;
-        }
-        writeln!(w, "\n</details>\n")?;
-    }
-    Ok(())
+    crate::markdown::write_glossary(&String::from_utf8_lossy(&body), w)
 }
 
 /// The CSV's columns.

@@ -62,7 +62,10 @@ pub const BOOTSTRAP_SEED: u64 = 0x5eed_c0de;
 pub const MIN_EXPECTED: f64 = 5.0;
 
 /// A deployment's histogram buckets, kept beside its report for the
-/// bootstrap: `(bucket midpoint in ms, count)`, ascending.
+/// bootstrap: `(bucket midpoint in ms, count)`, ascending. Only the buckets
+/// holding values are kept (at most one per value, and at most the
+/// histogram's own buckets: 16 bytes each, no more than the accumulator
+/// they are read from, which is dropped).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Buckets {
     /// The gate input's.
