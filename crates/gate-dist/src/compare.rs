@@ -93,6 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .into());
     }
     if !args.input.quiet {
+        warn(&a, &b);
         for (which, r) in [("baseline", &a), ("candidate", &b)] {
             if r.deployments.is_empty() {
                 gatecal_cli::term::eprint(
@@ -104,6 +105,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     gatecal_cli::fail_if::check_gate_dist(&args.fail_if, &b)
+}
+
+/// The warnings a report of each side alone prints (a config that
+/// disagrees with the log, a replay that does not reproduce it), each
+/// naming its side, on stderr.
+fn warn(a: &GateDistReport, b: &GateDistReport) {
+    use gatecal_render::notes::{Note, collapse};
+    use gatecal_render::sections::{config_notes, replay_notes};
+    for (which, r) in [("baseline", a), ("candidate", b)] {
+        let mut warnings = Vec::new();
+        for d in &r.deployments {
+            warnings.extend(config_notes(&d.name, &d.config));
+            warnings.extend(replay_notes(&d.name, &d.stats));
+        }
+        warnings.retain(Note::is_warning);
+        for w in collapse(&warnings) {
+            gatecal_cli::term::eprint(
+                "gate-dist",
+                gatecal_cli::term::Level::Warning,
+                &format!("{which}: {}", w.body()),
+            );
+        }
+    }
 }
 
 /// A side's audit, its label, and what its input gave.
