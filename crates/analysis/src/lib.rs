@@ -101,6 +101,7 @@ pub use peak::throughput::{PeakEstimate, PeakSource, VllmEstimator, from_calibra
 pub use predict::per_deployment::{
     EndpointTtft, Objective, ObservedTtft, PredictedTtft, SelfCheck, TtftModel,
 };
+pub use report::compare;
 pub use report::gate_dist::{
     GateDist, GateDistOptions, GateDistReport, HistogramBins, InputSummary, TimeRange, TraceSummary,
 };

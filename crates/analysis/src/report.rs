@@ -1,7 +1,9 @@
 //! The two analyses and their reports: the gate audit of `gate-dist`
 //! ([`gate_dist`]), the calibration of `recommend` ([`recommend`]), and the
-//! decision records both write ([`records`]).
+//! decision records both write ([`records`]); and the comparison of two
+//! audits, before and after a change ([`compare`]).
 
+pub mod compare;
 pub mod gate_dist;
 pub mod partial;
 pub mod recommend;

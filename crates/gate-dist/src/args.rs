@@ -36,6 +36,10 @@ Examples:
     gate-dist epp.log --candidate-config new-epp-config.yaml \\
         --what-if 'peakPrefillThroughput=3000,maxTTFTPenaltyMs=1500'
 
+  Before and after a config change, with the significance of each difference:
+    gate-dist --compare before.log after.log -o change.md
+    gate-dist epp.log --compare-at 2026-08-21T14:00:00Z
+
   Watch a deployment live: the last 15 minutes, every 30 s:
     kubectl logs -f -l <epp-selector> --prefix --timestamps | gate-dist --follow -
 
@@ -66,7 +70,8 @@ a malformed line, 2 usage or I/O error, 3 no filter decision in the input
     version = gatecal_cli::term::VERSION,
     max_term_width = 100,
     after_help = "Examples and details: gate-dist --help",
-    after_long_help = EXAMPLES
+    after_long_help = EXAMPLES,
+    mut_arg("inputs", |a| a.required_unless_present_any(["compare"]))
 )]
 pub struct Args {
     #[command(flatten)]
@@ -186,6 +191,65 @@ pub struct Args {
     /// then written only with -o.
     #[arg(long, value_name = "FILE", conflicts_with = "follow")]
     pub emit_partial: Option<PathBuf>,
+
+    /// Before and after a change: run the same analysis (the same flags)
+    /// on BASELINE and on CANDIDATE, each a file, a folder or `-` (at most
+    /// one `-`), and report them side by side per deployment with the
+    /// differences and whether each is significant. --fail-if reads the
+    /// candidate's figures.
+    #[arg(
+        long,
+        num_args = 2,
+        value_names = ["BASELINE", "CANDIDATE"],
+        conflicts_with_all = ["inputs", "compare_at"]
+    )]
+    pub compare: Option<Vec<String>>,
+
+    /// Before and after a change in one input: the decisions before TIME
+    /// are the baseline, those from TIME on the candidate (TIME as --since
+    /// takes: 2026-08-21T14:00:00Z, end-1h, start+30m).
+    #[arg(long, value_name = "TIME")]
+    pub compare_at: Option<String>,
+}
+
+/// The flags a comparison cannot take: they write or read something per
+/// run that has no place in a side-by-side report.
+pub const NOT_WITH_COMPARE: [&str; 8] = [
+    "--follow",
+    "--serve-metrics",
+    "--window",
+    "--svg",
+    "--emit-decisions",
+    "--list-deployments",
+    "--kubectl",
+    "--generate",
+];
+
+impl Args {
+    /// Whether `--compare` or `--compare-at` asks for a comparison.
+    pub fn comparing(&self) -> bool {
+        self.compare.is_some() || self.compare_at.is_some()
+    }
+
+    /// The flags given that a comparison cannot take.
+    pub fn not_with_compare(&self) -> Vec<&'static str> {
+        let given = [
+            self.follow,
+            self.serve_metrics.is_some(),
+            self.window.is_some(),
+            self.svg.is_some(),
+            self.input.emit_decisions.is_some(),
+            self.input.list_deployments,
+            self.input.kubectl.is_some(),
+            self.input.generate.is_some(),
+        ];
+        NOT_WITH_COMPARE
+            .iter()
+            .zip(given)
+            .filter(|(_, g)| *g)
+            .map(|(f, _)| *f)
+            .collect()
+    }
 }
 
 impl Args {

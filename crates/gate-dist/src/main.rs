@@ -1,6 +1,7 @@
 //! `gate-dist`: audit the TTFT load gate from EPP logs. See `gate-dist --help`.
 
 mod args;
+mod compare;
 mod follow;
 mod merge;
 mod partial;

@@ -15,6 +15,9 @@ use crate::args::Args;
 /// Runs the audit as the flags ask.
 pub fn run(args: Args) -> anyhow::Result<()> {
     gatecal_cli::term::set_color(args.input.color);
+    if args.comparing() {
+        return crate::compare::run(args);
+    }
     if args.follow {
         return crate::follow::run(args);
     }

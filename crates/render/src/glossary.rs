@@ -146,6 +146,36 @@ pub const GLOSSARY: &[(&str, &str, &str)] = &[
         "logged outcome: the in-flight request gate released the pin",
     ),
     ("tok/s", "tok/s", "tokens per second"),
+    (
+        "baseline, candidate",
+        "Baseline",
+        "gate-dist --compare: the first and the second input (or the decisions before and from --compare-at's time), run through the same analysis",
+    ),
+    (
+        "Δ, pp",
+        "Δ",
+        "the candidate's figure minus the baseline's: for a share in percentage points (pp), for a quantile in ms",
+    ),
+    (
+        "p (z-test)",
+        "z-test",
+        "the two-sided p-value of the two-proportion z-test: how often two sides with the same share would differ at least this much by chance",
+    ),
+    (
+        "95 % interval of Δ",
+        "interval of Δ",
+        "shares: Wald's interval of the difference; quantiles: the 2.5th to 97.5th percentile of the difference over B bootstrap resamples of both sides' histograms (seeded: the same input gives the same interval)",
+    ),
+    (
+        "significant",
+        "significant",
+        "a share's p under 0.05, or a quantile's 95 % interval of Δ that excludes 0; the tests treat decisions as independent, and decisions close in time share load, so a borderline result is weak evidence",
+    ),
+    (
+        "†",
+        "†",
+        "the test's approximation is poor: a share's expected count is under 5, or fewer than 5 values lie beyond a quantile",
+    ),
 ];
 
 /// The CSV columns whose names are not plain English: `(column, what

@@ -5,6 +5,8 @@
 //! requests ([`markdown`], tables plus an inline histogram), JSON
 //! ([`json`], the report structs serialized as they are: they are the schema),
 //! CSV ([`csv`], one row per deployment) and an SVG histogram ([`svg`]).
+//! The before-and-after report of `gate-dist --compare` has its own
+//! writer for every format ([`compare`]).
 //! The human-readable formats share one table skeleton ([`sections`]), whose
 //! notes say a text shared by several deployments once ([`notes`]).
 //!
@@ -27,6 +29,7 @@ use std::io::{self, Write};
 
 use gatecal_analysis::{GateDistReport, RecommendReport};
 
+pub mod compare;
 pub mod csv;
 pub mod escape;
 pub mod glossary;

@@ -116,7 +116,7 @@ fn link(path: &str) -> String {
 }
 
 /// The summary block: a two-column table.
-fn write_summary(lines: &[SummaryLine], w: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn write_summary(lines: &[SummaryLine], w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "| | |\n|:---|:---|")?;
     for l in lines {
         let v = if l.code {
@@ -130,7 +130,7 @@ fn write_summary(lines: &[SummaryLine], w: &mut dyn Write) -> io::Result<()> {
 }
 
 /// Writes the glossary of the terms `printed` holds, folded.
-fn write_glossary(printed: &str, w: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn write_glossary(printed: &str, w: &mut dyn Write) -> io::Result<()> {
     let used = crate::glossary::used_in(printed);
     if used.is_empty() {
         return Ok(());

@@ -29,7 +29,7 @@ impl Default for Table {
 }
 
 /// Writes the summary that opens a report, under its title.
-fn write_summary(
+pub(crate) fn write_summary(
     lines: &[crate::summary::SummaryLine],
     width: Option<u16>,
     w: &mut dyn Write,
@@ -258,7 +258,11 @@ fn plain(s: &Section) -> Section {
 }
 
 /// Writes the glossary of the terms `printed` holds, wrapped to `width`.
-fn write_glossary(printed: &str, width: Option<u16>, w: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn write_glossary(
+    printed: &str,
+    width: Option<u16>,
+    w: &mut dyn Write,
+) -> io::Result<()> {
     let used = crate::glossary::used_in(printed);
     if used.is_empty() {
         return Ok(());

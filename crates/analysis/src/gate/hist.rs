@@ -184,6 +184,12 @@ pub struct Recorded {
 }
 
 impl Recorded {
+    /// The buckets holding values, ascending: each bucket's midpoint in ms
+    /// and its count.
+    pub fn buckets(&self) -> &[(f64, u64)] {
+        &self.values
+    }
+
     /// The nearest-rank quantile `q` in `[0, 1]` (see the module docs), or
     /// `None` when empty or `q` is outside `[0, 1]`.
     pub fn quantile(&self, q: f64) -> Option<f64> {

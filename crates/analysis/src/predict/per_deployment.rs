@@ -333,6 +333,15 @@ impl Observed {
         }
     }
 
+    /// The buckets of the deployment's observed TTFT histogram, ascending
+    /// (empty without observations).
+    pub fn buckets(&self) -> Vec<(f64, u64)> {
+        self.all
+            .as_ref()
+            .map(|h| h.recorded().buckets().to_vec())
+            .unwrap_or_default()
+    }
+
     /// The deployment's observed TTFT.
     pub fn summary(&self) -> ObservedTtft {
         match &self.all {

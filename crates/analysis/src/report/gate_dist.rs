@@ -208,6 +208,10 @@ pub struct DeploymentReport {
     /// several; absent otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<crate::findings::ReplicaReport>,
+    /// The histograms' buckets, for `--compare`'s bootstrap (not in the
+    /// JSON).
+    #[serde(skip)]
+    pub buckets: crate::report::compare::Buckets,
 }
 
 /// The overall figures.
@@ -491,6 +495,10 @@ pub(crate) fn finish_parts(
             observed_ttft_by_endpoint_ms: dep.observed.by_endpoint(),
             windows,
             replicas: dep.signals.replicas(),
+            buckets: crate::report::compare::Buckets {
+                gate_input_ms: recorded.buckets().to_vec(),
+                observed_ttft_ms: dep.observed.buckets(),
+            },
         });
     }
     let recorded = overall.histogram().recorded();
