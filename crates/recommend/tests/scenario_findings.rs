@@ -277,3 +277,72 @@ fn affinity_disengaged_silent_when_the_index_fits() {
     assert!(r.is_empty(), "{r:#?}");
     silent_on_healthy(&Variant::default(), ids::AFFINITY_DISENGAGED);
 }
+
+/// stale-index: the index keeps sessions the engines' small caches have
+/// evicted. The router's predicted hit (the picked endpoint's match, from
+/// the `-v=5` producer lines) is the truth's, and vLLM's delivered one is
+/// far below it.
+#[test]
+fn reuse_shortfall_fires_on_stale_index() {
+    let s = short("stale-index", 150.0);
+    let variant = Variant {
+        producers_v5: true,
+        ..Variant::default()
+    };
+    let out = run(&s, 1, &variant);
+    assert_eq!(
+        out.summary.failure_mode.as_deref(),
+        failure_truth("stale-index")
+    );
+    let (mut matched, mut prompt) = (0i64, 0i64);
+    for t in &out.truth {
+        let c = t
+            .candidates
+            .iter()
+            .find(|c| c.endpoint == t.chosen_endpoint)
+            .expect("chosen among the candidates");
+        matched += c.match_blocks.unwrap_or(0) * c.block_size_tokens.unwrap_or(0);
+        prompt += t.prompt_tokens;
+    }
+    let truth_predicted = matched as f64 / prompt as f64;
+    // gate-dist has no vLLM hit rate to compare with.
+    let g = gate_dist(&out, config_of(&s)).findings;
+    assert!(g.is_empty(), "{g:#?}");
+    let r = recommend(&out, config_of(&s));
+    assert_eq!(ids_of(&r), [ids::REUSE_SHORTFALL], "{r:#?}");
+    let f = &r[0];
+    let predicted = f.evidence.figures["predicted_hit_rate"];
+    let delivered = f.evidence.figures["vllm_hit_rate"];
+    assert!(
+        (predicted - truth_predicted).abs() < 0.03,
+        "{predicted} vs truth {truth_predicted}"
+    );
+    assert!(predicted - delivered >= 0.25, "{predicted} vs {delivered}");
+    // Every request but the last few, whose lines the run's end cut.
+    let n = out.truth.len() as u64;
+    assert!(f.evidence.count <= n && f.evidence.count + 3 >= n, "{f:#?}");
+    // The TTFT fit replays the predicted hits: it is not offered as the
+    // peak (no peak_misconfigured from it), and the summary says so.
+    assert!(
+        f.summary.contains("not taken for the peak"),
+        "{}",
+        f.summary
+    );
+}
+
+/// The same deployment with caches as large as the index: what the
+/// router predicts, vLLM delivers.
+#[test]
+fn reuse_shortfall_silent_when_the_caches_keep_the_prefixes() {
+    let mut s = short("stale-index", 150.0);
+    for p in &mut s.deployments[0].pools {
+        p.kv_capacity_tokens = p.index_capacity_tokens.take().unwrap();
+    }
+    let variant = Variant {
+        producers_v5: true,
+        ..Variant::default()
+    };
+    let out = run(&s, 1, &variant);
+    let r = recommend(&out, config_of(&s));
+    assert!(r.is_empty(), "{r:#?}");
+}

@@ -243,8 +243,8 @@ pub struct Engine {
     busy_until_ns: i64,
     inflight: Vec<InFlight>,
     cache: PrefixCache,
-    /// The approximate prefix producer's index, when it holds less than
-    /// the cache ([`Pool::index_capacity_tokens`]).
+    /// The approximate prefix producer's index, when its capacity differs
+    /// from the cache's ([`Pool::index_capacity_tokens`]).
     index: Option<PrefixCache>,
     /// Jobs, when collected for vLLM logs.
     pub jobs: Vec<Job>,
@@ -921,8 +921,7 @@ impl DepState {
     }
 
     /// Blocks of the prompt the engine's cache really holds: `seen` (what
-    /// the candidate showed) unless the pool's index holds less than the
-    /// cache.
+    /// the candidate showed) unless the pool has its own index.
     #[allow(clippy::too_many_arguments)]
     fn cached_blocks(
         &self,

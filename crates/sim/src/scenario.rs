@@ -96,10 +96,10 @@ pub struct Pool {
     pub prefix_scorer_weight: f64,
     /// What the approximate prefix producer's index holds per engine, in
     /// tokens (`lruCapacityPerServer` blocks of the deployment's block
-    /// size), when it holds less than the engine's cache: the candidates'
+    /// size), when it differs from the engine's cache: the candidates'
     /// match (what the filter and scorers see) comes from this index, the
-    /// engine's real hits from its cache. `None`: the index mirrors the
-    /// engine's cache.
+    /// engine's real hits from its cache (`kv_capacity_tokens`). `None`:
+    /// the index mirrors the engine's cache.
     pub index_capacity_tokens: Option<i64>,
 }
 
@@ -426,6 +426,7 @@ pub fn scenario(name: &str) -> Option<Scenario> {
         "active-active" => Some(active_active()),
         "inert-breaks" => Some(inert_breaks()),
         "undersized-index" => Some(undersized_index()),
+        "stale-index" => Some(stale_index()),
         _ => None,
     }
 }
@@ -440,6 +441,7 @@ pub fn failure_scenario_names() -> &'static [&'static str] {
         "active-active",
         "inert-breaks",
         "undersized-index",
+        "stale-index",
     ]
 }
 
@@ -462,8 +464,34 @@ pub fn failure_truth(name: &str) -> Option<&'static str> {
         "undersized-index" => Some(
             "affinity_disengaged: the approximate prefix producer's index holds 128 blocks (8192 tokens) per engine, so a session's earlier turns are evicted before it returns and the filter finds no sticky endpoint, while vLLM's own caches still hit",
         ),
+        "stale-index" => Some(
+            "reuse_shortfall: each engine's KV cache holds 16384 tokens while the approximate prefix producer's index keeps every session, so the router pins follow-ups to prefixes vLLM has already evicted",
+        ),
         _ => None,
     }
+}
+
+/// `balanced`'s deployment on 64-token blocks whose engines keep only
+/// 16384 tokens of prefix cache each (a few sessions), while the
+/// approximate producer's index keeps 2,000,000 tokens per engine: the
+/// filter pins each follow-up to the engine the index says holds it, and
+/// vLLM finds little of it. No exploration, no missing signal.
+fn stale_index() -> Scenario {
+    let mut s = balanced();
+    s.name = "stale-index".to_string();
+    s.description = "qwen3-32b as balanced on 64-token blocks, engines caching 16384 tokens under an index that keeps everything (reuse_shortfall)".to_string();
+    for d in &mut s.deployments {
+        d.block_size = 64;
+        d.missing_signal_prob = 0.0;
+        for p in &mut d.pools {
+            p.index_capacity_tokens = Some(p.kv_capacity_tokens);
+            p.kv_capacity_tokens = 16384;
+            for f in &mut p.filters {
+                f.config.exploration_probability = 0.0;
+            }
+        }
+    }
+    s
 }
 
 /// `balanced`'s deployment decided by two active EPP replicas (no
