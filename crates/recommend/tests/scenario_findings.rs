@@ -346,3 +346,40 @@ fn reuse_shortfall_silent_when_the_caches_keep_the_prefixes() {
     let r = recommend(&out, config_of(&s));
     assert!(r.is_empty(), "{r:#?}");
 }
+
+/// With the prefix scorer's scores in the log (`-v=5`), the two causes of
+/// a disengaged filter are told apart: on undersized-index vLLM's caches
+/// hit more than the index's best score, so the index is named; on
+/// affinity-off (the same 64-token blocks) the index holds the prompts and
+/// the threshold is above them, so the threshold is named.
+#[test]
+fn affinity_disengaged_names_the_index_or_the_threshold() {
+    let variant = Variant {
+        producers_v5: true,
+        ..Variant::default()
+    };
+    let s = short("undersized-index", 150.0);
+    let out = run(&s, 1, &variant);
+    let r = recommend(&out, config_of(&s));
+    assert_eq!(ids_of(&r), [ids::AFFINITY_DISENGAGED], "{r:#?}");
+    let f = &r[0];
+    let (p50, hit) = (
+        f.evidence.figures["best_prefix_score_p50"],
+        f.evidence.figures["vllm_prefix_cache_hit_rate"],
+    );
+    assert!(hit >= p50 + 0.1, "{p50} {hit}");
+    assert!(f.action.starts_with("a larger index"), "{}", f.action);
+
+    let mut s = short("affinity-off", 150.0);
+    s.deployments[0].block_size = 64;
+    let out = run(&s, 1, &variant);
+    let r = recommend(&out, config_of(&s));
+    assert_eq!(ids_of(&r), [ids::AFFINITY_DISENGAGED], "{r:#?}");
+    let f = &r[0];
+    let (p50, hit) = (
+        f.evidence.figures["best_prefix_score_p50"],
+        f.evidence.figures["vllm_prefix_cache_hit_rate"],
+    );
+    assert!(p50 >= 0.5 && hit < p50, "{p50} {hit}");
+    assert!(f.action.starts_with("affinityThreshold: "), "{}", f.action);
+}

@@ -16,6 +16,10 @@ pub const DISENGAGED_NO_MATCH_SHARE: f64 = 0.9;
 /// `affinity_disengaged`: the prompts share prefixes (best prefix score at
 /// p90, or vLLM's prefix cache hit rate) at least this much.
 pub const DISENGAGED_REUSE: f64 = 0.2;
+/// `affinity_disengaged`: vLLM's hit rate above the best prefix score's
+/// p50 by at least this much says the engines hold more than the prefix
+/// index: the index, not the threshold, is short.
+pub const DISENGAGED_INDEX_MARGIN: f64 = 0.1;
 /// `gate_never_fires`: released share below this.
 pub const NEVER_FIRES_RELEASED: f64 = 0.01;
 /// `gate_never_fires`: pinned-worse share at least this (warning).
@@ -229,6 +233,23 @@ pub fn affinity_disengaged(v: &View) -> Option<Finding> {
         if p90 < DISENGAGED_REUSE && v.vllm_hit_rate.is_none_or(|(h, _)| h < DISENGAGED_REUSE) {
             // No reuse to exploit: prefix affinity has nothing to pin.
             return None;
+        }
+        if let Some((hit, lines)) = v.vllm_hit_rate {
+            ev.figures.insert("vllm_prefix_cache_hit_rate".into(), hit);
+            ev.figures.insert("vllm_stats_lines".into(), lines as f64);
+            if hit >= p50 + DISENGAGED_INDEX_MARGIN {
+                return Some(finding(
+                    ids::AFFINITY_DISENGAGED,
+                    Severity::Critical,
+                    v,
+                    format!(
+                        "{head}; their best prefix score is {p50:.2} at p50 and {p90:.2} at p90, while vLLM reports a prefix cache hit rate of {} over {lines} stats lines: the engines hold more of the prompts than the prefix index says",
+                        pct(hit)
+                    ),
+                    ev,
+                    "a larger index for the approximate prefix producer (lruCapacityPerServer), then check affinityThreshold again".into(),
+                ));
+            }
         }
         let to = ((p50 * 20.0).floor() / 20.0).clamp(0.05, (threshold - 0.05).max(0.05));
         return Some(finding(
