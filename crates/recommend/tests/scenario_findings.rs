@@ -383,3 +383,90 @@ fn affinity_disengaged_names_the_index_or_the_threshold() {
     assert!(p50 >= 0.5 && hit < p50, "{p50} {hit}");
     assert!(f.action.starts_with("affinityThreshold: "), "{}", f.action);
 }
+
+/// eight-deployments with each filter running its deployment's true peak
+/// (not the default), captured at `-v=5`, audited without a config: where
+/// the approximate producer's lines give every candidate's load and score
+/// beside a released gate's TTFTs, the peak in force is inferred exactly
+/// and every ms figure matches the audit given the true config; where they
+/// do not, the finding says the figures assume the default, and by what
+/// factor they scale.
+#[test]
+fn the_peak_in_force_is_inferred_from_v5_lines_or_said_to_be_assumed() {
+    let mut s = short("eight-deployments", 120.0);
+    let peaks: BTreeMap<String, f64> = s
+        .deployments
+        .iter()
+        .map(|d| (d.name.clone(), d.true_peak_tps().round()))
+        .collect();
+    for (name, p) in &peaks {
+        s.set_filter_param(Some(name), "peakPrefillThroughput", &format!("{p}"))
+            .unwrap();
+    }
+    // A bar that releases now and then, so that gate lines are logged.
+    s.set_filter_param(None, "maxTTFTPenaltyMs", "4000")
+        .unwrap();
+    let variant = Variant {
+        producers_v5: true,
+        ..Variant::default()
+    };
+    let out = run(&s, 1, &variant);
+    let without = gate_dist(&out, ConfigSet::default());
+    let mut given = ConfigSet::default();
+    for d in &s.deployments {
+        given.per_deployment.insert(
+            d.name.clone(),
+            vec![(
+                String::new(),
+                SourcedConfig::new("file:epp.yaml", d.primary_config(), ParamSource::File),
+            )],
+        );
+    }
+    let with = gate_dist(&out, given);
+    let mut inferred = 0;
+    for d in &s.deployments {
+        let f = without
+            .findings
+            .iter()
+            .find(|f| f.id == ids::DEFAULT_PEAK_ASSUMED && f.deployment == d.name)
+            .unwrap_or_else(|| panic!("{}: {:#?}", d.name, without.findings));
+        let p = peaks[&d.name];
+        if f.severity == Severity::Info {
+            inferred += 1;
+            let got = f.evidence.figures["inferred_peak"];
+            assert!((got - p).abs() <= 1e-3 * p, "{}: {got} vs {p}", d.name);
+            let a = &without
+                .deployments
+                .iter()
+                .find(|x| x.name == d.name)
+                .unwrap()
+                .stats;
+            let b = &with
+                .deployments
+                .iter()
+                .find(|x| x.name == d.name)
+                .unwrap()
+                .stats;
+            for (x, y) in [
+                (a.gate_input_ms.p50, b.gate_input_ms.p50),
+                (a.gate_input_ms.p90, b.gate_input_ms.p90),
+            ] {
+                let (x, y) = (x.unwrap(), y.unwrap());
+                assert!(
+                    (x - y).abs() <= 0.05 * y.abs().max(1.0),
+                    "{}: {x} vs {y}",
+                    d.name
+                );
+            }
+            assert_eq!(a.released, b.released, "{}", d.name);
+        } else {
+            assert_eq!(f.severity, Severity::Warning);
+            assert!(f.summary.contains("15928/P"), "{}", f.summary);
+        }
+    }
+    assert!(
+        inferred >= 3,
+        "{inferred} inferred: {:#?}",
+        without.findings
+    );
+}
