@@ -350,7 +350,9 @@ pub fn block_sizes_for<'a>(
 impl DecisionInput {
     /// When the log does not state the peak in force but the decision's
     /// gate line logs its TTFTs beside the exact in-flight tokens they were
-    /// computed from, sets [`DecisionInput::prefill_throughput`] to the
+    /// computed from (or, at `-v=5`, the approximate producer's scores and
+    /// the scorer's loads that give them; see
+    /// [`crate::findings::implied_peak`]), sets [`DecisionInput::prefill_throughput`] to the
     /// peak they imply (`tokens / TTFT`, both sides agreeing within 0.5 %)
     /// and marks it inferred. `threshold` is the `affinityThreshold` to
     /// tell the sides apart when the decision does not log it.

@@ -17,12 +17,14 @@ pub struct Line {
     pub sort_ns: i64,
     /// Sequence number for ties.
     pub seq: u64,
-    /// Deployment index (which EPP pod wrote it).
+    /// Deployment index (which EPP pod wrote it, with `replica`).
     pub dep: usize,
     /// The `ts` in the line.
     pub ts_ns: i64,
     /// The JSON text, without newline.
     pub text: String,
+    /// The deployment's EPP replica that wrote it ([`Deployment::epp_pods`]).
+    pub replica: usize,
 }
 
 const SP: &str = "scheduling/scheduler_profile.go";
@@ -30,6 +32,7 @@ const SCHED: &str = "scheduling/scheduler.go";
 const FILTER_TYPE: &str = "prefix-cache-affinity-filter";
 const SCORER: &str = "token-load-scorer/token-load-scorer";
 const PICKER: &str = "max-score-picker/max-score-picker";
+const PREFIX_SCORER: &str = "prefix-cache-scorer/prefix-cache-scorer";
 
 /// The encoding/json rendering of a `*endpoint` in the reflected dumps.
 pub fn endpoint_json(info: &EndpointInfo, snap: &Snapshot, block_size: i64) -> String {
@@ -74,6 +77,7 @@ fn id_object(info: &EndpointInfo) -> String {
 struct Writer<'a> {
     enc: Encoding,
     dep: usize,
+    replica: usize,
     t: i64,
     rng: &'a mut Rng,
     seq: &'a mut u64,
@@ -108,6 +112,7 @@ impl Writer<'_> {
             dep: self.dep,
             ts_ns: ts,
             text: line.finish(),
+            replica: self.replica,
         });
     }
 }
@@ -208,6 +213,7 @@ pub fn render(
     let mut w = Writer {
         enc,
         dep: req.dep,
+        replica: req.replica,
         t: req.arrival_ns,
         rng,
         seq,
@@ -553,9 +559,39 @@ fn profile_lines(
             .float("score", score);
         w.push(l);
     }
+    // A prefix scorer in the profile runs after the token-load scorer:
+    // its own lines, whatever the verbosity of the producers.
+    if spec.prefix_scorer_weight > 0.0 {
+        let l = w
+            .start(3, &format!("{SP}:246"), "Running scorer plugin")
+            .ctx(rid, d)
+            .str("plugin", PREFIX_SCORER);
+        w.push(l);
+        w.rng.shuffle(&mut map_order);
+        for &i in &map_order {
+            let (p, _, _) = run.scored[i];
+            let l = w
+                .start(4, &format!("{SP}:251"), "Calculated score")
+                .ctx(rid, d)
+                .str("plugin", PREFIX_SCORER)
+                .raw("endpoint", &id_object(info(p)))
+                .float("score", run.cands[p].prefix_score());
+            w.push(l);
+        }
+        let l = w
+            .start(
+                4,
+                &format!("{SP}:256"),
+                "Completed running scorer plugin successfully",
+            )
+            .ctx(rid, d)
+            .str("plugin", PREFIX_SCORER);
+        w.push(l);
+    }
     // With the approximate producer, the prefix scorer: match over total
     // blocks of each scored endpoint.
-    if producers_v5 && dep.block_size >= APPROX_MIN_BLOCK_TOKENS {
+    if producers_v5 && dep.block_size >= APPROX_MIN_BLOCK_TOKENS && spec.prefix_scorer_weight <= 0.0
+    {
         for &i in &map_order {
             let (p, _, _) = run.scored[i];
             let c = &run.cands[p];
@@ -596,11 +632,11 @@ fn profile_lines(
     w.push(l);
     w.rng.shuffle(&mut map_order);
     let weighted = json_array(map_order.iter().map(|&i| {
-        let (p, _, score) = run.scored[i];
+        let (p, _, _) = run.scored[i];
         format!(
             "{{\"Endpoint\":{},\"Score\":{}}}",
             dumps[p],
-            zap_float(score.clamp(0.0, 1.0))
+            zap_float(run.weighted[i])
         )
     }));
     let l = w
@@ -777,7 +813,14 @@ fn truth_record(
         truth_best_non_sticky_in_flight: bn.map(|p| run.true_in_flight[p]),
         truth_matched_tokens: bs.map(|p| run.cands[p].matched_tokens()),
         prompt_tokens: req.prompt_tokens,
-        epp_pod: dep.epp_pod.clone(),
+        epp_pod: if req.replica == 0 {
+            dep.epp_pod.clone()
+        } else {
+            dep.epp_pods()
+                .get(req.replica)
+                .cloned()
+                .unwrap_or_else(|| dep.epp_pod.clone())
+        },
         chosen_endpoint: pool.endpoints[run.order[run.chosen]].ns_name(),
         ttft_ms: (req.first_token_ns - req.arrival_ns) as f64 / 1e6,
         arrival_ts: epoch_float(req.arrival_ns),

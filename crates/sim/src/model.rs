@@ -60,6 +60,8 @@ struct InFlight {
     release_ns: i64,
     tokens: i64,
     done_ns: i64,
+    /// The EPP replica that scheduled it.
+    replica: usize,
 }
 
 /// One request's life on one engine, for the vLLM stats lines.
@@ -241,11 +243,23 @@ pub struct Engine {
     busy_until_ns: i64,
     inflight: Vec<InFlight>,
     cache: PrefixCache,
+    /// The approximate prefix producer's index, when its capacity differs
+    /// from the cache's ([`Pool::index_capacity_tokens`]).
+    index: Option<PrefixCache>,
     /// Jobs, when collected for vLLM logs.
     pub jobs: Vec<Job>,
 }
 
 impl Engine {
+    /// Records a prompt served here: in the cache, and in the index when
+    /// there is one.
+    fn insert(&mut self, prefix: &Prefix, prompt_blocks: i64) {
+        self.cache.insert(prefix, prompt_blocks);
+        if let Some(i) = self.index.as_mut() {
+            i.insert(prefix, prompt_blocks);
+        }
+    }
+
     fn prune(&mut self, t: i64) {
         self.inflight.retain(|f| f.done_ns > t);
     }
@@ -254,6 +268,16 @@ impl Engine {
         self.inflight
             .iter()
             .filter(|f| f.release_ns > t)
+            .map(|f| f.tokens)
+            .sum()
+    }
+
+    /// In-flight tokens as one EPP replica counts them: only the requests
+    /// it scheduled itself.
+    fn in_flight_tokens_of(&self, t: i64, replica: usize) -> i64 {
+        self.inflight
+            .iter()
+            .filter(|f| f.release_ns > t && f.replica == replica)
             .map(|f| f.tokens)
             .sum()
     }
@@ -348,6 +372,10 @@ pub struct ProfileRun {
     pub filters: Vec<FilterRun>,
     /// Scored positions: (position, tokenLoad, score), in survivor order.
     pub scored: Vec<(usize, f64, f64)>,
+    /// The picker's weighted score of each scored position (same order):
+    /// the token-load score, plus the prefix scorer's weighted one when the
+    /// pool has it.
+    pub weighted: Vec<f64>,
     /// The picked position.
     pub chosen: usize,
 }
@@ -386,6 +414,8 @@ pub struct Request {
     pub first_token_ns: i64,
     /// Output tokens.
     pub output_tokens: i64,
+    /// The EPP replica that decided it (0 with one replica).
+    pub replica: usize,
     /// Session id (a trace request's line number in the trace).
     pub session: u64,
     /// Turn within the session, from 0.
@@ -422,6 +452,8 @@ pub struct DepState {
     start_ns: i64,
     end_ns: i64,
     collect_jobs: bool,
+    /// The EPP replica deciding the request being scheduled.
+    replica: usize,
 }
 
 fn pod_hash(rng: &mut Rng) -> String {
@@ -498,12 +530,14 @@ impl DepState {
                         rank,
                         labels: labels.clone(),
                     });
+                    let cache = |tokens: i64| PrefixCache {
+                        cap_blocks: tokens / dep.block_size.max(1),
+                        trace_cap: (tokens / TRACE_BLOCK_TOKENS).max(0) as usize,
+                        ..PrefixCache::default()
+                    };
                     engines.push(Engine {
-                        cache: PrefixCache {
-                            cap_blocks: p.kv_capacity_tokens / dep.block_size.max(1),
-                            trace_cap: (p.kv_capacity_tokens / TRACE_BLOCK_TOKENS).max(0) as usize,
-                            ..PrefixCache::default()
-                        },
+                        cache: cache(p.kv_capacity_tokens),
+                        index: p.index_capacity_tokens.map(cache),
                         ..Engine::default()
                     });
                 }
@@ -525,6 +559,7 @@ impl DepState {
             start_ns,
             end_ns,
             collect_jobs,
+            replica: 0,
         };
         s.next_arrival_ns = match &s.trace {
             Some((t, _)) => trace_arrival(t, 0, start_ns),
@@ -794,6 +829,11 @@ impl DepState {
         let w = &dep.workload;
         let bs = dep.block_size.max(1);
         let prompt_blocks = (prompt / bs).max(1);
+        self.replica = if dep.epp_replicas > 1 {
+            self.routing.index(dep.epp_replicas)
+        } else {
+            0
+        };
 
         let mut runs = Vec::new();
         let mut pd = None;
@@ -803,6 +843,7 @@ impl DepState {
         let r0 = self.run_profile(dep, 0, t, prefix, prompt, prompt_blocks);
         let e0 = r0.order[r0.chosen];
         let m0 = r0.cands[r0.chosen].match_blocks.unwrap_or(0);
+        let c0 = self.cached_blocks(0, e0, prefix, prompt, prompt_blocks, bs, m0);
         runs.push(r0);
         let arrive = t + 2_000_000;
         let decode_ns = (output as f64 / decode_tps * NS) as i64;
@@ -819,6 +860,7 @@ impl DepState {
                     let r1 = self.run_profile(dep, 1, t + 1_500_000, prefix, prompt, prompt_blocks);
                     let e1 = r1.order[r1.chosen];
                     let m1 = r1.cands[r1.chosen].match_blocks.unwrap_or(0);
+                    let m1 = self.cached_blocks(1, e1, prefix, prompt, prompt_blocks, bs, m1);
                     runs.push(r1);
                     let cost = PrefillCost::of(&dep.pools[1]);
                     let (first, _) = self.enqueue(
@@ -835,10 +877,8 @@ impl DepState {
                     let kv_ready = first + 5_000_000 + (prompt as f64 / 2e6 * NS) as i64;
                     let done_ns = kv_ready + decode_ns;
                     remote = Some((kv_ready, done_ns));
-                    self.attach_remote(0, e0, arrive, kv_ready, prompt, m0 * bs, output, done_ns);
-                    self.pools[1].engines[e1]
-                        .cache
-                        .insert(prefix, prompt_blocks);
+                    self.attach_remote(0, e0, arrive, kv_ready, prompt, c0 * bs, output, done_ns);
+                    self.pools[1].engines[e1].insert(prefix, prompt_blocks);
                 }
             }
             _ => {}
@@ -853,7 +893,7 @@ impl DepState {
                     e0,
                     arrive,
                     prompt,
-                    m0 * bs,
+                    c0 * bs,
                     cost,
                     output,
                     decode_ns,
@@ -861,9 +901,7 @@ impl DepState {
                 )
             }
         };
-        self.pools[0].engines[e0]
-            .cache
-            .insert(prefix, prompt_blocks);
+        self.pools[0].engines[e0].insert(prefix, prompt_blocks);
 
         Request {
             dep: self.index,
@@ -875,9 +913,30 @@ impl DepState {
             done_ns,
             first_token_ns,
             output_tokens: output,
+            replica: self.replica,
             session: 0,
             turn: 0,
             think_ns: None,
+        }
+    }
+
+    /// Blocks of the prompt the engine's cache really holds: `seen` (what
+    /// the candidate showed) unless the pool has its own index.
+    #[allow(clippy::too_many_arguments)]
+    fn cached_blocks(
+        &self,
+        pool: usize,
+        e: usize,
+        prefix: &Prefix,
+        prompt: i64,
+        prompt_blocks: i64,
+        bs: i64,
+        seen: i64,
+    ) -> i64 {
+        let eng = &self.pools[pool].engines[e];
+        match eng.index {
+            Some(_) => eng.cache.matched(prefix, prompt, bs, prompt_blocks),
+            None => seen,
         }
     }
 
@@ -898,6 +957,7 @@ impl DepState {
         prefill_only: bool,
     ) -> (i64, i64) {
         let collect = self.collect_jobs;
+        let replica = self.replica;
         let eng = &mut self.pools[pool].engines[e];
         let uncached = (prompt - cached).max(1);
         let start = arrive.max(eng.busy_until_ns);
@@ -912,6 +972,7 @@ impl DepState {
             release_ns: first,
             tokens: uncached,
             done_ns: done,
+            replica,
         });
         if collect {
             eng.jobs.push(Job {
@@ -942,12 +1003,14 @@ impl DepState {
         done: i64,
     ) {
         let collect = self.collect_jobs;
+        let replica = self.replica;
         let eng = &mut self.pools[pool].engines[e];
         let uncached = (prompt - cached).max(1);
         eng.inflight.push(InFlight {
             release_ns: kv_ready,
             tokens: uncached,
             done_ns: done,
+            replica,
         });
         if collect {
             eng.jobs.push(Job {
@@ -989,19 +1052,30 @@ impl DepState {
             let eng = &mut self.pools[pool_idx].engines[e];
             eng.prune(t);
             let tokens = eng.in_flight_tokens(t);
+            // What this replica counts: all of it with one replica.
+            let seen = if dep.epp_replicas > 1 {
+                eng.in_flight_tokens_of(t, self.replica)
+            } else {
+                tokens
+            };
             let requests = eng.in_flight_requests(t);
-            let matched = eng.cache.matched(prefix, prompt_tokens, bs, prompt_blocks);
+            let matched = eng.index.as_ref().unwrap_or(&eng.cache).matched(
+                prefix,
+                prompt_tokens,
+                bs,
+                prompt_blocks,
+            );
             let waiting = eng.waiting(t);
             let cache_used = eng.cache.used_blocks as f64 / eng.cache.cap_blocks.max(1) as f64;
             let mut c = Candidate::new(id)
                 .with_match(matched, prompt_blocks, bs)
                 .with_in_flight_requests(requests);
             if !self.routing.chance(dep.missing_signal_prob) {
-                c = c.with_in_flight_tokens(tokens);
+                c = c.with_in_flight_tokens(seen);
             }
             if uses_predictor && !self.routing.chance(dep.missing_prediction_prob) {
                 let uncached = (prompt_blocks - matched) * bs;
-                let base = (tokens + uncached) as f64 / spec.true_peak_tps.max(1.0) * 1000.0 + 35.0;
+                let base = (seen + uncached) as f64 / spec.true_peak_tps.max(1.0) * 1000.0 + 35.0;
                 let noisy = base * self.routing.lognormal_mean(1.0, 0.12);
                 c = c.with_predicted_ttft_ms((noisy * 1000.0).round() / 1000.0);
             }
@@ -1049,8 +1123,25 @@ impl DepState {
             };
             scored.push((i, load.min(QUEUE_THRESHOLD_TOKENS), score));
         }
-        let best = scored.iter().map(|s| s.2).fold(f64::NEG_INFINITY, f64::max);
-        let ties: Vec<usize> = scored.iter().filter(|s| s.2 == best).map(|s| s.0).collect();
+        // The picker's weighted sum: each scorer's score clamped to [0, 1]
+        // times its weight (token-load 1, prefix scorer as configured).
+        let weighted: Vec<f64> = scored
+            .iter()
+            .map(|&(i, _, score)| {
+                let mut w = score.clamp(0.0, 1.0);
+                if spec.prefix_scorer_weight > 0.0 {
+                    w += cands[i].prefix_score().clamp(0.0, 1.0) * spec.prefix_scorer_weight;
+                }
+                w
+            })
+            .collect();
+        let best = weighted.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let ties: Vec<usize> = scored
+            .iter()
+            .zip(&weighted)
+            .filter(|(_, w)| **w == best)
+            .map(|(s, _)| s.0)
+            .collect();
         let chosen = if ties.is_empty() {
             0
         } else {
@@ -1064,6 +1155,7 @@ impl DepState {
             snapshots,
             filters,
             scored,
+            weighted,
             chosen,
         }
     }

@@ -89,6 +89,18 @@ pub struct Pool {
     pub filters: Vec<FilterInstance>,
     /// vLLM stats flavour.
     pub vllm: VllmFlavor,
+    /// Weight of a `prefix-cache-scorer` run after the token-load scorer
+    /// (weight 1) in the profile: it scores each survivor by its matched
+    /// over total blocks, and the max-score picker takes the highest
+    /// weighted sum. 0: no prefix scorer (the token-load scorer alone).
+    pub prefix_scorer_weight: f64,
+    /// What the approximate prefix producer's index holds per engine, in
+    /// tokens (`lruCapacityPerServer` blocks of the deployment's block
+    /// size), when it differs from the engine's cache: the candidates'
+    /// match (what the filter and scorers see) comes from this index, the
+    /// engine's real hits from its cache (`kv_capacity_tokens`). `None`:
+    /// the index mirrors the engine's cache.
+    pub index_capacity_tokens: Option<i64>,
 }
 
 /// The requests a deployment receives.
@@ -176,6 +188,11 @@ pub struct Deployment {
     pub missing_prediction_prob: f64,
     /// Probability of a client-chosen request id `req-<n>` instead of a UUID.
     pub plain_request_ids_prob: f64,
+    /// Active EPP replicas of the pool (1 normally). With more, each
+    /// request is decided by one of them at random, and each replica
+    /// counts only the in-flight tokens of the requests it scheduled
+    /// itself; its lines carry its own pod name ([`Deployment::epp_pods`]).
+    pub epp_replicas: usize,
 }
 
 impl Deployment {
@@ -191,6 +208,30 @@ impl Deployment {
     /// True peak prefill throughput of one prefill engine, tokens/s.
     pub fn true_peak_tps(&self) -> f64 {
         self.prefill_pool().true_peak_tps
+    }
+
+    /// The EPP pod of each replica: [`Deployment::epp_pod`] first, then pods
+    /// of the same ReplicaSet (its hash, another 5-character suffix).
+    pub fn epp_pods(&self) -> Vec<String> {
+        let n = self.epp_replicas.max(1);
+        let mut pods = vec![self.epp_pod.clone()];
+        let stem = match self.epp_pod.rfind('-') {
+            Some(i) => &self.epp_pod[..i],
+            None => self.epp_pod.as_str(),
+        };
+        let mut rng = crate::rng::Rng::derive(
+            self.name
+                .bytes()
+                .fold(0x5eed_u64, |h, b| h.wrapping_mul(31) ^ u64::from(b)),
+            5000,
+        );
+        while pods.len() < n {
+            let p = format!("{stem}-{}", rng.token(5, b"bcdfghjklmnpqrstvwxz2456789"));
+            if !pods.contains(&p) {
+                pods.push(p);
+            }
+        }
+        pods
     }
 
     /// The last filter instance's config of the first pool (the
@@ -382,6 +423,10 @@ pub fn scenario(name: &str) -> Option<Scenario> {
         "peak-sweep" => Some(peak_sweep()),
         "affinity-off" => Some(affinity_off()),
         "missing-signal" => Some(missing_signal()),
+        "active-active" => Some(active_active()),
+        "inert-breaks" => Some(inert_breaks()),
+        "undersized-index" => Some(undersized_index()),
+        "stale-index" => Some(stale_index()),
         _ => None,
     }
 }
@@ -390,7 +435,14 @@ pub fn scenario(name: &str) -> Option<Scenario> {
 /// name; listed by `epp-sim list`, kept out of [`scenario_names`] (the
 /// committed fixtures and the tests over every scenario).
 pub fn failure_scenario_names() -> &'static [&'static str] {
-    &["affinity-off", "missing-signal"]
+    &[
+        "affinity-off",
+        "missing-signal",
+        "active-active",
+        "inert-breaks",
+        "undersized-index",
+        "stale-index",
+    ]
 }
 
 /// What a failure scenario gets wrong (its summary's `failure_mode`), or
@@ -403,8 +455,108 @@ pub fn failure_truth(name: &str) -> Option<&'static str> {
         "missing-signal" => Some(
             "missing_signal: 35 % of the candidates lack their in-flight load at each decision, so a side often has no signal and the gate is skipped",
         ),
+        "active-active" => Some(
+            "split_load_view: two EPP replicas decide for one pool, each request at random, and each counts only its own in-flight tokens, so every gate input sees about half the pool's load",
+        ),
+        "inert-breaks" => Some(
+            "inert_breaks: a prefix-cache-scorer (weight 2) after the filter outweighs the token-load scorer (weight 1), so a request the gate releases goes back to a sticky endpoint most of the time",
+        ),
+        "undersized-index" => Some(
+            "affinity_disengaged: the approximate prefix producer's index holds 128 blocks (8192 tokens) per engine, so a session's earlier turns are evicted before it returns and the filter finds no sticky endpoint, while vLLM's own caches still hit",
+        ),
+        "stale-index" => Some(
+            "reuse_shortfall: each engine's KV cache holds 16384 tokens while the approximate prefix producer's index keeps every session, so the router pins follow-ups to prefixes vLLM has already evicted",
+        ),
         _ => None,
     }
+}
+
+/// `balanced`'s deployment on 64-token blocks whose engines keep only
+/// 16384 tokens of prefix cache each (a few sessions), while the
+/// approximate producer's index keeps 2,000,000 tokens per engine: the
+/// filter pins each follow-up to the engine the index says holds it, and
+/// vLLM finds little of it. No exploration, no missing signal.
+fn stale_index() -> Scenario {
+    let mut s = balanced();
+    s.name = "stale-index".to_string();
+    s.description = "qwen3-32b as balanced on 64-token blocks, engines caching 16384 tokens under an index that keeps everything (reuse_shortfall)".to_string();
+    for d in &mut s.deployments {
+        d.block_size = 64;
+        d.missing_signal_prob = 0.0;
+        for p in &mut d.pools {
+            p.index_capacity_tokens = Some(p.kv_capacity_tokens);
+            p.kv_capacity_tokens = 16384;
+            for f in &mut p.filters {
+                f.config.exploration_probability = 0.0;
+            }
+        }
+    }
+    s
+}
+
+/// `balanced`'s deployment decided by two active EPP replicas (no
+/// exploration, no missing signal): each request goes to one of them at
+/// random, and each gates on its own in-flight tokens only.
+fn active_active() -> Scenario {
+    let mut s = balanced();
+    s.name = "active-active".to_string();
+    s.description = "qwen3-32b as balanced, two EPP replicas deciding at once, each seeing its own in-flight tokens (split_load_view)".to_string();
+    for d in &mut s.deployments {
+        d.epp_replicas = 2;
+        d.missing_signal_prob = 0.0;
+        for p in &mut d.pools {
+            for f in &mut p.filters {
+                f.config.exploration_probability = 0.0;
+            }
+        }
+    }
+    s
+}
+
+/// `glm-like` at its true peak (3000 tok/s) with a bar that releases
+/// (8000 ms), plus a `prefix-cache-scorer` of weight 2 after the filter:
+/// when the gate releases and keeps every endpoint, the prefix scorer's
+/// matched-over-total blocks (up to 2 weighted points) outweighs the
+/// token-load scorer's spread (at most 1), so the picker sends the
+/// request back to a sticky endpoint unless another one also holds most
+/// of the prompt.
+fn inert_breaks() -> Scenario {
+    let mut s = glm_like();
+    s.name = "inert-breaks".to_string();
+    s.description = "glm-like at its true peak and an 8000 ms bar, prefix-cache-scorer (weight 2) after the filter (inert_breaks)".to_string();
+    for d in &mut s.deployments {
+        for p in &mut d.pools {
+            p.prefix_scorer_weight = 2.0;
+            for f in &mut p.filters {
+                f.config.peak_prefill_throughput = 3000.0;
+                f.config.max_ttft_penalty_ms = 8000.0;
+            }
+        }
+    }
+    s
+}
+
+/// `balanced`'s deployment on 64-token blocks (the approximate prefix
+/// producer) whose index holds 128 blocks per engine
+/// (`lruCapacityPerServer: 128`, against an upstream default of 31250):
+/// the engines' caches keep every session, the index only the last one or
+/// two, so the filter rarely finds a sticky endpoint while vLLM's prefix
+/// cache keeps hitting. No exploration, no missing signal.
+fn undersized_index() -> Scenario {
+    let mut s = balanced();
+    s.name = "undersized-index".to_string();
+    s.description = "qwen3-32b as balanced on 64-token blocks, approximate producer index of 128 blocks per engine (affinity_disengaged)".to_string();
+    for d in &mut s.deployments {
+        d.block_size = 64;
+        d.missing_signal_prob = 0.0;
+        for p in &mut d.pools {
+            p.index_capacity_tokens = Some(128 * 64);
+            for f in &mut p.filters {
+                f.config.exploration_probability = 0.0;
+            }
+        }
+    }
+    s
 }
 
 /// `balanced`'s deployment with `affinityThreshold: 0.97`, above the
@@ -464,6 +616,8 @@ fn pool(profile: &str, role: &str, pods: usize, peak: f64, config: Config) -> Po
         kv_capacity_tokens: 2_000_000,
         filters: vec![FilterInstance::default_named(config)],
         vllm: VllmFlavor::V1,
+        prefix_scorer_weight: 0.0,
+        index_capacity_tokens: None,
     }
 }
 
@@ -506,6 +660,7 @@ fn deployment(
         missing_signal_prob: 0.0,
         missing_prediction_prob: 0.0,
         plain_request_ids_prob: 0.0,
+        epp_replicas: 1,
     }
 }
 

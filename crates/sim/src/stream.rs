@@ -30,7 +30,8 @@ struct Sink<'a> {
     w: &'a mut dyn Write,
     variant: Variant,
     enc: Encoding,
-    pods: Vec<String>,
+    /// Each deployment's EPP pods, by replica.
+    pods: Vec<Vec<String>>,
     heap: BinaryHeap<Reverse<Line>>,
     bytes: u64,
     lines: u64,
@@ -42,9 +43,18 @@ struct Sink<'a> {
 
 impl Sink<'_> {
     fn emit(&mut self, dep: usize, at_ns: i64, text: &[u8]) -> io::Result<()> {
+        self.emit_from(dep, 0, at_ns, text)
+    }
+
+    fn emit_from(&mut self, dep: usize, replica: usize, at_ns: i64, text: &[u8]) -> io::Result<()> {
         let mut buf = Vec::with_capacity(text.len() + 80);
         if self.variant.prefix {
-            buf.extend_from_slice(format!("[pod/{}/epp] ", self.pods[dep]).as_bytes());
+            let pods = &self.pods[dep];
+            let pod = pods
+                .get(replica)
+                .or(pods.first())
+                .map_or("", String::as_str);
+            buf.extend_from_slice(format!("[pod/{pod}/epp] ").as_bytes());
         }
         if self.variant.timestamps {
             buf.extend_from_slice(rfc3339_nano_fixed(at_ns).as_bytes());
@@ -119,7 +129,7 @@ impl Sink<'_> {
         let kubelet = line.sort_ns.max(self.last_ns) + 7_000;
         self.last_ns = kubelet;
         self.noise_before(line.dep, kubelet)?;
-        self.emit(line.dep, kubelet, line.text.as_bytes())
+        self.emit_from(line.dep, line.replica, kubelet, line.text.as_bytes())
     }
 
     fn flush_before(&mut self, t: i64) -> io::Result<()> {
@@ -155,7 +165,10 @@ impl Sink<'_> {
             .finish();
             let mut buf = Vec::new();
             if self.variant.prefix {
-                buf.extend_from_slice(format!("[pod/{}/epp] ", self.pods[0]).as_bytes());
+                let pod = self.pods.first().and_then(|p| p.first());
+                buf.extend_from_slice(
+                    format!("[pod/{}/epp] ", pod.map_or("", String::as_str)).as_bytes(),
+                );
             }
             if self.variant.timestamps {
                 buf.extend_from_slice(rfc3339_nano_fixed(at).as_bytes());
@@ -194,7 +207,7 @@ pub(crate) fn drive(
         w,
         variant: variant.clone(),
         enc,
-        pods: s.deployments.iter().map(|d| d.epp_pod.clone()).collect(),
+        pods: s.deployments.iter().map(|d| d.epp_pods()).collect(),
         heap: BinaryHeap::new(),
         bytes: 0,
         lines: 0,

@@ -187,9 +187,9 @@ pub struct Summary {
     pub overall: DeploymentSummary,
     /// Per deployment, in scenario order.
     pub deployments: Vec<DeploymentSummary>,
-    /// The failure a failure scenario makes (`affinity-off`,
-    /// `missing-signal`: the finding that should name it, and why); absent
-    /// for the other scenarios.
+    /// The failure a failure scenario makes (those of
+    /// [`crate::failure_scenario_names`]: the finding that should name it,
+    /// and why); absent for the other scenarios.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_mode: Option<String>,
 }

@@ -16,6 +16,10 @@ pub const DISENGAGED_NO_MATCH_SHARE: f64 = 0.9;
 /// `affinity_disengaged`: the prompts share prefixes (best prefix score at
 /// p90, or vLLM's prefix cache hit rate) at least this much.
 pub const DISENGAGED_REUSE: f64 = 0.2;
+/// `affinity_disengaged`: vLLM's hit rate above the best prefix score's
+/// p50 by at least this much says the engines hold more than the prefix
+/// index: the index, not the threshold, is short.
+pub const DISENGAGED_INDEX_MARGIN: f64 = 0.1;
 /// `gate_never_fires`: released share below this.
 pub const NEVER_FIRES_RELEASED: f64 = 0.01;
 /// `gate_never_fires`: pinned-worse share at least this (warning).
@@ -230,6 +234,23 @@ pub fn affinity_disengaged(v: &View) -> Option<Finding> {
             // No reuse to exploit: prefix affinity has nothing to pin.
             return None;
         }
+        if let Some((hit, lines)) = v.vllm_hit_rate {
+            ev.figures.insert("vllm_prefix_cache_hit_rate".into(), hit);
+            ev.figures.insert("vllm_stats_lines".into(), lines as f64);
+            if hit >= p50 + DISENGAGED_INDEX_MARGIN {
+                return Some(finding(
+                    ids::AFFINITY_DISENGAGED,
+                    Severity::Critical,
+                    v,
+                    format!(
+                        "{head}; their best prefix score is {p50:.2} at p50 and {p90:.2} at p90, while vLLM reports a prefix cache hit rate of {} over {lines} stats lines: the engines hold more of the prompts than the prefix index says",
+                        pct(hit)
+                    ),
+                    ev,
+                    "a larger index for the approximate prefix producer (lruCapacityPerServer), then check affinityThreshold again".into(),
+                ));
+            }
+        }
         let to = ((p50 * 20.0).floor() / 20.0).clamp(0.05, (threshold - 0.05).max(0.05));
         return Some(finding(
             ids::AFFINITY_DISENGAGED,
@@ -423,10 +444,7 @@ pub fn default_peak_assumed(v: &View) -> Option<Finding> {
     }
     let mut ev = evidence(v, v.decisions);
     ev.figures.insert("peak_in_force".into(), peak);
-    let fitted = v
-        .fitted_peak
-        .as_ref()
-        .filter(|m| m.value.is_finite() && m.value > 0.0);
+    let fitted = trusted_fit(v).filter(|m| m.value.is_finite() && m.value > 0.0);
     let (summary, action) = match (&v.measured_peak, fitted) {
         (Some(m), _) if m.value > 0.0 => {
             let f = peak / m.value;
@@ -486,7 +504,7 @@ pub fn peak_misconfigured(v: &View) -> Option<Finding> {
         .measured_peak
         .as_ref()
         .filter(|m| m.value > 0.0)
-        .or(v.fitted_peak.as_ref())?;
+        .or(trusted_fit(v))?;
     if c.ttft_source != TtftSource::PrefillThroughput || m.value <= 0.0 || !m.value.is_finite() {
         return None;
     }
@@ -549,18 +567,32 @@ pub fn inert_breaks(v: &View) -> Option<Finding> {
     ))
 }
 
-/// `reuse_shortfall`: the prefix hit the router predicted for the endpoints
-/// it picked exceeds vLLM's delivered hit rate by 15 points or more.
-pub fn reuse_shortfall(v: &View) -> Option<Finding> {
+/// The router's predicted hit share on the endpoints it picked and vLLM's
+/// delivered hit rate (with its stats lines), when the first exceeds the
+/// second by [`REUSE_GAP`] or more over at least [`REUSE_MIN_REQUESTS`].
+fn reuse_gap(v: &View) -> Option<(f64, f64, u64)> {
     let s = v.signals;
     let (hit, lines) = v.vllm_hit_rate?;
     if s.picked_n < REUSE_MIN_REQUESTS || s.picked_prompt <= 0.0 {
         return None;
     }
     let predicted = s.picked_matched / s.picked_prompt;
-    if predicted - hit < REUSE_GAP {
-        return None;
-    }
+    (predicted - hit >= REUSE_GAP).then_some((predicted, hit, lines))
+}
+
+/// The engine speed fitted to the observed first tokens, unless the reuse
+/// falls short: the fit replays the router's predicted prefix hits, and
+/// when vLLM delivers far fewer its speed absorbs the missing prefill work
+/// and stands for no peak.
+fn trusted_fit<'a>(v: &'a View) -> Option<&'a MeasuredPeak> {
+    v.fitted_peak.as_ref().filter(|_| reuse_gap(v).is_none())
+}
+
+/// `reuse_shortfall`: the prefix hit the router predicted for the endpoints
+/// it picked exceeds vLLM's delivered hit rate by 15 points or more.
+pub fn reuse_shortfall(v: &View) -> Option<Finding> {
+    let s = v.signals;
+    let (predicted, hit, lines) = reuse_gap(v)?;
     let mut ev = evidence(v, s.picked_n);
     ev.decisions = s.picked_n;
     ev.figures.insert("predicted_hit_rate".into(), predicted);
@@ -571,10 +603,17 @@ pub fn reuse_shortfall(v: &View) -> Option<Finding> {
         Severity::Warning,
         v,
         format!(
-            "the router predicted {} of prompt tokens cached on the endpoints it picked ({} requests); vLLM delivered {} ({lines} stats lines)",
+            "the router predicted {} of prompt tokens cached on the endpoints it picked ({} requests); vLLM delivered {} ({lines} stats lines){}",
             pct(predicted),
             s.picked_n,
-            pct(hit)
+            pct(hit),
+            match &v.fitted_peak {
+                Some(m) if v.measured_peak.is_none() => format!(
+                    "; the engine speed fitted to the first tokens ({:.0} tok/s) replays the predicted hits, so it is not taken for the peak",
+                    m.value
+                ),
+                _ => String::new(),
+            }
         ),
         ev,
         "check the producers' block size against vLLM's (--block-size) and the engines' KV cache capacity: the index holds prefixes vLLM evicted".into(),

@@ -321,3 +321,63 @@ fn a_records_penalty_beside_its_in_flight_tokens_gives_the_peak() {
     assert_eq!(d.prefill_throughput, Some(9_000.0));
     assert!(!d.peak_inferred);
 }
+
+/// A release at `-v=5` with the approximate producer: three candidates
+/// scored (their `tokenLoad` and prefix score), the prompt 20 blocks of
+/// 64 tokens plus 30 past them, the gate's TTFTs at 7,400 tok/s.
+fn v5_break(peak: f64) -> DecisionInput {
+    use crate::input::{MatchedSource, PickedMatch};
+    // In-flight tokens: sticky a 80000, non-sticky b 20000 and c 50000;
+    // each load adds the request's uncached tokens there.
+    let (t, bs, rest) = (20_i64, 64_i64, 30_i64);
+    let load = |k: i64, m: i64| (k + (t - m) * bs + rest) as f64;
+    let mut d = base(0, Outcome::LoadOverride);
+    d.scored = vec![
+        scored("ns/a", load(80_000, 18), Some(18.0 / 20.0)),
+        scored("ns/b", load(20_000, 3), Some(3.0 / 20.0)),
+        scored("ns/c", load(50_000, 0), Some(0.0)),
+    ];
+    d.picked_match = Some(PickedMatch {
+        source: MatchedSource::ApproximateProducer,
+        match_blocks: 3,
+        total_blocks: t,
+        block_size: bs,
+    });
+    let (ts, tn) = (80_000.0 / peak * 1000.0, 20_000.0 / peak * 1000.0);
+    d.logged_gate = Some(LoggedGate {
+        best_sticky_ttft_ms: Some(ts),
+        best_non_sticky_ttft_ms: Some(tn),
+        penalty_ms: ts - tn,
+        max_penalty_ms: Some(5_000.0),
+    });
+    d.chosen = Some("ns/b".into());
+    d
+}
+
+#[test]
+fn a_peak_is_inferred_from_v5_loads_and_scores() {
+    let mut d = v5_break(7_400.0);
+    d.infer_peak(0.8);
+    let p = d.prefill_throughput.unwrap();
+    assert!((p - 7_400.0).abs() < 1e-6, "{p}");
+    assert!(d.peak_inferred);
+    // TTFTs at another peak than the loads' difference allows put the
+    // shared constant outside one block: nothing inferred.
+    let mut d = v5_break(7_400.0);
+    if let Some(g) = d.logged_gate.as_mut() {
+        g.best_sticky_ttft_ms = g.best_sticky_ttft_ms.map(|x| x + 1_000.0);
+        g.best_non_sticky_ttft_ms = g.best_non_sticky_ttft_ms.map(|x| x + 1_000.0);
+    }
+    d.infer_peak(0.8);
+    assert_eq!(d.prefill_throughput, None);
+    // A score that is no whole number of blocks: nothing inferred.
+    let mut d = v5_break(7_400.0);
+    d.scored[1].prefix_score = Some(0.151);
+    d.infer_peak(0.8);
+    assert_eq!(d.prefill_throughput, None);
+    // A load at the scorer's cap: nothing inferred.
+    let mut d = v5_break(7_400.0);
+    d.scored[2].token_load = Some(4_194_304.0);
+    d.infer_peak(0.8);
+    assert_eq!(d.prefill_throughput, None);
+}
