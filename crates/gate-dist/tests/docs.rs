@@ -95,7 +95,27 @@ fn json_schema_documents_every_key_of_the_report() {
         instances["deployments"][0]["config"]["log_disagreements"][0]["instance"],
         "loose-affinity-filter"
     );
-    docs::check_schema("gatecal.gate-dist/v2", &[traced, flagged, instances]);
+    // A log with first tokens: the what-if rows' predicted TTFT.
+    let predicted = report::ok_json(
+        &run(&[
+            &docs::fixture("demo/glm-like.log.gz"),
+            "--what-if",
+            "maxTTFTPenaltyMs=5000",
+            "--format",
+            "json",
+            "-q",
+        ]),
+        "what-if on the demo: ",
+    );
+    assert!(
+        predicted["deployments"][0]["candidates"][0]["predicted_ttft_ms"].is_object(),
+        "{}",
+        predicted["deployments"][0]
+    );
+    docs::check_schema(
+        "gatecal.gate-dist/v3",
+        &[traced, flagged, instances, predicted],
+    );
 }
 
 /// The files CONTRIBUTING.md and README.md name (in backticks or as

@@ -371,11 +371,16 @@ impl Requests {
     /// [`MAX_REPLAY_REQUESTS_TOTAL`]. A decision without a request id, or
     /// of a request already seen, adds nothing.
     pub fn push(&mut self, d: &DecisionInput, room: &mut usize) {
-        if !self.observed.push(
-            d.request_id.as_deref(),
-            d.chosen.as_deref(),
-            d.observed_ttft_ms,
-        ) {
+        self.push_with_id(d.request_id.as_deref(), d, room);
+    }
+
+    /// [`Requests::push`] of a decision whose request id `id` was taken out
+    /// of it.
+    pub fn push_with_id(&mut self, id: Option<&str>, d: &DecisionInput, room: &mut usize) {
+        if !self
+            .observed
+            .push(id, d.chosen.as_deref(), d.observed_ttft_ms)
+        {
             return;
         }
         let Some(seen) = Seen::from_decision(d) else {
@@ -387,6 +392,12 @@ impl Requests {
         } else {
             self.cut += 1;
         }
+    }
+
+    /// Adds one counted decision to the observed TTFT alone (nothing kept
+    /// for the replay): request `id`, sent to `chosen`.
+    pub fn observe(&mut self, id: Option<&str>, chosen: Option<&str>, ttft_ms: Option<f64>) {
+        self.observed.push(id, chosen, ttft_ms);
     }
 
     /// The observed TTFT of the deployment.
