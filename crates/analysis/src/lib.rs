@@ -6,7 +6,7 @@
 //! replays decisions through the filter core under other configs
 //! ([`WhatIfSpec`], [`CandidateConfig`]), builds distributions on a signed
 //! HdrHistogram ([`SignedHistogram`]), and assembles the
-//! `gatecal.gate-dist/v2` report ([`GateDistReport`]). Every estimator's
+//! `gatecal.gate-dist/v3` report ([`GateDistReport`]). Every estimator's
 //! method and error bound is written in the docs of the module or type that
 //! computes it.
 //!

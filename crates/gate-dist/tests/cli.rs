@@ -41,7 +41,7 @@ fn json(args: &[&str]) -> serde_json::Value {
 #[test]
 fn demo_json_report() {
     let v = json(&[&fixture("demo/glm-like.log.gz"), "--format", "json"]);
-    assert_eq!(v["schema"], "gatecal.gate-dist/v2");
+    assert_eq!(v["schema"], "gatecal.gate-dist/v3");
     let i = &v["input"];
     assert_eq!(
         i["lines_total"].as_u64().unwrap(),
@@ -769,4 +769,111 @@ fn observed_ttft_from_the_response_lines() {
     assert_eq!(o["n"], 0);
     assert!(o["p50"].is_null());
     assert!(o["source"].as_str().unwrap().starts_with("none"));
+}
+
+/// A `--what-if` row carries its predicted TTFT, and the `current` row's
+/// prediction holds the observed TTFT within its intervals (the
+/// self-check); without a candidate nothing is predicted.
+#[test]
+fn what_if_rows_carry_a_predicted_ttft_checked_against_the_observed() {
+    let demo = fixture("demo/glm-like.log.gz");
+    let v = json(&[
+        &demo,
+        "--what-if",
+        "maxTTFTPenaltyMs=5000",
+        "--what-if",
+        "peakPrefillThroughput=3000,maxTTFTPenaltyMs=5000",
+        "--format",
+        "json",
+        "-q",
+    ]);
+    let d = &v["deployments"][0];
+    let observed = &d["observed_ttft_ms"];
+    assert!(observed["n"].as_u64().unwrap() > 1000, "{observed}");
+    let cur = &d["current"]["predicted_ttft_ms"];
+    for q in ["p50", "p90"] {
+        let o = observed[q].as_f64().unwrap();
+        let p = cur[q].as_f64().unwrap();
+        let lo = cur["interval"][q][0].as_f64().unwrap();
+        let hi = cur["interval"][q][1].as_f64().unwrap();
+        assert!(lo <= o && o <= hi, "{q}: observed {o} outside [{lo}, {hi}]");
+        assert!(
+            (p / o - 1.0).abs() < 0.10,
+            "{q}: predicted {p} observed {o}"
+        );
+    }
+    let check = &d["ttft_self_check"];
+    assert_eq!(check["passed"], true, "{check}");
+    assert_eq!(check["quantiles"][1]["quantile"], "p90");
+    assert!(d["ttft_model"]["tokens_per_s"].as_f64().unwrap() > 0.0);
+    assert!(d.get("warnings").is_none(), "{d}");
+    let rows = d["candidates"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for c in rows {
+        let p = &c["predicted_ttft_ms"];
+        let n = p["n"].as_u64().unwrap();
+        let kept = d["ttft_model"]["workload"]["requests"].as_u64().unwrap();
+        assert!(n > 1000 && n <= kept, "{n} of {kept}");
+        let (p50, p90, p99) = (
+            p["p50"].as_f64().unwrap(),
+            p["p90"].as_f64().unwrap(),
+            p["p99"].as_f64().unwrap(),
+        );
+        assert!(0.0 < p50 && p50 <= p90 && p90 <= p99, "{p}");
+        let [lo, hi] = [0, 1].map(|k| p["interval"]["p90"][k].as_f64().unwrap());
+        assert!(lo <= p90 && p90 <= hi, "{p}");
+        assert!(c["predicted_prefix_hit_share"].as_f64().is_some(), "{c}");
+    }
+    // The filter's peak read as a fifth of the engine's releases more
+    // pins, each to a cold endpoint: predicted slower than the bar alone.
+    let bar = rows[0]["predicted_ttft_ms"]["p50"].as_f64().unwrap();
+    let slow = rows[1]["predicted_ttft_ms"]["p50"].as_f64().unwrap();
+    assert!(slow > bar, "{slow} vs {bar}");
+    // Windows and overall carry no prediction.
+    assert!(v["overall"]["current"].get("predicted_ttft_ms").is_none());
+    // The table shows it beside the rows, with the self-check.
+    let out = run(&[
+        &demo,
+        "--what-if",
+        "maxTTFTPenaltyMs=5000",
+        "-q",
+        "--format",
+        "markdown",
+    ]);
+    let md = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        md.contains("predicted TTFT p50 / p90 [interval] / p99 ms"),
+        "{md}"
+    );
+    assert!(
+        md.contains("self-check of the current row: p50 predicted"),
+        "{md}"
+    );
+    // The CSV: on the current and candidate rows.
+    let out = run(&[
+        &demo,
+        "--what-if",
+        "maxTTFTPenaltyMs=5000",
+        "-q",
+        "--format",
+        "csv",
+    ]);
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+    let (p90, config) = (col("predicted_ttft_p90_ms"), col("config"));
+    let filled: Vec<String> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|r| r.len() == header.len() && !r[p90].is_empty())
+        .map(|r| r[config].to_string())
+        .collect();
+    assert_eq!(filled.len(), 2, "{csv}");
+    assert_eq!(filled[0], "current");
+    // Without a candidate, nothing is predicted (nor kept for it).
+    let plain = json(&[&demo, "--format", "json", "-q"]);
+    let d = &plain["deployments"][0];
+    assert!(d["current"].get("predicted_ttft_ms").is_none());
+    assert!(d.get("ttft_model").is_none());
+    assert!(d["observed_ttft_ms"]["n"].as_u64().unwrap() > 1000);
 }

@@ -111,9 +111,26 @@ fn json_schema_documents_every_key_of_the_report() {
         "merge: ",
     );
     assert_eq!(merged["merged"][0]["decisions"], 9);
+    // A log with first tokens: the what-if rows' predicted TTFT.
+    let predicted = report::ok_json(
+        &run(&[
+            &docs::fixture("demo/glm-like.log.gz"),
+            "--what-if",
+            "maxTTFTPenaltyMs=5000",
+            "--format",
+            "json",
+            "-q",
+        ]),
+        "what-if on the demo: ",
+    );
+    assert!(
+        predicted["deployments"][0]["candidates"][0]["predicted_ttft_ms"].is_object(),
+        "{}",
+        predicted["deployments"][0]
+    );
     docs::check_schema(
-        "gatecal.gate-dist/v2",
-        &[traced, flagged, instances, merged],
+        "gatecal.gate-dist/v3",
+        &[traced, flagged, instances, merged, predicted],
     );
 }
 

@@ -21,7 +21,13 @@
 //! abs_error_p50_ms,abs_error_p90_ms,reconstructed_p50_ms,
 //! reconstructed_p90_ms,traced_p50_ms,traced_p90_ms` (the reconstruction
 //! against the traced input; empty without traces), per outcome
-//! `outcome_<name>`, then `config` (`current` on the row of the config in
+//! `outcome_<name>`, `observed_ttft_n,observed_ttft_p50_ms,
+//! observed_ttft_p90_ms,observed_ttft_p99_ms` (a deployment's `in_force`
+//! row), `predicted_ttft_{p50,p90,p99}_ms` each with `_low_ms` and
+//! `_high_ms`, `predicted_ttft_mean_ms,predicted_ttft_n,
+//! predicted_prefix_hit_share` (a deployment's `current` and candidate
+//! rows, with `--candidate-config` or `--what-if`), then `config`
+//! (`current` on the row of the config in
 //! force replayed, whose `released` is the replayed count beside the
 //! `in_force` row's logged one; the label of a `--candidate-config` or
 //! `--what-if` row; empty on the other rows) and `config_error` (why a
@@ -139,6 +145,7 @@ fn header() -> Vec<String> {
         h.push(format!("outcome_{}", o.as_str()));
     }
     h.extend(TTFT.iter().map(|s| s.to_string()));
+    h.extend(PREDICTED.iter().map(|s| s.to_string()));
     h.extend(TAIL.iter().map(|s| s.to_string()));
     h.extend(FINDING.iter().map(|s| s.to_string()));
     h
@@ -152,6 +159,47 @@ const TTFT: [&str; 4] = [
     "observed_ttft_p90_ms",
     "observed_ttft_p99_ms",
 ];
+
+/// The predicted TTFT of the `current` and candidate rows, with
+/// `--candidate-config` or `--what-if` (empty on the others).
+const PREDICTED: [&str; 12] = [
+    "predicted_ttft_p50_ms",
+    "predicted_ttft_p50_low_ms",
+    "predicted_ttft_p50_high_ms",
+    "predicted_ttft_p90_ms",
+    "predicted_ttft_p90_low_ms",
+    "predicted_ttft_p90_high_ms",
+    "predicted_ttft_p99_ms",
+    "predicted_ttft_p99_low_ms",
+    "predicted_ttft_p99_high_ms",
+    "predicted_ttft_mean_ms",
+    "predicted_ttft_n",
+    "predicted_prefix_hit_share",
+];
+
+/// The [`PREDICTED`] cells of a row.
+fn predicted_cells(
+    p: Option<&Option<gatecal_analysis::PredictedTtft>>,
+    hit: Option<&Option<f64>>,
+) -> Vec<String> {
+    match p {
+        Some(Some(p)) => vec![
+            p.p50.to_string(),
+            p.interval.p50[0].to_string(),
+            p.interval.p50[1].to_string(),
+            p.p90.to_string(),
+            p.interval.p90[0].to_string(),
+            p.interval.p90[1].to_string(),
+            p.p99.to_string(),
+            p.interval.p99[0].to_string(),
+            p.interval.p99[1].to_string(),
+            p.mean.to_string(),
+            p.n.to_string(),
+            opt(hit.copied().flatten()),
+        ],
+        _ => vec![String::new(); PREDICTED.len()],
+    }
+}
 
 /// The last columns: which config a replayed row is (`current`, the
 /// candidate's label, empty for the what-ifs and `in_force`), and why a
@@ -252,10 +300,15 @@ fn rows(
         Some(o) => r.extend([o.n.to_string(), opt(o.p50), opt(o.p90), opt(o.p99)]),
         None => r.extend(TTFT.map(|_| String::new())),
     }
+    r.extend(predicted_cells(None, None));
     r.extend([String::new(), String::new()]);
     let width = r.len();
     let mut out = vec![r];
-    let what_if = |wi: &WhatIfResult, config: &str, error: Option<&str>| {
+    let what_if = |wi: &WhatIfResult,
+                   config: &str,
+                   error: Option<&str>,
+                   predicted: Option<&Option<gatecal_analysis::PredictedTtft>>,
+                   hit: Option<&Option<f64>>| {
         let mut r = vec![
             field(name),
             ws.clone(),
@@ -270,17 +323,31 @@ fn rows(
             wi.pinned_worse_share.to_string(),
             wi.unknown.to_string(),
         ];
-        r.resize(width - 2, String::new());
+        r.resize(width - 2 - PREDICTED.len(), String::new());
+        r.extend(predicted_cells(predicted, hit));
         r.push(field(config));
         r.push(error.map(field).unwrap_or_default());
         r
     };
-    out.push(what_if(&s.current.replayed, "current", None));
+    let cur = &s.current;
+    out.push(what_if(
+        &cur.replayed,
+        "current",
+        None,
+        cur.predicted_ttft_ms.as_ref(),
+        cur.predicted_prefix_hit_share.as_ref(),
+    ));
     for wi in &s.what_if {
-        out.push(what_if(wi, "", None));
+        out.push(what_if(wi, "", None, None, None));
     }
     for c in &s.candidates {
-        out.push(what_if(&c.result, &c.label, c.error.as_deref()));
+        out.push(what_if(
+            &c.result,
+            &c.label,
+            c.error.as_deref(),
+            c.predicted_ttft_ms.as_ref(),
+            c.predicted_prefix_hit_share.as_ref(),
+        ));
     }
     out
 }

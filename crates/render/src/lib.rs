@@ -20,7 +20,7 @@
 //!     .finish(InputSummary::default());
 //! let mut out = Vec::new();
 //! renderer(Format::Json).gate_dist(&report, &mut out).unwrap();
-//! assert!(String::from_utf8(out).unwrap().contains("\"schema\": \"gatecal.gate-dist/v2\""));
+//! assert!(String::from_utf8(out).unwrap().contains("\"schema\": \"gatecal.gate-dist/v3\""));
 //! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

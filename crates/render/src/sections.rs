@@ -564,6 +564,29 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
         peaks.join(", "),
         crate::num::group(r.options.pinned_worse_min_ms as i64),
     ))];
+    // The predicted TTFT, when the candidates were predicted: on the
+    // current and candidate rows.
+    let predicted = r
+        .deployments
+        .iter()
+        .any(|d| d.stats.current.predicted_ttft_ms.is_some());
+    let with_prediction =
+        |mut row: Vec<String>, p: Option<&Option<gatecal_analysis::PredictedTtft>>| {
+            if predicted {
+                row.push(match p {
+                    Some(p) => ttft::predicted_cell(p.as_ref()),
+                    None => s(""),
+                });
+            }
+            row
+        };
+    if predicted {
+        notes.push(Note::general(
+            "Predicted TTFT (current and candidate rows) = the deployment's requests replayed through the filter core and the picker under the row's config, \
+             served by the engine fitted to the observed first tokens: p50 / p90 / p99 ms, the p90's 90 % interval in brackets (methodology §8). \
+             The current row's prediction beside the observed TTFT is the self-check.",
+        ));
+    }
     for d in &r.deployments {
         let st = &d.stats;
         let cur = &st.current;
@@ -573,9 +596,26 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
             count_pct(cur.replayed.released, cur.replayed.released_share),
             count_pct(cur.logged_released, cur.logged_released_share)
         );
-        rows.push(row);
+        rows.push(with_prediction(row, cur.predicted_ttft_ms.as_ref()));
         for w in &st.what_if {
-            rows.push(what_if_row(&d.name, "–", w));
+            rows.push(with_prediction(what_if_row(&d.name, "–", w), None));
+        }
+        if let Some(n) = d
+            .ttft_model
+            .as_ref()
+            .and_then(|m| ttft::model_note(&d.name, m))
+        {
+            notes.push(n);
+        }
+        if let Some(Some(c)) = &d.ttft_self_check {
+            notes.push(ttft::self_check_note(
+                &d.name,
+                c,
+                "failed: the candidates' predictions are not to be acted on",
+            ));
+        }
+        for w in &d.warnings {
+            notes.push(Note::warning(&d.name, w.clone()));
         }
         for c in &st.candidates {
             let mut row = what_if_row(&d.name, &c.label, &c.result);
@@ -583,7 +623,7 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
                 row[2] = s("not valid here (see below)");
                 row[3] = s("–");
             }
-            rows.push(row);
+            rows.push(with_prediction(row, c.predicted_ttft_ms.as_ref()));
             if let Some(e) = &c.error {
                 notes.push(Note::warning(&d.name, format!(
                     "candidate {}: not valid for this deployment's config ({} decision(s) not replayed): {e}",
@@ -593,18 +633,22 @@ pub fn gate_dist_sections(r: &GateDistReport) -> Vec<Section> {
             }
         }
     }
+    let mut headers = vec![
+        s("deployment"),
+        s("config"),
+        s("rule"),
+        s("peak tok/s"),
+        s("released"),
+        s("pinned"),
+        s("unknown"),
+        s("no match info"),
+    ];
+    if predicted {
+        headers.push(s("predicted TTFT p50 / p90 [interval] / p99 ms"));
+    }
     out.push(Section {
         title: s("What if"),
-        headers: vec![
-            s("deployment"),
-            s("config"),
-            s("rule"),
-            s("peak tok/s"),
-            s("released"),
-            s("pinned"),
-            s("unknown"),
-            s("no match info"),
-        ],
+        headers,
         rows,
         notes: lines(&notes),
     });

@@ -48,7 +48,7 @@ fn render(f: Format) -> String {
 #[test]
 fn json_is_the_schema() {
     let v: serde_json::Value = serde_json::from_str(&render(Format::Json)).unwrap();
-    assert_eq!(v["schema"], "gatecal.gate-dist/v2");
+    assert_eq!(v["schema"], "gatecal.gate-dist/v3");
     assert_eq!(v["input"]["lines_total"], 10);
     assert_eq!(v["deployments"].as_array().unwrap().len(), 2);
     let a = &v["deployments"][0];

@@ -314,6 +314,16 @@ pub struct CurrentResult {
     pub logged_released: u64,
     /// `logged_released` over all decisions.
     pub logged_released_share: f64,
+    /// The predicted TTFT of the config in force, beside which the
+    /// observed TTFT is its self-check: on a deployment's row when
+    /// `--candidate-config` or `--what-if` is given (`null` when it
+    /// cannot be predicted), absent otherwise ([`crate::predict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_ttft_ms: Option<Option<crate::predict::per_deployment::PredictedTtft>>,
+    /// The replay's cached share of prompt tokens under the config in
+    /// force; present when `predicted_ttft_ms` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_prefix_hit_share: Option<Option<f64>>,
 }
 
 /// A `--candidate-config` or `--what-if` config replayed on every decision.
@@ -332,6 +342,15 @@ pub struct CandidateResult {
     /// The EPP's validation message when the candidate is not valid for a
     /// deployment (the first one met); `null` when valid for all.
     pub error: Option<String>,
+    /// The predicted TTFT under this config: on a deployment's rows
+    /// (`null` when it cannot be predicted, the deployment's `warnings`
+    /// saying why), absent in windows and overall ([`crate::predict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_ttft_ms: Option<Option<crate::predict::per_deployment::PredictedTtft>>,
+    /// The replay's cached share of prompt tokens under this config;
+    /// present when `predicted_ttft_ms` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_prefix_hit_share: Option<Option<f64>>,
 }
 
 /// The figures of one set of decisions.
@@ -880,6 +899,8 @@ impl StatsAcc {
                 replayed: self.current.result(share),
                 logged_released: self.released,
                 logged_released_share: share(self.released),
+                predicted_ttft_ms: None,
+                predicted_prefix_hit_share: None,
             },
             candidates: self
                 .candidates
@@ -889,6 +910,8 @@ impl StatsAcc {
                     result: c.acc.result(share),
                     invalid: c.invalid,
                     error: c.error.clone(),
+                    predicted_ttft_ms: None,
+                    predicted_prefix_hit_share: None,
                 })
                 .collect(),
             traced: (self.traced.decisions > 0).then(|| self.traced.finish()),

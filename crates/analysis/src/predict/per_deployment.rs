@@ -388,11 +388,14 @@ impl Observed {
     }
 }
 
-/// The requests of one deployment, as the decisions arrive.
-#[derive(Default)]
+/// The requests of one deployment, as the decisions arrive. A partial
+/// report keeps the observed TTFT alone, not the requests.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 pub struct Requests {
     observed: Observed,
+    #[serde(skip)]
     seen: Vec<Seen>,
+    #[serde(skip)]
     cut: u64,
 }
 
@@ -405,11 +408,16 @@ impl Requests {
     /// [`MAX_REPLAY_REQUESTS_TOTAL`]. A decision without a request id, or
     /// of a request already seen, adds nothing.
     pub fn push(&mut self, d: &DecisionInput, room: &mut usize) {
-        if !self.observed.push(
-            d.request_id.as_deref(),
-            d.chosen.as_deref(),
-            d.observed_ttft_ms,
-        ) {
+        self.push_with_id(d.request_id.as_deref(), d, room);
+    }
+
+    /// [`Requests::push`] of a decision whose request id `id` was taken out
+    /// of it.
+    pub fn push_with_id(&mut self, id: Option<&str>, d: &DecisionInput, room: &mut usize) {
+        if !self
+            .observed
+            .push(id, d.chosen.as_deref(), d.observed_ttft_ms)
+        {
             return;
         }
         let Some(seen) = Seen::from_decision(d) else {
@@ -421,6 +429,23 @@ impl Requests {
         } else {
             self.cut += 1;
         }
+    }
+
+    /// Adds one counted decision to the observed TTFT alone (nothing kept
+    /// for the replay): request `id`, sent to `chosen`.
+    pub fn observe(&mut self, id: Option<&str>, chosen: Option<&str>, ttft_ms: Option<f64>) {
+        self.observed.push(id, chosen, ttft_ms);
+    }
+
+    /// Adds another part's observed TTFT ([`Observed::merge`]); the
+    /// requests kept for the replay are not merged.
+    pub fn merge(&mut self, o: &Requests) {
+        self.observed.merge(&o.observed);
+    }
+
+    /// The buckets of the observed TTFT histogram ([`Observed::buckets`]).
+    pub fn observed_buckets(&self) -> Vec<(f64, u64)> {
+        self.observed.buckets()
     }
 
     /// The observed TTFT of the deployment.

@@ -1,6 +1,6 @@
 //! The gate audit: decisions in, [`GateDistReport`] out.
 //!
-//! The report structs are the JSON schema `gatecal.gate-dist/v2`
+//! The report structs are the JSON schema `gatecal.gate-dist/v3`
 //! (documented field by field here and in `docs/json-schema.md`).
 
 use std::collections::BTreeMap;
@@ -16,9 +16,12 @@ use crate::input::DecisionInput;
 use crate::report::records::RecordSink;
 
 use crate::config::source::{ConfigSet, SourcedConfig};
+use crate::predict::per_deployment::{
+    MAX_REPLAY_REQUESTS_TOTAL, Objective, Requests, SelfCheck, TtftModel, self_check,
+};
 
 /// The schema id of the JSON report.
-pub const SCHEMA: &str = "gatecal.gate-dist/v2";
+pub const SCHEMA: &str = "gatecal.gate-dist/v3";
 
 /// Options of the audit.
 #[derive(Clone, Debug)]
@@ -201,6 +204,20 @@ pub struct DeploymentReport {
     /// The same, per endpoint the requests were sent to.
     pub observed_ttft_by_endpoint_ms:
         BTreeMap<String, crate::predict::per_deployment::EndpointTtft>,
+    /// The engine model the predicted TTFT of the `current` and
+    /// `candidates` rows replays; only with `--candidate-config` or
+    /// `--what-if`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_model: Option<crate::predict::per_deployment::TtftModel>,
+    /// The `current` row's predicted TTFT beside the observed TTFT (`null`
+    /// when either is missing); only with `--candidate-config` or
+    /// `--what-if`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_self_check: Option<Option<crate::predict::per_deployment::SelfCheck>>,
+    /// Why a predicted TTFT is missing or not to be trusted; absent when
+    /// empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Per window, when `--window` is set.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<WindowReport>,
@@ -245,10 +262,10 @@ pub struct ReportOptions {
     pub until: Option<f64>,
 }
 
-/// The whole gate-dist report: `gatecal.gate-dist/v2`.
+/// The whole gate-dist report: `gatecal.gate-dist/v3`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GateDistReport {
-    /// `gatecal.gate-dist/v2`.
+    /// `gatecal.gate-dist/v3`.
     pub schema: &'static str,
     /// The findings, most severe first ([`crate::findings`]).
     pub findings: Vec<crate::findings::Finding>,
@@ -284,8 +301,10 @@ pub(crate) struct DepAcc {
     candidates: Vec<(Option<String>, Vec<ResolvedCandidate>)>,
     /// What the findings read, and the per-replica view.
     pub(crate) signals: crate::findings::SignalsAcc,
-    /// The observed TTFT of its requests.
-    pub(crate) observed: crate::predict::per_deployment::Observed,
+    /// The observed TTFT of its requests, and, with candidates, the
+    /// requests kept for the predicted TTFT (a partial report keeps the
+    /// observed TTFT alone).
+    pub(crate) requests: Requests,
 }
 
 impl DepAcc {
@@ -306,7 +325,7 @@ impl DepAcc {
             self.last_ts = Some(self.last_ts.map_or(t, |l| l.max(t)));
         }
         self.signals.merge(&o.signals);
-        self.observed.merge(&o.observed);
+        self.requests.merge(&o.requests);
     }
 }
 
@@ -358,6 +377,8 @@ pub struct GateDist {
     deps: BTreeMap<String, DepAcc>,
     sink: Option<RecordSink>,
     cap: crate::input::pool::DeploymentCap,
+    /// Requests the replay may still keep, all deployments together.
+    room: usize,
 }
 
 impl GateDist {
@@ -378,6 +399,7 @@ impl GateDist {
             deps: BTreeMap::new(),
             sink: None,
             cap: crate::input::pool::DeploymentCap::default(),
+            room: MAX_REPLAY_REQUESTS_TOTAL,
         }
     }
 
@@ -403,18 +425,24 @@ impl GateDist {
     /// instances is known, so that every one is reconstructed and replayed
     /// under the config the EPP ran.
     fn process(&mut self, d: DecisionInput) {
-        let (recon, deps, sink, opts) =
-            (&mut self.recon, &mut self.deps, &mut self.sink, &self.opts);
+        let (recon, deps, sink, opts, room) = (
+            &mut self.recon,
+            &mut self.deps,
+            &mut self.sink,
+            &self.opts,
+            &mut self.room,
+        );
         self.in_force
-            .push(d, &mut |sc, d| handle(recon, deps, sink, opts, sc, d));
+            .push(d, &mut |sc, d| handle(recon, deps, sink, opts, room, sc, d));
     }
 
     /// The report.
     pub fn finish(self, input: InputSummary) -> GateDistReport {
         let view = FinishView::of(&self.opts);
         let range = self.opts.time_range;
+        let opts = self.opts.clone();
         let (deps, pooled) = self.settle();
-        finish_parts(deps, pooled, &view, range, input, Vec::new())
+        finish_parts(deps, pooled, &view, range, input, Vec::new(), Some(&opts))
     }
 
     /// The options that shape the figures, as a partial report records
@@ -428,10 +456,15 @@ impl GateDist {
     pub(crate) fn settle(mut self) -> (BTreeMap<String, DepAcc>, crate::input::pool::Pooled) {
         self.drain();
         // Deployments whose log never showed the bar: the configs as given.
-        let (recon, deps, sink, opts) =
-            (&mut self.recon, &mut self.deps, &mut self.sink, &self.opts);
+        let (recon, deps, sink, opts, room) = (
+            &mut self.recon,
+            &mut self.deps,
+            &mut self.sink,
+            &self.opts,
+            &mut self.room,
+        );
         self.in_force
-            .finish(&mut |sc, d| handle(recon, deps, sink, opts, sc, d));
+            .finish(&mut |sc, d| handle(recon, deps, sink, opts, room, sc, d));
         for (name, dep) in self.deps.iter_mut() {
             self.in_force.late_disagreements(name, &mut dep.shown);
         }
@@ -448,15 +481,21 @@ pub(crate) fn finish_parts(
     range: TimeRange,
     input: InputSummary,
     merged: Vec<crate::report::partial::PartInfo>,
+    opts: Option<&GateDistOptions>,
 ) -> GateDistReport {
     let bins = view.histogram_bins;
     let mut overall = StatsAcc::new(view.pinned_worse_min_ms, view.what_ifs);
     let mut deployments = Vec::new();
     let mut findings = Vec::new();
-    for (name, dep) in deps {
+    for (name, mut dep) in deps {
         overall.merge(&dep.acc);
         let recorded = dep.acc.histogram().recorded();
-        let stats = dep.acc.finish_recorded(&recorded);
+        let mut stats = dep.acc.finish_recorded(&recorded);
+        // Predicted TTFT needs the requests a run keeps; a merge of
+        // partial reports has none (`opts` is `None`).
+        let predicted = opts
+            .filter(|o| !o.candidates.is_empty())
+            .map(|o| predict_rows(&name, &mut dep, &mut stats, o));
         let histogram = histogram_bins(&recorded, stats.bar_ms, bins);
         let windows = match view.window_s {
             Some(w) => dep
@@ -491,13 +530,16 @@ pub(crate) fn finish_parts(
             last_ts: dep.last_ts,
             stats,
             histogram,
-            observed_ttft_ms: dep.observed.summary(),
-            observed_ttft_by_endpoint_ms: dep.observed.by_endpoint(),
+            observed_ttft_ms: dep.requests.observed(),
+            observed_ttft_by_endpoint_ms: dep.requests.observed_by_endpoint(),
+            ttft_model: predicted.as_ref().map(|p| p.model.clone()),
+            ttft_self_check: predicted.as_ref().map(|p| p.check.clone()),
+            warnings: predicted.map(|p| p.warnings).unwrap_or_default(),
             windows,
             replicas: dep.signals.replicas(),
             buckets: crate::report::compare::Buckets {
                 gate_input_ms: recorded.buckets().to_vec(),
-                observed_ttft_ms: dep.observed.buckets(),
+                observed_ttft_ms: dep.requests.observed_buckets(),
             },
         });
     }
@@ -533,6 +575,7 @@ fn handle(
     deps: &mut BTreeMap<String, DepAcc>,
     sink: &mut Option<RecordSink>,
     opts: &GateDistOptions,
+    room: &mut usize,
     sc: &SourcedConfig,
     mut d: DecisionInput,
 ) {
@@ -561,14 +604,21 @@ fn handle(
             last_ts: None,
             candidates: Vec::new(),
             signals: crate::findings::SignalsAcc::default(),
-            observed: Default::default(),
+            requests: Requests::default(),
         }),
     };
-    dep.observed.push(
-        sample.request_id.as_deref(),
-        d.chosen.as_deref(),
-        d.observed_ttft_ms,
-    );
+    // The requests are kept for the replay only when a candidate's TTFT is
+    // to be predicted.
+    if opts.candidates.is_empty() {
+        dep.requests.observe(
+            sample.request_id.as_deref(),
+            d.chosen.as_deref(),
+            d.observed_ttft_ms,
+        );
+    } else {
+        dep.requests
+            .push_with_id(sample.request_id.as_deref(), &d, room);
+    }
     dep.shown.note(d.filter.as_deref(), sc);
     dep.acc.add(&sample, &sc.parameters, &opts.what_if);
     dep.signals.add(&d, &sample, &sc.parameters, pmin);
@@ -607,6 +657,131 @@ fn handle(
                 w.add_candidates(&sample, &dep.candidates[i].1);
             }
         }
+    }
+}
+
+/// What the predicted TTFT of a deployment's rows rests on.
+struct Predicted {
+    model: TtftModel,
+    check: Option<SelfCheck>,
+    warnings: Vec<String>,
+}
+
+/// Predicts the TTFT of the `current` row and of every candidate row of
+/// `stats` (a deployment's), with the engine fitted to the deployment's
+/// own observed first tokens ([`crate::predict`]), and checks the
+/// `current` row against the observed TTFT.
+fn predict_rows(
+    name: &str,
+    dep: &mut DepAcc,
+    stats: &mut Stats,
+    opts: &GateDistOptions,
+) -> Predicted {
+    let current = dep.shown.config.parameters.clone();
+    let block = crate::input::block_sizes_for(&opts.block_sizes, name).map_or_else(
+        || {
+            crate::input::ProducerBlockSizes::default()
+                .approximate_producer
+                .tokens
+        },
+        |b| b.approximate_producer.tokens,
+    );
+    let engine = dep.requests.engine(
+        current.peak_prefill_throughput,
+        current.affinity_threshold,
+        block,
+    );
+    let mut warnings = Vec::new();
+    let observed = dep.requests.observed();
+    let no_prediction = if engine.model.tokens_per_s.is_none() {
+        format!(
+            "no engine model ({})",
+            engine.model.source.trim_start_matches("none: ")
+        )
+    } else {
+        "no request to replay".to_string()
+    };
+    let (cur_ttft, cur_hit) = match engine.predict(&current, &current) {
+        Some((t, h)) => (Some(t), h),
+        None => (None, None),
+    };
+    stats.current.predicted_ttft_ms = Some(cur_ttft.clone());
+    stats.current.predicted_prefix_hit_share = Some(cur_hit);
+    // The candidates resolved for the deployment's first filter instance,
+    // the one whose config is shown.
+    let resolved = dep
+        .candidates
+        .iter()
+        .find(|(f, _)| *f == dep.shown.instance)
+        .or(dep.candidates.first())
+        .map(|(_, r)| r.as_slice())
+        .unwrap_or(&[]);
+    for c in stats.candidates.iter_mut() {
+        let config = resolved
+            .iter()
+            .find(|(label, _)| *label == c.label)
+            .map(|(_, r)| r.clone());
+        let p = match config {
+            Some(Ok(config)) => engine.predict(&current, &config),
+            Some(Err(e)) => {
+                warnings.push(format!(
+                    "candidate {}: no predicted TTFT: not valid for this deployment ({e})",
+                    c.label
+                ));
+                None
+            }
+            None => None,
+        };
+        match p {
+            Some((t, h)) => {
+                c.predicted_ttft_ms = Some(Some(t));
+                c.predicted_prefix_hit_share = Some(h);
+            }
+            None => {
+                c.predicted_ttft_ms = Some(None);
+                c.predicted_prefix_hit_share = Some(None);
+            }
+        }
+    }
+    if cur_ttft.is_none() {
+        warnings.push(format!("no predicted TTFT: {no_prediction}"));
+    }
+    if engine.model.requests_cut > 0 {
+        warnings.push(format!(
+            "the predicted TTFT rests on the first {} requests; {} later one(s) were not replayed (memory cap)",
+            engine.model.workload.requests, engine.model.requests_cut
+        ));
+    }
+    if observed.n == 0 {
+        warnings.push(format!(
+            "no self-check of the predicted TTFT: no observed TTFT ({})",
+            observed.source.trim_start_matches("none: ")
+        ));
+    }
+    let check = cur_ttft
+        .as_ref()
+        .and_then(|c| self_check(c, &observed, Objective::P90));
+    if let Some(c) = check.as_ref().filter(|c| !c.passed) {
+        let outside: Vec<String> = c
+            .quantiles
+            .iter()
+            .filter(|q| !q.inside && q.quantile != "p99")
+            .map(|q| {
+                format!(
+                    "{} predicted {:.0} ms [{:.0}–{:.0}] against {:.0} ms observed",
+                    q.quantile, q.predicted, q.interval[0], q.interval[1], q.observed
+                )
+            })
+            .collect();
+        warnings.push(format!(
+            "the predicted TTFT fails its self-check ({}): the what-if predictions are not to be acted on",
+            outside.join(", ")
+        ));
+    }
+    Predicted {
+        model: engine.model,
+        check,
+        warnings,
     }
 }
 

@@ -264,6 +264,7 @@ impl Partial {
             range,
             self.input,
             merged,
+            None,
         )
     }
 }

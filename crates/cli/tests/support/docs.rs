@@ -574,7 +574,7 @@ pub struct Schema {
 }
 
 /// The `text` blocks of docs/json-schema.md, by the schema name of the
-/// heading above each (`gatecal.gate-dist/v2`).
+/// heading above each (`gatecal.gate-dist/v3`).
 pub fn schemas() -> BTreeMap<String, Schema> {
     let page = doc("json-schema.md");
     let mut out = BTreeMap::new();

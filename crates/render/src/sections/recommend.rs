@@ -276,69 +276,19 @@ fn missing_matched_note(missing: &str, warnings: &[String]) -> String {
 
 /// A row's predicted TTFT: `p50 / p90 [lo–hi] / p99`, `–` without one.
 fn predicted_cell(row: &Row) -> String {
-    match &row.predicted_ttft_ms {
-        Some(p) => format!(
-            "{} / {} [{}–{}] / {}",
-            ms(Some(p.p50)),
-            ms(Some(p.p90)),
-            ms(Some(p.interval.p90[0])),
-            ms(Some(p.interval.p90[1])),
-            ms(Some(p.p99))
-        ),
-        None => "–".into(),
-    }
+    super::ttft::predicted_cell(row.predicted_ttft_ms.as_ref())
 }
 
 /// The engine model and the self-check of a deployment, as notes.
 fn model_notes(d: &DeploymentRec) -> Vec<Note> {
-    let m = &d.ttft_model;
-    let mut out = Vec::new();
-    if let (Some(tps), Some(o)) = (m.tokens_per_s, m.overhead_ms) {
-        let interval = m
-            .tokens_per_s_interval
-            .map(|[a, b]| format!(" (90 % interval {}–{})", tps_cell(a), tps_cell(b)))
-            .unwrap_or_default();
-        out.push(Note::about(
-            &d.name,
-            format!(
-                "TTFT model: {} tok/s{interval} and {} ms a request, {}; {} requests replayed ({} closed loops); picker: {}",
-                tps_cell(tps),
-                ms(Some(o)),
-                m.source,
-                count(m.workload.requests as u64),
-                count(m.workload.closed_loops as u64),
-                m.picker
-            ),
-        ));
-    }
+    let mut out: Vec<Note> = super::ttft::model_note(&d.name, &d.ttft_model)
+        .into_iter()
+        .collect();
     if let Some(c) = &d.ttft_self_check {
-        let parts: Vec<String> = c
-            .quantiles
-            .iter()
-            .map(|q| {
-                format!(
-                    "{} predicted {} [{}–{}] against {} observed ({:+.1} %{})",
-                    q.quantile,
-                    ms(Some(q.predicted)),
-                    ms(Some(q.interval[0])),
-                    ms(Some(q.interval[1])),
-                    ms(Some(q.observed)),
-                    q.gap_share * 100.0,
-                    if q.inside { "" } else { ", outside" }
-                )
-            })
-            .collect();
-        out.push(Note::about(
+        out.push(super::ttft::self_check_note(
             &d.name,
-            format!(
-                "self-check of the current row: {}; {}",
-                parts.join(", "),
-                if c.passed {
-                    "the predictions can be acted on"
-                } else {
-                    "failed: no config is recommended by predicted TTFT"
-                }
-            ),
+            c,
+            "failed: no config is recommended by predicted TTFT",
         ));
     }
     if let Some(g) = d.recommended.as_ref().and_then(|x| x.gain_ms.as_ref()) {
@@ -355,8 +305,4 @@ fn model_notes(d: &DeploymentRec) -> Vec<Note> {
         ));
     }
     out
-}
-
-fn tps_cell(v: f64) -> String {
-    crate::num::group(v.round() as i64)
 }

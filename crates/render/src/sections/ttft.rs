@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use gatecal_analysis::{EndpointTtft, ObservedTtft};
+use gatecal_analysis::{EndpointTtft, ObservedTtft, PredictedTtft, SelfCheck, TtftModel};
 
 use super::{Section, s};
 use crate::notes::{Note, lines};
@@ -63,6 +63,80 @@ pub fn observed_section<'a>(
         rows,
         notes: lines(&notes),
     }
+}
+
+/// A predicted TTFT: `p50 / p90 [lo–hi] / p99`, `–` without one.
+pub fn predicted_cell(p: Option<&PredictedTtft>) -> String {
+    match p {
+        Some(p) => format!(
+            "{} / {} [{}–{}] / {}",
+            ms(Some(p.p50)),
+            ms(Some(p.p90)),
+            ms(Some(p.interval.p90[0])),
+            ms(Some(p.interval.p90[1])),
+            ms(Some(p.p99))
+        ),
+        None => "–".into(),
+    }
+}
+
+/// The engine model a deployment's predictions replay, as a note (none
+/// without a fitted engine).
+pub fn model_note(name: &str, m: &TtftModel) -> Option<Note> {
+    let (tps, o) = (m.tokens_per_s?, m.overhead_ms?);
+    let interval = m
+        .tokens_per_s_interval
+        .map(|[a, b]| format!(" (90 % interval {}–{})", tps_cell(a), tps_cell(b)))
+        .unwrap_or_default();
+    Some(Note::about(
+        name,
+        format!(
+            "TTFT model: {} tok/s{interval} and {} ms a request, {}; {} requests replayed ({} closed loops); picker: {}",
+            tps_cell(tps),
+            ms(Some(o)),
+            m.source,
+            count(m.workload.requests as u64),
+            count(m.workload.closed_loops as u64),
+            m.picker
+        ),
+    ))
+}
+
+/// The self-check of the current row, as a note; `failed` says what a
+/// failed check means for the report.
+pub fn self_check_note(name: &str, c: &SelfCheck, failed: &str) -> Note {
+    let parts: Vec<String> = c
+        .quantiles
+        .iter()
+        .map(|q| {
+            format!(
+                "{} predicted {} [{}–{}] against {} observed ({:+.1} %{})",
+                q.quantile,
+                ms(Some(q.predicted)),
+                ms(Some(q.interval[0])),
+                ms(Some(q.interval[1])),
+                ms(Some(q.observed)),
+                q.gap_share * 100.0,
+                if q.inside { "" } else { ", outside" }
+            )
+        })
+        .collect();
+    Note::about(
+        name,
+        format!(
+            "self-check of the current row: {}; {}",
+            parts.join(", "),
+            if c.passed {
+                "the predictions can be acted on"
+            } else {
+                failed
+            }
+        ),
+    )
+}
+
+fn tps_cell(v: f64) -> String {
+    crate::num::group(v.round() as i64)
 }
 
 /// The namespace (`NS` of `NS/pod`) every endpoint shares, if any.
