@@ -404,6 +404,8 @@ def run(spark, args: argparse.Namespace, merge_args: list[str]) -> int:
     from pyspark import StorageLevel  # noqa: PLC0415
 
     sc = spark.sparkContext
+    # The executors import this file by name when it is not __main__.
+    sc.addPyFile(os.path.abspath(__file__))
     binary = args.binary
     driver_binary = None
     if os.path.isfile(binary):
@@ -447,6 +449,9 @@ def run(spark, args: argparse.Namespace, merge_args: list[str]) -> int:
             .map(lambda kv: run_shard(binary, shard_args, kv[1][0], kv[1][1]))
             .collect()
         )
+    except Exception as e:  # noqa: BLE001 - a task's error, wrapped by Py4J
+        print(task_error(e), file=sys.stderr)
+        return 1
     finally:
         shards.unpersist()
     results.sort(key=lambda r: (r["path"], r["index"]))
@@ -471,6 +476,25 @@ def run(spark, args: argparse.Namespace, merge_args: list[str]) -> int:
         sys.stdout.buffer.write(proc.stdout)
         sys.stdout.flush()
     return proc.returncode
+
+
+# The errors this job raises inside a task, as Python prints them.
+_TASK_ERROR = re.compile(r"^(?:RuntimeError|ValueError|FileNotFoundError): (.*)$", re.M)
+# Any other Python error a task died of.
+_PY_ERROR = re.compile(r"^[A-Za-z_.]*(?:Error|Exception): .*$", re.M)
+
+
+def task_error(e: Exception) -> str:
+    """The message of the error that failed a task (a shard's run, an
+    unreadable file), without the Java and Python stack traces around it."""
+    text = str(e)
+    m = _TASK_ERROR.search(text)
+    if m:
+        msg = m.group(1)
+        return msg if msg.startswith(PROG) else f"{PROG}: {msg}"
+    m = _PY_ERROR.search(text)
+    detail = m.group(0) if m else _java_message(e)
+    return f"{PROG}: the Spark job failed: {detail}"
 
 
 def plural(n: int, word: str) -> str:
