@@ -347,9 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="shard length, aligned to the Unix epoch (default 1h)",
     )
     p.add_argument(
-        "--warm-up", type=parse_duration, default=600.0, metavar="DURATION",
+        "--warm-up", type=parse_duration, default=1800.0, metavar="DURATION",
         help="lines before each window read, not counted, to rebuild the in-flight "
-        "state (default 10m)",
+        "state (default 30m)",
     )
     p.add_argument(
         "--tail", type=parse_duration, default=300.0, metavar="DURATION",
@@ -457,8 +457,10 @@ def run(spark, args: argparse.Namespace, merge_args: list[str]) -> int:
     results.sort(key=lambda r: (r["path"], r["index"]))
     n_files = len({r["path"] for r in results})
     whole = sum(1 for r in results if r["whole"])
+    lines = sum(r["lines"] for r in results)
     print(
         f"{PROG}: {plural(n_files, 'file')}, {plural(len(results), 'shard')} "
+        f"of {plural(lines, 'line')} "
         f"(window {window:g} s, warm-up {warm_up:g} s, tail {tail:g} s)"
         + (f"; {plural(whole, 'file')} read whole: no timestamps to cut by" if whole else ""),
         file=sys.stderr,
