@@ -470,7 +470,10 @@ def run(spark, args: argparse.Namespace, merge_args: list[str]) -> int:
     proc = subprocess.run(
         [exe, "merge", *merge_args, "-"], input=partials, capture_output=True, check=False
     )
-    sys.stderr.write(proc.stderr.decode("utf-8", "replace"))
+    sys.stderr.write(name_partials(proc.stderr.decode("utf-8", "replace"), results))
+    if not proc.stdout:
+        # Refused (merge's error is above), or written to merge's own -o.
+        return proc.returncode
     if args.output:
         with open(args.output, "wb") as f:
             f.write(proc.stdout)
@@ -478,6 +481,19 @@ def run(spark, args: argparse.Namespace, merge_args: list[str]) -> int:
         sys.stdout.buffer.write(proc.stdout)
         sys.stdout.flush()
     return proc.returncode
+
+
+def name_partials(text: str, results: list[dict]) -> str:
+    """``text`` (merge's stderr) with each ``-:N`` (the N-th partial on its
+    stdin) followed by the shard it came from."""
+
+    def shard(m: re.Match) -> str:
+        n = int(m.group(1))
+        if 1 <= n <= len(results):
+            return f"{m.group(0)} ({describe(results[n - 1])})"
+        return m.group(0)
+
+    return re.sub(r"(?<![\w/.-])-:(\d+)\b", shard, text)
 
 
 # The errors this job raises inside a task, as Python prints them.

@@ -180,6 +180,21 @@ class Split(unittest.TestCase):
         self.assertEqual(s["data"], log([T0 + 1, T0 + 2]))
 
 
+class MergeMessages(unittest.TestCase):
+    def test_partials_named_by_their_shard(self):
+        results = [
+            {"path": "s3a://b/a.log", "index": 0, "since": None, "until": "2026-08-21T15:00:00Z"},
+            {"path": "s3a://b/a.log", "index": 1, "since": "2026-08-21T15:00:00Z", "until": None},
+        ]
+        text = "gate-dist: error: -:2: counts decisions ..., which -:1 counts too; -:3 x-:1\n"
+        self.assertEqual(
+            g.name_partials(text, results),
+            "gate-dist: error: -:2 (s3a://b/a.log shard 1 [2026-08-21T15:00:00Z, end)): "
+            "counts decisions ..., which -:1 (s3a://b/a.log shard 0 "
+            "[start, 2026-08-21T15:00:00Z)) counts too; -:3 x-:1\n",
+        )
+
+
 class Names(unittest.TestCase):
     def test_split_name(self):
         self.assertEqual(g.split_name("glm=s3a://b/epp/*.gz"), ("glm", "s3a://b/epp/*.gz"))
