@@ -30,12 +30,11 @@ pub fn write(
     run: &RunInfo,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    match format {
-        Format::Json => crate::json::write_json(report, w),
-        Format::Csv => write_csv(report, w),
-        Format::Table => write_table(report, width, run, w),
-        Format::Markdown => write_markdown(report, run, w),
-    }
+    let ctx = crate::RenderContext {
+        width,
+        run: run.clone(),
+    };
+    (format.spec().make)(ctx).compare(report, w)
 }
 
 /// The marker of a row whose test's approximation is poor.
@@ -314,7 +313,7 @@ pub fn sections(r: &CompareReport) -> Vec<Section> {
     out
 }
 
-fn write_table(
+pub(crate) fn write_table(
     r: &CompareReport,
     width: Option<u16>,
     run: &RunInfo,
@@ -332,7 +331,11 @@ fn write_table(
     crate::table::write_glossary(&String::from_utf8_lossy(&whole), width, w)
 }
 
-fn write_markdown(r: &CompareReport, run: &RunInfo, w: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn write_markdown(
+    r: &CompareReport,
+    run: &RunInfo,
+    w: &mut dyn Write,
+) -> io::Result<()> {
     let mut body = Vec::new();
     writeln!(body, "## gatecal gate-dist comparison\n")?;
     crate::markdown::write_summary(&summary(r, run), &mut body)?;

@@ -489,6 +489,14 @@ impl Renderer for Csv {
         }
         Ok(())
     }
+
+    fn compare(
+        &self,
+        report: &gatecal_analysis::compare::CompareReport,
+        w: &mut dyn Write,
+    ) -> io::Result<()> {
+        crate::compare::write_csv(report, w)
+    }
 }
 
 #[cfg(test)]

@@ -28,4 +28,12 @@ impl Renderer for Json {
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()> {
         write_json(report, w)
     }
+
+    fn compare(
+        &self,
+        report: &gatecal_analysis::compare::CompareReport,
+        w: &mut dyn Write,
+    ) -> io::Result<()> {
+        write_json(report, w)
+    }
 }

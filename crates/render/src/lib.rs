@@ -183,6 +183,12 @@ pub trait Renderer {
     fn gate_dist(&self, report: &GateDistReport, w: &mut dyn Write) -> io::Result<()>;
     /// Writes a recommend report.
     fn recommend(&self, report: &RecommendReport, w: &mut dyn Write) -> io::Result<()>;
+    /// Writes a before-and-after report (`gate-dist --compare`).
+    fn compare(
+        &self,
+        report: &gatecal_analysis::compare::CompareReport,
+        w: &mut dyn Write,
+    ) -> io::Result<()>;
 }
 
 /// The renderer of a format, tables at full width and no run named.

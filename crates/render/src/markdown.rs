@@ -167,6 +167,14 @@ impl Renderer for Markdown {
         self.recommend_body(report, &mut buf)?;
         with_glossary(&buf, w)
     }
+
+    fn compare(
+        &self,
+        report: &gatecal_analysis::compare::CompareReport,
+        w: &mut dyn Write,
+    ) -> io::Result<()> {
+        crate::compare::write_markdown(report, &self.run, w)
+    }
 }
 
 impl Markdown {

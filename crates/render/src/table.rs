@@ -292,6 +292,14 @@ impl Renderer for Table {
         self.unwrapped().recommend_body(report, &mut whole)?;
         write_glossary(&String::from_utf8_lossy(&whole), self.width, w)
     }
+
+    fn compare(
+        &self,
+        report: &gatecal_analysis::compare::CompareReport,
+        w: &mut dyn Write,
+    ) -> io::Result<()> {
+        crate::compare::write_table(report, self.width, &self.run, w)
+    }
 }
 
 impl Table {
