@@ -341,6 +341,34 @@ pub fn fit_engine(w: &Workload) -> Option<EngineFit> {
     })
 }
 
+/// The workload of `seen` and the engine fitted to it, in two passes: the
+/// workload inferred with `start` ([`workload::infer`]) gives the first
+/// fit; the workload is inferred again with that engine
+/// ([`workload::infer_with`]: the uncached tokens the log does not show are
+/// read off the observed service times, and the in-flight tokens of the
+/// other requests follow), and the engine refitted to it. `None` for the
+/// fit when the first pass gives none (the workload is then the first
+/// pass's).
+pub fn infer_and_fit(
+    seen: &[Seen],
+    known: &[String],
+    threshold: f64,
+    start: &EngineModel,
+) -> (Workload, Option<EngineFit>) {
+    let w = workload::infer(seen, known, threshold, start);
+    let Some(first) = fit_engine(&w) else {
+        return (w, None);
+    };
+    let model = EngineModel {
+        peak_tps: first.tokens_per_s,
+        overhead_s: first.overhead_s,
+        ..*start
+    };
+    let w2 = workload::infer_with(seen, known, threshold, &model, true);
+    let fit = fit_engine(&w2).unwrap_or(first);
+    (w2, Some(fit))
+}
+
 /// A log's decisions as the workload inference reads them, by deployment:
 /// one [`Seen`] per request id (its first decision with a time and a
 /// picked endpoint; decisions without a request id are left out, as no
