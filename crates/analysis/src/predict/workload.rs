@@ -40,6 +40,9 @@
 //!   uncached tokens on that endpoint: it is left out, as if not logged,
 //!   and the engine fit leaves out a request whose own endpoint's load was
 //!   capped.
+//!   With an engine fitted to the log ([`infer_with`], the second pass of
+//!   [`super::infer_and_fit`]), such a request's uncached tokens on its
+//!   own endpoint are read off its observed service time.
 //!
 //! # Limits
 //!
