@@ -40,10 +40,9 @@ use std::sync::Arc;
 
 use gatecal_analysis::DecisionInput;
 use gatecal_analysis::predict::replay::{EngineModel, Picker};
-use gatecal_analysis::predict::workload::infer;
 use gatecal_analysis::predict::{
-    MODEL_ERROR_LN90, Prediction, fit_engine, nearest_rank, predict_replay, requests_by_deployment,
-    with_model_error,
+    MODEL_ERROR_LN90, Prediction, infer_and_fit, nearest_rank, predict_replay,
+    requests_by_deployment, with_model_error,
 };
 use gatecal_filter::{Config, PenaltyMode};
 use gatecal_parser::{Item, ParseOptions, parse_slice};
@@ -211,8 +210,8 @@ fn cases_of(name: &str, base: &Scenario, seed: u64) -> Result<Vec<Case>, String>
             cache_capacity_tokens: f64::INFINITY,
             block_size: dep.block_size,
         };
-        let w = infer(seen, &[], config.affinity_threshold, &start);
-        let Some(fit) = fit_engine(&w) else {
+        let (w, fit) = infer_and_fit(seen, &[], config.affinity_threshold, &start);
+        let Some(fit) = fit else {
             eprintln!(
                 "{name} {seed} {}: no engine fit (too few observed first tokens)",
                 dep.name

@@ -14,8 +14,7 @@ use std::collections::HashSet;
 
 use gatecal_analysis::DecisionInput;
 use gatecal_analysis::predict::replay::{EngineModel, Picker};
-use gatecal_analysis::predict::workload::infer;
-use gatecal_analysis::predict::{fit_engine, nearest_rank, predict, requests_by_deployment};
+use gatecal_analysis::predict::{infer_and_fit, nearest_rank, predict, requests_by_deployment};
 use gatecal_filter::{Config, PenaltyMode};
 use gatecal_parser::{Item, ParseOptions, parse_slice};
 use gatecal_sim::{TruthRecord, Variant, run, scenario};
@@ -82,8 +81,8 @@ fn main() {
                 cache_capacity_tokens: f64::INFINITY,
                 block_size: dep.block_size,
             };
-            let w = infer(seen, &[], config.affinity_threshold, &start);
-            let Some(fit) = fit_engine(&w) else {
+            let (w, fit) = infer_and_fit(seen, &[], config.affinity_threshold, &start);
+            let Some(fit) = fit else {
                 println!(
                     "{name} {seed} {}: no engine fit (no observed first tokens)",
                     dep.name

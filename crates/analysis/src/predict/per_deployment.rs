@@ -29,8 +29,8 @@ use rustc_hash::{FxBuildHasher, FxHashSet};
 use serde::Serialize;
 
 use super::replay::{EngineModel, Picker};
-use super::workload::{Seen, Workload, WorkloadEvidence, infer};
-use super::{EngineFit, Prediction, fit_engine, predict};
+use super::workload::{Seen, Workload, WorkloadEvidence};
+use super::{EngineFit, Prediction, infer_and_fit, predict};
 use crate::gate::hist::SignedHistogram;
 use crate::input::DecisionInput;
 
@@ -476,8 +476,7 @@ impl Requests {
             cache_capacity_tokens: f64::INFINITY,
             block_size: block_size.max(1),
         };
-        let w = infer(&self.seen, &[], threshold, &start);
-        let fit = fit_engine(&w);
+        let (w, fit) = infer_and_fit(&self.seen, &[], threshold, &start);
         let source = match &fit {
             Some(f) => format!(
                 "fitted to the observed first tokens of {} requests: each request's prefill time (its first token less the later of its arrival and the previous first token on its endpoint) regressed on its uncached tokens; median error {:.1} %",

@@ -40,6 +40,9 @@
 //!   uncached tokens on that endpoint: it is left out, as if not logged,
 //!   and the engine fit leaves out a request whose own endpoint's load was
 //!   capped.
+//!   With an engine fitted to the log ([`infer_with`], the second pass of
+//!   [`super::infer_and_fit`]), such a request's uncached tokens on its
+//!   own endpoint are read off its observed service time.
 //!
 //! # Limits
 //!
@@ -150,6 +153,26 @@ fn median(v: &[f64]) -> Option<f64> {
 /// endpoints in the order the replay numbers them (the pool, when known);
 /// the others follow in order of appearance.
 pub fn infer(seen: &[Seen], known: &[String], threshold: f64, model: &EngineModel) -> Workload {
+    infer_with(seen, known, threshold, model, false)
+}
+
+/// [`infer`] with `model` fitted to the log's own first tokens
+/// ([`super::fit_engine`]) when `fitted`: a request whose uncached tokens
+/// on its endpoint the log does not show (its `tokenLoad` there at the
+/// scorer's cap, or no load line) and whose first token is observed takes
+/// them from its service time, the engine fit read backwards: `(first −
+/// max(arrival, previous first token on the endpoint) − overhead −
+/// latency) · speed`. Under a backlog long enough to cap the load this is
+/// every request of the backlog, whose uncached tokens would otherwise be
+/// the deployment's median so far (below the mean of a skewed prompt
+/// distribution: the replay then serves less work than the engine did).
+pub fn infer_with(
+    seen: &[Seen],
+    known: &[String],
+    threshold: f64,
+    model: &EngineModel,
+    fitted: bool,
+) -> Workload {
     let mut names: Vec<String> = known.to_vec();
     let mut index: FxHashMap<String, usize> = names
         .iter()
@@ -215,7 +238,17 @@ pub fn infer(seen: &[Seen], known: &[String], threshold: f64, model: &EngineMode
         let released = s.outcome.is_some_and(|o| o.is_release());
         let max_u = uncached.iter().map(|&(_, u)| u).fold(f64::NAN, f64::max);
         let min_u = uncached.iter().map(|&(_, u)| u).fold(f64::NAN, f64::min);
-        let on_chosen = uncached.iter().find(|&&(k, _)| k == c).map(|&(_, u)| u);
+        let logged_on_chosen = uncached.iter().find(|&&(k, _)| k == c).map(|&(_, u)| u);
+        // Not shown: read off the service time with the fitted engine.
+        let served = match (fitted, logged_on_chosen, s.ttft_s) {
+            (true, None, Some(ttft)) if model.peak_tps.is_finite() && model.peak_tps > 0.0 => {
+                let start = t.max(eps[c].free_at);
+                let busy = t + ttft - start - model.overhead_s - model.latency_s;
+                Some((busy * model.peak_tps).max(0.0))
+            }
+            _ => None,
+        };
+        let on_chosen = logged_on_chosen.or(served);
         // Holders of the prefix and the warm count.
         let holders: Vec<usize> = if narrowed {
             uncached
@@ -266,7 +299,11 @@ pub fn infer(seen: &[Seen], known: &[String], threshold: f64, model: &EngineMode
         }
         let fallback = median(&colds).unwrap_or(0.0);
         let (cold, warm) = if holders.is_empty() {
-            let cold = if max_u.is_finite() { max_u } else { fallback };
+            let cold = if max_u.is_finite() {
+                max_u.max(served.unwrap_or(0.0))
+            } else {
+                served.unwrap_or(fallback)
+            };
             (cold, cold)
         } else {
             let warm = if narrowed {
@@ -364,14 +401,15 @@ pub fn infer(seen: &[Seen], known: &[String], threshold: f64, model: &EngineMode
             logged_endpoint: Some(c),
         });
         w.logged_endpoint.push(c);
-        // Unknown where the chosen endpoint's load was at the cap: the
-        // engine fit leaves the request out.
-        w.logged_uncached
-            .push(if on_chosen.is_none() && capped.contains(&c) {
+        // Unknown where the chosen endpoint's load was at the cap, or read
+        // off the service time: the engine fit leaves the request out.
+        w.logged_uncached.push(
+            if logged_on_chosen.is_none() && (capped.contains(&c) || served.is_some()) {
                 f64::NAN
             } else {
                 u_c
-            });
+            },
+        );
         w.observed_first_s.push(s.ttft_s.map(|ttft| t + ttft));
     }
     w.evidence.requests = w.requests.len();
@@ -558,6 +596,63 @@ mod tests {
         );
         assert_eq!(w.evidence.assumed, 1);
         assert!(w.logged_uncached[0].is_nan());
+    }
+
+    /// Under a backlog that caps every load, a fitted engine reads each
+    /// request's uncached tokens off its observed service time: the
+    /// backlog's work is the engine's, not the median of earlier prompts
+    /// (which the first pass, without a fit, falls back to).
+    #[test]
+    fn a_capped_backlog_is_read_off_the_service_times() {
+        let m = model();
+        let cap = QUEUE_THRESHOLD_TOKENS;
+        // One endpoint: three requests below the cap (1000 tokens each),
+        // then a backlog of four capped ones, 2000..8000 tokens, arriving
+        // together and served one after the other.
+        let mut seen = Vec::new();
+        let mut free = 0.0_f64;
+        let mut push = |ts: f64, load: f64, u: f64, seen: &mut Vec<Seen>| {
+            let first = ts.max(free) + u / m.peak_tps + m.overhead_s;
+            free = first;
+            seen.push(Seen {
+                ts,
+                chosen: "a".into(),
+                outcome: Some(Outcome::NotApplicable),
+                loads: vec![("a".into(), load)],
+                ttft_s: Some(first - ts),
+                ..Seen::default()
+            });
+        };
+        for i in 0..3 {
+            push(f64::from(i) * 10.0, 1000.0, 1000.0, &mut seen);
+        }
+        for k in 1..=4 {
+            push(
+                40.0 + f64::from(k) * 1e-3,
+                cap,
+                2000.0 * f64::from(k),
+                &mut seen,
+            );
+        }
+        let names = vec!["a".to_string()];
+        let th = DEFAULT_CONFIG.affinity_threshold;
+        let first = infer(&seen, &names, th, &m);
+        assert_eq!(first.requests[5].cold_tokens, 1000.0, "the median so far");
+        let w = infer_with(&seen, &names, th, &m, true);
+        for k in 1..=4 {
+            let r = &w.requests[2 + k];
+            let want = 2000.0 * k as f64;
+            assert!(
+                (r.cold_tokens - want).abs() < 1e-6,
+                "{k}: {}",
+                r.cold_tokens
+            );
+            assert!(
+                w.logged_uncached[2 + k].is_nan(),
+                "not evidence for the fit"
+            );
+        }
+        assert_eq!(w.logged_uncached[0], 1000.0);
     }
 
     /// The inferred workload replayed under the logged config gives the
