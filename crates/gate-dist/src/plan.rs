@@ -72,6 +72,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             input != "-",
             "-: plan reads each input for its times; standard input cannot be sharded"
         );
+        anyhow::ensure!(
+            !std::path::Path::new(input).is_dir(),
+            "{input}: a folder; give its files (plan cuts each file into its shards)"
+        );
         let one = InputArgs {
             inputs: vec![input.clone()],
             quiet: true,

@@ -282,6 +282,11 @@ pub(crate) struct DepAcc {
     pub(crate) signals: crate::findings::SignalsAcc,
     /// The observed TTFT of its requests.
     pub(crate) observed: crate::predict::per_deployment::Observed,
+    /// A sample of the counted decisions whose lines name no EPP pod
+    /// ([`crate::report::partial::sampled_key`]), for the double-counting
+    /// check of a merge.
+    #[serde(skip)]
+    pub(crate) unnamed_keys: crate::report::partial::KeySample,
 }
 
 impl DepAcc {
@@ -562,8 +567,12 @@ fn handle(
             candidates: Vec::new(),
             signals: crate::findings::SignalsAcc::default(),
             observed: Default::default(),
+            unnamed_keys: Default::default(),
         }),
     };
+    if d.epp_pod.is_none() {
+        dep.unnamed_keys.add(sample.request_id.as_deref(), d.ts);
+    }
     dep.observed.push(
         sample.request_id.as_deref(),
         d.chosen.as_deref(),
