@@ -8,7 +8,9 @@
 //! config in force, the input ledger and the parts it was made of. The
 //! report is finished by [`finish_parts`](super::gate_dist::finish_parts),
 //! the function a run over logs finishes by, so a merge and a run agree by
-//! construction wherever the accumulators merge exactly.
+//! construction wherever the accumulators merge exactly. What is exact
+//! after a merge of shards, and the measured bound on reconstructed gate
+//! inputs near a shard's start, are in `docs/scale-out.md`.
 
 use std::collections::BTreeMap;
 
