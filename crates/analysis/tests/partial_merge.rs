@@ -267,3 +267,61 @@ fn the_same_decisions_twice_are_refused() {
     let e = merge_partials(all).err().expect("double counting refused");
     assert!(e.to_string().contains("counted twice"), "{e}");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// A damaged partial (cut short, a byte changed) is read as an error
+    /// or as a partial that merges and finishes: never a panic.
+    #[test]
+    fn damaged_partials_never_panic(cut in 0.0f64..1.0, at in 0.0f64..1.0, byte in any::<u8>()) {
+        let (_, ds) = &sources()[1];
+        let configs = ConfigSet::default();
+        let line = audit(ds, TimeRange::default(), &configs)
+            .into_partial(InputSummary::default())
+            .to_line();
+        let mut bytes = line.into_bytes();
+        let i = ((bytes.len() - 1) as f64 * at) as usize;
+        bytes[i] = byte;
+        bytes.truncate(((bytes.len() as f64) * (0.5 + cut / 2.0)) as usize + 1);
+        let text = String::from_utf8_lossy(&bytes);
+        if let Ok(p) = Partial::from_json(&text)
+            && let Ok(m) = merge_partials(vec![("damaged".into(), p)])
+        {
+            let _ = serde_json::to_string(&m.finish());
+        }
+    }
+}
+
+/// Two EPP pods' logs without pod names (files of one pod each), over the
+/// same time: not double counting, and their counts add up.
+#[test]
+fn two_unnamed_pods_over_the_same_time_merge() {
+    let (_, ds) = &sources()[4];
+    let configs = given(ds);
+    let halves: Vec<Vec<DecisionInput>> = (0..2)
+        .map(|h| {
+            ds.iter()
+                .enumerate()
+                .filter(|(i, _)| i % 2 == h)
+                .map(|(_, d)| DecisionInput {
+                    epp_pod: None,
+                    ..d.clone()
+                })
+                .collect()
+        })
+        .collect();
+    let parts: Vec<(String, Partial)> = halves
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let p = audit(h, TimeRange::default(), &configs).into_partial(InputSummary::default());
+            (format!("pod{i}"), round_trip(p))
+        })
+        .collect();
+    let sampled: usize = parts.iter().map(|(_, p)| p.parts[0].sampled.len()).sum();
+    assert!(sampled > 0, "the keys are kept");
+    let m = merge_partials(parts).expect("two pods merge").finish();
+    let n: u64 = m.deployments.iter().map(|d| d.stats.decisions).sum();
+    assert_eq!(n, ds.len() as u64);
+}

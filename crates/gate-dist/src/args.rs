@@ -50,6 +50,11 @@ Examples:
   The same in one pipe (the first report to a file):
     gate-dist epp.log --emit-decisions - -o first.json | gate-dist - --what-if-peak 3000
 
+  Shards merged later (hourly partial reports into a day's report):
+    gate-dist epp-14h.log --emit-partial parts/14h.part
+    gate-dist merge parts/ -o day.md
+    gate-dist plan --window 1h --warm-up 5m logs/*.log.gz   # the shards of a scale-out run
+
   Install shell completion and the man page:
     gate-dist --generate complete-bash > ~/.local/share/bash-completion/completions/gate-dist
     gate-dist --generate man > ~/.local/share/man/man1/gate-dist.1

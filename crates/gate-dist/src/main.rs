@@ -29,7 +29,7 @@ fn main() -> ExitCode {
         .and_then(|a| a.to_str())
     {
         Some("merge") => {
-            let argv = std::env::args_os().skip(1);
+            let argv = std::iter::once("gate-dist merge".into()).chain(std::env::args_os().skip(2));
             return match <merge::MergeArgs as clap::Parser>::try_parse_from(argv) {
                 Ok(a) => gatecal_cli::output::exit("gate-dist", merge::run(a)),
                 Err(e) => {
@@ -39,7 +39,7 @@ fn main() -> ExitCode {
             };
         }
         Some("plan") => {
-            let argv = std::env::args_os().skip(1);
+            let argv = std::iter::once("gate-dist plan".into()).chain(std::env::args_os().skip(2));
             return match <plan::PlanArgs as clap::Parser>::try_parse_from(argv) {
                 Ok(a) => gatecal_cli::output::exit("gate-dist", plan::run(a)),
                 Err(e) => {

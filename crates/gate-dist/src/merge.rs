@@ -14,10 +14,11 @@ const MAX_PARTIAL_BYTES: u64 = 1 << 30;
 
 /// Merges partial reports (written with --emit-partial) into one report:
 /// the report, in every format, one gate-dist run over all their input
-/// would print. Partials from shards of one log (by EPP pod, by time with a
-/// warm-up before each shard's --since) merge exactly; partials counting
-/// the same decisions twice, run with other options, or under another
-/// config are refused, naming the file.
+/// would print. Over shards of one log (by EPP pod, by time with a warm-up
+/// before each shard's --since) the counts and exact gate inputs merge
+/// exactly, reconstructed ones within the bound of docs/scale-out.md;
+/// partials counting the same decisions twice, run with other options, or
+/// under another config are refused, naming the file.
 #[derive(Parser, Debug)]
 #[command(name = "gate-dist merge", version = gatecal_cli::term::VERSION, max_term_width = 100)]
 pub struct MergeArgs {

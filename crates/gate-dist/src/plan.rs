@@ -11,9 +11,12 @@ use gatecal_cli::pipeline::{InputArgs, input_files, read_inputs};
 /// {"input", "pod", "since", "until", "read_from"}. Each shard is run as
 /// `gate-dist --since SINCE --until UNTIL --emit-partial -` over the
 /// input's lines from READ_FROM (SINCE less the warm-up) to UNTIL, and the
-/// partials are merged with `gate-dist merge`. Windows are aligned to
-/// multiples of --window since the epoch, so shards of several inputs
-/// line up.
+/// partials are merged with `gate-dist merge`. Lines past UNTIL are read
+/// and not counted: a tail of a few minutes keeps the observed TTFT of the
+/// last requests. Give every shard the EPP's config (--config), so that a
+/// shard whose lines never show the bar does not assume the default.
+/// Windows are aligned to multiples of --window since the epoch, so shards
+/// of several inputs line up.
 #[derive(Parser, Debug)]
 #[command(name = "gate-dist plan", version = gatecal_cli::term::VERSION, max_term_width = 100)]
 pub struct PlanArgs {
@@ -71,6 +74,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         anyhow::ensure!(
             input != "-",
             "-: plan reads each input for its times; standard input cannot be sharded"
+        );
+        anyhow::ensure!(
+            !std::path::Path::new(input).is_dir(),
+            "{input}: a folder; give its files (plan cuts each file into its shards)"
         );
         let one = InputArgs {
             inputs: vec![input.clone()],

@@ -17,6 +17,9 @@ const HEADER: usize = 40;
 const HALF_MAGNITUDE: u32 = 10;
 const HALF: u64 = 1 << HALF_MAGNITUDE;
 const MASK: u64 = (1 << (HALF_MAGNITUDE + 1)) - 1;
+/// Decoded counts past this (2^53) are refused: no log holds that many
+/// decisions, and sums of them stay exact.
+const MAX_COUNT: i64 = 1 << 53;
 /// Decoded counts past this index (a value of about 2^62) are refused.
 const MAX_INDEX: u64 = 54 << HALF_MAGNITUDE;
 
@@ -137,6 +140,9 @@ pub fn decode_into(b: &[u8], into: &mut Histogram<u64>) -> Result<(), String> {
         }
         if index > MAX_INDEX {
             return Err("histogram bucket out of range".into());
+        }
+        if c > MAX_COUNT {
+            return Err(format!("histogram count {c} past 2^53"));
         }
         if c > 0 {
             into.record_n(value_of(index), c as u64)

@@ -305,6 +305,11 @@ pub(crate) struct DepAcc {
     /// requests kept for the predicted TTFT (a partial report keeps the
     /// observed TTFT alone).
     pub(crate) requests: Requests,
+    /// A sample of the counted decisions whose lines name no EPP pod
+    /// ([`crate::report::partial::sampled_key`]), for the double-counting
+    /// check of a merge.
+    #[serde(skip)]
+    pub(crate) unnamed_keys: crate::report::partial::KeySample,
 }
 
 impl DepAcc {
@@ -605,8 +610,12 @@ fn handle(
             candidates: Vec::new(),
             signals: crate::findings::SignalsAcc::default(),
             requests: Requests::default(),
+            unnamed_keys: Default::default(),
         }),
     };
+    if d.epp_pod.is_none() {
+        dep.unnamed_keys.add(sample.request_id.as_deref(), d.ts);
+    }
     // The requests are kept for the replay only when a candidate's TTFT is
     // to be predicted.
     if opts.candidates.is_empty() {

@@ -8,7 +8,9 @@
 //! config in force, the input ledger and the parts it was made of. The
 //! report is finished by [`finish_parts`](super::gate_dist::finish_parts),
 //! the function a run over logs finishes by, so a merge and a run agree by
-//! construction wherever the accumulators merge exactly.
+//! construction wherever the accumulators merge exactly. What is exact
+//! after a merge of shards, and the measured bound on reconstructed gate
+//! inputs near a shard's start, are in `docs/scale-out.md`.
 
 use std::collections::BTreeMap;
 
@@ -57,8 +59,70 @@ pub struct Part {
     /// Per stream of decisions, `deployment` + `/` + EPP pod (empty when
     /// the decisions do not name one), the first and last decision
     /// counted: two parts counting the same stream over overlapping times
-    /// count some decisions twice.
+    /// count some decisions twice (checked for streams that name a pod).
     pub streams: BTreeMap<String, [Option<f64>; 2]>,
+    /// For the decisions whose lines name no pod: the keys (request id and
+    /// time, hashed), every one up to 4,096 of them, else about one in 64,
+    /// sorted. Two parts sharing a key count a decision twice.
+    #[serde(default)]
+    pub sampled: Vec<u64>,
+}
+
+/// One in this many decisions without a pod name is sampled, past
+/// [`ALL_KEYS`].
+const SAMPLE_ONE_IN: u64 = 64;
+/// A part with at most this many decisions without a pod name keeps every
+/// key.
+const ALL_KEYS: usize = 4096;
+
+/// The keys (request id and time, hashed) of the decisions without a pod
+/// name: all of them up to [`ALL_KEYS`], then the one in [`SAMPLE_ONE_IN`]
+/// whose hash is a multiple of it. Two parts share a key of every decision
+/// they both count when one of them keeps all its keys, and otherwise of
+/// about one in 64 of them.
+#[derive(Debug, Default)]
+pub(crate) struct KeySample {
+    keys: Vec<u64>,
+    sampled: bool,
+}
+
+impl KeySample {
+    /// Adds a counted decision (nothing without a request id).
+    pub(crate) fn add(&mut self, request_id: Option<&str>, ts: Option<f64>) {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let Some(id) = request_id else { return };
+        let mut h = rustc_hash::FxBuildHasher.build_hasher();
+        id.hash(&mut h);
+        ts.map(f64::to_bits).hash(&mut h);
+        let k = h.finish();
+        if !self.sampled {
+            self.keys.push(k);
+            if self.keys.len() > ALL_KEYS {
+                self.sample();
+            }
+        } else if k.is_multiple_of(SAMPLE_ONE_IN) {
+            self.keys.push(k);
+        }
+    }
+
+    fn sample(&mut self) {
+        self.sampled = true;
+        self.keys.retain(|k| k.is_multiple_of(SAMPLE_ONE_IN));
+    }
+
+    /// The keys of several deployments' samples, sorted: every key when
+    /// there are at most [`ALL_KEYS`] of them, else the sample.
+    fn combine(parts: Vec<KeySample>) -> Vec<u64> {
+        let sampled = parts.iter().any(|p| p.sampled)
+            || parts.iter().map(|p| p.keys.len()).sum::<usize>() > ALL_KEYS;
+        let mut keys: Vec<u64> = parts.into_iter().flat_map(|p| p.keys).collect();
+        if sampled {
+            keys.retain(|k| k.is_multiple_of(SAMPLE_ONE_IN));
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
 }
 
 /// The options a partial's figures were computed with: partials merge only
@@ -120,7 +184,12 @@ impl GateDist {
             max_deployments: 0,
         };
         let range = o.time_range;
-        let (deps, pooled) = self.settle();
+        let (mut deps, pooled) = self.settle();
+        let sampled = KeySample::combine(
+            deps.values_mut()
+                .map(|d| std::mem::take(&mut d.unnamed_keys))
+                .collect(),
+        );
         let mut streams = BTreeMap::new();
         let mut decisions = 0;
         let (mut first, mut last) = (None, None);
@@ -148,6 +217,7 @@ impl GateDist {
                 producer: producer(),
             },
             streams,
+            sampled,
         };
         Partial {
             schema: PARTIAL_SCHEMA.into(),
@@ -402,15 +472,37 @@ fn settings_diff(a: &Settings, b: &Settings) -> String {
     differ.join("; ")
 }
 
-/// Two parts counting one stream over overlapping times: double counting.
-/// A part's warm-up (read before its `--since`) is not counted, so shards
-/// that overlap only there pass.
+/// Two parts counting one EPP pod's decisions over overlapping times, or
+/// sharing a sampled decision: double counting. A part's warm-up (read
+/// before its `--since`) is not counted, so shards that overlap only there
+/// pass.
 fn check_overlaps(all: &[Partial]) -> Result<(), MergeError> {
     let mut seen: BTreeMap<&str, Vec<(f64, f64, String)>> = BTreeMap::new();
+    let mut keys: std::collections::HashMap<u64, (usize, String)> =
+        std::collections::HashMap::new();
+    let mut id = 0;
     for p in all {
         for part in &p.parts {
+            id += 1;
             let src = part.info.source.clone().unwrap_or_default();
+            for k in &part.sampled {
+                if let Some((other_id, other)) = keys.insert(*k, (id, src.clone()))
+                    && other_id != id
+                {
+                    return Err(MergeError {
+                        source: src,
+                        message: format!(
+                            "counts decisions {other} counts too (the same request ids at the same times): the same decisions would be counted twice (shards may overlap only in their warm-up, before --since)"
+                        ),
+                    });
+                }
+            }
             for (stream, [f, l]) in &part.streams {
+                // Without a pod name, two pods' logs share the stream:
+                // the sampled keys above decide.
+                if stream.ends_with('/') {
+                    continue;
+                }
                 let f = f.unwrap_or(f64::NEG_INFINITY);
                 let l = l.unwrap_or(f64::INFINITY);
                 let v = seen.entry(stream.as_str()).or_default();
