@@ -859,7 +859,8 @@ fn what_if_rows_carry_a_predicted_ttft_checked_against_the_observed() {
         "csv",
     ]);
     let csv = String::from_utf8(out.stdout).unwrap();
-    let mut lines = csv.lines();
+    // The comment lines that explain the columns come first.
+    let mut lines = csv.lines().skip_while(|l| l.starts_with('#'));
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
     let (p90, config) = (col("predicted_ttft_p90_ms"), col("config"));

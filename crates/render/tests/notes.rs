@@ -99,7 +99,7 @@ fn a_shared_warning_is_said_once_naming_every_deployment_in_order() {
         assert_eq!(
             with(&t, "thin evidence"),
             [format!(
-                "{lead}warning: gamma, alpha, {beta}: thin evidence: no vLLM stats, calibration or --peak-prefill-throughput; the peak is the configured value"
+                "{lead}warning: gamma, alpha, {beta}: thin evidence: no vLLM stats, calibration or --known-peak; the peak is the configured value"
             )],
             "{f:?}\n{t}"
         );
