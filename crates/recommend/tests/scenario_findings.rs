@@ -64,6 +64,10 @@ fn gate_dist(out: &SimOutput, set: ConfigSet) -> GateDistReport {
 }
 
 fn recommend(out: &SimOutput, set: ConfigSet) -> Vec<Finding> {
+    recommend_report(out, set).findings
+}
+
+fn recommend_report(out: &SimOutput, set: ConfigSet) -> gatecal_analysis::RecommendReport {
     let mut r = Recommend::new(RecommendOptions::default(), set);
     for i in items(out, true) {
         match i {
@@ -71,7 +75,7 @@ fn recommend(out: &SimOutput, set: ConfigSet) -> Vec<Finding> {
             Item::VllmStats(s) => r.push_vllm(&s),
         }
     }
-    r.finish(InputSummary::default()).findings
+    r.finish(InputSummary::default())
 }
 
 fn ids_of(f: &[Finding]) -> Vec<&'static str> {
@@ -308,8 +312,9 @@ fn reuse_shortfall_fires_on_stale_index() {
     // gate-dist has no vLLM hit rate to compare with.
     let g = gate_dist(&out, config_of(&s)).findings;
     assert!(g.is_empty(), "{g:#?}");
-    let r = recommend(&out, config_of(&s));
-    assert_eq!(ids_of(&r), [ids::REUSE_SHORTFALL], "{r:#?}");
+    let report = recommend_report(&out, config_of(&s));
+    let r = &report.findings;
+    assert_eq!(ids_of(r), [ids::REUSE_SHORTFALL], "{r:#?}");
     let f = &r[0];
     let predicted = f.evidence.figures["predicted_hit_rate"];
     let delivered = f.evidence.figures["vllm_hit_rate"];
@@ -322,9 +327,15 @@ fn reuse_shortfall_fires_on_stale_index() {
     let n = out.truth.len() as u64;
     assert!(f.evidence.count <= n && f.evidence.count + 3 >= n, "{f:#?}");
     // The TTFT fit replays the predicted hits: it is not offered as the
-    // peak (no peak_misconfigured from it), and the summary says so.
-    assert!(
+    // peak (no peak_misconfigured from it), and, when the fit reproduces
+    // the log (its self-check passes) and so could have been, the summary
+    // says why not.
+    let d = &report.deployments[0];
+    let fit_offered =
+        d.ttft_model.tokens_per_s.is_some() && d.ttft_self_check.as_ref().is_some_and(|c| c.passed);
+    assert_eq!(
         f.summary.contains("not taken for the peak"),
+        fit_offered,
         "{}",
         f.summary
     );
