@@ -72,6 +72,7 @@ mod input;
 mod peak;
 pub mod predict;
 mod report;
+mod rng;
 
 pub use config::epp::producers::producer_block_sizes;
 pub use config::epp::writer::{ParamChanges, emit, minimal_config};

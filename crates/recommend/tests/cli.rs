@@ -1756,7 +1756,10 @@ fn svg_draws_each_rows_prediction() {
     // One whisker group (with its tooltip) per predicted row.
     assert_eq!(s.matches("<title>").count(), predicted, "{s}");
     let observed = d["observed_ttft_ms"]["n"].as_u64().unwrap();
-    assert!(s.contains(&format!("(n = {})", fmt_count(observed))), "{s}");
+    assert!(
+        s.contains(&format!("(n = {})", gatecal_render::num::count(observed))),
+        "{s}"
+    );
     let chosen = d["recommended"]["row"].as_str().unwrap();
     assert!(
         s.contains(&format!(">{chosen} (recommended)</text>")),
@@ -1791,50 +1794,4 @@ fn svg_draws_each_rows_prediction() {
     for f in &files {
         assert!(m.contains(&format!("]({f})")), "{f} not linked: {m}");
     }
-}
-
-/// 1234567 -> "1,234,567", as the reports print counts.
-fn fmt_count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// `--known-peak` is the measured peak; its old name still works and
-/// says what it became, while `-q` keeps it quiet.
-#[test]
-fn the_old_peak_flag_is_an_alias_that_warns() {
-    let demo = fixture("demo/glm-like.log.gz");
-    let new = run(&[&demo, "--format", "json", "--known-peak", "4000"]);
-    let old = run(&[&demo, "--format", "json", "--peak-prefill-throughput=4000"]);
-    let (a, b) = (ok_json(&new, "new"), ok_json(&old, "old"));
-    assert_eq!(
-        a["deployments"][0]["peak_prefill_throughput"],
-        b["deployments"][0]["peak_prefill_throughput"]
-    );
-    assert_eq!(
-        a["deployments"][0]["peak_prefill_throughput"]["value"],
-        4000.0
-    );
-    let err = String::from_utf8_lossy(&old.stderr);
-    assert!(
-        err.contains("--peak-prefill-throughput is now --known-peak"),
-        "{err}"
-    );
-    assert!(!String::from_utf8_lossy(&new.stderr).contains("is now --known-peak"));
-    let quiet = run(&[
-        &demo,
-        "--format",
-        "json",
-        "-q",
-        "--peak-prefill-throughput",
-        "4000",
-    ]);
-    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("is now"));
 }

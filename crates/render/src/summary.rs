@@ -102,16 +102,7 @@ fn range(first: Option<f64>, last: Option<f64>) -> Option<SummaryLine> {
 /// The summary of a gate-dist report.
 pub fn gate_dist_summary(r: &GateDistReport, run: &RunInfo) -> Vec<SummaryLine> {
     let mut out = vec![deployments(r.deployments.iter().map(|d| d.name.as_str()))];
-    let first = r
-        .deployments
-        .iter()
-        .filter_map(|d| d.first_ts)
-        .reduce(f64::min);
-    let last = r
-        .deployments
-        .iter()
-        .filter_map(|d| d.last_ts)
-        .reduce(f64::max);
+    let (first, last) = r.time_range();
     out.extend(range(first, last));
     let o = &r.overall.stats;
     out.push(line("Decisions", count(o.decisions)));

@@ -325,16 +325,7 @@ pub fn compare(
 
 /// A side's summary of a report.
 pub fn side(label: String, r: &GateDistReport) -> Side {
-    let first = r
-        .deployments
-        .iter()
-        .filter_map(|d| d.first_ts)
-        .reduce(f64::min);
-    let last = r
-        .deployments
-        .iter()
-        .filter_map(|d| d.last_ts)
-        .reduce(f64::max);
+    let (first, last) = r.time_range();
     Side {
         label,
         since: r.options.since,
@@ -631,55 +622,6 @@ fn fnv(s: &str) -> u64 {
     h
 }
 
-/// splitmix64: the bootstrap's generator.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1).
-    fn uniform(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box–Muller).
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.uniform(), self.uniform());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-
-    /// Gamma(shape, 1) for `shape >= 1` (Marsaglia and Tsang).
-    fn gamma(&mut self, shape: f64) -> f64 {
-        let d = shape - 1.0 / 3.0;
-        let c = 1.0 / (9.0 * d).sqrt();
-        loop {
-            let x = self.normal();
-            let v = 1.0 + c * x;
-            if v <= 0.0 {
-                continue;
-            }
-            let v = v * v * v;
-            let u = self.uniform();
-            if u < 1.0 - 0.0331 * x * x * x * x || u.ln() < 0.5 * x * x + d * (1.0 - v + v.ln()) {
-                return d * v;
-            }
-        }
-    }
-
-    /// Beta(a, b) for `a, b >= 1`.
-    fn beta(&mut self, a: f64, b: f64) -> f64 {
-        let x = self.gamma(a);
-        let y = self.gamma(b);
-        x / (x + y)
-    }
-}
-
 /// The histogram's values as a distribution to draw from: cumulative
 /// counts over the buckets.
 struct Cdf<'a> {
@@ -701,7 +643,7 @@ impl<'a> Cdf<'a> {
 
     /// The nearest-rank quantile of a resample of `n` values, drawn:
     /// `F⁻¹(U)`, `U ~ Beta(k, n + 1 − k)`.
-    fn resampled(&self, q: f64, rng: &mut SplitMix) -> f64 {
+    fn resampled(&self, q: f64, rng: &mut crate::rng::SplitMix) -> f64 {
         let n = self.n;
         let k = ((q * n as f64).ceil() as u64).clamp(1, n);
         let u = rng.beta(k as f64, (n + 1 - k) as f64);
@@ -726,7 +668,7 @@ pub fn bootstrap_difference(
     if ca.n == 0 || cb.n == 0 || resamples == 0 || !(0.0..=1.0).contains(&q) {
         return None;
     }
-    let mut rng = SplitMix(seed);
+    let mut rng = crate::rng::SplitMix(seed);
     let mut diffs: Vec<f64> = (0..resamples)
         .map(|_| cb.resampled(q, &mut rng) - ca.resampled(q, &mut rng))
         .collect();
@@ -817,7 +759,7 @@ mod tests {
         // near 50.5 and its standard deviation near √(n/4) = 5 values.
         let a = uniform(100, 0.0);
         let cdf = Cdf::new(&a);
-        let mut rng = SplitMix(11);
+        let mut rng = crate::rng::SplitMix(11);
         let v: Vec<f64> = (0..4000).map(|_| cdf.resampled(0.5, &mut rng)).collect();
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt();

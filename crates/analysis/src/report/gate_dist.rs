@@ -285,6 +285,18 @@ pub struct GateDistReport {
     pub merged: Vec<crate::report::partial::PartInfo>,
 }
 
+impl GateDistReport {
+    /// The first and the last decision time over every deployment, epoch
+    /// seconds (`None` without decisions).
+    pub fn time_range(&self) -> (Option<f64>, Option<f64>) {
+        let ds = || self.deployments.iter();
+        (
+            ds().filter_map(|d| d.first_ts).reduce(f64::min),
+            ds().filter_map(|d| d.last_ts).reduce(f64::max),
+        )
+    }
+}
+
 /// One deployment's accumulators: what a partial report holds of it
 /// (`docs/partial-report.md`).
 #[derive(serde::Serialize, serde::Deserialize)]

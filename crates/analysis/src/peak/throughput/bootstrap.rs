@@ -4,22 +4,6 @@
 use super::queue::{QUEUE_RESOLUTION, Queue};
 use super::types::{HitFrom, QUADRATURE_MIN_INTERVALS, REPLICATES, Span, quantile_sorted};
 
-/// A small deterministic generator for the bootstrap (splitmix64).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// The peak from saturated spans, with its 90 % interval (see the module
 /// docs): `(estimate, [low, high], intervals)`.
 pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
@@ -55,7 +39,7 @@ pub(crate) fn from_spans(spans: &[Span]) -> Option<(f64, [f64; 2], u64)> {
         }
     }
     let u = units.len();
-    let mut rng = SplitMix(n as u64 ^ tokens.to_bits());
+    let mut rng = crate::rng::SplitMix(n as u64 ^ tokens.to_bits());
     let mut reps = Vec::with_capacity(REPLICATES);
     for _ in 0..REPLICATES {
         let (mut t, mut d) = (0.0, 0.0);
