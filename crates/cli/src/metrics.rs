@@ -158,7 +158,10 @@ impl Metrics {
             let bar = r
                 .config
                 .as_ref()
-                .and_then(|c| c.parameters.get("maxTTFTPenaltyMs"))
+                .and_then(|c| {
+                    c.parameters
+                        .get(gatecal_filter::Param::MaxTtftPenaltyMs.name())
+                })
                 .and_then(serde_json::Value::as_f64);
             if outcome == Some(Outcome::Sticky)
                 && ms >= self.pinned_min_ms

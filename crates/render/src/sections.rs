@@ -214,13 +214,13 @@ pub fn config_notes(name: &str, c: &gatecal_analysis::SourcedConfig) -> Vec<Note
             "config from {}: maxTTFTPenaltyMs {} ms [{}], peakPrefillThroughput {} tok/s [{}], affinityThreshold {} [{}], penaltyMode {} [{}]",
             c.source,
             crate::num::group(p.max_ttft_penalty_ms.round() as i64),
-            src("maxTTFTPenaltyMs"),
+            src(gatecal_filter::Param::MaxTtftPenaltyMs.name()),
             crate::num::group(p.peak_prefill_throughput.round() as i64),
-            src("peakPrefillThroughput"),
+            src(gatecal_filter::Param::PeakPrefillThroughput.name()),
             p.affinity_threshold,
-            src("affinityThreshold"),
+            src(gatecal_filter::Param::AffinityThreshold.name()),
             p.penalty_mode.as_str(),
-            src("penaltyMode"),
+            src(gatecal_filter::Param::PenaltyMode.name()),
         ),
     )];
     if let Some(era) = &c.era {

@@ -439,7 +439,10 @@ pub fn default_peak_assumed(v: &View) -> Option<Finding> {
             format!("none needed; to pin it, --peak-prefill-throughput {mid:.0}"),
         ));
     }
-    if v.config.source_of("peakPrefillThroughput") != ParamSource::Default {
+    if v.config
+        .source_of(gatecal_filter::Param::PeakPrefillThroughput.name())
+        != ParamSource::Default
+    {
         return None;
     }
     let mut ev = evidence(v, v.decisions);

@@ -1030,7 +1030,8 @@ mod tests {
         assert_eq!(d.config.source_of("maxTTFTPenaltyMs"), ParamSource::Log);
         assert_eq!(d.config.source_of("affinityThreshold"), ParamSource::Log);
         assert_eq!(
-            d.config.source_of("peakPrefillThroughput"),
+            d.config
+                .source_of(gatecal_filter::Param::PeakPrefillThroughput.name()),
             ParamSource::Default
         );
         assert_eq!(d.config.source, "log");

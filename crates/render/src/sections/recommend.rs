@@ -243,9 +243,9 @@ pub fn recommend_sections(r: &RecommendReport) -> Vec<Section> {
         headers: vec![
             s("deployment"),
             s("config"),
-            s("penaltyMode"),
+            s(gatecal_filter::Param::PenaltyMode.name()),
             s("peak tok/s"),
-            s("maxTTFTPenaltyMs"),
+            s(gatecal_filter::Param::MaxTtftPenaltyMs.name()),
             s("released"),
             s("pinned"),
             s("excess TTFT ms"),
