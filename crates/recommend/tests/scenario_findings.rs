@@ -4,19 +4,14 @@
 //! and glm-like at its true peak with a bar that releases) captured the
 //! same way, so that its input is present in the healthy logs too.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use gatecal_analysis::findings::{Finding, Severity, ids};
-use gatecal_analysis::{
-    ConfigSet, DecisionInput, GateDist, GateDistOptions, GateDistReport, InputSummary, ParamSource,
-    Recommend, RecommendOptions, SourcedConfig,
-};
-use gatecal_parser::{Item, ParseOptions, parse_slice};
-use gatecal_sim::{Scenario, SimOutput, Variant, failure_truth, run, scenario};
-
-fn short(name: &str, seconds: f64) -> Scenario {
-    scenario(name).expect(name).with_duration(seconds)
-}
+use gatecal_analysis::{ConfigSet, GateDistReport, ParamSource, SourcedConfig};
+#[path = "support/sim_findings.rs"]
+mod sim_findings;
+use gatecal_sim::{Scenario, SimOutput, Variant, failure_truth, run};
+use sim_findings::*;
 
 /// `glm-like` at its true peak with a bar that releases: healthy.
 fn glm_corrected(seconds: f64) -> Scenario {
@@ -28,64 +23,12 @@ fn glm_corrected(seconds: f64) -> Scenario {
     s
 }
 
-/// The scenario's own filter config, as a `--config` file would give it.
-fn config_of(s: &Scenario) -> ConfigSet {
-    let c = s.deployments[0].primary_config();
-    ConfigSet {
-        default: vec![(
-            String::new(),
-            SourcedConfig::new("file:epp.yaml", c, ParamSource::File),
-        )],
-        per_deployment: HashMap::new(),
-    }
-}
-
-fn items(out: &SimOutput, vllm: bool) -> Vec<Item> {
-    let mut v = parse_slice("epp.log", &out.epp_log, &ParseOptions::default())
-        .expect("parse")
-        .items;
-    if vllm {
-        for (pod, bytes) in &out.vllm_logs {
-            let p = parse_slice(&format!("vllm/{pod}.log"), bytes, &ParseOptions::default());
-            v.extend(p.expect("parse").items);
-        }
-    }
-    v
-}
-
 fn gate_dist(out: &SimOutput, set: ConfigSet) -> GateDistReport {
-    let mut g = GateDist::new(GateDistOptions::default(), set);
-    for i in items(out, false) {
-        if let Item::Decision(d) = i {
-            g.push(DecisionInput::from(&*d));
-        }
-    }
-    g.finish(InputSummary::default())
+    gate_dist_report(out, set)
 }
 
 fn recommend(out: &SimOutput, set: ConfigSet) -> Vec<Finding> {
     recommend_report(out, set).findings
-}
-
-fn recommend_report(out: &SimOutput, set: ConfigSet) -> gatecal_analysis::RecommendReport {
-    let mut r = Recommend::new(RecommendOptions::default(), set);
-    for i in items(out, true) {
-        match i {
-            Item::Decision(d) => r.push_decision(DecisionInput::from(&*d)),
-            Item::VllmStats(s) => r.push_vllm(&s),
-        }
-    }
-    r.finish(InputSummary::default())
-}
-
-fn ids_of(f: &[Finding]) -> Vec<&'static str> {
-    f.iter().map(|f| f.id).collect()
-}
-
-fn find<'a>(f: &'a [Finding], id: &str) -> &'a Finding {
-    f.iter()
-        .find(|f| f.id == id)
-        .unwrap_or_else(|| panic!("{id} not in {f:#?}"))
 }
 
 /// Runs a healthy scenario with `variant` and checks that neither report
