@@ -66,7 +66,7 @@ fn a_panic_ends_the_process_with_an_internal_error() {
                 .args([
                     "--ignored",
                     "--exact",
-                    "child_panics_in_the_sink",
+                    "internal_error::child_panics_in_the_sink",
                     "--nocapture",
                 ])
                 .env("GATECAL_TEST_INPUT", input)

@@ -24,7 +24,7 @@ fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run gate-dist")
 }
 
-#[path = "../../cli/tests/support/report.rs"]
+#[path = "../../../cli/tests/support/report.rs"]
 mod report;
 use report::ok_json;
 

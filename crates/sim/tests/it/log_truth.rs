@@ -1,10 +1,8 @@
 //! The log agrees with its own truth, line by line, for every scenario.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::{check_log_against_truth, parse_plain};
+use crate::common::{check_log_against_truth, parse_plain};
 use gatecal_sim::{Variant, run, scenario, scenario_names};
 
 #[test]

@@ -22,7 +22,7 @@ fn run(args: &[&str]) -> Output {
         .expect("run recommend")
 }
 
-#[path = "../../cli/tests/support/report.rs"]
+#[path = "../../../cli/tests/support/report.rs"]
 mod report;
 use report::ok_json;
 

@@ -1,17 +1,17 @@
 //! `--fail-if`: CI gates over the report's figures and findings.
 
-#[path = "../../cli/tests/support/fail_if.rs"]
+#[path = "../../../cli/tests/support/fail_if.rs"]
 mod fail_if;
 
 use std::path::Path;
 
 fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_gate-dist"))
+    Path::new(env!("CARGO_BIN_EXE_recommend"))
 }
 
 #[test]
 fn gates_that_hold_exit_4_and_the_report_is_written() {
-    fail_if::gates_that_hold_exit_4_and_the_report_is_written(bin(), "released_share");
+    fail_if::gates_that_hold_exit_4_and_the_report_is_written(bin(), "logged_released_share");
 }
 
 #[test]

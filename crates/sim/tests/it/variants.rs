@@ -1,8 +1,6 @@
 //! Framing, noise and encoding variants.
 
-mod common;
-
-use common::{check_log_against_truth, parse_lenient, unframe};
+use crate::common::{check_log_against_truth, parse_lenient, unframe};
 use gatecal_sim::{Variant, run, scenario};
 
 #[test]

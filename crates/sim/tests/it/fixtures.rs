@@ -1,13 +1,11 @@
 //! The committed fixtures are what `epp-sim gen-fixtures` writes today, and
 //! each agrees with its own truth.
 
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{check_log_against_truth, parse_lenient};
+use crate::common::{check_log_against_truth, parse_lenient};
 use gatecal_sim::TruthRecord;
 
 fn fixtures_dir() -> PathBuf {

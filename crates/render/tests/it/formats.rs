@@ -158,7 +158,7 @@ fn quoted_fields(line: &str) -> usize {
 fn every_format_is_one_row() {
     use gatecal_analysis::{ConfigSet, Recommend, RecommendOptions};
     use gatecal_render::FORMATS;
-    let usage = include_str!("../../../docs/usage.md");
+    let usage = include_str!("../../../../docs/usage.md");
     let row = usage
         .lines()
         .find(|l| l.starts_with("| `--format "))
@@ -192,7 +192,7 @@ fn every_format_is_one_row() {
     }
     let names: std::collections::HashSet<&str> = FORMATS.iter().map(|f| f.name).collect();
     assert_eq!(names.len(), FORMATS.len(), "a format named twice");
-    let contributing = include_str!("../../../CONTRIBUTING.md");
+    let contributing = include_str!("../../../../CONTRIBUTING.md");
     let recipe = &contributing[contributing
         .find("### Add an output format")
         .expect("the recipe")..];

@@ -1,7 +1,7 @@
 //! `--compare` and `--compare-at`: before and after a change, as a user
 //! runs them.
 
-#[path = "../../cli/tests/support/docs.rs"]
+#[path = "../../../cli/tests/support/docs.rs"]
 mod docs;
 
 use std::path::Path;

@@ -1,0 +1,4 @@
+//! `gatecal-analysis`'s integration tests in one binary, one module per topic:
+//! `cargo test -p gatecal-analysis --test it MODULE` runs one module.
+
+mod partial_merge;
