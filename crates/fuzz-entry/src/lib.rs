@@ -6,7 +6,7 @@
 //! domain).
 //!
 //! The cargo-fuzz targets in `fuzz/` (nightly, libFuzzer) call these
-//! functions; so does this crate's test (`tests/corpus.rs`, stable Rust,
+//! functions; so does this crate's test (`tests/it/corpus.rs`, stable Rust,
 //! part of `cargo test --workspace`), over each target's seeds and a few
 //! thousand deterministic mutations of them, so that the harness cannot
 //! rot and a regression a seed reaches fails the build. See

@@ -24,9 +24,7 @@ fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run gate-dist")
 }
 
-#[path = "../../../cli/tests/support/report.rs"]
-mod report;
-use report::ok_json;
+use gatecal_test_support::report::ok_json;
 
 fn json(args: &[&str]) -> serde_json::Value {
     let out = run(args);

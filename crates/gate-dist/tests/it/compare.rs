@@ -1,8 +1,7 @@
 //! `--compare` and `--compare-at`: before and after a change, as a user
 //! runs them.
 
-#[path = "../../../cli/tests/support/docs.rs"]
-mod docs;
+use gatecal_test_support::docs;
 
 use std::path::Path;
 use std::process::{Command, Output};

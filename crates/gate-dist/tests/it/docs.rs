@@ -3,10 +3,8 @@
 //! JSON report is in the schema and the schema lists no key the reports
 //! never hold (unless it says when they are absent).
 
-#[path = "../../../cli/tests/support/docs.rs"]
-mod docs;
-#[path = "../../../cli/tests/support/report.rs"]
-mod report;
+use gatecal_test_support::docs;
+use gatecal_test_support::report;
 
 use std::process::Command;
 

@@ -22,9 +22,7 @@ fn run(args: &[&str]) -> Output {
         .expect("run recommend")
 }
 
-#[path = "../../../cli/tests/support/report.rs"]
-mod report;
-use report::ok_json;
+use gatecal_test_support::report::ok_json;
 
 #[test]
 fn demo_with_vllm_logs() {

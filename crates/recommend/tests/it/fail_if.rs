@@ -1,7 +1,6 @@
 //! `--fail-if`: CI gates over the report's figures and findings.
 
-#[path = "../../../cli/tests/support/fail_if.rs"]
-mod fail_if;
+use gatecal_test_support::fail_if;
 
 use std::path::Path;
 

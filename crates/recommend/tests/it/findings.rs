@@ -3,13 +3,11 @@
 //! and glm-like run with a true peak and a working bar, audited with that
 //! config).
 
+use crate::sim_findings::*;
 use gatecal_analysis::findings::{Finding, Severity, ids};
 use gatecal_analysis::{ConfigSet, DecisionInput, GateDist, GateDistOptions, InputSummary};
 use gatecal_parser::{Item, ParseOptions, parse_slice};
-#[path = "support/sim_findings.rs"]
-mod sim_findings;
 use gatecal_sim::{Scenario, SimOutput, Variant, failure_truth, run};
-use sim_findings::*;
 
 fn sim(s: &Scenario) -> SimOutput {
     run(s, 1, &Variant::default())

@@ -3,8 +3,7 @@
 //! module), read from a real log, through the binary, in every format, in
 //! `--list-deployments` and in its errors on stderr.
 
-#[path = "../../../cli/tests/support/hostile_names.rs"]
-mod hostile;
+use gatecal_test_support::hostile_names as hostile;
 
 use hostile::{hostile_log, run};
 

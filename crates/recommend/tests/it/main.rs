@@ -16,3 +16,4 @@ mod peak_sweep;
 mod producers;
 mod scenario_findings;
 mod sim;
+mod sim_findings;

@@ -71,9 +71,7 @@ fn producer_lines_give_the_true_break_even_in_tokens() {
     assert!(r.deployments.iter().all(|d| d.break_even_tokens.count == 0));
 }
 
-#[path = "../../../cli/tests/support/report.rs"]
-mod report;
-use report::ok_json;
+use gatecal_test_support::report::ok_json;
 
 /// The recommend binary on files, with more arguments.
 fn recommend_json(files: &[&std::path::Path], more: &[&std::path::Path]) -> serde_json::Value {

@@ -6,12 +6,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::sim_findings::*;
 use gatecal_analysis::findings::{Finding, Severity, ids};
 use gatecal_analysis::{ConfigSet, GateDistReport, ParamSource, SourcedConfig};
-#[path = "support/sim_findings.rs"]
-mod sim_findings;
 use gatecal_sim::{Scenario, SimOutput, Variant, failure_truth, run};
-use sim_findings::*;
 
 /// `glm-like` at its true peak with a bar that releases: healthy.
 fn glm_corrected(seconds: f64) -> Scenario {

@@ -1,7 +1,6 @@
-//! Shared by the binaries' tests (`#[path]`-included): the reference docs
-//! against the binaries. `docs/usage.md`'s flag tables against `--help`,
-//! and `docs/json-schema.md`'s schemas against the key paths of real JSON
-//! reports.
+//! The reference docs against the binaries: `docs/usage.md`'s flag tables
+//! against `--help`, and `docs/json-schema.md`'s schemas against the key
+//! paths of real JSON reports.
 //!
 //! The schemas are read in the page's own notation: a `text` block per
 //! schema, `"key": value` members, several keys sharing one value
@@ -13,7 +12,6 @@
 //! sibling's shape. Text that starts two spaces or more after the comment
 //! column (37) is a comment, and so is text in parentheses; a key whose
 //! comment says `only when`, `only with` or `absent when` is optional.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -232,7 +230,6 @@ enum Member {
         key: String,
         value: Node,
         optional: bool,
-        line: usize,
     },
     Flatten(String),
 }
@@ -383,7 +380,6 @@ impl Parser {
                         key,
                         value: value.clone(),
                         optional: self.optional_lines.contains(&line),
-                        line,
                     });
                 }
             }
@@ -393,7 +389,6 @@ impl Parser {
                         key,
                         value: Node::Leaf,
                         optional: self.optional_lines.contains(&line),
-                        line,
                     });
                 }
             }

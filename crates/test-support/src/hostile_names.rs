@@ -1,9 +1,8 @@
-//! Shared by the binaries' tests (`#[path]`-included): a real log whose
+//! A real log whose
 //! namespace and pod names hold a newline and a Markdown heading, HTML,
 //! terminal escape sequences, a bell, NUL and other control characters, a
 //! spreadsheet formula, a `|` and backticks; and the checks that each
 //! output format shows that text as plain text for its reader.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

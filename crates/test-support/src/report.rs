@@ -1,6 +1,4 @@
-//! Shared by the binaries' tests (`#[path]`-included): reading a run's
-//! report.
-#![allow(dead_code)]
+//! Reading a run's report.
 
 use std::process::Output;
 
