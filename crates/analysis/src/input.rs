@@ -110,6 +110,10 @@ pub struct DecisionInput {
     /// The EPP replica (pod) that logged the decision, when the capture
     /// names it (kubectl `--prefix`, a record's `epp_pod`).
     pub epp_pod: Option<String>,
+    /// The input the decision was read from, when its lines name no EPP
+    /// pod (`None` for stdin without `--source-path`): the stream a
+    /// partial report counts it in.
+    pub unnamed_source: Option<String>,
     /// `prefill_throughput` was not logged but inferred from the gate
     /// line's TTFTs beside the in-flight tokens they were computed from
     /// ([`DecisionInput::infer_peak`]).

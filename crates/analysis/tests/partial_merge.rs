@@ -294,37 +294,56 @@ proptest! {
     }
 }
 
-/// Two EPP pods' logs without pod names (files of one pod each), over the
-/// same time: not double counting, and their counts add up.
+/// Two EPP pods' logs without pod names, over the same time: files of one
+/// pod each are two streams, named by their input, so not double counting,
+/// and their counts add up; the same input counted twice over overlapping
+/// times is refused, naming it, though no sampled key is shared; stdin
+/// without a name is one stream, and the sampled keys decide.
 #[test]
 fn two_unnamed_pods_over_the_same_time_merge() {
     let (_, ds) = &sources()[4];
     let configs = given(ds);
-    let halves: Vec<Vec<DecisionInput>> = (0..2)
-        .map(|h| {
-            ds.iter()
-                .enumerate()
-                .filter(|(i, _)| i % 2 == h)
-                .map(|(_, d)| DecisionInput {
-                    epp_pod: None,
-                    ..d.clone()
-                })
-                .collect()
-        })
-        .collect();
-    let parts: Vec<(String, Partial)> = halves
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            let p = audit(h, TimeRange::default(), &configs).into_partial(InputSummary::default());
-            (format!("pod{i}"), round_trip(p))
-        })
-        .collect();
+    let halves = |source: &dyn Fn(usize) -> Option<String>| -> Vec<(String, Partial)> {
+        (0..2)
+            .map(|h| {
+                let half: Vec<DecisionInput> = ds
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| i % 2 == h)
+                    .map(|(_, d)| DecisionInput {
+                        epp_pod: None,
+                        unnamed_source: source(h),
+                        ..d.clone()
+                    })
+                    .collect();
+                let p = audit(&half, TimeRange::default(), &configs)
+                    .into_partial(InputSummary::default());
+                (format!("pod{h}"), round_trip(p))
+            })
+            .collect()
+    };
+    let parts = halves(&|h| Some(format!("pods/epp-{h}.log")));
     let sampled: usize = parts.iter().map(|(_, p)| p.parts[0].sampled.len()).sum();
     assert!(sampled > 0, "the keys are kept");
+    for (_, p) in &parts {
+        let streams: Vec<&String> = p.parts[0].streams.keys().collect();
+        assert!(
+            streams.iter().all(|s| s.contains("/input:pods/epp-")),
+            "{streams:?}"
+        );
+    }
     let m = merge_partials(parts).expect("two pods merge").finish();
     let n: u64 = m.deployments.iter().map(|d| d.stats.decisions).sum();
     assert_eq!(n, ds.len() as u64);
+
+    let e = merge_partials(halves(&|_| Some("epp.log".into())))
+        .err()
+        .expect("one input counted twice");
+    assert!(e.to_string().contains("read from epp.log"), "{e}");
+    assert!(e.to_string().contains("counted twice"), "{e}");
+
+    let m = merge_partials(halves(&|_| None)).expect("stdin: the keys decide");
+    assert_eq!(m.decisions(), ds.len() as u64);
 }
 
 // Recommend's partials.

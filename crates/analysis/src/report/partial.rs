@@ -84,12 +84,34 @@ const ALL_KEYS: usize = 4096;
 pub(crate) struct KeySample {
     keys: Vec<u64>,
     sampled: bool,
+    /// Per input (`""`: stdin without a name), the first and last counted
+    /// decision: the streams of these decisions.
+    sources: BTreeMap<String, [Option<f64>; 2]>,
 }
 
+/// The stream of a deployment's decisions that name no pod, read from
+/// `source` (`""`: unknown).
+pub(crate) fn unnamed_stream(deployment: &str, source: &str) -> String {
+    if source.is_empty() {
+        format!("{deployment}/")
+    } else {
+        format!("{deployment}/{INPUT_STREAM}{source}")
+    }
+}
+
+/// What names an input, not a pod, in a stream's key.
+const INPUT_STREAM: &str = "input:";
+
 impl KeySample {
-    /// Adds a counted decision (nothing without a request id).
-    pub(crate) fn add(&mut self, request_id: Option<&str>, ts: Option<f64>) {
+    /// Adds a counted decision whose lines name no pod, read from
+    /// `source` (its key: nothing without a request id).
+    pub(crate) fn add(&mut self, request_id: Option<&str>, ts: Option<f64>, source: Option<&str>) {
         use std::hash::{BuildHasher, Hash, Hasher};
+        let span = self
+            .sources
+            .entry(source.unwrap_or_default().to_string())
+            .or_insert([None, None]);
+        *span = [min_opt(span[0], ts), max_opt(span[1], ts)];
         let Some(id) = request_id else { return };
         let mut h = rustc_hash::FxBuildHasher.build_hasher();
         id.hash(&mut h);
@@ -103,6 +125,19 @@ impl KeySample {
         } else if k.is_multiple_of(SAMPLE_ONE_IN) {
             self.keys.push(k);
         }
+    }
+
+    /// The streams of the decisions added: `deployment/input:SOURCE`, or
+    /// `deployment/` for those of an unnamed input, with their first and
+    /// last decision.
+    pub(crate) fn streams(
+        &self,
+        deployment: &str,
+    ) -> impl Iterator<Item = (String, [Option<f64>; 2])> + '_ {
+        let deployment = deployment.to_string();
+        self.sources
+            .iter()
+            .map(move |(s, span)| (unnamed_stream(&deployment, s), *span))
     }
 
     fn sample(&mut self) {
@@ -185,11 +220,6 @@ impl GateDist {
         };
         let range = o.time_range;
         let (mut deps, pooled) = self.settle();
-        let sampled = KeySample::combine(
-            deps.values_mut()
-                .map(|d| std::mem::take(&mut d.unnamed_keys))
-                .collect(),
-        );
         let mut streams = BTreeMap::new();
         let mut decisions = 0;
         let (mut first, mut last) = (None, None);
@@ -197,14 +227,17 @@ impl GateDist {
             decisions += d.acc.decisions();
             first = min_opt(first, d.first_ts);
             last = max_opt(last, d.last_ts);
-            let (pods, unnamed) = d.signals.pod_spans();
+            let (pods, _) = d.signals.pod_spans();
             for (pod, f, l) in pods {
                 streams.insert(format!("{name}/{pod}"), [f, l]);
             }
-            if unnamed {
-                streams.insert(format!("{name}/"), [d.first_ts, d.last_ts]);
-            }
+            streams.extend(d.unnamed_keys.streams(name));
         }
+        let sampled = KeySample::combine(
+            deps.values_mut()
+                .map(|d| std::mem::take(&mut d.unnamed_keys))
+                .collect(),
+        );
         let part = Part {
             info: PartInfo {
                 source: None,
@@ -484,54 +517,60 @@ fn check_overlaps(all: &[Partial]) -> Result<(), MergeError> {
 pub(crate) fn check_part_overlaps<'a>(
     parts: impl Iterator<Item = &'a Part>,
 ) -> Result<(), MergeError> {
+    let parts: Vec<&Part> = parts.collect();
+    let source = |p: &Part| p.info.source.clone().unwrap_or_default();
+    // The streams first: a pod's, or an input's when its lines name no
+    // pod, checked exactly by time.
     let mut seen: BTreeMap<&str, Vec<(f64, f64, String)>> = BTreeMap::new();
+    for part in &parts {
+        for (stream, [f, l]) in &part.streams {
+            // Without a pod name or an input's name (stdin), two pods'
+            // logs share the stream: the sampled keys below decide.
+            if stream.ends_with('/') {
+                continue;
+            }
+            let f = f.unwrap_or(f64::NEG_INFINITY);
+            let l = l.unwrap_or(f64::INFINITY);
+            let v = seen.entry(stream.as_str()).or_default();
+            if let Some((of, ol, osrc)) = v.iter().find(|(of, ol, _)| f <= *ol && *of <= l) {
+                let what = match stream.split_once(&format!("/{INPUT_STREAM}")) {
+                    Some((dep, input)) => {
+                        format!("{dep} (lines naming no EPP pod, read from {input})")
+                    }
+                    None => {
+                        let (dep, pod) = stream.rsplit_once('/').unwrap_or((stream, ""));
+                        format!("{dep} (EPP pod {pod})")
+                    }
+                };
+                return Err(MergeError {
+                    source: source(part),
+                    message: format!(
+                        "counts decisions of deployment {what} from {} to {}, which {osrc} counts too ({} to {}): the same decisions would be counted twice (shards may overlap only in their warm-up, before --since)",
+                        time(f),
+                        time(l),
+                        time(*of),
+                        time(*ol),
+                    ),
+                });
+            }
+            v.push((f, l, source(part)));
+        }
+    }
+    // Then the sampled keys of the decisions that name no pod.
     let mut keys: std::collections::HashMap<u64, (usize, String)> =
         std::collections::HashMap::new();
-    let mut id = 0;
-    {
-        for part in parts {
-            id += 1;
-            let src = part.info.source.clone().unwrap_or_default();
-            for k in &part.sampled {
-                if let Some((other_id, other)) = keys.insert(*k, (id, src.clone()))
-                    && other_id != id
-                {
-                    return Err(MergeError {
-                        source: src,
-                        message: format!(
-                            "counts decisions {other} counts too (the same request ids at the same times): the same decisions would be counted twice (shards may overlap only in their warm-up, before --since)"
-                        ),
-                    });
-                }
-            }
-            for (stream, [f, l]) in &part.streams {
-                // Without a pod name, two pods' logs share the stream:
-                // the sampled keys above decide.
-                if stream.ends_with('/') {
-                    continue;
-                }
-                let f = f.unwrap_or(f64::NEG_INFINITY);
-                let l = l.unwrap_or(f64::INFINITY);
-                let v = seen.entry(stream.as_str()).or_default();
-                if let Some((of, ol, osrc)) = v.iter().find(|(of, ol, _)| f <= *ol && *of <= l) {
-                    let (dep, pod) = stream.rsplit_once('/').unwrap_or((stream, ""));
-                    return Err(MergeError {
-                        source: src,
-                        message: format!(
-                            "counts decisions of deployment {dep}{} from {} to {}, which {osrc} counts too ({} to {}): the same decisions would be counted twice (shards may overlap only in their warm-up, before --since)",
-                            if pod.is_empty() {
-                                String::new()
-                            } else {
-                                format!(" (EPP pod {pod})")
-                            },
-                            crate::report::partial::time(f),
-                            crate::report::partial::time(l),
-                            crate::report::partial::time(*of),
-                            crate::report::partial::time(*ol),
-                        ),
-                    });
-                }
-                v.push((f, l, src.clone()));
+    for (id, part) in parts.iter().enumerate() {
+        let src = source(part);
+        for k in &part.sampled {
+            if let Some((other_id, other)) = keys.insert(*k, (id, src.clone()))
+                && other_id != id
+            {
+                return Err(MergeError {
+                    source: src,
+                    message: format!(
+                        "counts decisions {other} counts too (the same request ids at the same times): the same decisions would be counted twice (shards may overlap only in their warm-up, before --since)"
+                    ),
+                });
             }
         }
     }

@@ -725,7 +725,8 @@ fn handle(
         dep.last_ts = Some(dep.last_ts.map_or(t, |l| l.max(t)));
     }
     if d.epp_pod.is_none() {
-        dep.unnamed_keys.add(d.request_id.as_deref(), d.ts);
+        dep.unnamed_keys
+            .add(d.request_id.as_deref(), d.ts, d.unnamed_source.as_deref());
     }
     dep.requests.push(&d, room);
     dep.shown.note(d.filter.as_deref(), sc);

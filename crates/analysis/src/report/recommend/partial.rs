@@ -389,13 +389,11 @@ impl Recommend {
             decisions += d.kept.len() as u64;
             first = min_opt(first, d.first_ts);
             last = max_opt(last, d.last_ts);
-            let (pods, unnamed) = d.signals.pod_spans();
+            let (pods, _) = d.signals.pod_spans();
             for (pod, f, l) in pods {
                 streams.insert(format!("{name}/{pod}"), [f, l]);
             }
-            if unnamed {
-                streams.insert(format!("{name}/"), [d.first_ts, d.last_ts]);
-            }
+            streams.extend(d.unnamed_keys.streams(name));
             keys.push(std::mem::take(&mut d.unnamed_keys));
         }
         let part = Part {
