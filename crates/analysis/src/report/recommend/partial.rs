@@ -295,10 +295,12 @@ impl Dep {
                 .map(|(k, i)| (k, index.get(usize::from(i)).copied().unwrap_or(u16::MAX))),
         );
         self.matched.extend(o.matched);
-        self.logged_released += o.logged_released;
-        self.with_sticky += o.with_sticky;
+        // Saturating: a damaged partial's counts never overflow.
+        self.logged_released = self.logged_released.saturating_add(o.logged_released);
+        self.with_sticky = self.with_sticky.saturating_add(o.with_sticky);
         for (s, n) in o.sources {
-            *self.sources.entry(s).or_default() += n;
+            let c = self.sources.entry(s).or_default();
+            *c = c.saturating_add(n);
         }
         self.signals.merge(&o.signals);
         self.requests.merge(&o.requests);
@@ -546,15 +548,15 @@ impl RecommendPartial {
             for (name, c) in p.configs {
                 r.fallback_configs.entry(name).or_insert(c);
             }
-            r.vllm_cut.lines += p.vllm_cut_lines;
+            r.vllm_cut.lines = r.vllm_cut.lines.saturating_add(p.vllm_cut_lines);
             match &mut input {
                 Some(i) => merge_input(i, p.input),
                 None => input = Some(p.input),
             }
             match &mut pooled {
                 Some(x) => {
-                    x.deployments += p.pooled.deployments;
-                    x.decisions += p.pooled.decisions;
+                    x.deployments = x.deployments.saturating_add(p.pooled.deployments);
+                    x.decisions = x.decisions.saturating_add(p.pooled.decisions);
                     x.at_least |= p.pooled.at_least;
                 }
                 None => pooled = Some(p.pooled),
