@@ -4,9 +4,9 @@
 Reads every input (paths, folders or globs in any Hadoop-compatible store:
 local, hdfs://, s3a://, gs://, abfss://), cuts each file into shards of
 (file, time window) with a warm-up before each window, runs
-``gate-dist --since SINCE --until UNTIL --emit-partial - -`` on each shard
-inside the executors (the shard's lines on stdin, the partial on stdout; no
-temporary files), collects the partials on the driver and merges them with
+``gate-dist --since SINCE --until UNTIL --source-path FILE --emit-partial - -``
+on each shard inside the executors (the shard's lines on stdin, named by
+the file they were cut from; the partial on stdout; no temporary files), collects the partials on the driver and merges them with
 ``gate-dist merge -``, which prints the report one run over all the input
 would give.
 
@@ -293,6 +293,9 @@ def run_shard(binary: str, shard_args: list[str], name: str | None, shard: dict)
         cmd += ["--since", shard["since"]]
     if shard["until"]:
         cmd += ["--until", shard["until"]]
+    # --source-path: the shard is the file's, as if read from it (the EPP
+    # pod of a kubelet path; the stream of lines that name no pod).
+    cmd += ["--source-path", shard["path"]]
     cmd += ["--emit-partial", "-", f"{name}=-" if name else "-"]
     proc = subprocess.run(
         cmd, input=shard["data"], capture_output=True, check=False, cwd=files_dir()

@@ -110,6 +110,10 @@ pub struct DecisionInput {
     /// The EPP replica (pod) that logged the decision, when the capture
     /// names it (kubectl `--prefix`, a record's `epp_pod`).
     pub epp_pod: Option<String>,
+    /// The input the decision was read from, when its lines name no EPP
+    /// pod (`None` for stdin without `--source-path`): the stream a
+    /// partial report counts it in.
+    pub unnamed_source: Option<String>,
     /// `prefill_throughput` was not logged but inferred from the gate
     /// line's TTFTs beside the in-flight tokens they were computed from
     /// ([`DecisionInput::infer_peak`]).
@@ -166,7 +170,9 @@ pub struct TracedGate {
 }
 
 /// Where a decision's matched tokens come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MatchedSource {
     /// Exact match info of decision records (or a build logging every
@@ -252,7 +258,7 @@ impl MatchedSource {
 }
 
 /// Where a prefix producer's block size comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BlockSizeSource {
     /// The producer's entry in the `--config` file.
@@ -275,7 +281,7 @@ impl BlockSizeSource {
 }
 
 /// The tokens a prefix producer's block holds, and where that comes from.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BlockSize {
     /// Tokens per block.
     pub tokens: i64,
@@ -287,7 +293,7 @@ pub struct BlockSize {
 
 /// The block sizes that turn the prefix producers' matched blocks into
 /// matched tokens (the `-v=5` lines log blocks, never tokens).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProducerBlockSizes {
     /// `approx-prefix-cache-producer` (`Found cached servers`).
     pub approximate_producer: BlockSize,

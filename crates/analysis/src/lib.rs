@@ -114,4 +114,8 @@ pub use report::recommend::{
     DeploymentRec, Gain, MISSING_MATCHED, ModeParams, Paste, Recommend, RecommendOptions,
     RecommendReport, Recommended, Row, RowKind, VllmCut,
 };
+pub use report::recommend::{
+    NO_PREDICTION_AFTER_MERGE, RecommendPart, RecommendPartial, RecommendSettings,
+    merge_recommend_partials,
+};
 pub use report::records::RecordSink;

@@ -34,6 +34,7 @@ pub mod internal_error;
 pub mod kubectl;
 pub mod metrics;
 pub mod output;
+pub mod partials;
 pub mod pipeline;
 pub mod progress;
 pub mod term;

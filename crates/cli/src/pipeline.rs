@@ -98,6 +98,13 @@ pub struct InputArgs {
     /// source, EPP, endpoint and vLLM pods) instead of the report, and exit.
     #[arg(long)]
     pub list_deployments: bool,
+    /// The path the lines on stdin (`-`) were read from, e.g. a shard a
+    /// job pipes in: it names stdin in the ledger and messages, gives the
+    /// EPP pod of a kubelet log (`/var/log/pods/NS_POD_UID/CONTAINER/N.log`)
+    /// as reading the file does, and is the stream a partial report counts
+    /// when the lines name no pod.
+    #[arg(long, value_name = "PATH")]
+    pub source_path: Option<String>,
 }
 
 impl InputArgs {
@@ -683,8 +690,34 @@ pub fn input_files(args: &InputArgs) -> anyhow::Result<InputFiles> {
 /// ([`crate::kubectl`]), from the binary's `--since` (`since`, as given)
 /// when kubectl's arguments give no start.
 pub fn input_files_since(args: &InputArgs, since: Option<&str>) -> anyhow::Result<InputFiles> {
-    let specs: Vec<InputSpec> = args.inputs.iter().map(|a| InputSpec::parse(a)).collect();
+    let mut specs: Vec<InputSpec> = args.inputs.iter().map(|a| InputSpec::parse(a)).collect();
+    // `--source-path`: stdin read as a stream named by the path, after the
+    // files.
+    let stdin = match &args.source_path {
+        Some(path) => {
+            let i = specs
+                .iter()
+                .position(|s| s.source == gatecal_parser::InputSource::Stdin)
+                .ok_or_else(|| {
+                    anyhow::anyhow!("--source-path {path}: names standard input, which is not read (give - as an input)")
+                })?;
+            anyhow::ensure!(
+                !path.is_empty(),
+                "--source-path: give the path stdin's lines come from"
+            );
+            Some((path.clone(), specs.remove(i).name))
+        }
+        None => None,
+    };
     let mut files = InputFiles::expand(&specs)?;
+    if let Some((path, name)) = stdin {
+        files.push_stream(
+            path,
+            name,
+            Box::new(std::io::stdin()),
+            &args.parse_options(),
+        );
+    }
     if let Some(k) = &args.kubectl {
         let since = since
             .map(|s| crate::time::parse_time(s, crate::time::now()))

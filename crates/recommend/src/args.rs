@@ -26,6 +26,10 @@ Examples:
   A Markdown report for a pull request:
     recommend epp.log vllm-logs/ -o recommend.md
 
+  Shards merged later (hourly partial reports into a day's report):
+    recommend --emit-partial - epp-14h.log vllm-14h/ > parts/14h.part
+    recommend merge parts/ -o day.md
+
   Install shell completion and the man page:
     recommend --generate complete-bash > ~/.local/share/bash-completion/completions/recommend
     recommend --generate man > ~/.local/share/man/man1/recommend.1
@@ -185,6 +189,15 @@ pub struct Args {
     /// as STEM-DEPLOYMENT.svg). The Markdown report links them.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+
+    // Partial reports (docs/partial-report.md, docs/scale-out.md).
+    /// Also write the partial report (gatecal.partial/v1, one line of JSON)
+    /// to FILE, for `recommend merge`; with -, to stdout, and the report is
+    /// then written only with -o. The report is then the one the partial
+    /// merges into: no predicted TTFT (a partial does not carry the
+    /// requests).
+    #[arg(long, value_name = "FILE")]
+    pub emit_partial: Option<PathBuf>,
 }
 
 /// `--objective`.

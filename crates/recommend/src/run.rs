@@ -117,7 +117,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         None => None,
     };
-    let out = outputs.open("-o", args.output.as_deref(), &mut files)?;
+    let partial = match &args.emit_partial {
+        Some(p) => Some(outputs.open("--emit-partial", Some(p), &mut files)?),
+        None => None,
+    };
+    // `--emit-partial -` takes stdout: the report is written only with -o.
+    let out = match (&partial, &args.output) {
+        (Some(Destination::Stdout), None) => None,
+        _ => Some(outputs.open("-o", args.output.as_deref(), &mut files)?),
+    };
     let mut emit_configs = Vec::with_capacity(args.emit_config.len());
     for spec in &args.emit_config {
         let (dep, path) = emit_config_spec(spec)?;
@@ -143,14 +151,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report,
         inputs,
         index,
-    } = analyse(
-        &args.input,
-        files,
-        "recommend",
-        args.window,
-        emitter,
-        recommend,
-    )?;
+    } = match partial {
+        Some(dest) => {
+            let a = analyse(
+                &args.input,
+                files,
+                "recommend",
+                args.window,
+                emitter,
+                crate::partial::PartialRun(recommend),
+            )?;
+            Analysed {
+                report: crate::partial::write(a.report, dest)?,
+                inputs: a.inputs,
+                index: a.index,
+            }
+        }
+        None => analyse(
+            &args.input,
+            files,
+            "recommend",
+            args.window,
+            emitter,
+            recommend,
+        )?,
+    };
     let found: Vec<&str> = report.deployments.iter().map(|d| d.name.as_str()).collect();
     let check = || {
         check_names("--config", args.filter.config_names(), &found)?;
@@ -172,6 +197,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 config_source: &d.current.config.source,
             })
             .collect();
+        let Some(out) = out else { return check() };
         out.write(|w| {
             write_list(
                 w,
@@ -193,17 +219,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(file) = svg {
         deployment_svgs = write_svgs(&report, file, &outputs)?;
     }
-    out.write(|w| {
-        let run = gatecal_render::markdown::RunInfo {
-            span: index.span,
-            ..gatecal_cli::output::run_info_with_svgs(
-                args.output.as_deref(),
-                args.svg.as_deref(),
-                &deployment_svgs,
-            )
-        };
-        report_renderer(format, width, run).recommend(&report, w)
-    })?;
+    if let Some(out) = out {
+        out.write(|w| {
+            let run = gatecal_render::markdown::RunInfo {
+                span: index.span,
+                ..gatecal_cli::output::run_info_with_svgs(
+                    args.output.as_deref(),
+                    args.svg.as_deref(),
+                    &deployment_svgs,
+                )
+            };
+            report_renderer(format, width, run).recommend(&report, w)
+        })?;
+    }
     if let Some(w) = gatecal_cli::pipeline::pooled_warning(&report.pooled)
         && !args.input.quiet
     {
@@ -219,7 +247,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     {
         gatecal_cli::term::eprint("recommend", gatecal_cli::term::Level::Warning, &w);
     }
-    if report.deployments.is_empty() {
+    // A shard without decisions or stats lines still gives its partial.
+    if report.deployments.is_empty() && args.emit_partial.is_some() {
+        if !args.input.quiet {
+            eprintln!(
+                "recommend: warning: no decision or vLLM stats line counted; the partial report is empty"
+            );
+        }
+    } else if report.deployments.is_empty() {
         return Err(gatecal_cli::pipeline::none_in_range(
             &time_range,
             args.since.as_deref(),

@@ -221,7 +221,7 @@ mod tests {
 /// A [`Config`] read back from its serialized form (a partial report):
 /// every key as written, without the EPP's validation (the values were
 /// in force when written).
-mod config_wire {
+pub(crate) mod config_wire {
     use gatecal_filter::{Config, PenaltyMode, TtftSource};
     use serde::{Deserialize, Deserializer};
 
@@ -239,7 +239,7 @@ mod config_wire {
         max_in_flight_requests_delta: i64,
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Config, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Config, D::Error> {
         let w = Wire::deserialize(d)?;
         Ok(Config {
             affinity_threshold: w.affinity_threshold,

@@ -112,7 +112,7 @@ pub use crate::gate::sample::{Evidence, GateSample, Replay};
 use crate::input::DecisionInput;
 
 /// Options of the reconstruction.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct ReconstructOptions {
     /// Longest time, in seconds, a carried-forward load is trusted. Default 30.
     pub max_staleness_s: f64,

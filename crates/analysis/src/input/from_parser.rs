@@ -201,8 +201,10 @@ impl From<Decision> for DecisionInput {
             arrival_ts,
             observed_ttft_ms,
             epp_pod,
+            source,
             ..
         } = d;
+        let unnamed_source = (epp_pod.is_none() && source.file != "-").then_some(source.file);
         let scored: Vec<ScoredEndpoint> = candidates
             .into_iter()
             .filter(|c| c.token_load.is_some() || c.in_flight_tokens.is_some())
@@ -293,6 +295,7 @@ impl From<Decision> for DecisionInput {
             arrival_ts: arrival_ts.filter(|t| t.is_finite()),
             observed_ttft_ms: observed_ttft_ms.filter(|t| t.is_finite() && *t >= 0.0),
             epp_pod,
+            unnamed_source,
             peak_inferred: false,
         }
     }

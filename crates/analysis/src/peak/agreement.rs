@@ -119,7 +119,7 @@ pub fn peak(vllm: &PeakEstimate, prom: &PeakEstimate) -> Option<SourceDisagreeme
 /// The hit rates of one deployment's v1 stats lines: `(time, rate)`, the
 /// time in epoch seconds when the line has a year, else seconds into its
 /// year (placed at the end, against the counters' year).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct LineHitRates {
     with_year: Vec<(f64, f64)>,
     /// `(month, day, seconds of day, rate)`.
@@ -158,6 +158,22 @@ impl LineHitRates {
     pub fn extend(&mut self, o: LineHitRates) {
         self.with_year.extend(o.with_year);
         self.yearless.extend(o.yearless);
+    }
+
+    /// The lines in one order whatever the order they were added in, an
+    /// identical line counted once (see [`crate::peak::throughput::VllmEstimator::canonical`]).
+    pub fn canonical(&mut self) {
+        self.with_year
+            .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        self.with_year
+            .dedup_by(|b, a| a.0.total_cmp(&b.0).is_eq() && a.1.total_cmp(&b.1).is_eq());
+        self.yearless.sort_by(|a, b| {
+            (a.0, a.1, a.2)
+                .cmp(&(b.0, b.1, b.2))
+                .then(a.3.total_cmp(&b.3))
+        });
+        self.yearless
+            .dedup_by(|b, a| (a.0, a.1, a.2) == (b.0, b.1, b.2) && a.3.total_cmp(&b.3).is_eq());
     }
 
     /// The lines' times and rates, the yearless ones placed near `near`.

@@ -199,7 +199,11 @@ pub use types::{PeakEstimate, PeakSource};
 use types::{Line, MIN_RUN, MIN_SATURATED_INTERVALS, Routed, hit_method, quantile_sorted};
 
 /// Accumulates vLLM stats lines, per deployment and engine.
-#[derive(Clone, Debug, Default)]
+///
+/// A recommend partial report holds it as is: every stats line reduced to
+/// the few numbers the saturated intervals, their hit rates and the
+/// bootstrap are computed from, and the requests routed to each engine.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct VllmEstimator {
     engines: BTreeMap<String, BTreeMap<String, Vec<Line>>>,
     /// Requests routed to each engine, keyed `pod#rank`.
@@ -405,6 +409,43 @@ impl VllmEstimator {
                 v1,
                 absolute: s.ts.is_some(),
             });
+    }
+
+    /// Adds another estimator's lines, routed requests and arrivals (a
+    /// partial report's). [`VllmEstimator::canonical`] then orders them.
+    pub fn absorb(&mut self, o: VllmEstimator) {
+        for (dep, engines) in o.engines {
+            let to = self.engines.entry(dep).or_default();
+            for (engine, lines) in engines {
+                to.entry(engine).or_default().extend(lines);
+            }
+        }
+        for (engine, routed) in o.routed {
+            self.routed.entry(engine).or_default().extend(routed);
+        }
+        for (engine, arrivals) in o.arrivals {
+            self.arrivals.entry(engine).or_default().extend(arrivals);
+        }
+    }
+
+    /// Puts every engine's lines, routed requests and arrivals in one
+    /// order whatever the order they were added in, and counts an
+    /// identical one once: a stats line or a request read by two shards
+    /// (a warm-up, or vLLM logs given to every shard) is one line or one
+    /// request, as in one run over the whole input.
+    pub fn canonical(&mut self) {
+        for lines in self.engines.values_mut().flat_map(|e| e.values_mut()) {
+            lines.sort_by(Line::total_cmp);
+            lines.dedup_by(|b, a| a.total_cmp(b).is_eq());
+        }
+        for routed in self.routed.values_mut() {
+            routed.sort_by(Routed::total_cmp);
+            routed.dedup_by(|b, a| a.total_cmp(b).is_eq());
+        }
+        for arrivals in self.arrivals.values_mut() {
+            arrivals.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            arrivals.dedup_by(|b, a| a.0.total_cmp(&b.0).is_eq() && a.1 == b.1);
+        }
     }
 
     /// Stats lines kept.

@@ -143,7 +143,7 @@ impl PredictedTtft {
 }
 
 /// Which figure of the predicted TTFT the recommendation minimises.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Objective {
     /// The median.

@@ -626,7 +626,11 @@ fn handle(
         }),
     };
     if d.epp_pod.is_none() {
-        dep.unnamed_keys.add(sample.request_id.as_deref(), d.ts);
+        dep.unnamed_keys.add(
+            sample.request_id.as_deref(),
+            d.ts,
+            d.unnamed_source.as_deref(),
+        );
     }
     // The requests are kept for the replay only when a candidate's TTFT is
     // to be predicted.

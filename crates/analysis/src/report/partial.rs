@@ -84,12 +84,34 @@ const ALL_KEYS: usize = 4096;
 pub(crate) struct KeySample {
     keys: Vec<u64>,
     sampled: bool,
+    /// Per input (`""`: stdin without a name), the first and last counted
+    /// decision: the streams of these decisions.
+    sources: BTreeMap<String, [Option<f64>; 2]>,
 }
 
+/// The stream of a deployment's decisions that name no pod, read from
+/// `source` (`""`: unknown).
+pub(crate) fn unnamed_stream(deployment: &str, source: &str) -> String {
+    if source.is_empty() {
+        format!("{deployment}/")
+    } else {
+        format!("{deployment}/{INPUT_STREAM}{source}")
+    }
+}
+
+/// What names an input, not a pod, in a stream's key.
+const INPUT_STREAM: &str = "input:";
+
 impl KeySample {
-    /// Adds a counted decision (nothing without a request id).
-    pub(crate) fn add(&mut self, request_id: Option<&str>, ts: Option<f64>) {
+    /// Adds a counted decision whose lines name no pod, read from
+    /// `source` (its key: nothing without a request id).
+    pub(crate) fn add(&mut self, request_id: Option<&str>, ts: Option<f64>, source: Option<&str>) {
         use std::hash::{BuildHasher, Hash, Hasher};
+        let span = self
+            .sources
+            .entry(source.unwrap_or_default().to_string())
+            .or_insert([None, None]);
+        *span = [min_opt(span[0], ts), max_opt(span[1], ts)];
         let Some(id) = request_id else { return };
         let mut h = rustc_hash::FxBuildHasher.build_hasher();
         id.hash(&mut h);
@@ -105,6 +127,19 @@ impl KeySample {
         }
     }
 
+    /// The streams of the decisions added: `deployment/input:SOURCE`, or
+    /// `deployment/` for those of an unnamed input, with their first and
+    /// last decision.
+    pub(crate) fn streams(
+        &self,
+        deployment: &str,
+    ) -> impl Iterator<Item = (String, [Option<f64>; 2])> + '_ {
+        let deployment = deployment.to_string();
+        self.sources
+            .iter()
+            .map(move |(s, span)| (unnamed_stream(&deployment, s), *span))
+    }
+
     fn sample(&mut self) {
         self.sampled = true;
         self.keys.retain(|k| k.is_multiple_of(SAMPLE_ONE_IN));
@@ -112,7 +147,7 @@ impl KeySample {
 
     /// The keys of several deployments' samples, sorted: every key when
     /// there are at most [`ALL_KEYS`] of them, else the sample.
-    fn combine(parts: Vec<KeySample>) -> Vec<u64> {
+    pub(crate) fn combine(parts: Vec<KeySample>) -> Vec<u64> {
         let sampled = parts.iter().any(|p| p.sampled)
             || parts.iter().map(|p| p.keys.len()).sum::<usize>() > ALL_KEYS;
         let mut keys: Vec<u64> = parts.into_iter().flat_map(|p| p.keys).collect();
@@ -185,11 +220,6 @@ impl GateDist {
         };
         let range = o.time_range;
         let (mut deps, pooled) = self.settle();
-        let sampled = KeySample::combine(
-            deps.values_mut()
-                .map(|d| std::mem::take(&mut d.unnamed_keys))
-                .collect(),
-        );
         let mut streams = BTreeMap::new();
         let mut decisions = 0;
         let (mut first, mut last) = (None, None);
@@ -197,14 +227,17 @@ impl GateDist {
             decisions += d.acc.decisions();
             first = min_opt(first, d.first_ts);
             last = max_opt(last, d.last_ts);
-            let (pods, unnamed) = d.signals.pod_spans();
+            let (pods, _) = d.signals.pod_spans();
             for (pod, f, l) in pods {
                 streams.insert(format!("{name}/{pod}"), [f, l]);
             }
-            if unnamed {
-                streams.insert(format!("{name}/"), [d.first_ts, d.last_ts]);
-            }
+            streams.extend(d.unnamed_keys.streams(name));
         }
+        let sampled = KeySample::combine(
+            deps.values_mut()
+                .map(|d| std::mem::take(&mut d.unnamed_keys))
+                .collect(),
+        );
         let part = Part {
             info: PartInfo {
                 source: None,
@@ -235,14 +268,14 @@ impl GateDist {
     }
 }
 
-fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+pub(crate) fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.min(y)),
         (x, y) => x.or(y),
     }
 }
 
-fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+pub(crate) fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.max(y)),
         (x, y) => x.or(y),
@@ -285,7 +318,7 @@ impl Partial {
         }
         if head.report.as_deref() != Some(GATE_DIST) {
             return Err(format!(
-                "a partial of {:?}, not of gate-dist",
+                "a partial of {:?}, not of gate-dist (merge it with recommend merge)",
                 head.report.unwrap_or_default()
             ));
         }
@@ -341,9 +374,9 @@ impl Partial {
 
 /// The order partials are merged in: by their parts' times, inputs and
 /// sources, so that any order of the same partials gives the same bytes.
-type Key = (f64, f64, f64, f64, Vec<String>, Option<String>);
+pub(crate) type Key = (f64, f64, f64, f64, Vec<String>, Option<String>);
 
-fn canonical_key(p: &Part) -> Key {
+pub(crate) fn canonical_key(p: &Part) -> Key {
     let i = &p.info;
     let k = |v: Option<f64>| v.unwrap_or(f64::NEG_INFINITY);
     (
@@ -356,7 +389,7 @@ fn canonical_key(p: &Part) -> Key {
     )
 }
 
-fn cmp_key(a: &Key, b: &Key) -> std::cmp::Ordering {
+pub(crate) fn cmp_key(a: &Key, b: &Key) -> std::cmp::Ordering {
     a.0.total_cmp(&b.0)
         .then(a.1.total_cmp(&b.1))
         .then(a.2.total_cmp(&b.2))
@@ -477,54 +510,67 @@ fn settings_diff(a: &Settings, b: &Settings) -> String {
 /// before its `--since`) is not counted, so shards that overlap only there
 /// pass.
 fn check_overlaps(all: &[Partial]) -> Result<(), MergeError> {
+    check_part_overlaps(all.iter().flat_map(|p| p.parts.iter()))
+}
+
+/// [`check_overlaps`] over the parts of any partial reports.
+pub(crate) fn check_part_overlaps<'a>(
+    parts: impl Iterator<Item = &'a Part>,
+) -> Result<(), MergeError> {
+    let parts: Vec<&Part> = parts.collect();
+    let source = |p: &Part| p.info.source.clone().unwrap_or_default();
+    // The streams first: a pod's, or an input's when its lines name no
+    // pod, checked exactly by time.
     let mut seen: BTreeMap<&str, Vec<(f64, f64, String)>> = BTreeMap::new();
+    for part in &parts {
+        for (stream, [f, l]) in &part.streams {
+            // Without a pod name or an input's name (stdin), two pods'
+            // logs share the stream: the sampled keys below decide.
+            if stream.ends_with('/') {
+                continue;
+            }
+            let f = f.unwrap_or(f64::NEG_INFINITY);
+            let l = l.unwrap_or(f64::INFINITY);
+            let v = seen.entry(stream.as_str()).or_default();
+            if let Some((of, ol, osrc)) = v.iter().find(|(of, ol, _)| f <= *ol && *of <= l) {
+                let what = match stream.split_once(&format!("/{INPUT_STREAM}")) {
+                    Some((dep, input)) => {
+                        format!("{dep} (lines naming no EPP pod, read from {input})")
+                    }
+                    None => {
+                        let (dep, pod) = stream.rsplit_once('/').unwrap_or((stream, ""));
+                        format!("{dep} (EPP pod {pod})")
+                    }
+                };
+                return Err(MergeError {
+                    source: source(part),
+                    message: format!(
+                        "counts decisions of deployment {what} from {} to {}, which {osrc} counts too ({} to {}): the same decisions would be counted twice (shards may overlap only in their warm-up, before --since)",
+                        time(f),
+                        time(l),
+                        time(*of),
+                        time(*ol),
+                    ),
+                });
+            }
+            v.push((f, l, source(part)));
+        }
+    }
+    // Then the sampled keys of the decisions that name no pod.
     let mut keys: std::collections::HashMap<u64, (usize, String)> =
         std::collections::HashMap::new();
-    let mut id = 0;
-    for p in all {
-        for part in &p.parts {
-            id += 1;
-            let src = part.info.source.clone().unwrap_or_default();
-            for k in &part.sampled {
-                if let Some((other_id, other)) = keys.insert(*k, (id, src.clone()))
-                    && other_id != id
-                {
-                    return Err(MergeError {
-                        source: src,
-                        message: format!(
-                            "counts decisions {other} counts too (the same request ids at the same times): the same decisions would be counted twice (shards may overlap only in their warm-up, before --since)"
-                        ),
-                    });
-                }
-            }
-            for (stream, [f, l]) in &part.streams {
-                // Without a pod name, two pods' logs share the stream:
-                // the sampled keys above decide.
-                if stream.ends_with('/') {
-                    continue;
-                }
-                let f = f.unwrap_or(f64::NEG_INFINITY);
-                let l = l.unwrap_or(f64::INFINITY);
-                let v = seen.entry(stream.as_str()).or_default();
-                if let Some((of, ol, osrc)) = v.iter().find(|(of, ol, _)| f <= *ol && *of <= l) {
-                    let (dep, pod) = stream.rsplit_once('/').unwrap_or((stream, ""));
-                    return Err(MergeError {
-                        source: src,
-                        message: format!(
-                            "counts decisions of deployment {dep}{} from {} to {}, which {osrc} counts too ({} to {}): the same decisions would be counted twice (shards may overlap only in their warm-up, before --since)",
-                            if pod.is_empty() {
-                                String::new()
-                            } else {
-                                format!(" (EPP pod {pod})")
-                            },
-                            crate::report::partial::time(f),
-                            crate::report::partial::time(l),
-                            crate::report::partial::time(*of),
-                            crate::report::partial::time(*ol),
-                        ),
-                    });
-                }
-                v.push((f, l, src.clone()));
+    for (id, part) in parts.iter().enumerate() {
+        let src = source(part);
+        for k in &part.sampled {
+            if let Some((other_id, other)) = keys.insert(*k, (id, src.clone()))
+                && other_id != id
+            {
+                return Err(MergeError {
+                    source: src,
+                    message: format!(
+                        "counts decisions {other} counts too (the same request ids at the same times): the same decisions would be counted twice (shards may overlap only in their warm-up, before --since)"
+                    ),
+                });
             }
         }
     }
@@ -544,63 +590,13 @@ fn merge_into(acc: &mut Partial, p: Partial) -> Result<(), MergeError> {
     let src = source_of(&p);
     for (name, dep) in &p.deployments {
         if let Some(mine) = acc.deployments.get(name) {
-            let (a, b) = (&mine.shown.config.parameters, &dep.shown.config.parameters);
-            if a != b {
-                let (ja, jb) = (
-                    serde_json::to_value(a).unwrap_or_default(),
-                    serde_json::to_value(b).unwrap_or_default(),
-                );
-                let mut diff = Vec::new();
-                if let (serde_json::Value::Object(x), serde_json::Value::Object(y)) = (&jb, &ja) {
-                    let from = |c: &crate::config::source::SourcedConfig, k: &str| {
-                        format!("{:?}", c.source_of(k)).to_lowercase()
-                    };
-                    for (k, v) in x {
-                        if y.get(k) != Some(v) {
-                            diff.push(format!(
-                                "{k} {v} ({}) here, {} ({}) in the others",
-                                from(&dep.shown.config, k),
-                                y.get(k).unwrap_or(&serde_json::Value::Null),
-                                from(&mine.shown.config, k),
-                            ));
-                        }
-                    }
-                }
-                return Err(MergeError {
-                    source: src,
-                    message: format!(
-                        "deployment {name} ran under another config ({}): give every shard the EPP's config (--config or the parameter flags), so that a shard whose lines never show the bar does not assume the default",
-                        diff.join(", "),
-                    ),
-                });
-            }
+            check_config(name, &mine.shown, &dep.shown, &src)?;
         }
     }
     for (name, dep) in p.deployments {
         match acc.deployments.get_mut(&name) {
             Some(mine) => {
-                // A value the log showed in one part was shown by the
-                // log of the whole.
-                let (a, b) = (&mut mine.shown.config, &dep.shown.config);
-                for (k, src) in &b.parameter_sources {
-                    if *src == crate::config::source::ParamSource::Log {
-                        a.parameter_sources.insert(k.clone(), *src);
-                    }
-                }
-                if b.source.ends_with("+log") && !a.source.ends_with("+log") || b.source == "log" {
-                    a.source.clone_from(&b.source);
-                }
-                for w in &dep.shown.config.log_disagreements {
-                    if !mine
-                        .shown
-                        .config
-                        .log_disagreements
-                        .iter()
-                        .any(|x| x.parameter == w.parameter && x.instance == w.instance)
-                    {
-                        mine.shown.config.log_disagreements.push(w.clone());
-                    }
-                }
+                merge_shown(&mut mine.shown, &dep.shown);
                 mine.merge(&dep);
             }
             None => {
@@ -616,7 +612,80 @@ fn merge_into(acc: &mut Partial, p: Partial) -> Result<(), MergeError> {
     Ok(())
 }
 
-fn merge_input(a: &mut InputSummary, b: InputSummary) {
+/// A deployment's config in force in another part (`dep`, read from
+/// `src`) must be the one of the parts merged so far (`mine`).
+pub(crate) fn check_config(
+    name: &str,
+    mine: &crate::config::in_force::Shown,
+    dep: &crate::config::in_force::Shown,
+    src: &str,
+) -> Result<(), MergeError> {
+    {
+        {
+            let (a, b) = (&mine.config.parameters, &dep.config.parameters);
+            if a != b {
+                let (ja, jb) = (
+                    serde_json::to_value(a).unwrap_or_default(),
+                    serde_json::to_value(b).unwrap_or_default(),
+                );
+                let mut diff = Vec::new();
+                if let (serde_json::Value::Object(x), serde_json::Value::Object(y)) = (&jb, &ja) {
+                    let from = |c: &crate::config::source::SourcedConfig, k: &str| {
+                        format!("{:?}", c.source_of(k)).to_lowercase()
+                    };
+                    for (k, v) in x {
+                        if y.get(k) != Some(v) {
+                            diff.push(format!(
+                                "{k} {v} ({}) here, {} ({}) in the others",
+                                from(&dep.config, k),
+                                y.get(k).unwrap_or(&serde_json::Value::Null),
+                                from(&mine.config, k),
+                            ));
+                        }
+                    }
+                }
+                return Err(MergeError {
+                    source: src.to_string(),
+                    message: format!(
+                        "deployment {name} ran under another config ({}): give every shard the EPP's config (--config or the parameter flags), so that a shard whose lines never show the bar does not assume the default",
+                        diff.join(", "),
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Adds what another part's log showed of a deployment's config (`dep`)
+/// to the parts merged so far (`mine`): a value the log showed in one part
+/// was shown by the log of the whole.
+pub(crate) fn merge_shown(
+    mine: &mut crate::config::in_force::Shown,
+    dep: &crate::config::in_force::Shown,
+) {
+    let (a, b) = (&mut mine.config, &dep.config);
+    for (k, src) in &b.parameter_sources {
+        if *src == crate::config::source::ParamSource::Log {
+            a.parameter_sources.insert(k.clone(), *src);
+        }
+    }
+    if b.source.ends_with("+log") && !a.source.ends_with("+log") || b.source == "log" {
+        a.source.clone_from(&b.source);
+    }
+    for w in &dep.config.log_disagreements {
+        if !mine
+            .config
+            .log_disagreements
+            .iter()
+            .any(|x| x.parameter == w.parameter && x.instance == w.instance)
+        {
+            mine.config.log_disagreements.push(w.clone());
+        }
+    }
+}
+
+pub(crate) fn merge_input(a: &mut InputSummary, b: InputSummary) {
     a.inputs.extend(b.inputs);
     a.lines_total += b.lines_total;
     a.lines_used += b.lines_used;

@@ -74,7 +74,13 @@ use crate::report::gate_dist::InputSummary;
 
 mod bar;
 mod deployment;
+mod partial;
 mod schema;
+
+pub use partial::{
+    NO_PREDICTION_AFTER_MERGE, RecommendPart, RecommendPartial, RecommendSettings,
+    merge as merge_recommend_partials,
+};
 
 pub use schema::{
     DeploymentRec, Gain, ModeParams, Paste, RecommendReport, Recommended, Row, RowKind, VllmCut,
@@ -258,6 +264,12 @@ struct Dep {
     sources: BTreeMap<MatchedSource, u64>,
     /// The requests, for the observed and predicted TTFT.
     requests: Requests,
+    /// First and last counted decision.
+    first_ts: Option<f64>,
+    last_ts: Option<f64>,
+    /// The keys of the decisions whose lines name no EPP pod, for a
+    /// partial report's double-counting check.
+    unnamed_keys: crate::report::partial::KeySample,
 }
 
 /// The calibration in progress.
@@ -290,6 +302,12 @@ pub struct Recommend {
     cap: crate::input::pool::DeploymentCap,
     /// Requests the replay may still keep, all deployments together.
     room: usize,
+    /// The config in force of deployments known from stats lines alone,
+    /// as partial reports recorded it.
+    fallback_configs: BTreeMap<String, SourcedConfig>,
+    /// Finishing partial reports: the parts merged (no requests to
+    /// predict from).
+    merged: Option<Vec<crate::report::partial::PartInfo>>,
 }
 
 impl InOrder for Recommend {
@@ -335,6 +353,8 @@ impl Recommend {
             sink: None,
             cap: crate::input::pool::DeploymentCap::default(),
             room: MAX_REPLAY_REQUESTS_TOTAL,
+            fallback_configs: BTreeMap::new(),
+            merged: None,
         }
     }
 
@@ -431,11 +451,10 @@ impl Recommend {
         self.prometheus.push(series);
     }
 
-    /// The report.
-    pub fn finish(mut self, mut input: InputSummary) -> RecommendReport {
-        input.duplicates.prometheus = self.prometheus.duplicates;
-        input.duplicates.prometheus_conflicts = self.prometheus.conflicting_samples();
-        input.prometheus_samples_dropped = self.prometheus.dropped;
+    /// Every decision counted under its config in force: the reorder
+    /// buffer drained, the decisions waiting for a config handled, the
+    /// disagreements found late noted.
+    fn settle(&mut self) {
         self.drain();
         let (recon, deps, sink, opts, room) = (
             &mut self.recon,
@@ -449,6 +468,14 @@ impl Recommend {
         for (name, dep) in self.deps.iter_mut() {
             self.in_force.late_disagreements(name, &mut dep.shown);
         }
+    }
+
+    /// The report.
+    pub fn finish(mut self, mut input: InputSummary) -> RecommendReport {
+        input.duplicates.prometheus = self.prometheus.duplicates;
+        input.duplicates.prometheus_conflicts = self.prometheus.conflicting_samples();
+        input.prometheus_samples_dropped = self.prometheus.dropped;
+        self.settle();
         let mut est = std::mem::take(&mut self.routed);
         // The deployment of each pod whose vLLM lines were read: a
         // Prometheus series of that pod goes with them, even when no EPP
@@ -494,6 +521,7 @@ impl Recommend {
             let dep = self.deps.get(&name);
             let config = dep
                 .map(|d| d.shown.config.clone())
+                .or_else(|| self.fallback_configs.get(&name).cloned())
                 .unwrap_or_else(|| self.in_force.configs().lookup(&name, None).clone());
             let peak =
                 self.choose_peak(&name, vllm.get(&name), prom.get(&name), &config.parameters);
@@ -506,12 +534,21 @@ impl Recommend {
             }
             let conflict = prom_conflicts.remove(&name);
             let block = self.opts.block_sizes_of(&name).approximate_producer.tokens;
-            let engine = self.deps.get_mut(&name).map(|d| {
-                d.requests
-                    .engine(peak.value, config.parameters.affinity_threshold, block)
-            });
+            // Merged partials carry no requests: nothing to predict from.
+            let engine = self
+                .deps
+                .get_mut(&name)
+                .filter(|_| self.merged.is_none())
+                .map(|d| {
+                    d.requests
+                        .engine(peak.value, config.parameters.affinity_threshold, block)
+                });
             let dep = self.deps.get(&name);
             let mut rec = self.deployment(name, dep, config, peak, engine.as_ref());
+            if self.merged.is_some() && dep.is_some() {
+                rec.ttft_model.source = NO_PREDICTION_AFTER_MERGE.into();
+                rec.warnings.push(NO_PREDICTION_AFTER_MERGE.into());
+            }
             rec.warnings.extend(conflict);
             rec.warnings
                 .extend(disagreements.iter().map(|d| d.message.clone()));
@@ -537,6 +574,7 @@ impl Recommend {
             deployments,
             pooled: self.cap.pooled().clone(),
             vllm_cut: self.vllm_cut,
+            merged: self.merged.take().unwrap_or_default(),
         }
     }
 
@@ -678,7 +716,18 @@ fn handle(
         sources: BTreeMap::new(),
         signals: crate::findings::SignalsAcc::default(),
         requests: Requests::default(),
+        first_ts: None,
+        last_ts: None,
+        unnamed_keys: Default::default(),
     });
+    if let Some(t) = d.ts {
+        dep.first_ts = Some(dep.first_ts.map_or(t, |f| f.min(t)));
+        dep.last_ts = Some(dep.last_ts.map_or(t, |l| l.max(t)));
+    }
+    if d.epp_pod.is_none() {
+        dep.unnamed_keys
+            .add(d.request_id.as_deref(), d.ts, d.unnamed_source.as_deref());
+    }
     dep.requests.push(&d, room);
     dep.shown.note(d.filter.as_deref(), sc);
     dep.signals

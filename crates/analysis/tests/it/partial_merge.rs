@@ -6,8 +6,9 @@
 use std::sync::OnceLock;
 
 use gatecal_analysis::{
-    ConfigSet, DecisionInput, GateDist, GateDistOptions, GateDistReport, InputSummary, ParamSource,
-    Partial, SourcedConfig, TimeRange, merge_partials,
+    ConfigSet, DecisionInput, GateDist, GateDistOptions, GateDistReport, InputSummary,
+    NO_PREDICTION_AFTER_MERGE, ParamSource, Partial, Recommend, RecommendOptions, RecommendPartial,
+    RecommendReport, SourcedConfig, TimeRange, merge_partials, merge_recommend_partials,
 };
 use gatecal_parser::{ParseOptions, parse_slice};
 use proptest::prelude::*;
@@ -293,35 +294,375 @@ proptest! {
     }
 }
 
-/// Two EPP pods' logs without pod names (files of one pod each), over the
-/// same time: not double counting, and their counts add up.
+/// Two EPP pods' logs without pod names, over the same time: files of one
+/// pod each are two streams, named by their input, so not double counting,
+/// and their counts add up; the same input counted twice over overlapping
+/// times is refused, naming it, though no sampled key is shared; stdin
+/// without a name is one stream, and the sampled keys decide.
 #[test]
 fn two_unnamed_pods_over_the_same_time_merge() {
     let (_, ds) = &sources()[4];
     let configs = given(ds);
-    let halves: Vec<Vec<DecisionInput>> = (0..2)
-        .map(|h| {
-            ds.iter()
-                .enumerate()
-                .filter(|(i, _)| i % 2 == h)
-                .map(|(_, d)| DecisionInput {
-                    epp_pod: None,
-                    ..d.clone()
-                })
-                .collect()
-        })
-        .collect();
-    let parts: Vec<(String, Partial)> = halves
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            let p = audit(h, TimeRange::default(), &configs).into_partial(InputSummary::default());
-            (format!("pod{i}"), round_trip(p))
-        })
-        .collect();
+    let halves = |source: &dyn Fn(usize) -> Option<String>| -> Vec<(String, Partial)> {
+        (0..2)
+            .map(|h| {
+                let half: Vec<DecisionInput> = ds
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| i % 2 == h)
+                    .map(|(_, d)| DecisionInput {
+                        epp_pod: None,
+                        unnamed_source: source(h),
+                        ..d.clone()
+                    })
+                    .collect();
+                let p = audit(&half, TimeRange::default(), &configs)
+                    .into_partial(InputSummary::default());
+                (format!("pod{h}"), round_trip(p))
+            })
+            .collect()
+    };
+    let parts = halves(&|h| Some(format!("pods/epp-{h}.log")));
     let sampled: usize = parts.iter().map(|(_, p)| p.parts[0].sampled.len()).sum();
     assert!(sampled > 0, "the keys are kept");
+    for (_, p) in &parts {
+        let streams: Vec<&String> = p.parts[0].streams.keys().collect();
+        assert!(
+            streams.iter().all(|s| s.contains("/input:pods/epp-")),
+            "{streams:?}"
+        );
+    }
     let m = merge_partials(parts).expect("two pods merge").finish();
     let n: u64 = m.deployments.iter().map(|d| d.stats.decisions).sum();
     assert_eq!(n, ds.len() as u64);
+
+    let e = merge_partials(halves(&|_| Some("epp.log".into())))
+        .err()
+        .expect("one input counted twice");
+    assert!(e.to_string().contains("read from epp.log"), "{e}");
+    assert!(e.to_string().contains("counted twice"), "{e}");
+
+    let m = merge_partials(halves(&|_| None)).expect("stdin: the keys decide");
+    assert_eq!(m.decisions(), ds.len() as u64);
+}
+
+// Recommend's partials.
+
+/// A simulator scenario's decisions and vLLM stats lines (with the
+/// decision records, so that matched tokens and routed requests are
+/// known): the calibration's input.
+fn recommend_source(name: &str) -> (Vec<DecisionInput>, Vec<gatecal_parser::VllmStats>) {
+    let s = gatecal_sim::scenario(name).unwrap().with_requests(400);
+    let out = gatecal_sim::run(&s, 11, &gatecal_sim::Variant::default());
+    let parsed = parse_slice("epp.log", &out.epp_log, &ParseOptions::default()).unwrap();
+    let ds: Vec<DecisionInput> = parsed
+        .decisions()
+        .map(DecisionInput::from)
+        .filter(|d| d.ts.is_some_and(f64::is_finite))
+        .collect();
+    let mut stats = Vec::new();
+    for (pod, bytes) in &out.vllm_logs {
+        let p = parse_slice(&format!("vllm/{pod}.log"), bytes, &ParseOptions::default()).unwrap();
+        stats.extend(p.vllm_stats().cloned());
+    }
+    (ds, stats)
+}
+
+/// A source's name, decisions and stats lines.
+type RecommendSource = (String, Vec<DecisionInput>, Vec<gatecal_parser::VllmStats>);
+
+fn recommend_sources() -> &'static Vec<RecommendSource> {
+    static S: OnceLock<Vec<RecommendSource>> = OnceLock::new();
+    S.get_or_init(|| {
+        ["glm-like-v1", "eight-deployments", "balanced"]
+            .iter()
+            .map(|n| {
+                let (ds, st) = recommend_source(n);
+                (n.to_string(), ds, st)
+            })
+            .collect()
+    })
+}
+
+fn calibrate(
+    ds: &[DecisionInput],
+    stats: &[gatecal_parser::VllmStats],
+    range: TimeRange,
+    configs: &ConfigSet,
+) -> Recommend {
+    let opts = RecommendOptions {
+        time_range: range,
+        window_s: Some(600.0),
+        ..RecommendOptions::default()
+    };
+    let mut r = Recommend::new(opts, configs.clone());
+    for d in ds {
+        r.push_decision(d.clone());
+    }
+    for s in stats {
+        r.push_vllm(s);
+    }
+    r
+}
+
+fn recommend_round_trip(p: RecommendPartial) -> RecommendPartial {
+    let line = p.to_line();
+    assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
+    RecommendPartial::from_json(&line).unwrap()
+}
+
+/// Recommend's time shards, each given every stats line (as every shard
+/// of a fleet job is given the vLLM logs).
+fn recommend_time_partials(
+    ds: &[DecisionInput],
+    stats: &[gatecal_parser::VllmStats],
+    cuts: &[f64],
+    configs: &ConfigSet,
+) -> Vec<(String, RecommendPartial)> {
+    cuts.windows(2)
+        .enumerate()
+        .map(|(i, w)| {
+            let shard: Vec<DecisionInput> = ds
+                .iter()
+                .filter(|d| d.ts.is_some_and(|t| t < w[1]))
+                .cloned()
+                .collect();
+            let range = TimeRange {
+                since: Some(w[0]),
+                until: Some(w[1]),
+            };
+            let p = calibrate(&shard, stats, range, configs)
+                .into_partial(InputSummary::default())
+                .unwrap();
+            (format!("shard{i}"), recommend_round_trip(p))
+        })
+        .collect()
+}
+
+fn in_order<T>(mut parts: Vec<(String, T)>, order: &[usize]) -> Vec<(String, T)> {
+    let n = parts.len();
+    let mut idx: Vec<usize> = order.iter().copied().filter(|i| *i < n).collect();
+    idx.dedup();
+    let mut taken: Vec<Option<(String, T)>> = parts.drain(..).map(Some).collect();
+    let mut out: Vec<(String, T)> = idx.iter().filter_map(|&i| taken[i].take()).collect();
+    out.extend(taken.into_iter().flatten());
+    out
+}
+
+/// The report's deployments without what only a run over the requests
+/// gives (the predicted TTFT and what depends on it).
+fn without_predictions(r: &RecommendReport) -> serde_json::Value {
+    let mut v = serde_json::to_value(&r.deployments).unwrap();
+    for d in v.as_array_mut().unwrap() {
+        let d = d.as_object_mut().unwrap();
+        for k in [
+            "rows",
+            "recommended",
+            "paste",
+            "warnings",
+            "ttft_model",
+            "ttft_self_check",
+        ] {
+            d.remove(k);
+        }
+    }
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// Recommend's time shards with a warm-up from the start, every shard
+    /// given every vLLM stats line: the merge, in any order, is the
+    /// partial of one run over everything byte for byte, and its peak,
+    /// break-even, matched tokens, config and counts are the single run's.
+    #[test]
+    fn recommend_time_shards_merge_into_the_single_run(
+        src in 0usize..3,
+        fractions in proptest::collection::vec(0.05f64..0.95, 1..4),
+        order in proptest::collection::vec(0usize..5, 0..5),
+    ) {
+        let all = recommend_sources();
+        let (name, ds, stats) = &all[src % all.len()];
+        let (first, last) = span(ds);
+        let mut cuts: Vec<f64> = fractions
+            .iter()
+            .map(|f| (first + (last - first) * f).floor())
+            .collect();
+        cuts.push(first);
+        cuts.push(last);
+        cuts.sort_by(f64::total_cmp);
+        cuts.dedup();
+        let range = TimeRange { since: Some(first), until: Some(last) };
+        let configs = given(ds);
+        let single = calibrate(ds, stats, range, &configs).finish(InputSummary::default());
+        let one = recommend_round_trip(
+            calibrate(ds, stats, range, &configs)
+                .into_partial(InputSummary::default())
+                .unwrap(),
+        );
+        let one = merge_recommend_partials(vec![("all".into(), one)])
+            .unwrap()
+            .finish()
+            .unwrap();
+
+        let parts = recommend_time_partials(ds, stats, &cuts, &configs);
+        let m = merge_recommend_partials(in_order(parts, &order)).unwrap();
+        let line = m.to_line();
+        let report = m.finish().unwrap();
+        prop_assert_eq!(report.merged.len(), cuts.len() - 1);
+        prop_assert_eq!(json(&report.deployments), json(&one.deployments), "{}", name);
+        prop_assert_eq!(json(&report.findings), json(&one.findings), "{}", name);
+        prop_assert_eq!(without_predictions(&report), without_predictions(&single), "{}", name);
+        for d in &report.deployments {
+            prop_assert!(
+                d.warnings.iter().any(|w| w == NO_PREDICTION_AFTER_MERGE),
+                "{:?}",
+                d.warnings
+            );
+            prop_assert!(d.rows.iter().all(|r| r.predicted_ttft_ms.is_none()));
+        }
+
+        // Any order and grouping: the same bytes.
+        let parts = recommend_time_partials(ds, stats, &cuts, &configs);
+        let mut rev = in_order(parts, &[]);
+        rev.reverse();
+        let tail = rev.split_off(rev.len().div_ceil(2));
+        if tail.is_empty() {
+            return Ok(());
+        }
+        let left = merge_recommend_partials(rev).unwrap();
+        let right = merge_recommend_partials(tail).unwrap();
+        let regrouped = merge_recommend_partials(vec![
+            ("right".into(), recommend_round_trip(right)),
+            ("left".into(), recommend_round_trip(left)),
+        ])
+        .unwrap();
+        prop_assert_eq!(regrouped.to_line(), line);
+    }
+}
+
+#[test]
+fn recommend_partials_refuse_what_does_not_merge() {
+    let (_, ds, stats) = &recommend_sources()[0];
+    let (first, last) = span(ds);
+    let mid = ((first + last) / 2.0).floor();
+    let configs = given(ds);
+    // The same decisions twice.
+    let mut parts = recommend_time_partials(ds, stats, &[first, mid, last], &configs);
+    let again = recommend_time_partials(ds, stats, &[first, mid], &configs);
+    parts.push(("again".into(), again.into_iter().next().unwrap().1));
+    let e = merge_recommend_partials(parts)
+        .err()
+        .expect("double counting refused");
+    assert!(e.to_string().contains("again"), "{e}");
+    assert!(e.to_string().contains("counted twice"), "{e}");
+    // Other options.
+    let a = calibrate(
+        ds,
+        stats,
+        TimeRange {
+            since: Some(first),
+            until: Some(mid),
+        },
+        &configs,
+    )
+    .into_partial(InputSummary::default())
+    .unwrap();
+    let mut r = Recommend::new(
+        RecommendOptions {
+            user_peak: Some(9000.0),
+            ..RecommendOptions::default()
+        },
+        configs.clone(),
+    );
+    for d in ds.iter().filter(|d| d.ts.is_some_and(|t| t >= mid)) {
+        r.push_decision(d.clone());
+    }
+    let b = r.into_partial(InputSummary::default()).unwrap();
+    let e = merge_recommend_partials(vec![("a.part".into(), a), ("b.part".into(), b)])
+        .err()
+        .expect("other options refused");
+    assert!(e.to_string().contains("other options"), "{e}");
+    assert!(e.to_string().contains("known_peak"), "{e}");
+    // Another config in force.
+    let lo = calibrate(
+        ds,
+        stats,
+        TimeRange {
+            since: Some(first),
+            until: Some(mid),
+        },
+        &configs,
+    )
+    .into_partial(InputSummary::default())
+    .unwrap();
+    let mut other = configs.clone();
+    for v in other.per_deployment.values_mut() {
+        for (_, c) in v.iter_mut() {
+            c.parameters.max_in_flight_requests_delta += 7;
+        }
+    }
+    let hi = calibrate(
+        ds,
+        stats,
+        TimeRange {
+            since: Some(mid),
+            until: Some(last),
+        },
+        &other,
+    )
+    .into_partial(InputSummary::default())
+    .unwrap();
+    let e = merge_recommend_partials(vec![("lo.part".into(), lo), ("hi.part".into(), hi)])
+        .err()
+        .expect("another config refused");
+    assert!(e.to_string().contains("another config"), "{e}");
+    // A gate-dist partial, and the reverse.
+    let g = audit(ds, TimeRange::default(), &configs)
+        .into_partial(InputSummary::default())
+        .to_line();
+    let e = RecommendPartial::from_json(&g).err().unwrap();
+    assert!(e.contains("not of recommend"), "{e}");
+    let r = calibrate(ds, stats, TimeRange::default(), &configs)
+        .into_partial(InputSummary::default())
+        .unwrap()
+        .to_line();
+    let e = Partial::from_json(&r).err().unwrap();
+    assert!(e.contains("not of gate-dist"), "{e}");
+    // Cut short, and another version.
+    let e = RecommendPartial::from_json(&r[..r.len() / 2])
+        .err()
+        .unwrap();
+    assert!(e.contains("cut short"), "{e}");
+    let v2 = r.replacen("gatecal.partial/v1", "gatecal.partial/v2", 1);
+    let e = RecommendPartial::from_json(&v2).err().unwrap();
+    assert!(e.contains("schema \"gatecal.partial/v2\""), "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// A damaged recommend partial is an error or finishes: never a panic.
+    #[test]
+    fn damaged_recommend_partials_never_panic(cut in 0.0f64..1.0, at in 0.0f64..1.0, byte in any::<u8>()) {
+        static LINE: OnceLock<String> = OnceLock::new();
+        let line = LINE.get_or_init(|| {
+            let (_, ds, stats) = &recommend_sources()[0];
+            calibrate(ds, stats, TimeRange::default(), &ConfigSet::default())
+                .into_partial(InputSummary::default())
+                .unwrap()
+                .to_line()
+        });
+        let mut bytes = line.clone().into_bytes();
+        let i = ((bytes.len() - 1) as f64 * at) as usize;
+        bytes[i] = byte;
+        bytes.truncate(((bytes.len() as f64) * (0.5 + cut / 2.0)) as usize + 1);
+        let text = String::from_utf8_lossy(&bytes);
+        if let Ok(p) = RecommendPartial::from_json(&text)
+            && let Ok(m) = merge_recommend_partials(vec![("damaged".into(), p)])
+        {
+            let _ = m.finish().map(|r| serde_json::to_string(&r));
+        }
+    }
 }

@@ -393,3 +393,142 @@ fn plan_prints_aligned_shards_with_their_warm_up() {
     let e = err(run(&["plan", "--window", "1.5s", &log]));
     assert!(e.contains("whole seconds"), "{e}");
 }
+
+fn with_stdin(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gate-dist"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run gate-dist");
+    let mut stdin = child.stdin.take().unwrap();
+    let bytes = input.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().ok();
+    out
+}
+
+/// The streams of a partial's only part.
+fn streams(partial: &str) -> Vec<String> {
+    let v = json(partial);
+    v["parts"][0]["streams"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// A kubelet (CRI) log read from its file names its EPP pod from the
+/// path; piped on stdin the path is lost, and `--source-path` gives it
+/// back. Lines that name no pod are one stream per input: two files over
+/// the same time merge, the same file twice is refused naming it.
+#[test]
+fn source_path_names_stdin_and_unnamed_inputs_are_their_own_streams() {
+    let dir = std::env::temp_dir().join(format!("gatecal-source-path-{}", std::process::id()));
+    let pod_dir = dir.join("llm_glm-epp-7c9d8-xk2lp_0b1c7e/epp");
+    std::fs::create_dir_all(&pod_dir).unwrap();
+    let plain = std::fs::read_to_string(fixture("glm-like/epp.log")).unwrap();
+    let mut cri = String::new();
+    for l in plain.lines() {
+        cri.push_str("2026-08-21T14:00:00.000000000Z stdout F ");
+        cri.push_str(l);
+        cri.push('\n');
+    }
+    let cri_path = pod_dir.join("0.log");
+    std::fs::write(&cri_path, &cri).unwrap();
+    let cri_path = cri_path.to_str().unwrap();
+
+    let from_file = ok(run(&["--emit-partial", "-", cri_path]), "CRI file");
+    let file_streams = streams(&from_file);
+    assert_eq!(file_streams.len(), 1);
+    assert!(
+        file_streams[0].ends_with("/glm-epp-7c9d8-xk2lp"),
+        "{file_streams:?}"
+    );
+    let piped = ok(
+        with_stdin(&["--emit-partial", "-", "-"], cri.as_bytes()),
+        "CRI on stdin",
+    );
+    let piped_streams = streams(&piped);
+    assert_eq!(piped_streams.len(), 1);
+    assert!(piped_streams[0].ends_with('/'), "{piped_streams:?}");
+    let named = ok(
+        with_stdin(
+            &["--emit-partial", "-", "--source-path", cri_path, "-"],
+            cri.as_bytes(),
+        ),
+        "CRI on stdin with --source-path",
+    );
+    assert_eq!(streams(&named), file_streams);
+    assert_eq!(
+        json(&named)["parts"][0]["inputs"],
+        json(&from_file)["parts"][0]["inputs"]
+    );
+    // The report is the file's.
+    let report = |o: Output| {
+        let mut v = json(&ok(o, "report"));
+        v.as_object_mut().unwrap().remove("input");
+        v
+    };
+    assert_eq!(
+        report(with_stdin(
+            &["--format", "json", "--source-path", cri_path, "-"],
+            cri.as_bytes()
+        )),
+        report(run(&["--format", "json", cri_path]))
+    );
+    // --source-path without stdin among the inputs is an error.
+    let out = run(&["--source-path", cri_path, cri_path]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--source-path"));
+
+    // Plain captures: a stream per input.
+    let parts = dir.join("parts");
+    std::fs::create_dir_all(&parts).unwrap();
+    for pod in ["a", "b"] {
+        // Another pod's requests: other ids.
+        let lines = plain.replace("\"x-request-id\":\"", &format!("\"x-request-id\":\"{pod}"));
+        let p = parts.join(format!("{pod}.part"));
+        let out = with_stdin(
+            &[
+                "--emit-partial",
+                p.to_str().unwrap(),
+                "-o",
+                "/dev/null",
+                "--source-path",
+                &format!("captures/epp-{pod}.log"),
+                "-",
+            ],
+            lines.as_bytes(),
+        );
+        ok(out, "plain capture");
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(
+            streams(&text),
+            [format!("glm-5-2/input:captures/epp-{pod}.log")]
+        );
+    }
+    let merged = json(&ok(
+        run(&["merge", parts.to_str().unwrap(), "--format", "json"]),
+        "two inputs",
+    ));
+    let single = json(&ok(
+        run(&["--format", "json", &fixture("glm-like/epp.log")]),
+        "single",
+    ));
+    assert_eq!(
+        merged["deployments"][0]["decisions"].as_u64().unwrap(),
+        2 * single["deployments"][0]["decisions"].as_u64().unwrap()
+    );
+    let a = parts.join("a.part");
+    let a = a.to_str().unwrap();
+    let out = run(&["merge", a, a]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("read from captures/epp-a.log"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}

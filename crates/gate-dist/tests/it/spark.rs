@@ -201,8 +201,9 @@ fn spark_local_mode_over_8_shards_matches_a_single_run() {
 }
 
 /// `merged` is `single`, but for what only a merge has: the input ledger
-/// sums the shards' (each read `-`, and the lines of a warm-up or a tail
-/// are read by two shards or more), and the partials merged are listed.
+/// sums the shards' (each read on stdin, named by the file it was cut
+/// from with `--source-path`, and the lines of a warm-up or a tail are
+/// read by two shards or more), and the partials merged are listed.
 fn same_but_the_ledger(single: &Value, mut merged: Value, lines_cut: u64) {
     let m = merged.as_object_mut().unwrap();
     let parts = m
@@ -212,9 +213,18 @@ fn same_but_the_ledger(single: &Value, mut merged: Value, lines_cut: u64) {
     let mut single = single.clone();
     let single_input = single.as_object_mut().unwrap().remove("input").unwrap();
 
-    // The ledger: 8 runs over stdin, every line the job cut read, each
-    // line of the log read at least once, none malformed.
-    assert_eq!(input["inputs"], serde_json::json!(vec!["-"; 8]));
+    // The ledger: 8 runs over stdin, each named by the file (the URI
+    // Spark read), every line the job cut read, each line of the log read
+    // at least once, none malformed.
+    let inputs = input["inputs"].as_array().unwrap();
+    assert_eq!(inputs.len(), 8, "{inputs:?}");
+    assert!(
+        inputs.iter().all(|i| i == &inputs[0]
+            && i.as_str()
+                .unwrap()
+                .ends_with("/fixtures/demo/glm-like.log.gz")),
+        "{inputs:?}"
+    );
     assert_eq!(input["lines_total"], lines_cut);
     assert!(lines_cut > single_input["lines_total"].as_u64().unwrap());
     assert_eq!(input["lines_malformed"], 0);

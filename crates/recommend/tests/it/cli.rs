@@ -1793,3 +1793,152 @@ fn svg_draws_each_rows_prediction() {
         assert!(m.contains(&format!("]({f})")), "{f} not linked: {m}");
     }
 }
+
+/// `--emit-partial` over time shards of the demo (each run over the whole
+/// log and the vLLM logs, counting its own window) and `recommend merge`:
+/// the merged calibration is the one of a single run's partial, in any
+/// order, from files, a folder or stdin, and its peak and break-even are
+/// the plain run's; bad partials are refused naming the file.
+#[test]
+fn partials_of_time_shards_merge_into_the_single_run() {
+    let dir = tempdir("partials");
+    let log = fixture("demo/glm-like.log.gz");
+    let vllm = fixture("demo/glm-like.vllm");
+    let windows: [&[&str]; 3] = [
+        &["--until", "2026-08-21T14:10:00Z"],
+        &[
+            "--since",
+            "2026-08-21T14:10:00Z",
+            "--until",
+            "2026-08-21T14:20:00Z",
+        ],
+        &["--since", "2026-08-21T14:20:00Z"],
+    ];
+    let shards = dir.join("shards");
+    std::fs::create_dir_all(&shards).unwrap();
+    for (i, w) in windows.iter().enumerate() {
+        let part = shards.join(format!("{i}.part"));
+        let mut args = vec!["--emit-partial", part.to_str().unwrap(), "-o", "/dev/null"];
+        args.extend_from_slice(w);
+        args.extend([log.as_str(), vllm.as_str()]);
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let all = dir.join("all.part");
+    let plain = ok_json(&run(&[&log, &vllm, "--format", "json"]), "");
+    let out = run(&[
+        "--emit-partial",
+        all.to_str().unwrap(),
+        &log,
+        &vllm,
+        "--format",
+        "json",
+    ]);
+    let single = ok_json(&out, "");
+    let merged = ok_json(
+        &run(&["merge", shards.to_str().unwrap(), "--format", "json"]),
+        "",
+    );
+    let strip = |v: &serde_json::Value| {
+        let mut v = v.clone();
+        let o = v.as_object_mut().unwrap();
+        o.remove("merged");
+        o.remove("input");
+        v
+    };
+    assert_eq!(strip(&merged), strip(&single));
+    assert_eq!(merged["merged"].as_array().unwrap().len(), 3);
+    let (m, p) = (&merged["deployments"][0], &plain["deployments"][0]);
+    assert_eq!(m["peak_prefill_throughput"], p["peak_prefill_throughput"]);
+    assert_eq!(m["break_even_ms"], p["break_even_ms"]);
+    assert_eq!(m["observed_ttft_ms"], p["observed_ttft_ms"]);
+    assert_eq!(m["current"]["decisions"], 1168);
+    assert!(m["rows"][0]["predicted_ttft_ms"].is_null());
+    assert!(
+        m["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("no predicted TTFT: the report is merged")),
+        "{}",
+        m["warnings"]
+    );
+
+    // Files in another order, and stdin: the same bytes.
+    let f = |i: usize| {
+        shards
+            .join(format!("{i}.part"))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let a = run(&["merge", &f(2), &f(0), &f(1), "--format", "json"]);
+    let b = run(&["merge", &f(1), &f(2), &f(0), "--format", "json"]);
+    assert!(a.status.success() && b.status.success());
+    assert_eq!(a.stdout, b.stdout);
+    let text: String = [2, 0, 1]
+        .iter()
+        .map(|i| std::fs::read_to_string(f(*i)).unwrap())
+        .collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_recommend"))
+        .args(["merge", "-", "--format", "json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let c = child.wait_with_output().unwrap();
+    assert!(c.status.success());
+    let strip_sources = |b: &[u8]| {
+        let mut v: serde_json::Value = serde_json::from_slice(b).unwrap();
+        for p in v["merged"].as_array_mut().unwrap() {
+            p["source"] = serde_json::Value::Null;
+        }
+        v
+    };
+    assert_eq!(strip_sources(&c.stdout), strip_sources(&a.stdout));
+    // Every format renders.
+    for fmt in ["table", "markdown", "csv"] {
+        let out = run(&["merge", shards.to_str().unwrap(), "--format", fmt]);
+        assert!(out.status.success(), "{fmt}");
+        assert!(!out.stdout.is_empty());
+    }
+
+    // Bad partials, named.
+    let bad = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        let out = run(&["merge", &f(0), p.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        let e = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(e.contains(p.to_str().unwrap()), "{e}");
+        e
+    };
+    let whole = std::fs::read_to_string(f(1)).unwrap();
+    assert!(bad("cut.part", &whole[..whole.len() / 2]).contains("cut short"));
+    let v2 = whole.replacen("gatecal.partial/v1", "gatecal.partial/v9", 1);
+    assert!(bad("v9.part", &v2).contains("gatecal.partial/v9"));
+    let gd = whole.replacen("\"report\":\"recommend\"", "\"report\":\"gate-dist\"", 1);
+    assert_ne!(gd, whole);
+    let e = bad("gd.part", &gd);
+    assert!(e.contains("not of recommend"), "{e}");
+    // The same shard twice: double counting.
+    let out = run(&["merge", &f(1), &f(1)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("counted twice"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gatecal-recommend-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -4,10 +4,10 @@
 //! sentence naming it, and the constants and quantiles the estimators
 //! share.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where an estimate comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PeakSource {
     /// `--known-peak`.
@@ -41,7 +41,7 @@ impl PeakSource {
 }
 
 /// One estimate of a deployment's peak prefill throughput.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PeakEstimate {
     /// Tokens per second.
     pub value: f64,
@@ -63,12 +63,15 @@ pub struct PeakEstimate {
     /// On the peak a report chose: every estimate found, best first (the
     /// chosen one among them); empty, and absent from JSON, on each of
     /// those.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub estimates: Vec<PeakEstimate>,
 }
 
-/// One stats line as the estimator keeps it.
-#[derive(Clone, Copy, Debug)]
+/// One stats line as the estimator keeps it (in a partial report, a
+/// tuple: `[ts, rate, hit, queued, flags]`, flags bit 0 `waiting`, bit 1
+/// `v1`, bit 2 `absolute`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(into = "LineWire", from = "LineWire")]
 pub(super) struct Line {
     pub(super) ts: Option<f64>,
     /// `Avg prompt throughput`, tokens/s.
@@ -84,10 +87,55 @@ pub(super) struct Line {
     pub(super) absolute: bool,
 }
 
+/// [`Line`] as a partial report writes it.
+#[derive(Serialize, Deserialize)]
+pub(super) struct LineWire(Option<f64>, f64, Option<f64>, u32, u8);
+
+impl From<Line> for LineWire {
+    fn from(l: Line) -> Self {
+        let flags = u8::from(l.waiting) | u8::from(l.v1) << 1 | u8::from(l.absolute) << 2;
+        LineWire(l.ts, l.rate, l.hit, l.queued, flags)
+    }
+}
+
+impl From<LineWire> for Line {
+    fn from(w: LineWire) -> Self {
+        Line {
+            ts: w.0,
+            rate: w.1,
+            hit: w.2,
+            waiting: w.4 & 1 != 0,
+            queued: w.3,
+            v1: w.4 & 2 != 0,
+            absolute: w.4 & 4 != 0,
+        }
+    }
+}
+
+impl Line {
+    /// A total order over every field, for a canonical order of lines
+    /// read from several partial reports.
+    pub(super) fn total_cmp(&self, o: &Line) -> std::cmp::Ordering {
+        let opt = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            (a, b) => a.is_some().cmp(&b.is_some()),
+        };
+        opt(self.ts, o.ts)
+            .then(self.rate.total_cmp(&o.rate))
+            .then(opt(self.hit, o.hit))
+            .then(self.queued.cmp(&o.queued))
+            .then(LineWire::from(*self).4.cmp(&LineWire::from(*o).4))
+    }
+}
+
 /// One request the EPP sent to an engine: `(time, prompt tokens, tokens
 /// of the prompt in the engine's prefix cache)`, from a decision that
 /// names the endpoint it picked and that endpoint's prefix match.
-#[derive(Clone, Copy, Debug)]
+///
+/// In a partial report, a tuple `[ts, prompt, matched, request,
+/// from_lines]`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(into = "RoutedWire", from = "RoutedWire")]
 pub(super) struct Routed {
     pub(super) ts: f64,
     pub(super) prompt: f64,
@@ -98,6 +146,40 @@ pub(super) struct Routed {
     /// Its match came from the prefix producers' `-v=5` lines (whole
     /// blocks, the prompt to half a block), not from an exact record.
     pub(super) from_lines: bool,
+}
+
+/// [`Routed`] as a partial report writes it.
+#[derive(Serialize, Deserialize)]
+pub(super) struct RoutedWire(f64, f64, f64, u64, bool);
+
+impl From<Routed> for RoutedWire {
+    fn from(r: Routed) -> Self {
+        RoutedWire(r.ts, r.prompt, r.matched, r.request, r.from_lines)
+    }
+}
+
+impl From<RoutedWire> for Routed {
+    fn from(w: RoutedWire) -> Self {
+        Routed {
+            ts: w.0,
+            prompt: w.1,
+            matched: w.2,
+            request: w.3,
+            from_lines: w.4,
+        }
+    }
+}
+
+impl Routed {
+    /// A total order over every field (see [`Line::total_cmp`]).
+    pub(super) fn total_cmp(&self, o: &Routed) -> std::cmp::Ordering {
+        self.ts
+            .total_cmp(&o.ts)
+            .then(self.request.cmp(&o.request))
+            .then(self.prompt.total_cmp(&o.prompt))
+            .then(self.matched.total_cmp(&o.matched))
+            .then(self.from_lines.cmp(&o.from_lines))
+    }
 }
 
 /// A stretch of saturated intervals of one engine, reduced to blocks of

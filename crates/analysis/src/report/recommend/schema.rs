@@ -299,6 +299,10 @@ pub struct RecommendReport {
     pub pooled: crate::input::pool::Pooled,
     /// vLLM stats lines past the cap, not used.
     pub vllm_cut: VllmCut,
+    /// The partial reports merged (`recommend merge`), in canonical order;
+    /// empty (and absent from JSON) for a run over logs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<crate::report::partial::PartInfo>,
 }
 
 /// vLLM stats lines kept at most; the peak estimate and the hit-rate
@@ -307,7 +311,7 @@ pub struct RecommendReport {
 pub const MAX_VLLM_LINES: usize = 1 << 20;
 
 /// The vLLM stats lines not used, past `MAX_VLLM_LINES`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct VllmCut {
     /// Lines read past the cap (not used).
     pub lines: u64,

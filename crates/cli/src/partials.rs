@@ -1,0 +1,101 @@
+//! Reading partial reports for `gate-dist merge` and `recommend merge`:
+//! files, folders and standard input, each document named in errors by
+//! its file, or `FILE:N` / `-:N` for the `N`-th line.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The most bytes of partial reports read from one file or from stdin.
+pub const MAX_PARTIAL_BYTES: u64 = 1 << 30;
+
+/// Every partial document in `args` (files, folders of `*.part` and
+/// `*.json` files, `-` for stdin, one partial per line), read by `parse`,
+/// with the name errors give it.
+pub fn read_all<T>(
+    args: &[String],
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> anyhow::Result<Vec<(String, T)>> {
+    let mut out = Vec::new();
+    let mut stdin_read = false;
+    for a in args {
+        if a == "-" {
+            anyhow::ensure!(!stdin_read, "-: standard input given twice");
+            stdin_read = true;
+            let mut text = String::new();
+            std::io::stdin()
+                .take(MAX_PARTIAL_BYTES)
+                .read_to_string(&mut text)
+                .map_err(|e| anyhow::anyhow!("-: cannot read standard input: {e}"))?;
+            read_lines("-", &text, true, &parse, &mut out)?;
+            continue;
+        }
+        let path = Path::new(a);
+        let meta = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("{a}: {e}"))?;
+        if meta.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| anyhow::anyhow!("{a}: {e}"))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.is_file() && p.extension().is_some_and(|x| x == "part" || x == "json")
+                })
+                .collect();
+            files.sort();
+            anyhow::ensure!(
+                !files.is_empty(),
+                "{a}: a folder without partial reports (*.part or *.json files)"
+            );
+            for f in files {
+                read_file(&f, &parse, &mut out)?;
+            }
+        } else {
+            read_file(path, &parse, &mut out)?;
+        }
+    }
+    Ok(out)
+}
+
+fn read_file<T>(
+    path: &Path,
+    parse: &impl Fn(&str) -> Result<T, String>,
+    out: &mut Vec<(String, T)>,
+) -> anyhow::Result<()> {
+    let name = path.display().to_string();
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_PARTIAL_BYTES).read_to_end(&mut bytes))
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| anyhow::anyhow!("{name}: not a partial report (not UTF-8 text: {e})"))?;
+    read_lines(&name, &text, false, parse, out)
+}
+
+/// Every non-empty line of `text` a partial; named `name` (a file of one
+/// partial) or `name:N` (the `N`-th line).
+fn read_lines<T>(
+    name: &str,
+    text: &str,
+    always_number: bool,
+    parse: &impl Fn(&str) -> Result<T, String>,
+    out: &mut Vec<(String, T)>,
+) -> anyhow::Result<()> {
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .collect();
+    anyhow::ensure!(!lines.is_empty(), "{name}: empty: no partial report in it");
+    let numbered = always_number || lines.len() > 1;
+    for (i, line) in lines {
+        let src = if numbered {
+            format!("{name}:{}", i + 1)
+        } else {
+            name.to_string()
+        };
+        let p = parse(line).map_err(|e| anyhow::anyhow!("{src}: {e}"))?;
+        out.push((src, p));
+    }
+    Ok(())
+}
+
+/// The parser's types a partial run names.
+pub use gatecal_parser::{InputFiles, VllmStats};
