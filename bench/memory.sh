@@ -2,13 +2,18 @@
 # Peak RSS of gate-dist on the memory-bound cases (bench/memory_cases.py):
 # open requests with large endpoint dumps, millions of open request ids,
 # tens of thousands of deployments; and of recommend on millions of vLLM
-# stats lines. Run by `just memory`; the figures are in
-# docs/performance.md ("Memory bounds").
+# stats lines; and of `gate-dist --follow` over an hour of log at about
+# 110 decisions a second (four simulated peak-sweep streams merged by
+# time, 6.6 GB, piped in as they are made: nothing written to disk).
+# Run by `just memory`; the figures are in docs/performance.md ("Memory
+# bounds", "Follow mode").
 #
 # Environment:
 #   MEMORY_DIR        where the cases are written (default /tmp/gatecal-memory;
 #                     about 5.6 GB; deleted at the end unless MEMORY_KEEP=1)
 #   MEMORY_THREADS    thread counts to run (default "2 8")
+#   MEMORY_FOLLOW     seconds of log time of the follow case (default 3600;
+#                     0 skips it)
 #   CARGO_TARGET_DIR  honoured (default target/)
 set -euo pipefail
 
@@ -21,7 +26,8 @@ timer=/usr/bin/time
 [[ -x "$timer" ]] || { echo "memory: $timer (GNU time) is needed for the peak RSS" >&2; exit 2; }
 
 cd "$root"
-cargo build --release --locked -p gate-dist --bin gate-dist -p gatecal-recommend --bin recommend
+cargo build --release --locked -p gate-dist --bin gate-dist -p gatecal-recommend --bin recommend \
+    -p gatecal-sim --bin epp-sim
 mkdir -p "$dir"
 for case in big-dumps huge-dumps open-ids namespaces vllm-lines; do
     bin="$target/release/gate-dist"
@@ -39,4 +45,20 @@ for case in big-dumps huge-dumps open-ids namespaces vllm-lines; do
             "$case" $((size / 1000000)) "$j" "$(echo "$rss / 1024" | bc -l)" "$wall"
     done
 done
+follow="${MEMORY_FOLLOW:-3600}"
+if [[ "$follow" != 0 ]]; then
+    sim() { "$target/release/epp-sim" --scenario peak-sweep --seed "$1" --duration "$follow" --no-vllm --timestamps; }
+    for window in 15m 1m; do
+        # The four streams merged by their kubelet times, read as fast as
+        # they come; one report every 30 s (of wall time).
+        LC_ALL=C sort -m <(sim 1) <(sim 2) <(sim 3) <(sim 4) |
+            nice -n 10 "$timer" -v -o "$dir/time.txt" "$target/release/gate-dist" --follow - \
+                --window "$window" --every 30s --format json > "$dir/follow.jsonl"
+        rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/time.txt")
+        wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$dir/time.txt")
+        decisions=$(tail -n 1 "$dir/follow.jsonl" | python3 -c 'import json,sys; print(json.load(sys.stdin)["follow"]["decisions_read"])')
+        printf '%-11s %6ss  --window %-3s  %s decisions  max RSS %6.1f MiB  wall %s\n' \
+            follow "$follow" "$window" "$decisions" "$(echo "$rss / 1024" | bc -l)" "$wall"
+    done
+fi
 [[ "${MEMORY_KEEP:-0}" == 1 ]] || rm -rf "$dir"

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use gatecal_parser::{
     Decision, DecisionRecord, FileId, InputFiles, InputSpec, Item, Ledger, ParseError,
-    ParseOptions, SourceLoc, parse_files,
+    ParseOptions, SourceLoc, VllmStats, parse_files,
 };
 
 /// Decisions per gzip block of the window.
@@ -94,11 +94,19 @@ impl Window {
         if self.open_n == 0 {
             return;
         }
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        let gz = e
+        // zlib's default level: a quarter smaller than its fastest on
+        // decision records (62 bytes a record against 82), at a cost that
+        // does not matter at a live log's pace.
+        let mut e = flate2::write::GzEncoder::new(
+            Vec::with_capacity(self.open.len() / 8),
+            flate2::Compression::default(),
+        );
+        let mut gz = e
             .write_all(&self.open)
             .and_then(|()| e.finish())
             .unwrap_or_default();
+        // Held for the whole window: no room left over.
+        gz.shrink_to_fit();
         self.blocks.push_back(Block {
             gz,
             max_ts: self.open_max,
@@ -271,8 +279,8 @@ const CHANNEL: usize = 64;
 
 /// What an input's thread sends.
 pub enum Msg {
-    /// A decision, as read.
-    Decision(Box<Decision>),
+    /// A decision or a vLLM stats line, as read.
+    Item(Item),
     /// The input ended (stdin closed, or `stop` was set): its ledger, or
     /// the error that ended it.
     Ended(String, Box<Result<Ledger, ParseError>>),
@@ -293,8 +301,9 @@ pub struct Inputs {
 }
 
 /// Starts a thread per input: every file of `specs` (folders and globs
-/// expanded now; files created later are not read) and stdin.
-pub fn start(specs: &[InputSpec], opts: &ParseOptions) -> anyhow::Result<Inputs> {
+/// expanded now; files created later are not read) and stdin. The vLLM
+/// stats lines are passed on when `vllm` asks for them.
+pub fn start(specs: &[InputSpec], opts: &ParseOptions, vllm: bool) -> anyhow::Result<Inputs> {
     // Bounded: inputs read faster than the decisions are analysed wait,
     // rather than queue without limit.
     let (tx, rx) = mpsc::sync_channel(CHANNEL);
@@ -346,8 +355,8 @@ pub fn start(specs: &[InputSpec], opts: &ParseOptions) -> anyhow::Result<Inputs>
                     let mut files = InputFiles::default();
                     files.push_stream(display.clone(), name, Box::new(reader), &opts);
                     let r = parse_files(files, &opts, |item| {
-                        if let Item::Decision(d) = item {
-                            let _ = tx.send(Msg::Decision(d));
+                        if vllm || matches!(item, Item::Decision(_)) {
+                            let _ = tx.send(Msg::Item(item));
                         }
                     });
                     let _ = tx.send(Msg::Ended(display, Box::new(r)));
@@ -376,7 +385,7 @@ pub struct TickInfo {
     pub ledger: Ledger,
 }
 
-/// Hands every decision of `inputs` to `on_decision` and calls `report`
+/// Hands every decision (and vLLM stats line) of `inputs` to `on_item` and calls `report`
 /// every `every_s` seconds (the first after `every_s`), and once more at
 /// the end: when every input ended, or on SIGINT or SIGTERM (then the
 /// run ends with the last report, and exit 0). An input that fails is a
@@ -385,7 +394,7 @@ pub fn run(
     bin: &str,
     inputs: Inputs,
     every_s: f64,
-    mut on_decision: impl FnMut(Box<Decision>),
+    mut on_item: impl FnMut(Item),
     mut report: impl FnMut(TickInfo) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     crate::atomic::defer_interrupts();
@@ -408,27 +417,32 @@ pub fn run(
             }
         }
         if crate::atomic::interrupted() {
+            // The files read to their ends, and what their readers still
+            // held (requests not yet closed) handed on, for a second at
+            // most (stdin may not close).
+            inputs.stop.store(true, Ordering::Relaxed);
+            let until = Instant::now() + Duration::from_secs(1);
+            while open > 0 {
+                let wait = until.saturating_duration_since(Instant::now());
+                match inputs.rx.recv_timeout(wait) {
+                    Ok(Msg::Item(item)) => on_item(item),
+                    Ok(Msg::Ended(name, r)) => {
+                        open -= 1;
+                        ended(bin, &mut ledger, name, *r);
+                    }
+                    Err(_) => break,
+                }
+            }
             return report(info(&ledger, true));
         }
         let wait = next
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(100));
         match inputs.rx.recv_timeout(wait) {
-            Ok(Msg::Decision(d)) => on_decision(d),
+            Ok(Msg::Item(item)) => on_item(item),
             Ok(Msg::Ended(name, r)) => {
                 open -= 1;
-                match *r {
-                    Ok(l) => {
-                        for i in l.inputs {
-                            ledger.push(i, 8);
-                        }
-                    }
-                    Err(e) => crate::term::eprint(
-                        bin,
-                        crate::term::Level::Warning,
-                        &format!("{name}: no longer read: {e}"),
-                    ),
-                }
+                ended(bin, &mut ledger, name, *r);
                 if open == 0 {
                     return report(info(&ledger, true));
                 }
@@ -441,26 +455,273 @@ pub fn run(
     }
 }
 
+/// An input ended: its ledger joins `ledger`, or its error is a warning.
+fn ended(bin: &str, ledger: &mut Ledger, name: String, r: Result<Ledger, ParseError>) {
+    match r {
+        Ok(l) => {
+            for i in l.inputs {
+                ledger.push(i, 8);
+            }
+        }
+        Err(e) => crate::term::eprint(
+            bin,
+            crate::term::Level::Warning,
+            &format!("{name}: no longer read: {e}"),
+        ),
+    }
+}
+
+/// The vLLM stats lines of the last `window_s` seconds of their log time
+/// (up to the latest line read), at most [`VllmWindow::MAX`] of them.
+pub struct VllmWindow {
+    window_s: f64,
+    /// Each line with its time: its own, else its month, day and time
+    /// of day in the year of the decisions read (vLLM's own lines carry
+    /// no year), else the latest time read. The line is kept as read.
+    lines: VecDeque<(f64, VllmStats)>,
+    latest: f64,
+    read: u64,
+}
+
+impl VllmWindow {
+    /// Most lines held: 64 engines logging every 10 s for 4 hours; the
+    /// oldest go first.
+    pub const MAX: usize = 92_160;
+
+    /// An empty window `window_s` seconds long.
+    pub fn new(window_s: f64) -> VllmWindow {
+        VllmWindow {
+            window_s,
+            lines: VecDeque::new(),
+            latest: f64::NEG_INFINITY,
+            read: 0,
+        }
+    }
+
+    /// Adds a line; `decisions` is the latest decision time read, which
+    /// gives the year of a line without one.
+    pub fn push(&mut self, s: VllmStats, decisions: Option<f64>) {
+        self.read += 1;
+        let t =
+            s.ts.filter(|t| t.is_finite())
+                .or_else(|| dated(&s, decisions))
+                .or(self.latest())
+                .or(decisions)
+                .unwrap_or(0.0);
+        self.latest = self.latest.max(t);
+        self.lines.push_back((t, s));
+        let cut = self.latest - self.window_s;
+        while self.lines.len() > Self::MAX || self.lines.front().is_some_and(|l| l.0 < cut) {
+            self.lines.pop_front();
+        }
+    }
+
+    /// The latest line's time, if any was read.
+    pub fn latest(&self) -> Option<f64> {
+        self.latest.is_finite().then_some(self.latest)
+    }
+
+    /// Lines read in all.
+    pub fn read(&self) -> u64 {
+        self.read
+    }
+
+    /// The lines in the window, in the order read.
+    pub fn lines(&self) -> impl Iterator<Item = &VllmStats> {
+        let cut = self.latest - self.window_s;
+        self.lines.iter().filter(move |l| l.0 >= cut).map(|l| &l.1)
+    }
+}
+
+/// A yearless vLLM line's time in the year of `near` (the year before
+/// when that puts it more than half a year after `near`).
+fn dated(s: &VllmStats, near: Option<f64>) -> Option<f64> {
+    let near = near?;
+    if s.month == 0 || s.day == 0 {
+        return None;
+    }
+    let (year, _) = gatecal_parser::year_month_of(near);
+    let t = gatecal_parser::epoch_of(year, s.month, s.day, s.seconds_of_day);
+    Some(if t > near + 183.0 * 86_400.0 {
+        gatecal_parser::epoch_of(year - 1, s.month, s.day, s.seconds_of_day)
+    } else {
+        t
+    })
+}
+
+/// What a report is made from: the window's decisions and vLLM stats
+/// lines.
+pub struct Windows {
+    /// The decision records.
+    pub decisions: Window,
+    /// The vLLM stats lines (only when the analysis reads them).
+    pub vllm: VllmWindow,
+}
+
+impl Windows {
+    /// The latest time read, decisions and vLLM stats lines together.
+    pub fn latest(&self) -> Option<f64> {
+        match (self.decisions.latest(), self.vllm.latest()) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Follows `inputs` for `A`'s report: every decision goes through `live`,
+/// an analysis run for the whole run, which gives each decision's record
+/// with its gate as analysed and the config in force (and hands it to
+/// `on_record` too); the records of the last `window_s` seconds are kept,
+/// and so are the vLLM stats lines when `A` reads them. `report` is called
+/// every `every_s` seconds and at the end, as [`run`] says, with the
+/// windows; [`audit`] gives the report over them.
+pub fn follow<A: crate::pipeline::Analysis>(
+    bin: &str,
+    inputs: Inputs,
+    every_s: f64,
+    window_s: f64,
+    live: A,
+    mut on_record: impl FnMut(&DecisionRecord) + 'static,
+    mut report: impl FnMut(&TickInfo, &Windows) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let windows = std::rc::Rc::new(std::cell::RefCell::new(Windows {
+        decisions: Window::new(window_s),
+        vllm: VllmWindow::new(window_s),
+    }));
+    let sink = windows.clone();
+    let live = std::cell::RefCell::new(Some(live.with_records(Box::new(move |r| {
+        on_record(&r);
+        sink.borrow_mut().decisions.push(r);
+    }))));
+    run(
+        bin,
+        inputs,
+        every_s,
+        |item| match item {
+            Item::Decision(d) => {
+                if let Some(a) = live.borrow_mut().as_mut() {
+                    a.push_decision(crate::pipeline::decision_input(*d, true));
+                }
+            }
+            Item::VllmStats(s) => {
+                if A::READS_VLLM {
+                    let w = &mut *windows.borrow_mut();
+                    let fallback = w.decisions.latest();
+                    w.vllm.push(*s, fallback);
+                }
+            }
+        },
+        |info| {
+            if info.last
+                && let Some(a) = live.borrow_mut().take()
+            {
+                // Its decisions still held (reordered, or waiting for the
+                // bar in force) reach the window.
+                a.finish(gatecal_analysis::InputSummary::default());
+            }
+            report(&info, &windows.borrow())
+        },
+    )
+}
+
+/// The report over the windows: `fresh` (a new analysis, without records)
+/// given the window's decisions and vLLM stats lines, and the inputs'
+/// ledger so far, with every input of `names`.
+pub fn audit<A: crate::pipeline::Analysis>(
+    mut fresh: A,
+    windows: &Windows,
+    info: &TickInfo,
+    names: &[String],
+) -> A::Report {
+    windows.decisions.for_each("window", |d| {
+        fresh.push_decision(crate::pipeline::decision_input(d, false))
+    });
+    if A::READS_VLLM {
+        for s in windows.vllm.lines() {
+            fresh.push_vllm(s);
+        }
+    }
+    let mut input = crate::pipeline::summary(&crate::pipeline::Inputs {
+        ledger: info.ledger.clone(),
+        ..crate::pipeline::Inputs::default()
+    });
+    input.inputs = names.to_vec();
+    input.lines_total = input.lines_total.max(info.lines);
+    input.bytes = input.bytes.max(info.bytes);
+    input.decisions_assembled = input.decisions_assembled.max(windows.decisions.read());
+    fresh.finish(input)
+}
+
+/// Writes one rendered report (`text`): JSON on one line, with the
+/// window it covers (`follow`); else a header naming `bin` and the span,
+/// and the table, the screen cleared first when `redraw`.
+pub fn write_report(
+    out: &mut dyn Write,
+    bin: &str,
+    text: &[u8],
+    info: &TickInfo,
+    windows: &Windows,
+    json: bool,
+    redraw: bool,
+) -> anyhow::Result<()> {
+    let window = &windows.decisions;
+    let window_s = window.window_s;
+    let latest = windows.latest();
+    if json {
+        out.write_all(&json_line(text, windows, info.last)?)?;
+        return Ok(());
+    }
+    if redraw {
+        // Home, clear the screen.
+        out.write_all(b"\x1b[H\x1b[2J")?;
+    }
+    let span = match latest {
+        Some(b) => format!(
+            "{} to {} UTC",
+            gatecal_render::num::utc(b - window_s),
+            gatecal_render::num::utc(b)
+        ),
+        None => "no decision read yet".into(),
+    };
+    let vllm = if windows.vllm.read() > 0 {
+        format!(
+            ", {} vLLM stats line(s)",
+            gatecal_render::num::group(windows.vllm.read() as i64)
+        )
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "{bin} --follow: the last {} of log time ({span}); {} decision(s){vllm} read in all{}\n",
+        span_text(window_s),
+        gatecal_render::num::group(window.read() as i64),
+        if info.last { "; last report" } else { "" }
+    )?;
+    out.write_all(text)?;
+    if !redraw {
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
 /// A rendered JSON report as one line, with the window it covers added
 /// as `follow` (docs/json-schema.md).
-pub fn json_line(
-    report: &[u8],
-    window: &Window,
-    window_s: f64,
-    last: bool,
-) -> anyhow::Result<Vec<u8>> {
+pub fn json_line(report: &[u8], windows: &Windows, last: bool) -> anyhow::Result<Vec<u8>> {
+    let window_s = windows.decisions.window_s;
     let mut v: serde_json::Value = serde_json::from_slice(report)?;
     if let Some(o) = v.as_object_mut() {
-        o.insert(
-            "follow".into(),
-            serde_json::json!({
-                "window_s": window_s,
-                "window_start": window.latest().map(|l| l - window_s),
-                "window_end": window.latest(),
-                "decisions_read": window.read(),
-                "last": last,
-            }),
-        );
+        let mut f = serde_json::json!({
+            "window_s": window_s,
+            "window_start": windows.latest().map(|l| l - window_s),
+            "window_end": windows.latest(),
+            "decisions_read": windows.decisions.read(),
+            "last": last,
+        });
+        if windows.vllm.read() > 0 {
+            f["vllm_lines_read"] = windows.vllm.read().into();
+        }
+        o.insert("follow".into(), f);
     }
     let mut out = serde_json::to_vec(&v)?;
     out.push(b'\n');
@@ -507,6 +768,32 @@ mod tests {
         assert!(w.held() <= 601 + 2 * BLOCK, "{}", w.held());
         assert_eq!(w.read(), 36_000);
         assert!(w.bytes() < 2 << 20, "{}", w.bytes());
+    }
+
+    #[test]
+    fn vllm_lines_without_a_year_take_the_decisions_year_and_expire() {
+        let line = |month, day, secs| VllmStats {
+            month,
+            day,
+            seconds_of_day: secs,
+            ..VllmStats::default()
+        };
+        // 2026-08-21 14:00:00 UTC.
+        let near = Some(1_787_320_800.0);
+        let mut w = VllmWindow::new(600.0);
+        w.push(line(8, 21, 14 * 3600), near);
+        assert_eq!(w.latest(), near);
+        // Twenty minutes later: the first is out of the window.
+        w.push(line(8, 21, 14 * 3600 + 1200), near);
+        assert_eq!(w.lines().count(), 1);
+        assert_eq!(w.read(), 2);
+        // New Year's Eve read in January: the year before.
+        let jan = gatecal_parser::epoch_of(2027, 1, 1, 60);
+        assert_eq!(
+            dated(&line(12, 31, 86_000), Some(jan)),
+            Some(gatecal_parser::epoch_of(2026, 12, 31, 86_000))
+        );
+        assert_eq!(dated(&line(0, 0, 5), Some(jan)), None);
     }
 
     #[test]

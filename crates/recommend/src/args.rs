@@ -30,6 +30,9 @@ Examples:
     recommend --emit-partial - epp-14h.log vllm-14h/ > parts/14h.part
     recommend merge parts/ -o day.md
 
+  Watch it live: the last 15 minutes of both logs, every 30 s:
+    recommend --follow epp.log vllm.log
+
   Install shell completion and the man page:
     recommend --generate complete-bash > ~/.local/share/bash-completion/completions/recommend
     recommend --generate man > ~/.local/share/man/man1/recommend.1
@@ -149,9 +152,22 @@ pub struct Args {
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
 
-    /// Break-even bar per time window of this length, to show drift (e.g. 1h).
+    /// Break-even bar per time window of this length, to show drift (e.g. 1h);
+    /// with --follow, the span of log time each report covers (default 15m).
     #[arg(long, value_name = "DURATION", value_parser = parse_window)]
     pub window: Option<f64>,
+
+    /// Keep reading the inputs as they grow (stdin until it closes) and
+    /// print the report every --every over the last --window of log time
+    /// (default 15m), EPP decisions and vLLM stats lines alike: a redrawn
+    /// table on a terminal, one JSON document a line with --format json.
+    /// SIGINT prints the last report and exits 0.
+    #[arg(long)]
+    pub follow: bool,
+
+    /// With --follow: how often the report is printed (e.g. 30s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_seconds)]
+    pub every: f64,
 
     /// Longest time a carried-forward endpoint load is trusted (e.g. 30s).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_seconds)]

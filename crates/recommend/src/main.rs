@@ -2,6 +2,7 @@
 //! to apply, per deployment. See `recommend --help`.
 
 mod args;
+mod follow;
 mod merge;
 mod partial;
 mod run;

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 use gatecal_analysis::{
-    CalibrationRecord, ParamChanges, PassiveInputs, Recommend, RecommendOptions, RecommendReport,
-    ReconstructOptions, emit, from_calibration_text, minimal_config,
+    CalibrationRecord, ConfigSet, ParamChanges, PassiveInputs, Recommend, RecommendOptions,
+    RecommendReport, ReconstructOptions, emit, from_calibration_text, minimal_config,
 };
 use gatecal_cli::deployments::{Listed, check_names, write_list};
 use gatecal_cli::output::{Destination, Outputs, report_format, report_renderer, table_width};
@@ -19,9 +19,6 @@ use crate::args::Args;
 /// Runs the calibration as the flags ask.
 pub fn run(args: Args) -> anyhow::Result<()> {
     gatecal_cli::term::set_color(args.input.color);
-    if let Some(p) = args.known_peak {
-        anyhow::ensure!(p > 0.0 && p.is_finite(), "--known-peak must be > 0");
-    }
     if old_peak_spelling(std::env::args_os()) && !args.input.quiet {
         gatecal_cli::term::eprint(
             "recommend",
@@ -31,52 +28,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
              recommend's --current-peak-prefill-throughput",
         );
     }
-    let mut filter = args.filter.clone();
-    filter.peak_prefill_throughput = args.current_peak_prefill_throughput;
-    let configs = filter.config_set()?;
-    let mut calibration = BTreeMap::new();
-    for spec in &args.calibration {
-        let (dep, path) = match spec.split_once('=') {
-            Some((d, p)) if !d.is_empty() && !p.is_empty() => (d.to_string(), p),
-            Some(_) => bail!("--calibration {spec:?}: expected FILE or DEPLOYMENT=FILE"),
-            None => (String::new(), spec.as_str()),
-        };
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read --calibration {path}"))?;
-        let est = from_calibration_text(&text).with_context(|| {
-            format!(
-                "{path}: no PEAK_PREFILL_THROUGHPUT= line and no TTFT samples (columns prompt_tokens and ttft_ms/ttft_s)"
-            )
-        })?;
-        calibration.insert(dep, est);
+    if args.follow {
+        return crate::follow::run(args);
     }
+    let (opts, configs) = options(&args)?;
     let format = report_format(args.format, args.output.as_deref())?;
     let width = table_width(args.output.as_deref(), args.wide);
-    let opts = RecommendOptions {
-        reconstruct: ReconstructOptions {
-            max_staleness_s: args.max_staleness,
-            ..ReconstructOptions::default()
-        },
-        pinned_worse_min_ms: args.pinned_worse_min,
-        window_s: args.window,
-        user_peak: args.known_peak,
-        calibration,
-        candidates: args.candidates.candidates()?,
-        time_range: gatecal_cli::time::time_range_in(
-            args.since.as_deref(),
-            args.until.as_deref(),
-            gatecal_cli::pipeline::span_for(
-                &args.input,
-                "recommend",
-                args.since.as_deref(),
-                args.until.as_deref(),
-            )?,
-        )?,
-        block_sizes: args.filter.block_sizes()?,
-        objective: args.objective.into(),
-        choose: args.choose.clone(),
-        mode: args.mode.map(Into::into),
-    };
     let time_range = opts.time_range;
     // Every output is opened, and checked against the inputs, before any
     // input is read.
@@ -264,6 +221,59 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(|| no_decisions("no filter decisions or vLLM stats", &inputs.ledger)));
     }
     gatecal_cli::fail_if::check_recommend(&args.fail_if, &report)
+}
+
+/// The calibration's options and the configs in force, as the flags give
+/// them (the calibration files read).
+pub(crate) fn options(args: &Args) -> anyhow::Result<(RecommendOptions, ConfigSet)> {
+    if let Some(p) = args.known_peak {
+        anyhow::ensure!(p > 0.0 && p.is_finite(), "--known-peak must be > 0");
+    }
+    let mut filter = args.filter.clone();
+    filter.peak_prefill_throughput = args.current_peak_prefill_throughput;
+    let configs = filter.config_set()?;
+    let mut calibration = BTreeMap::new();
+    for spec in &args.calibration {
+        let (dep, path) = match spec.split_once('=') {
+            Some((d, p)) if !d.is_empty() && !p.is_empty() => (d.to_string(), p),
+            Some(_) => bail!("--calibration {spec:?}: expected FILE or DEPLOYMENT=FILE"),
+            None => (String::new(), spec.as_str()),
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --calibration {path}"))?;
+        let est = from_calibration_text(&text).with_context(|| {
+            format!(
+                "{path}: no PEAK_PREFILL_THROUGHPUT= line and no TTFT samples (columns prompt_tokens and ttft_ms/ttft_s)"
+            )
+        })?;
+        calibration.insert(dep, est);
+    }
+    let opts = RecommendOptions {
+        reconstruct: ReconstructOptions {
+            max_staleness_s: args.max_staleness,
+            ..ReconstructOptions::default()
+        },
+        pinned_worse_min_ms: args.pinned_worse_min,
+        window_s: args.window,
+        user_peak: args.known_peak,
+        calibration,
+        candidates: args.candidates.candidates()?,
+        time_range: gatecal_cli::time::time_range_in(
+            args.since.as_deref(),
+            args.until.as_deref(),
+            gatecal_cli::pipeline::span_for(
+                &args.input,
+                "recommend",
+                args.since.as_deref(),
+                args.until.as_deref(),
+            )?,
+        )?,
+        block_sizes: args.filter.block_sizes()?,
+        objective: args.objective.into(),
+        choose: args.choose.clone(),
+        mode: args.mode.map(Into::into),
+    };
+    Ok((opts, configs))
 }
 
 /// `--svg`: every deployment's predicted TTFT in FILE (stacked), and with

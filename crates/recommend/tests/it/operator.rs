@@ -27,3 +27,221 @@ fn generate_help_and_version() {
     assert!(!run(&["-h"]).contains("Examples:"));
     assert!(run(&["--version"]).starts_with(&format!("recommend {}", env!("CARGO_PKG_VERSION"))));
 }
+
+/// `--follow`: the EPP and vLLM logs read as they grow.
+#[cfg(unix)]
+mod follow {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Stdio};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    fn exe() -> &'static str {
+        env!("CARGO_BIN_EXE_recommend")
+    }
+
+    fn demo(p: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/demo")
+            .join(p)
+    }
+
+    fn demo_lines() -> Vec<u8> {
+        let mut v = Vec::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(demo("glm-like.log.gz")).unwrap())
+            .read_to_end(&mut v)
+            .unwrap();
+        v
+    }
+
+    fn json(line: &str) -> serde_json::Value {
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// Each stdout line of `child` as it comes, with its time.
+    fn lines(child: &mut Child) -> mpsc::Receiver<(Instant, String)> {
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines() {
+                let Ok(l) = l else { break };
+                if tx.send((Instant::now(), l)).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    }
+
+    /// SIGINT: the last report (returned), exit 0.
+    fn interrupt(mut child: Child, rx: &mpsc::Receiver<(Instant, String)>) -> serde_json::Value {
+        let kill = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{status:?}");
+        let mut tail: Vec<String> = rx.try_iter().map(|(_, l)| l).collect();
+        if tail.is_empty() {
+            tail.push(rx.recv_timeout(Duration::from_secs(5)).unwrap().1);
+        }
+        let end = json(tail.last().unwrap());
+        assert_eq!(end["follow"]["last"], true);
+        end
+    }
+
+    #[test]
+    fn reports_come_every_interval_while_the_logs_grow_and_sigint_ends_with_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("epp.log");
+        let all = demo_lines();
+        let lines_: Vec<&[u8]> = all.split_inclusive(|&b| b == b'\n').collect();
+        let first = lines_.len() / 10;
+        std::fs::write(&log, lines_[..first].concat()).unwrap();
+        let started = Instant::now();
+        let mut child = Command::new(exe())
+            .arg(&log)
+            .arg(demo("glm-like.vllm"))
+            .args(["--follow", "--every", "1s", "--format", "json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let rx = lines(&mut child);
+        // The first report: within --every + 1 s of the start.
+        let (at, l) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(
+            at - started < Duration::from_secs(2),
+            "first report after {:?}",
+            at - started
+        );
+        let v = json(&l);
+        assert_eq!(v["schema"], "gatecal.recommend/v3");
+        assert_eq!(v["follow"]["last"], false);
+        assert!(v["follow"]["decisions_read"].as_u64().unwrap() < 1100);
+        // The rest of the EPP log, appended in pieces.
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        for chunk in lines_[first..].chunks(lines_.len() / 10 + 1) {
+            f.write_all(&chunk.concat()).unwrap();
+            f.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut last = v;
+        while last["follow"]["decisions_read"].as_u64().unwrap() < 1100 {
+            assert!(Instant::now() < deadline, "{}", last["follow"]);
+            last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap().1);
+        }
+        // Both logs are read: the vLLM stats lines give the peak.
+        let f = &last["follow"];
+        assert_eq!(f["vllm_lines_read"], 577);
+        assert_eq!(f["window_s"], 900.0);
+        let d = &last["deployments"][0];
+        assert_eq!(d["peak_prefill_throughput"]["source"], "vllm_stats");
+        let n = d["current"]["decisions"].as_u64().unwrap();
+        assert!(n > 300 && n < 1100, "{n}");
+        let end = interrupt(child, &rx);
+        assert_eq!(end["follow"]["decisions_read"], 1168);
+    }
+
+    #[test]
+    fn a_window_over_the_whole_logs_is_the_report_of_their_records() {
+        let mut child = Command::new(exe())
+            .arg("-")
+            .arg(demo("glm-like.vllm"))
+            .args(["--follow", "--window", "10h", "--every", "0.5s"])
+            .args(["--format", "json"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let rx = lines(&mut child);
+        let all = demo_lines();
+        let mut stdin = child.stdin.take().unwrap();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&all);
+        });
+        // Everything read (stdin closed, the vLLM files at their ends) but
+        // the last seconds of decisions, which the reorder buffer holds
+        // until the run ends.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap().1);
+            let f = &v["follow"];
+            if f["decisions_read"].as_u64().unwrap() > 1100 && f["vllm_lines_read"] == 577 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{f}");
+        }
+        let mut end = interrupt(child, &rx);
+        assert_eq!(end["follow"]["decisions_read"], 1168);
+        // The same report as the decision records read back with the vLLM
+        // logs, the input ledger apart.
+        let dir = tempfile::tempdir().unwrap();
+        let records = dir.path().join("d.jsonl");
+        let out = Command::new(exe())
+            .arg(demo("glm-like.log.gz"))
+            .arg(demo("glm-like.vllm"))
+            .args(["--format", "json", "-q", "--emit-decisions"])
+            .arg(&records)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let out = Command::new(exe())
+            .arg(&records)
+            .arg(demo("glm-like.vllm"))
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        let mut back: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for v in [&mut end, &mut back] {
+            let o = v.as_object_mut().unwrap();
+            o.remove("input");
+            o.remove("follow");
+        }
+        assert!(
+            end["deployments"][0]["peak_prefill_throughput"]["value"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+        assert_eq!(end, back);
+    }
+
+    #[test]
+    fn follow_refuses_what_it_cannot_write() {
+        for (args, want) in [
+            (vec!["-o", "r.json"], "-o does not go with --follow"),
+            (
+                vec!["--emit-config", "c.yaml"],
+                "--emit-config does not go with --follow",
+            ),
+            (
+                vec!["--fail-if", "decisions > 1"],
+                "--fail-if does not go with --follow",
+            ),
+            (
+                vec!["--since", "1h"],
+                "--since/--until do not go with --follow",
+            ),
+            (
+                vec!["--format", "markdown"],
+                "--follow prints a table or JSON lines",
+            ),
+        ] {
+            let out = Command::new(exe())
+                .args(["-", "--follow"])
+                .args(&args)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(2), "{args:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! `--follow`: the calibration over the last `--window` of log time (EPP
+//! decisions and vLLM stats lines), every `--every`, while the inputs
+//! grow ([`gatecal_cli::follow`]).
+
+use std::io::Write;
+
+use anyhow::bail;
+use gatecal_analysis::Recommend;
+use gatecal_cli::follow::{audit, write_report};
+use gatecal_cli::output::{report_format, report_renderer, run_info, table_width};
+use gatecal_parser::InputSpec;
+use gatecal_render::Format;
+
+use crate::args::Args;
+
+/// The span of log time each report covers without `--window`.
+pub const DEFAULT_WINDOW_S: f64 = 900.0;
+
+/// Runs `recommend --follow`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    for (given, flag) in [
+        (args.output.is_some(), "-o"),
+        (args.svg.is_some(), "--svg"),
+        (args.input.emit_decisions.is_some(), "--emit-decisions"),
+        (!args.emit_config.is_empty(), "--emit-config"),
+        (args.emit_calibration.is_some(), "--emit-calibration"),
+        (args.input.list_deployments, "--list-deployments"),
+        (!args.fail_if.is_empty(), "--fail-if"),
+        (args.input.kubectl.is_some(), "--kubectl"),
+    ] {
+        if given {
+            bail!(
+                "{flag} does not go with --follow, whose reports go to stdout{}",
+                if flag == "--kubectl" {
+                    " (pipe `kubectl logs -f ... --prefix --timestamps` into `recommend --follow -`)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    anyhow::ensure!(
+        args.since.is_none() && args.until.is_none(),
+        "--since/--until do not go with --follow: each report covers the last --window of log time"
+    );
+    anyhow::ensure!(
+        args.every >= 0.1,
+        "--every {}: give at least 0.1s",
+        args.every
+    );
+    let format = report_format(args.format, None)?;
+    if matches!(format, Format::Markdown | Format::Csv) {
+        bail!("--follow prints a table or JSON lines: give --format table or --format json");
+    }
+    let (mut opts, configs) = crate::run::options(&args)?;
+    // --window is the span each report covers, not drift windows.
+    opts.window_s = None;
+    let window_s = args.window.unwrap_or(DEFAULT_WINDOW_S);
+    let width = table_width(None, args.wide);
+    let redraw = format == Format::Table && gatecal_cli::output::stdout_is_terminal(None);
+    let specs: Vec<InputSpec> = args
+        .input
+        .inputs
+        .iter()
+        .map(|a| InputSpec::parse(a))
+        .collect();
+    let inputs = gatecal_cli::follow::start(&specs, &args.input.parse_options(), true)?;
+    let names = inputs.names.clone();
+    gatecal_cli::follow::follow(
+        "recommend",
+        inputs,
+        args.every,
+        window_s,
+        Recommend::new(opts.clone(), configs.clone()),
+        |_| {},
+        |info, windows| {
+            let report = audit(
+                Recommend::new(opts.clone(), configs.clone()),
+                windows,
+                info,
+                &names,
+            );
+            let mut text = Vec::new();
+            report_renderer(format, width, run_info(None, None)).recommend(&report, &mut text)?;
+            let mut out = std::io::stdout().lock();
+            write_report(
+                &mut out,
+                "recommend",
+                &text,
+                info,
+                windows,
+                format == Format::Json,
+                redraw,
+            )?;
+            out.flush()?;
+            Ok(())
+        },
+    )
+}
