@@ -5,8 +5,9 @@
 //! # Method
 //!
 //! 1. The workload is inferred once per deployment from its decisions
-//!    ([`workload::infer`]), with the engine model at the estimated peak.
-//!    Under P/D the
+//!    ([`workload::infer`]), with the engine model at the estimated peak:
+//!    one request per request id, from the last decision of its filter
+//!    chain that decided something ([`Seen::refine`]). Under P/D the
 //!    decisions of the `prefill` profile make the prefill pool's workload,
 //!    fitted on its own ([`infer_and_fit`], [`prefill_pool`]).
 //! 2. Each candidate config is replayed over that workload
@@ -33,7 +34,7 @@ pub mod per_deployment;
 pub mod replay;
 pub mod workload;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use gatecal_filter::Config;
 
@@ -443,7 +444,7 @@ pub fn requests_by_deployment(inputs: &[DecisionInput]) -> BTreeMap<String, Vec<
             prefill.entry((d.deployment.as_str(), rid)).or_insert(seen);
         }
     }
-    let mut ids: HashSet<(&str, &str)> = HashSet::new();
+    let mut ids: HashMap<(&str, &str), usize> = HashMap::new();
     let mut out: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
     for d in order {
         let Some(rid) = d.request_id.as_deref() else {
@@ -455,9 +456,18 @@ pub fn requests_by_deployment(inputs: &[DecisionInput]) -> BTreeMap<String, Vec<
         let Some(mut seen) = Seen::from_decision(d) else {
             continue;
         };
-        if ids.insert((d.deployment.as_str(), rid)) {
-            seen.prefill = prefill.remove(&(d.deployment.as_str(), rid)).map(Box::new);
-            out.entry(d.deployment.clone()).or_default().push(seen);
+        let list = out.entry(d.deployment.clone()).or_default();
+        match ids.get(&(d.deployment.as_str(), rid)) {
+            None => {
+                ids.insert((d.deployment.as_str(), rid), list.len());
+                seen.prefill = prefill.remove(&(d.deployment.as_str(), rid)).map(Box::new);
+                list.push(seen);
+            }
+            Some(&k) => {
+                if let Some(first) = list.get_mut(k) {
+                    first.refine(seen);
+                }
+            }
         }
     }
     out
@@ -470,6 +480,28 @@ pub fn is_prefill_profile(d: &DecisionInput) -> bool {
 }
 
 impl Seen {
+    /// Takes a later filter's decision of the same request in the same
+    /// profile (filters in a chain each log theirs, each over the previous
+    /// one's survivors): the last one that decided something (not `not
+    /// applicable`, which a filter left with one survivor logs) is the one
+    /// whose survivors the picker chose from, and replaces the request's
+    /// outcome and loads; its arrival, first token and prefill decision
+    /// stay.
+    pub fn refine(&mut self, later: Seen) {
+        if later.outcome.is_none() || later.outcome == Some(gatecal_filter::Outcome::NotApplicable)
+        {
+            return;
+        }
+        self.outcome = later.outcome;
+        if !later.loads.is_empty() {
+            self.loads = later.loads;
+        }
+        if later.exact.is_some() {
+            self.exact = later.exact;
+        }
+        self.prompt_tokens = self.prompt_tokens.or(later.prompt_tokens);
+    }
+
     /// What the workload inference reads of one decision: its request's
     /// arrival (the decision's time when the arrival line was not read),
     /// the endpoint picked, the outcome, the token loads of its scorer
@@ -513,6 +545,7 @@ impl Seen {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     #[test]
     fn the_engine_is_fitted_to_the_observed_first_tokens() {
@@ -763,6 +796,18 @@ mod tests {
         let old = predict(&alone, &config, &config, &Picker::default(), &model, None).unwrap();
         let e_old = errors(&old, &observed);
         assert!(e_old[0].max(e_old[1]) > 0.1, "{e_old:?} against {e:?}");
+    }
+
+    /// Two filters in a chain each log their decision of a request; the
+    /// picker chose among the last one's survivors, which the replay takes.
+    #[test]
+    fn a_latency_predictor_chain_replays_its_last_filter() {
+        let (_, w, model, config, observed) = simulated("latency-predictor", 1200, 6);
+        let current = predict(&w, &config, &config, &Picker::default(), &model, None).unwrap();
+        let e = errors(&current, &observed);
+        // With the chain's first filter's decisions (keep-all, the
+        // holders lost) it read 20–33 % fast at p50 and p90.
+        assert!(e[0].abs() < 0.08 && e[1].abs() < 0.08, "{e:?} {current:?}");
     }
 
     /// On a simulated deployment's own `-v=4` log (first tokens observed),

@@ -489,6 +489,18 @@ impl Requests {
             .observed
             .push(id, d.chosen.as_deref(), d.observed_ttft_ms)
         {
+            // Another filter's decision of a request kept: the last one
+            // that decided is the picker's input.
+            if let Some(rid) = id
+                && let Some(seen) = Seen::from_decision(d)
+            {
+                let f = fingerprint(rid);
+                if let Some(&(_, k)) = self.recent.iter().rev().find(|r| r.0 == f)
+                    && let Some(s) = self.seen.get_mut(k)
+                {
+                    s.refine(seen);
+                }
+            }
             return;
         }
         let Some(mut seen) = Seen::from_decision(d) else {
@@ -695,7 +707,8 @@ mod tests {
     }
 
     /// A request's prefill profile decision (P/D) goes with its decode
-    /// decision, whichever comes first, and is not counted again.
+    /// decision, whichever comes first, and is not counted again; a later
+    /// filter's decision of the same profile replaces the outcome.
     #[test]
     fn a_prefill_decision_goes_with_its_request() {
         let mut r = Requests::default();
@@ -709,6 +722,11 @@ mod tests {
         r.push(&prefill("r2", 2.0), &mut room);
         r.push(&decision("r2", 2.0, "d1", Some(70.0)), &mut room);
         r.push(&decision("r3", 3.0, "d1", None), &mut room);
+        let later = DecisionInput {
+            outcome: Some(gatecal_filter::Outcome::Sticky),
+            ..decision("r3", 3.0, "d1", None)
+        };
+        r.push(&later, &mut room);
         assert_eq!(r.seen.len(), 3);
         assert_eq!(r.observed().n, 2);
         assert_eq!(
@@ -721,6 +739,7 @@ mod tests {
             .map(|s| s.prefill.as_deref().map(|p| p.chosen.as_str()))
             .collect();
         assert_eq!(p, [Some("p0"), Some("p0"), None]);
+        assert_eq!(r.seen[2].outcome, Some(gatecal_filter::Outcome::Sticky));
     }
 
     #[test]
