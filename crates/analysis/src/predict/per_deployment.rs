@@ -225,7 +225,43 @@ pub struct TtftModel {
     pub workload: WorkloadCounts,
     /// Requests not replayed, past the caps.
     pub requests_cut: u64,
+    /// Under P/D (the log shows `prefill` profile decisions): the prefill
+    /// pool the replay routes those requests to. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill_pool: Option<PrefillPoolModel>,
 }
+
+/// The prefill pool of a P/D deployment as the replay models it
+/// (`ttft_model.prefill_pool`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PrefillPoolModel {
+    /// Endpoints of the pool seen in the log.
+    pub endpoints: usize,
+    /// Requests the log shows prefilled there.
+    pub requests: usize,
+    /// Uncached tokens one prefill endpoint prefills per second, fitted to
+    /// those requests' first tokens (`null` without a fit: the replay then
+    /// serves every request on its decode endpoint).
+    pub tokens_per_s: Option<f64>,
+    /// Time each request takes beyond its tokens, ms, the KV transfer to
+    /// the decode endpoint included.
+    pub overhead_ms: Option<f64>,
+    /// Requests the fit rests on.
+    pub fitted_requests: usize,
+    /// The P/D decider's threshold (`nonCachedTokens`) read off the log:
+    /// uncached tokens on the decode endpoint from which a request is
+    /// prefilled in the pool.
+    pub non_cached_tokens: f64,
+    /// Requests whose logged P/D choice that threshold does not reproduce.
+    pub threshold_misses: usize,
+    /// Requests of known uncached tokens the threshold was read from.
+    pub threshold_requests: usize,
+    /// What the replay assumes of the pool.
+    pub assumed: String,
+}
+
+/// What the replay assumes of a P/D deployment's prefill pool.
+pub const PREFILL_POOL_ASSUMED: &str = "the decode profile picks the decode endpoint; a request whose uncached tokens there reach the decider's threshold is prefilled in the pool, routed by the same filter and picker as the decode profile, first come first served on the pool's fitted engine; its first token is the prefill's end plus the KV transfer (fitted within the overhead); its uncached tokens count in flight on both endpoints until then";
 
 /// One quantile of the self-check.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -397,7 +433,18 @@ pub struct Requests {
     seen: Vec<Seen>,
     #[serde(skip)]
     cut: u64,
+    /// The last requests kept (id fingerprint, index in `seen`), for their
+    /// prefill profile's decision under P/D.
+    #[serde(skip)]
+    recent: VecDeque<(u64, usize)>,
+    /// Prefill profile decisions logged before their request's other
+    /// decision (id fingerprint), at most [`RECENT_PREFILL`].
+    #[serde(skip)]
+    early_prefill: VecDeque<(u64, Seen)>,
 }
+
+/// Requests remembered for their prefill profile's decision.
+const RECENT_PREFILL: usize = 64;
 
 fn fingerprint(id: &str) -> u64 {
     FxBuildHasher.hash_one(id)
@@ -414,17 +461,63 @@ impl Requests {
     /// [`Requests::push`] of a decision whose request id `id` was taken out
     /// of it.
     pub fn push_with_id(&mut self, id: Option<&str>, d: &DecisionInput, room: &mut usize) {
+        if super::is_prefill_profile(d) {
+            // Under P/D: the prefill pool's decision goes with its
+            // request's decode decision (counted there).
+            let (Some(rid), Some(seen)) = (id, Seen::from_decision(d)) else {
+                return;
+            };
+            let f = fingerprint(rid);
+            match self.recent.iter().rev().find(|r| r.0 == f) {
+                Some(&(_, k)) => {
+                    if let Some(s) = self.seen.get_mut(k)
+                        && s.prefill.is_none()
+                    {
+                        s.prefill = Some(Box::new(seen));
+                    }
+                }
+                None => {
+                    self.early_prefill.push_back((f, seen));
+                    if self.early_prefill.len() > RECENT_PREFILL {
+                        self.early_prefill.pop_front();
+                    }
+                }
+            }
+            return;
+        }
         if !self
             .observed
             .push(id, d.chosen.as_deref(), d.observed_ttft_ms)
         {
+            // Another filter's decision of a request kept: the last one
+            // that decided is the picker's input.
+            if let Some(rid) = id
+                && let Some(seen) = Seen::from_decision(d)
+            {
+                let f = fingerprint(rid);
+                if let Some(&(_, k)) = self.recent.iter().rev().find(|r| r.0 == f)
+                    && let Some(s) = self.seen.get_mut(k)
+                {
+                    s.refine(seen);
+                }
+            }
             return;
         }
-        let Some(seen) = Seen::from_decision(d) else {
+        let Some(mut seen) = Seen::from_decision(d) else {
             return;
         };
         if self.seen.len() < MAX_REPLAY_REQUESTS && *room > 0 {
             *room -= 1;
+            if let Some(rid) = id {
+                let f = fingerprint(rid);
+                if let Some(k) = self.early_prefill.iter().position(|e| e.0 == f) {
+                    seen.prefill = self.early_prefill.remove(k).map(|e| Box::new(e.1));
+                }
+                self.recent.push_back((f, self.seen.len()));
+                if self.recent.len() > RECENT_PREFILL {
+                    self.recent.pop_front();
+                }
+            }
             self.seen.push(seen);
         } else {
             self.cut += 1;
@@ -502,6 +595,17 @@ impl Requests {
             picker: PICKER_ASSUMED.into(),
             workload: WorkloadCounts::from(&w.evidence),
             requests_cut: self.cut,
+            prefill_pool: w.pd.as_deref().map(|pd| PrefillPoolModel {
+                endpoints: pd.pool.endpoints.len(),
+                requests: pd.pool.requests.len(),
+                tokens_per_s: pd.fit.map(|f| f.tokens_per_s),
+                overhead_ms: pd.fit.map(|f| f.overhead_s * 1000.0),
+                fitted_requests: pd.fit.map_or(0, |f| f.n),
+                non_cached_tokens: pd.non_cached_tokens,
+                threshold_misses: pd.threshold_misses,
+                threshold_requests: pd.decided,
+                assumed: PREFILL_POOL_ASSUMED.into(),
+            }),
         };
         Engine {
             engine: fit.map(|f| EngineModel {
@@ -600,6 +704,42 @@ mod tests {
             observed_ttft_ms: ttft,
             ..DecisionInput::default()
         }
+    }
+
+    /// A request's prefill profile decision (P/D) goes with its decode
+    /// decision, whichever comes first, and is not counted again; a later
+    /// filter's decision of the same profile replaces the outcome.
+    #[test]
+    fn a_prefill_decision_goes_with_its_request() {
+        let mut r = Requests::default();
+        let mut room = 10;
+        let prefill = |id: &str, ts: f64| DecisionInput {
+            profile: Some("prefill".into()),
+            ..decision(id, ts, "p0", Some(50.0))
+        };
+        r.push(&decision("r1", 1.0, "d0", Some(50.0)), &mut room);
+        r.push(&prefill("r1", 1.0), &mut room);
+        r.push(&prefill("r2", 2.0), &mut room);
+        r.push(&decision("r2", 2.0, "d1", Some(70.0)), &mut room);
+        r.push(&decision("r3", 3.0, "d1", None), &mut room);
+        let later = DecisionInput {
+            outcome: Some(gatecal_filter::Outcome::Sticky),
+            ..decision("r3", 3.0, "d1", None)
+        };
+        r.push(&later, &mut room);
+        assert_eq!(r.seen.len(), 3);
+        assert_eq!(r.observed().n, 2);
+        assert_eq!(
+            r.observed_by_endpoint().keys().collect::<Vec<_>>(),
+            ["d0", "d1"]
+        );
+        let p: Vec<Option<&str>> = r
+            .seen
+            .iter()
+            .map(|s| s.prefill.as_deref().map(|p| p.chosen.as_str()))
+            .collect();
+        assert_eq!(p, [Some("p0"), Some("p0"), None]);
+        assert_eq!(r.seen[2].outcome, Some(gatecal_filter::Outcome::Sticky));
     }
 
     #[test]

@@ -361,6 +361,7 @@ pub fn replay(
         model,
         false,
         Arrivals::AfterAnswer,
+        None,
     )
 }
 
@@ -373,7 +374,9 @@ pub fn replay_with(
     model: &EngineModel,
     arrivals: Arrivals<'_>,
 ) -> Replay {
-    run(requests, endpoints, config, picker, model, false, arrivals)
+    run(
+        requests, endpoints, config, picker, model, false, arrivals, None,
+    )
 }
 
 /// [`replay`], also keeping what the EPP would have logged of each decision
@@ -394,9 +397,117 @@ pub fn replay_logged(
         model,
         true,
         Arrivals::AfterAnswer,
+        None,
     )
 }
 
+/// The prefill pool of a P/D deployment (llm-d's `prefill` scheduling
+/// profile), as [`replay_pd`] serves it.
+#[derive(Clone, Copy, Debug)]
+pub struct PrefillPool<'a> {
+    /// The requests the log shows prefilled there (their prefill profile's
+    /// decisions), inferred as a workload of the pool's endpoints.
+    pub requests: &'a [Request],
+    /// Endpoints of the pool.
+    pub endpoints: usize,
+    /// For each request of the deployment, its index in `requests` when
+    /// the log shows it prefilled in the pool.
+    pub of: &'a [Option<usize>],
+    /// The pool's engine; its `latency_s` is the KV transfer to the decode
+    /// endpoint.
+    pub model: EngineModel,
+    /// The P/D decider's threshold (`nonCachedTokens`): a request whose
+    /// uncached tokens on its decode endpoint reach it is prefilled in the
+    /// pool.
+    pub non_cached_tokens: f64,
+}
+
+/// [`replay_with`] for a P/D deployment: each request is routed among the
+/// decode endpoints (`requests`, `endpoints`, `model`), and the P/D
+/// decider sends its prefill to the pool `pd` when its uncached tokens on
+/// the decode endpoint picked reach the threshold. There the same filter
+/// and picker choose a prefill endpoint, which prefills the request first
+/// come, first served with the pool's engine; its first token comes when
+/// its KV cache reaches the decode endpoint (`pd.model.latency_s` after
+/// the prefill). Its uncached tokens count in flight on both endpoints
+/// until then.
+#[allow(clippy::too_many_arguments)]
+pub fn replay_pd(
+    requests: &[Request],
+    endpoints: usize,
+    config: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+    arrivals: Arrivals<'_>,
+    pd: &PrefillPool<'_>,
+) -> Replay {
+    run(
+        requests,
+        endpoints,
+        config,
+        picker,
+        model,
+        false,
+        arrivals,
+        Some(pd),
+    )
+}
+
+/// The first token of a request of `u` uncached tokens queued at `t` on
+/// `ep` (first come, first served).
+fn serve(ep: &mut Endpoint, t: f64, u: f64, m: &EngineModel) -> f64 {
+    let start = ep.free_at.max(t);
+    let done = start + u / m.peak_tps + m.overhead_s;
+    ep.free_at = done;
+    done + m.latency_s
+}
+
+/// The picker over the endpoints the filter `kept`: the highest weighted
+/// score; ties to the `logged` endpoint, else by [`tie_key`]. Records the
+/// token loads in `loads` when given.
+#[allow(clippy::too_many_arguments)]
+fn pick(
+    kept: &[usize],
+    eps: &[Endpoint],
+    uncached: &[f64],
+    candidates: &[Candidate],
+    picker: &Picker,
+    logged: Option<usize>,
+    i: usize,
+    mut loads: Option<&mut Vec<(usize, f64)>>,
+) -> Option<usize> {
+    let mut best: Option<(usize, f64, u64)> = None;
+    for &k in kept {
+        let load = (eps[k].in_flight_tokens() + uncached[k]).min(QUEUE_THRESHOLD_TOKENS);
+        let load_score = if load <= 0.0 {
+            1.0
+        } else {
+            1.0 - load / QUEUE_THRESHOLD_TOKENS
+        };
+        let prefix_score = candidates[k].prefix_score();
+        let score = picker.token_load_weight * load_score + picker.prefix_weight * prefix_score;
+        if let Some(l) = loads.as_deref_mut() {
+            l.push((k, load));
+        }
+        // Ties go the way the log went when the logged endpoint is among
+        // them (the EPP's random draw, kept), else by the hash.
+        let key = if logged == Some(k) {
+            0
+        } else {
+            tie_key(i, k).max(1)
+        };
+        let better = match best {
+            None => true,
+            Some((_, s, kk)) => score > s || (score == s && key < kk),
+        };
+        if better {
+            best = Some((k, score, key));
+        }
+    }
+    best.map(|b| b.0)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run(
     requests: &[Request],
     endpoints: usize,
@@ -405,6 +516,7 @@ fn run(
     model: &EngineModel,
     logged: bool,
     arrivals: Arrivals<'_>,
+    pd: Option<&PrefillPool<'_>>,
 ) -> Replay {
     let mut out = Replay {
         served: vec![None; requests.len()],
@@ -439,6 +551,14 @@ fn run(
     let mut uncached = vec![0.0; endpoints];
     let mut cached = vec![0.0; endpoints];
     let mut holders: Vec<usize> = Vec::new();
+    // The prefill pool under P/D: its endpoints, and where the replay sent
+    // each of its requests.
+    let pool_n = pd.map_or(0, |p| p.endpoints);
+    let mut peps: Vec<Endpoint> = vec![Endpoint::default(); pool_n];
+    let mut pcands: Vec<Candidate> = Vec::with_capacity(pool_n);
+    let mut puncached = vec![0.0; pool_n];
+    let mut pcached = vec![0.0; pool_n];
+    let mut pool_served: Vec<Option<usize>> = vec![None; pd.map_or(0, |p| p.requests.len())];
     while let Some(Pending { t, i }) = heap.pop() {
         let r = &requests[i];
         holders.clear();
@@ -469,42 +589,110 @@ fn run(
             );
         }
         let d = decide(config, &candidates, r.draw);
-        let mut best: Option<(usize, f64, u64)> = None;
-        for &k in &d.kept {
-            let load = (eps[k].in_flight_tokens() + uncached[k]).min(QUEUE_THRESHOLD_TOKENS);
-            let load_score = if load <= 0.0 {
-                1.0
-            } else {
-                1.0 - load / QUEUE_THRESHOLD_TOKENS
-            };
-            let prefix_score = candidates[k].prefix_score();
-            let score = picker.token_load_weight * load_score + picker.prefix_weight * prefix_score;
-            if logged {
-                out.loads[i].push((k, load));
+        let loads = if logged { out.loads.get_mut(i) } else { None };
+        let Some(e) = pick(
+            &d.kept,
+            &eps,
+            &uncached,
+            &candidates,
+            picker,
+            r.logged_endpoint,
+            i,
+            loads,
+        ) else {
+            continue;
+        };
+        // Under P/D, a request whose uncached tokens on its decode endpoint
+        // reach the decider's threshold is prefilled in the prefill pool,
+        // routed there by the same filter and picker; its first token comes
+        // when the KV cache reaches the decode endpoint.
+        let remote = pd.filter(|p| p.endpoints > 0 && uncached[e] >= p.non_cached_tokens);
+        let (first, served_cached) = match remote {
+            Some(p) => {
+                let pr =
+                    p.of.get(i)
+                        .copied()
+                        .flatten()
+                        .and_then(|j| Some((j, p.requests.get(j)?)));
+                holders.clear();
+                if let Some((_, q)) = pr {
+                    let moved = q.prefix_parent.and_then(|pp| {
+                        let from = p.requests.get(pp)?.logged_endpoint?;
+                        let to = pool_served.get(pp).copied().flatten()?;
+                        Some((from, to))
+                    });
+                    for &h in &q.holders {
+                        holders.push(match moved {
+                            Some((from, to)) if from == h => to,
+                            _ => h,
+                        });
+                    }
+                }
+                let prompt = pr.map_or(r.prompt_tokens, |(_, q)| q.prompt_tokens);
+                let total_blocks = ((prompt / block as f64).floor() as i64).max(1);
+                pcands.clear();
+                for (k, ep) in peps.iter_mut().enumerate() {
+                    ep.prune(t);
+                    // A request the log did not disaggregate finds only the
+                    // prefix every prompt shares there.
+                    let c = match pr {
+                        Some((_, q)) => ep.cached(q, k, holders.contains(&k)),
+                        None => (r.prompt_tokens - r.cold_tokens).clamp(0.0, prompt),
+                    };
+                    pcached[k] = c;
+                    puncached[k] = (prompt - c).max(0.0);
+                    let match_blocks = ((c / block as f64).floor() as i64).min(total_blocks);
+                    pcands.push(
+                        Candidate::new(k.to_string())
+                            .with_match(match_blocks, total_blocks, block)
+                            .with_in_flight_tokens(ep.in_flight_tokens().round() as i64)
+                            .with_in_flight_requests(ep.open.len() as i64),
+                    );
+                }
+                let draw = pr.map_or(1.0, |(_, q)| q.draw);
+                let pd_decision = decide(config, &pcands, draw);
+                let logged_k = pr.and_then(|(_, q)| q.logged_endpoint);
+                match pick(
+                    &pd_decision.kept,
+                    &peps,
+                    &puncached,
+                    &pcands,
+                    picker,
+                    logged_k,
+                    i,
+                    None,
+                ) {
+                    Some(k) => {
+                        let first = serve(&mut peps[k], t, puncached[k], &p.model);
+                        // The prefill engine holds the request until its
+                        // KV cache is sent.
+                        peps[k].pending.push((first, puncached[k]));
+                        peps[k].open.push(first);
+                        if let Some((j, _)) = pr
+                            && let Some(slot) = pool_served.get_mut(j)
+                        {
+                            *slot = Some(k);
+                        }
+                        // The decode endpoint counts the request's tokens in
+                        // flight until its first token.
+                        eps[e].pending.push((first, uncached[e]));
+                        (first, pcached[k])
+                    }
+                    None => {
+                        let first = serve(&mut eps[e], t, uncached[e], model);
+                        eps[e].pending.push((first, uncached[e]));
+                        (first, cached[e])
+                    }
+                }
             }
-            // Ties go the way the log went when the logged endpoint is
-            // among them (the EPP's random draw, kept), else by the hash.
-            let key = if r.logged_endpoint == Some(k) {
-                0
-            } else {
-                tie_key(i, k).max(1)
-            };
-            let better = match best {
-                None => true,
-                Some((_, s, kk)) => score > s || (score == s && key < kk),
-            };
-            if better {
-                best = Some((k, score, key));
+            None => {
+                let first = serve(&mut eps[e], t, uncached[e], model);
+                eps[e].pending.push((first, uncached[e]));
+                (first, cached[e])
             }
-        }
-        let Some((e, _, _)) = best else { continue };
-        let ep = &mut eps[e];
-        let start = ep.free_at.max(t);
-        let done = start + uncached[e] / model.peak_tps + model.overhead_s;
-        ep.free_at = done;
-        let first = done + model.latency_s;
+        };
         let end = first + r.decode_s.max(0.0);
-        ep.pending.push((first, uncached[e]));
+        let ep = &mut eps[e];
         ep.open.push(end);
         if let Some(s) = r.session {
             ep.remember(model, s, r.prompt_tokens, t);
@@ -513,7 +701,7 @@ fn run(
             endpoint: e,
             arrival_s: t,
             ttft_s: first - t,
-            cached_tokens: cached[e],
+            cached_tokens: served_cached,
             released: d.outcome.is_release(),
             outcome: d.outcome,
         });

@@ -44,6 +44,14 @@
 //!   [`super::infer_and_fit`]), such a request's uncached tokens on its
 //!   own endpoint are read off its observed service time.
 //!
+//! * **P/D**: a request whose log shows a `prefill` profile decision
+//!   ([`Seen::prefill`]) was prefilled in the prefill pool; its decode
+//!   endpoint only counts its tokens in flight until its first token (the
+//!   engine fit leaves it out, [`Workload::remote`]). The prefill decisions
+//!   are inferred as a workload of their own ([`PdWorkload`]), and the
+//!   decider's threshold is read off the logged choices
+//!   ([`non_cached_threshold`]).
+//!
 //! # Limits
 //!
 //! The parent link is a guess among the requests sharing the holder: a
@@ -77,6 +85,10 @@ pub struct Seen {
     pub ttft_s: Option<f64>,
     /// Observed end of the response, seconds (same clock as `ts`).
     pub end_s: Option<f64>,
+    /// Under P/D: the decision of the request's `prefill` scheduling
+    /// profile, when the P/D decider ran it (the request was prefilled in
+    /// the prefill pool; this decision is then the decode profile's).
+    pub prefill: Option<Box<Seen>>,
 }
 
 /// How the workload was inferred: counts for the report.
@@ -114,8 +126,102 @@ pub struct Workload {
     pub logged_uncached: Vec<f64>,
     /// Each request's observed first token (same clock as the arrivals).
     pub observed_first_s: Vec<Option<f64>>,
+    /// Whether each request was prefilled in a P/D deployment's prefill
+    /// pool (its endpoint only decoded it: the engine fit leaves it out).
+    pub remote: Vec<bool>,
     /// How it was inferred.
     pub evidence: WorkloadEvidence,
+    /// The prefill pool, for a P/D deployment whose log shows prefill
+    /// profile decisions.
+    pub pd: Option<Box<PdWorkload>>,
+}
+
+/// The prefill pool of a P/D deployment, inferred from the decisions of
+/// its `prefill` scheduling profile.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PdWorkload {
+    /// The prefill decisions' workload, over the pool's endpoints.
+    pub pool: Workload,
+    /// For each request of the deployment, its index in `pool.requests`.
+    pub of: Vec<Option<usize>>,
+    /// The P/D decider's threshold (`nonCachedTokens`) inferred from the
+    /// log: see [`non_cached_threshold`].
+    pub non_cached_tokens: f64,
+    /// Requests of the deployment whose logged P/D choice that threshold
+    /// does not reproduce, of `decided` with known uncached tokens.
+    pub threshold_misses: usize,
+    /// Requests the threshold was inferred from.
+    pub decided: usize,
+    /// The pool's engine fitted to its first tokens (which include the KV
+    /// transfer to the decode endpoint).
+    pub fit: Option<super::EngineFit>,
+}
+
+/// The prefill profile's decisions of `seen` (in order), and for each
+/// request of `seen` its index among them.
+pub fn prefill_seen(seen: &[Seen]) -> (Vec<Seen>, Vec<Option<usize>>) {
+    let mut out = Vec::new();
+    let of = seen
+        .iter()
+        .map(|s| {
+            s.prefill.as_deref().map(|p| {
+                out.push(p.clone());
+                out.len() - 1
+            })
+        })
+        .collect();
+    (out, of)
+}
+
+/// The P/D decider's threshold as the log shows it: a request is prefilled
+/// in the pool when its uncached tokens on its decode endpoint reach
+/// `nonCachedTokens`, which the log does not print. It is the threshold
+/// that best separates the requests the log shows prefilled in the pool
+/// from the others, by their uncached tokens on the decode endpoint picked
+/// (midway between the two requests either side of it): `(threshold,
+/// misclassified, requests)`. `None` without a request of known uncached
+/// tokens prefilled in the pool.
+pub fn non_cached_threshold(w: &Workload) -> Option<(f64, usize, usize)> {
+    let mut v: Vec<(f64, bool)> = w
+        .logged_uncached
+        .iter()
+        .zip(&w.remote)
+        .filter(|(u, _)| u.is_finite())
+        .map(|(&u, &r)| (u, r))
+        .collect();
+    if !v.iter().any(|p| p.1) {
+        return None;
+    }
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n = v.len();
+    let locals = v.iter().filter(|p| !p.1).count();
+    // Threshold at v[k]: the locals from k on and the remotes before k are
+    // misclassified.
+    let mut remote_below = 0;
+    let mut local_from = locals;
+    let mut best = (usize::MAX, 0);
+    for k in 0..=n {
+        if k == n || k == 0 || v[k].0 > v[k - 1].0 {
+            let err = remote_below + local_from;
+            if err < best.0 {
+                best = (err, k);
+            }
+        }
+        if k < n {
+            if v[k].1 {
+                remote_below += 1;
+            } else {
+                local_from -= 1;
+            }
+        }
+    }
+    let (err, k) = best;
+    let t = match k {
+        0 => v[0].0,
+        k if k == n => v[n - 1].0 + 1.0,
+        k => (v[k - 1].0 + v[k].0) / 2.0,
+    };
+    Some((t, err, n))
 }
 
 /// Requests remembered per endpoint as possible parents.
@@ -239,9 +345,14 @@ pub fn infer_with(
         let max_u = uncached.iter().map(|&(_, u)| u).fold(f64::NAN, f64::max);
         let min_u = uncached.iter().map(|&(_, u)| u).fold(f64::NAN, f64::min);
         let logged_on_chosen = uncached.iter().find(|&&(k, _)| k == c).map(|&(_, u)| u);
+        // Prefilled in a P/D deployment's prefill pool: its endpoint here
+        // only decoded it.
+        let remote = s.prefill.is_some();
         // Not shown: read off the service time with the fitted engine.
         let served = match (fitted, logged_on_chosen, s.ttft_s) {
-            (true, None, Some(ttft)) if model.peak_tps.is_finite() && model.peak_tps > 0.0 => {
+            (true, None, Some(ttft))
+                if !remote && model.peak_tps.is_finite() && model.peak_tps > 0.0 =>
+            {
                 let start = t.max(eps[c].free_at);
                 let busy = t + ttft - start - model.overhead_s - model.latency_s;
                 Some((busy * model.peak_tps).max(0.0))
@@ -358,9 +469,12 @@ pub fn infer_with(
             Some(ttft) => {
                 w.evidence.observed_ttft += 1;
                 let first = t + ttft;
-                ep.free_at = ep.free_at.max(first - model.latency_s);
+                if !remote {
+                    ep.free_at = ep.free_at.max(first - model.latency_s);
+                }
                 first
             }
+            None if remote => t + u_c / model.peak_tps + model.overhead_s + model.latency_s,
             None => {
                 let start = ep.free_at.max(t);
                 ep.free_at = start + u_c / model.peak_tps + model.overhead_s;
@@ -411,6 +525,7 @@ pub fn infer_with(
             },
         );
         w.observed_first_s.push(s.ttft_s.map(|ttft| t + ttft));
+        w.remote.push(remote);
     }
     w.evidence.requests = w.requests.len();
     w.endpoints = names;
@@ -513,6 +628,7 @@ mod tests {
                     prompt_tokens: None,
                     ttft_s: observed_ttft.then_some(s.ttft_s),
                     end_s: None,
+                    prefill: None,
                 }
             })
             .collect()
@@ -547,6 +663,37 @@ mod tests {
         assert!(keep_all > 100, "{keep_all}");
         assert!(exact * 100 >= keep_all * 95, "{exact} of {keep_all}");
         assert!(w.evidence.continued > 100, "{:?}", w.evidence);
+    }
+
+    /// The P/D decider's threshold is the one that best separates the
+    /// requests prefilled in the pool from the others by their uncached
+    /// tokens on the decode endpoint.
+    #[test]
+    fn the_pd_threshold_separates_the_logged_choices() {
+        let w = |pts: &[(f64, bool)]| Workload {
+            logged_uncached: pts.iter().map(|p| p.0).collect(),
+            remote: pts.iter().map(|p| p.1).collect(),
+            ..Workload::default()
+        };
+        let pts = [
+            (100.0, false),
+            (1500.0, false),
+            (f64::NAN, true),
+            (2100.0, true),
+            (9000.0, true),
+            (1900.0, false),
+        ];
+        assert_eq!(non_cached_threshold(&w(&pts)), Some((2000.0, 0, 5)));
+        // One local request above the others' threshold: a miss.
+        let mut noisy = pts.to_vec();
+        noisy.push((5000.0, false));
+        assert_eq!(non_cached_threshold(&w(&noisy)), Some((2000.0, 1, 6)));
+        // Every request prefilled in the pool: from the least of them.
+        assert_eq!(
+            non_cached_threshold(&w(&[(300.0, true), (200.0, true)])),
+            Some((200.0, 0, 2))
+        );
+        assert_eq!(non_cached_threshold(&w(&[(300.0, false)])), None);
     }
 
     /// A `tokenLoad` at the scorer's cap tells nothing of the request: the
