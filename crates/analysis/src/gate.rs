@@ -3,7 +3,7 @@
 //! ([`reorder`]), the reconstruction with its per-endpoint queue model
 //! ([`reconstruct`], [`queue`]), the replays under other configs
 //! ([`whatif`]), and the distributions a report holds ([`stats`], on the
-//! signed histogram of [`hist`]).
+//! signed histogram of [`hist`]; traced decisions in [`traced`]).
 
 pub mod hdr_v2;
 pub mod hist;
@@ -12,4 +12,5 @@ pub mod reconstruct;
 pub mod reorder;
 pub mod sample;
 pub mod stats;
+pub mod traced;
 pub mod whatif;
