@@ -370,6 +370,15 @@ fn opt(v: Option<f64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
+/// A p-value for CSV: plain decimals down to 0.0001, scientific notation
+/// below (`1.2e-40`, not forty zeros), which every CSV reader parses.
+fn p_csv(v: Option<f64>) -> String {
+    match v {
+        Some(p) if p != 0.0 && p.abs() < 1e-4 => format!("{p:.3e}"),
+        _ => opt(v),
+    }
+}
+
 /// CSV: one row per deployment and figure, the columns of
 /// [`CSV_COLUMNS`]: `kind` is `share` (values are shares in [0, 1],
 /// `*_count` the decisions counted of `*_n`, `delta` in share units, `z`
@@ -411,7 +420,7 @@ pub fn write_csv(r: &CompareReport, w: &mut dyn Write) -> io::Result<()> {
                 opt(s.interval.map(|i| i[0])),
                 opt(s.interval.map(|i| i[1])),
                 opt(s.z),
-                opt(s.p_value),
+                p_csv(s.p_value),
                 if tested {
                     s.significant.to_string()
                 } else {
@@ -480,6 +489,10 @@ mod tests {
         assert_eq!(signed_ms(-80.0), "-80 ms");
         assert_eq!(p_value(0.0004), "p < 0.001");
         assert_eq!(p_value(0.0312), "p = 0.031");
+        assert_eq!(p_csv(Some(1.234_567e-40)), "1.235e-40");
+        assert_eq!(p_csv(Some(0.0312)), "0.0312");
+        assert_eq!(p_csv(Some(0.0)), "0");
+        assert_eq!(p_csv(None), "");
         assert_eq!(yes_no(true, true), format!("yes {WEAK_MARK}"));
     }
 }

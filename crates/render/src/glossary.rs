@@ -98,7 +98,7 @@ pub const GLOSSARY: &[(&str, &str, &str)] = &[
     (
         "90 % interval",
         "90 % interval",
-        "the range that holds the estimate with 90 % confidence (a bootstrap over the measured intervals)",
+        "the range that holds the figure with 90 % confidence: for the peak, a bootstrap over the measured intervals; for a predicted TTFT, the replay at both ends of the engine speed's interval, widened by the quantile's rank interval and the model error measured on held-out simulator runs (methodology §8)",
     ),
     (
         "spread p10–p90",
