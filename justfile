@@ -38,8 +38,12 @@ fixtures:
 demo:
     cargo run --release --locked -p gate-dist -- fixtures/demo/glm-like.log.gz --format table
 
-[doc('Predicted TTFT against the simulator on held-out seeds (5-8; 1-4 calibrate the interval), every scenario and the Mooncake trace when GATECAL_MOONCAKE_TRACE (default ../shared/workloads/mooncake-synthetic.jsonl) exists; docs/methodology.md section 8.')]
-accuracy *ARGS:
+[doc('The accuracy checks alone (what .ci/run runs after the tests): every bound of the accuracy sweeps, gate-dist against the simulator truth per scenario and the peak estimator across seeds 1-4, optimised (the `accuracy` profile).')]
+accuracy-check:
+    nice cargo test --profile accuracy --locked -p gate-dist -p gatecal-recommend --test it -- --ignored accuracy:: peak_sweep::
+
+[doc('The accuracy checks, then predicted TTFT against the simulator on held-out seeds (5-8; 1-4 calibrate the interval), every scenario and the Mooncake trace when GATECAL_MOONCAKE_TRACE (default ../shared/workloads/mooncake-synthetic.jsonl) exists; docs/methodology.md section 8.')]
+accuracy *ARGS: accuracy-check
     GATECAL_MOONCAKE_TRACE="${GATECAL_MOONCAKE_TRACE:-../shared/workloads/mooncake-synthetic.jsonl}" nice -n 19 cargo run --release --locked -p gatecal-analysis --example accuracy -- {{ARGS}}
 
 [doc('Benchmarks: the criterion benches (parser, replay, merging 1,000 partial reports), then the side-by-side run against the Python baseline.')]

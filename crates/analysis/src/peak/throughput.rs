@@ -135,8 +135,8 @@
 //!   which the engine may have idled) every term is added in full.
 //! * *Error.* Measured across seeds 1–4 of every scenario with saturated
 //!   engines, checked on seeds 5–8 held out and, once at the end, on seeds
-//!   9–12 (`cargo test -p gatecal-recommend --test it peak_sweep --
-//!   --nocapture`, `PEAK_SWEEP_SEEDS`; tables in docs/methodology.md §6),
+//!   9–12 (`cargo test --profile accuracy -p gatecal-recommend --test it
+//!   peak_sweep -- --ignored --nocapture`, `PEAK_SWEEP_SEEDS`; tables in docs/methodology.md §6),
 //!   over 60 runs per seed set with at least 8 saturated intervals, as
 //!   (seeds 1–4 / 5–8 / 9–12). With the decision records: median error
 //!   0.3 / 0.2 / 0.1 %, within 10 % in 60 / 60 / 60, the interval holding

@@ -312,6 +312,7 @@ fn seeds() -> Vec<u64> {
 }
 
 #[test]
+#[ignore = "accuracy sweep: run by `just accuracy-check` (release)"]
 fn peak_estimate_error_coverage_and_width_across_seeds() {
     let seeds = seeds();
     let runs: Vec<(&'static str, u64)> = ["peak-sweep", "eight-deployments", "glm-like"]
