@@ -426,8 +426,12 @@ fn files_of(spec: &InputSpec) -> anyhow::Result<Vec<(String, Option<PathBuf>)>> 
 
 /// Every [`RESCAN`] until `stop`: the files of the folder `spec` not
 /// `seen` yet are read from their start (one that cannot be opened is
-/// tried again at the next look).
+/// tried again at the next look). A file already read under another name
+/// (a log rotated by renaming it in the folder: its reader read it to its
+/// end before going on with the new file of its name) is not read again.
 fn watch(spawner: &Spawner, spec: &InputSpec, mut seen: std::collections::HashSet<PathBuf>) {
+    let mut ids: std::collections::HashSet<FileId> =
+        seen.iter().filter_map(|p| FileId::of(p).ok()).collect();
     loop {
         let until = Instant::now() + RESCAN;
         while Instant::now() < until {
@@ -442,6 +446,13 @@ fn watch(spawner: &Spawner, spec: &InputSpec, mut seen: std::collections::HashSe
         for (display, path) in found {
             let Some(path) = path else { continue };
             if seen.contains(&path) {
+                continue;
+            }
+            let id = FileId::of(&path).ok();
+            if let Some(id) = &id
+                && !ids.insert(id.clone())
+            {
+                seen.insert(path);
                 continue;
             }
             // Counted as open before its thread can end.

@@ -212,6 +212,14 @@ fn a_file_created_later_in_a_folder_given_is_read() {
         assert!(Instant::now() < deadline, "{}", last["follow"]);
         last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap());
     }
+    // Rotated by renaming it in the folder: not read again.
+    std::fs::rename(&b, dir.path().join("b.log.1")).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let read = last["follow"]["decisions_read"].clone();
+    // The reports since, and one more.
+    while rx.try_recv().is_ok() {}
+    last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    assert_eq!(last["follow"]["decisions_read"], read);
     let inputs: Vec<&str> = last["input"]["inputs"]
         .as_array()
         .unwrap()
