@@ -4,7 +4,8 @@
 //! Each input is read on a thread of its own ([`start`]): a file from its
 //! start and then as it grows (after a truncation from its start again; a
 //! file renamed away and replaced by a new one of the same name is read to
-//! its end, then the new one from its start), stdin until it closes. The
+//! its end, then the new one from its start), stdin until it closes; a file
+//! created later in a folder given is read from its start. The
 //! decisions they give are kept in a [`Window`]: the decision records
 //! ([`gatecal_parser::DecisionRecord`], the `--emit-decisions` format)
 //! as gzip blocks, dropped once the whole block is older than the window.
@@ -13,14 +14,14 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gatecal_parser::{
-    Decision, DecisionRecord, FileId, InputFiles, InputSpec, Item, Ledger, ParseError,
+    Decision, DecisionRecord, FileId, InputFiles, InputSource, InputSpec, Item, Ledger, ParseError,
     ParseOptions, SourceLoc, VllmStats, parse_files,
 };
 
@@ -284,6 +285,8 @@ pub enum Msg {
     /// The input ended (stdin closed, or `stop` was set): its ledger, or
     /// the error that ended it.
     Ended(String, Box<Result<Ledger, ParseError>>),
+    /// A file created in a folder given is read from now on.
+    Started(String),
 }
 
 /// The inputs being read.
@@ -300,76 +303,179 @@ pub struct Inputs {
     pub stop: Arc<AtomicBool>,
 }
 
+/// Starts the reading threads of one input each.
+#[derive(Clone)]
+struct Spawner {
+    tx: mpsc::SyncSender<Msg>,
+    opts: ParseOptions,
+    vllm: bool,
+    stop: Arc<AtomicBool>,
+    lines: Arc<AtomicU64>,
+    bytes: Arc<AtomicU64>,
+}
+
+impl Spawner {
+    /// Reads `path` (a regular file as it grows), or stdin without one,
+    /// on a thread of its own.
+    fn spawn(
+        &self,
+        display: String,
+        name: Option<String>,
+        path: Option<&Path>,
+    ) -> anyhow::Result<()> {
+        let reader: Box<dyn Read + Send> = match path {
+            Some(p) => {
+                let meta = std::fs::metadata(p)
+                    .map_err(|e| anyhow::anyhow!("{display}: cannot read: {e}"))?;
+                if meta.is_file() {
+                    Box::new(
+                        Tail::open(p.to_path_buf(), self.stop.clone())
+                            .map_err(|e| anyhow::anyhow!("{display}: cannot read: {e}"))?,
+                    )
+                } else {
+                    Box::new(
+                        File::open(p)
+                            .map_err(|e| anyhow::anyhow!("{display}: cannot read: {e}"))?,
+                    )
+                }
+            }
+            None => Box::new(io::stdin()),
+        };
+        let reader = Counted {
+            inner: reader,
+            lines: self.lines.clone(),
+            bytes: self.bytes.clone(),
+        };
+        let tx = self.tx.clone();
+        let opts = self.opts.clone();
+        let vllm = self.vllm;
+        std::thread::Builder::new()
+            .name(format!("follow {display}"))
+            .spawn(move || {
+                let mut files = InputFiles::default();
+                files.push_stream(display.clone(), name, Box::new(reader), &opts);
+                let r = parse_files(files, &opts, |item| {
+                    if vllm || matches!(item, Item::Decision(_)) {
+                        let _ = tx.send(Msg::Item(item));
+                    }
+                });
+                let _ = tx.send(Msg::Ended(display, Box::new(r)));
+            })?;
+        Ok(())
+    }
+}
+
+/// How often a folder given is looked at for files created in it.
+const RESCAN: Duration = Duration::from_secs(1);
+
 /// Starts a thread per input: every file of `specs` (folders and globs
-/// expanded now; files created later are not read) and stdin. The vLLM
-/// stats lines are passed on when `vllm` asks for them.
+/// expanded now) and stdin; and for each folder given, a thread that looks
+/// for files created in it every second and reads each from its start.
+/// The vLLM stats lines are passed on when `vllm` asks for them.
 pub fn start(specs: &[InputSpec], opts: &ParseOptions, vllm: bool) -> anyhow::Result<Inputs> {
     // Bounded: inputs read faster than the decisions are analysed wait,
     // rather than queue without limit.
     let (tx, rx) = mpsc::sync_channel(CHANNEL);
-    let stop = Arc::new(AtomicBool::new(false));
-    let lines = Arc::new(AtomicU64::new(0));
-    let bytes = Arc::new(AtomicU64::new(0));
     let mut opts = opts.clone();
     // One thread an input: lines are parsed as they come.
     opts.threads = 1;
     opts.progress = None;
+    let spawner = Spawner {
+        tx,
+        opts,
+        vllm,
+        stop: Arc::new(AtomicBool::new(false)),
+        lines: Arc::new(AtomicU64::new(0)),
+        bytes: Arc::new(AtomicU64::new(0)),
+    };
     let mut names = Vec::new();
     for spec in specs {
-        let expanded = InputFiles::expand(std::slice::from_ref(spec))?;
-        let found: Vec<(String, Option<PathBuf>)> = expanded
-            .files()
-            .map(|(name, path, _, _)| (name.to_string(), path.map(PathBuf::from)))
-            .collect();
+        let found = files_of(spec)?;
+        let mut seen = std::collections::HashSet::new();
         for (display, path) in found {
-            let reader: Box<dyn Read + Send> = match &path {
-                Some(p) => {
-                    let meta = std::fs::metadata(p)
-                        .map_err(|e| anyhow::anyhow!("{display}: cannot read: {e}"))?;
-                    if meta.is_file() {
-                        Box::new(
-                            Tail::open(p.clone(), stop.clone())
-                                .map_err(|e| anyhow::anyhow!("{display}: cannot read: {e}"))?,
-                        )
-                    } else {
-                        Box::new(
-                            File::open(p)
-                                .map_err(|e| anyhow::anyhow!("{display}: cannot read: {e}"))?,
-                        )
-                    }
-                }
-                None => Box::new(io::stdin()),
-            };
-            let reader = Counted {
-                inner: reader,
-                lines: lines.clone(),
-                bytes: bytes.clone(),
-            };
-            names.push(display.clone());
-            let tx = tx.clone();
-            let opts = opts.clone();
-            let name = spec.name.clone();
+            spawner.spawn(display.clone(), spec.name.clone(), path.as_deref())?;
+            seen.extend(path);
+            names.push(display);
+        }
+        if let InputSource::Path(dir) = &spec.source
+            && dir.is_dir()
+        {
+            let (spawner, spec) = (spawner.clone(), spec.clone());
             std::thread::Builder::new()
-                .name(format!("follow {display}"))
-                .spawn(move || {
-                    let mut files = InputFiles::default();
-                    files.push_stream(display.clone(), name, Box::new(reader), &opts);
-                    let r = parse_files(files, &opts, |item| {
-                        if vllm || matches!(item, Item::Decision(_)) {
-                            let _ = tx.send(Msg::Item(item));
-                        }
-                    });
-                    let _ = tx.send(Msg::Ended(display, Box::new(r)));
-                })?;
+                .name(format!("follow {}", dir.display()))
+                .spawn(move || watch(&spawner, &spec, seen))?;
         }
     }
     Ok(Inputs {
         rx,
         names,
-        lines,
-        bytes,
-        stop,
+        lines: spawner.lines.clone(),
+        bytes: spawner.bytes.clone(),
+        stop: spawner.stop.clone(),
     })
+}
+
+/// The files of `spec`, with their paths (none for stdin).
+fn files_of(spec: &InputSpec) -> anyhow::Result<Vec<(String, Option<PathBuf>)>> {
+    let expanded = InputFiles::expand(std::slice::from_ref(spec))?;
+    Ok(expanded
+        .files()
+        .map(|(name, path, _, _)| (name.to_string(), path.map(PathBuf::from)))
+        .collect())
+}
+
+/// Every [`RESCAN`] until `stop`: the files of the folder `spec` not
+/// `seen` yet are read from their start (one that cannot be opened is
+/// tried again at the next look). A file already read under another name
+/// (a log rotated by renaming it in the folder: its reader read it to its
+/// end before going on with the new file of its name) is not read again.
+fn watch(spawner: &Spawner, spec: &InputSpec, mut seen: std::collections::HashSet<PathBuf>) {
+    let mut ids: std::collections::HashSet<FileId> =
+        seen.iter().filter_map(|p| FileId::of(p).ok()).collect();
+    loop {
+        let until = Instant::now() + RESCAN;
+        while Instant::now() < until {
+            if spawner.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let Ok(found) = files_of(spec) else {
+            continue;
+        };
+        for (display, path) in found {
+            let Some(path) = path else { continue };
+            if seen.contains(&path) {
+                continue;
+            }
+            let id = FileId::of(&path).ok();
+            if let Some(id) = &id
+                && !ids.insert(id.clone())
+            {
+                seen.insert(path);
+                continue;
+            }
+            // Counted as open before its thread can end.
+            if spawner.tx.send(Msg::Started(display.clone())).is_err() {
+                return;
+            }
+            match spawner.spawn(display.clone(), spec.name.clone(), Some(&path)) {
+                Ok(()) => {
+                    seen.insert(path);
+                }
+                Err(e) => {
+                    // Not read: closed again at once, with the reason.
+                    let _ = spawner.tx.send(Msg::Ended(
+                        display,
+                        Box::new(Err(ParseError::Io {
+                            path: path.clone(),
+                            source: io::Error::other(format!("{e:#}")),
+                        })),
+                    ));
+                }
+            }
+        }
+    }
 }
 
 /// What [`run`] tells the binary at each report.
@@ -383,6 +489,8 @@ pub struct TickInfo {
     pub last: bool,
     /// The ledger of the inputs that ended.
     pub ledger: Ledger,
+    /// Every input read so far, in the order started.
+    pub names: Vec<String>,
 }
 
 /// Hands every decision (and vLLM stats line) of `inputs` to `on_item` and calls `report`
@@ -401,16 +509,18 @@ pub fn run(
     let every = Duration::from_secs_f64(every_s);
     let mut ledger = Ledger::default();
     let mut open = inputs.names.len();
+    let mut names = inputs.names.clone();
     let mut next = Instant::now() + every;
-    let info = |ledger: &Ledger, last: bool| TickInfo {
+    let info = |ledger: &Ledger, names: &[String], last: bool| TickInfo {
         lines: inputs.lines.load(Ordering::Relaxed),
         bytes: inputs.bytes.load(Ordering::Relaxed),
         last,
         ledger: ledger.clone(),
+        names: names.to_vec(),
     };
     loop {
         if Instant::now() >= next {
-            report(info(&ledger, false))?;
+            report(info(&ledger, &names, false))?;
             next += every;
             if next <= Instant::now() {
                 next = Instant::now() + every;
@@ -430,10 +540,14 @@ pub fn run(
                         open -= 1;
                         ended(bin, &mut ledger, name, *r);
                     }
+                    Ok(Msg::Started(name)) => {
+                        open += 1;
+                        names.push(name);
+                    }
                     Err(_) => break,
                 }
             }
-            return report(info(&ledger, true));
+            return report(info(&ledger, &names, true));
         }
         let wait = next
             .saturating_duration_since(Instant::now())
@@ -444,12 +558,16 @@ pub fn run(
                 open -= 1;
                 ended(bin, &mut ledger, name, *r);
                 if open == 0 {
-                    return report(info(&ledger, true));
+                    return report(info(&ledger, &names, true));
                 }
+            }
+            Ok(Msg::Started(name)) => {
+                open += 1;
+                names.push(name);
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return report(info(&ledger, true));
+                return report(info(&ledger, &names, true));
             }
         }
     }
@@ -626,12 +744,11 @@ pub fn follow<A: crate::pipeline::Analysis>(
 
 /// The report over the windows: `fresh` (a new analysis, without records)
 /// given the window's decisions and vLLM stats lines, and the inputs'
-/// ledger so far, with every input of `names`.
+/// ledger so far, with every input read.
 pub fn audit<A: crate::pipeline::Analysis>(
     mut fresh: A,
     windows: &Windows,
     info: &TickInfo,
-    names: &[String],
 ) -> A::Report {
     windows.decisions.for_each("window", |d| {
         fresh.push_decision(crate::pipeline::decision_input(d, false))
@@ -645,7 +762,7 @@ pub fn audit<A: crate::pipeline::Analysis>(
         ledger: info.ledger.clone(),
         ..crate::pipeline::Inputs::default()
     });
-    input.inputs = names.to_vec();
+    input.inputs = info.names.clone();
     input.lines_total = input.lines_total.max(info.lines);
     input.bytes = input.bytes.max(info.bytes);
     input.decisions_assembled = input.decisions_assembled.max(windows.decisions.read());

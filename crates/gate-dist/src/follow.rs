@@ -80,7 +80,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|a| InputSpec::parse(a))
         .collect();
     let inputs = gatecal_cli::follow::start(&specs, &args.input.parse_options(), false)?;
-    let names = inputs.names.clone();
     // The audit of every decision read, run on: it gives each decision's
     // record with its gate as analysed and the config in force, which the
     // window keeps for the reports.
@@ -97,12 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         },
         |info, windows| {
-            let report = audit(
-                GateDist::new(opts.clone(), configs.clone()),
-                windows,
-                info,
-                &names,
-            );
+            let report = audit(GateDist::new(opts.clone(), configs.clone()), windows, info);
             if let Some(m) = &report_metrics {
                 gatecal_cli::metrics::lock(m).set_findings(&report.findings);
             }

@@ -65,7 +65,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|a| InputSpec::parse(a))
         .collect();
     let inputs = gatecal_cli::follow::start(&specs, &args.input.parse_options(), true)?;
-    let names = inputs.names.clone();
     gatecal_cli::follow::follow(
         "recommend",
         inputs,
@@ -74,12 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Recommend::new(opts.clone(), configs.clone()),
         |_| {},
         |info, windows| {
-            let report = audit(
-                Recommend::new(opts.clone(), configs.clone()),
-                windows,
-                info,
-                &names,
-            );
+            let report = audit(Recommend::new(opts.clone(), configs.clone()), windows, info);
             let mut text = Vec::new();
             report_renderer(format, width, run_info(None, None)).recommend(&report, &mut text)?;
             let mut out = std::io::stdout().lock();

@@ -177,3 +177,61 @@ fn follow_refuses_outputs_it_cannot_keep_up() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_file_created_later_in_a_folder_given_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.log"), b"").unwrap();
+    let mut child = Command::new(exe())
+        .arg(dir.path())
+        .args(["--follow", "--every", "0.5s", "--format", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    // Nothing yet: the folder's one file is empty.
+    let v = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    assert_eq!(v["follow"]["decisions_read"], 0);
+    // A second file, written in place (a rotation's new file).
+    let b = dir.path().join("b.log");
+    std::fs::write(&b, demo_lines()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = v;
+    while last["follow"]["decisions_read"].as_u64().unwrap() < 1100 {
+        assert!(Instant::now() < deadline, "{}", last["follow"]);
+        last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    }
+    // Rotated by renaming it in the folder: not read again.
+    std::fs::rename(&b, dir.path().join("b.log.1")).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let read = last["follow"]["decisions_read"].clone();
+    // The reports since, and one more.
+    while rx.try_recv().is_ok() {}
+    last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    assert_eq!(last["follow"]["decisions_read"], read);
+    let inputs: Vec<&str> = last["input"]["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(inputs.len(), 2, "{inputs:?}");
+    assert!(inputs[1].ends_with("b.log"), "{inputs:?}");
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
