@@ -507,8 +507,11 @@ impl Recommend {
             let conflict = prom_conflicts.remove(&name);
             let block = self.opts.block_sizes_of(&name).approximate_producer.tokens;
             let engine = self.deps.get_mut(&name).map(|d| {
-                d.requests
-                    .engine(peak.value, config.parameters.affinity_threshold, block)
+                let mut e =
+                    d.requests
+                        .engine(peak.value, config.parameters.affinity_threshold, block);
+                e.assume_config(&config.parameters);
+                e
             });
             let dep = self.deps.get(&name);
             let mut rec = self.deployment(name, dep, config, peak, engine.as_ref());
