@@ -107,8 +107,10 @@ pub fn rank_interval(sorted: &[f64], q: f64) -> Option<[f64; 2]> {
 /// scenario and the Mooncake trace, users that wait; `just accuracy` prints
 /// them as "interval calibration"). [`predict`] widens each interval so
 /// that it holds `predicted · exp(−hi) .. predicted · exp(−lo)`: on the
-/// held-out seeds 5–8 the intervals then cover the truth in 90 / 88 / 90 %
-/// of cases (docs/methodology.md §8). On real engines the model's error
+/// held-out seeds 5–8 the intervals then cover the truth in 93 / 96 / 95 %
+/// of cases (docs/methodology.md §8; calibrated before the replay knew
+/// P/D prefill pools, filter chains and the latency predictor's gate, and
+/// not recalibrated since). On real engines the model's error
 /// may be larger than on the simulator, whose engine the model shares.
 pub const MODEL_ERROR_LN90: [[f64; 2]; 3] = [[-0.220, 0.229], [-0.231, 0.071], [-0.153, 0.126]];
 
