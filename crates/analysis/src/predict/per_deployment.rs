@@ -263,6 +263,10 @@ pub struct PrefillPoolModel {
 /// What the replay assumes of a P/D deployment's prefill pool.
 pub const PREFILL_POOL_ASSUMED: &str = "the decode profile picks the decode endpoint; a request whose uncached tokens there reach the decider's threshold is prefilled in the pool, routed by the same filter and picker as the decode profile, first come first served on the pool's fitted engine; its first token is the prefill's end plus the KV transfer (fitted within the overhead); its uncached tokens count in flight on both endpoints until then";
 
+/// The gate's TTFT the replay assumes under `ttftSource:
+/// latencyPredictor`.
+pub const PREDICTOR_ASSUMED: &str = "; under ttftSource latencyPredictor the filter's gate reads each endpoint's predicted TTFT as the fitted engine gives it (its in-flight and the request's uncached tokens at the fitted speed, plus the overhead: the predictor's own model and noise are not known)";
+
 /// One quantile of the self-check.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SelfCheckQuantile {
@@ -630,6 +634,16 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// Names in `model.picker` what the replay assumes of the config in
+    /// force's gate (its TTFT source).
+    pub fn assume_config(&mut self, current: &Config) {
+        if current.ttft_source == gatecal_filter::TtftSource::LatencyPredictor
+            && !self.model.picker.ends_with(PREDICTOR_ASSUMED)
+        {
+            self.model.picker.push_str(PREDICTOR_ASSUMED);
+        }
+    }
+
     /// The engine's fitted speed, tokens/s.
     pub fn fitted_peak(&self) -> Option<f64> {
         self.fit.map(|f| f.tokens_per_s)

@@ -28,8 +28,12 @@
 //! # Routing
 //!
 //! At its arrival a request is offered every endpoint of the deployment with
-//! the attributes the EPP would see: in-flight tokens and requests, and the
-//! prefix match in blocks. The filter core decides what survives
+//! the attributes the EPP would see: in-flight tokens and requests, the
+//! prefix match in blocks, and under `ttftSource: latencyPredictor` the
+//! request's predicted TTFT there ([`predicted_ttft_ms`]: the engine model's
+//! own time to prefill the endpoint's in-flight tokens and the request's
+//! uncached tokens, plus its overhead, as the latency predictor estimates
+//! it from the same state). The filter core decides what survives
 //! ([`gatecal_filter::decide`], with the request's own exploration draw), and
 //! the picker takes the survivor with the highest score. The scorers are
 //! the token-load scorer (`1 − tokenLoad / queueThresholdTokens`, where
@@ -51,7 +55,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use gatecal_filter::{Candidate, Config, Outcome, decide};
+use gatecal_filter::{Candidate, Config, Outcome, TtftSource, decide};
 use rustc_hash::FxHashMap;
 
 /// `queueThresholdTokens`: the token-load scorer's cap (upstream default).
@@ -312,6 +316,14 @@ impl PartialOrd for Pending {
     }
 }
 
+/// The TTFT a latency predictor gives a request on an endpoint, ms: the
+/// engine model's time to prefill the endpoint's in-flight tokens and the
+/// request's uncached tokens there, plus its per-request overhead and
+/// latency (the predictor's mean; its noise is not modelled).
+pub fn predicted_ttft_ms(model: &EngineModel, in_flight: f64, uncached: f64) -> f64 {
+    ((in_flight + uncached).max(0.0) / model.peak_tps + model.overhead_s + model.latency_s) * 1000.0
+}
+
 /// A per-request, per-endpoint tie-break key, the same under every config.
 fn tie_key(request: usize, endpoint: usize) -> u64 {
     let mut x = (request as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (endpoint as u64);
@@ -547,6 +559,9 @@ fn run(
         .map(|r| r.arrival_s)
         .fold(f64::NEG_INFINITY, f64::max);
     let block = model.block_size.max(1);
+    // Under `ttftSource: latencyPredictor` the gate reads each endpoint's
+    // predicted TTFT: the engine model's own, for this request there.
+    let predicts = config.ttft_source == TtftSource::LatencyPredictor;
     let mut candidates: Vec<Candidate> = Vec::with_capacity(endpoints);
     let mut uncached = vec![0.0; endpoints];
     let mut cached = vec![0.0; endpoints];
@@ -581,12 +596,16 @@ fn run(
             cached[e] = c;
             uncached[e] = (r.prompt_tokens - c).max(0.0);
             let match_blocks = ((c / block as f64).floor() as i64).min(total_blocks);
-            candidates.push(
-                Candidate::new(e.to_string())
-                    .with_match(match_blocks, total_blocks, block)
-                    .with_in_flight_tokens(ep.in_flight_tokens().round() as i64)
-                    .with_in_flight_requests(ep.open.len() as i64),
-            );
+            let in_flight = ep.in_flight_tokens();
+            let mut cand = Candidate::new(e.to_string())
+                .with_match(match_blocks, total_blocks, block)
+                .with_in_flight_tokens(in_flight.round() as i64)
+                .with_in_flight_requests(ep.open.len() as i64);
+            if predicts {
+                cand =
+                    cand.with_predicted_ttft_ms(predicted_ttft_ms(model, in_flight, uncached[e]));
+            }
+            candidates.push(cand);
         }
         let d = decide(config, &candidates, r.draw);
         let loads = if logged { out.loads.get_mut(i) } else { None };
@@ -642,12 +661,19 @@ fn run(
                     pcached[k] = c;
                     puncached[k] = (prompt - c).max(0.0);
                     let match_blocks = ((c / block as f64).floor() as i64).min(total_blocks);
-                    pcands.push(
-                        Candidate::new(k.to_string())
-                            .with_match(match_blocks, total_blocks, block)
-                            .with_in_flight_tokens(ep.in_flight_tokens().round() as i64)
-                            .with_in_flight_requests(ep.open.len() as i64),
-                    );
+                    let in_flight = ep.in_flight_tokens();
+                    let mut cand = Candidate::new(k.to_string())
+                        .with_match(match_blocks, total_blocks, block)
+                        .with_in_flight_tokens(in_flight.round() as i64)
+                        .with_in_flight_requests(ep.open.len() as i64);
+                    if predicts {
+                        cand = cand.with_predicted_ttft_ms(predicted_ttft_ms(
+                            &p.model,
+                            in_flight,
+                            puncached[k],
+                        ));
+                    }
+                    pcands.push(cand);
                 }
                 let draw = pr.map_or(1.0, |(_, q)| q.draw);
                 let pd_decision = decide(config, &pcands, draw);

@@ -711,11 +711,12 @@ fn predict_rows(
         },
         |b| b.approximate_producer.tokens,
     );
-    let engine = dep.requests.engine(
+    let mut engine = dep.requests.engine(
         current.peak_prefill_throughput,
         current.affinity_threshold,
         block,
     );
+    engine.assume_config(&current);
     let mut warnings = Vec::new();
     let observed = dep.requests.observed();
     let no_prediction = if engine.model.tokens_per_s.is_none() {

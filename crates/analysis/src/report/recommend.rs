@@ -540,8 +540,11 @@ impl Recommend {
                 .get_mut(&name)
                 .filter(|_| self.merged.is_none())
                 .map(|d| {
-                    d.requests
-                        .engine(peak.value, config.parameters.affinity_threshold, block)
+                    let mut e =
+                        d.requests
+                            .engine(peak.value, config.parameters.affinity_threshold, block);
+                    e.assume_config(&config.parameters);
+                    e
                 });
             let dep = self.deps.get(&name);
             let mut rec = self.deployment(name, dep, config, peak, engine.as_ref());
