@@ -243,13 +243,34 @@ impl Ep {
     }
 }
 
-fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
+/// The cold tokens of the latest requests (at most 4096: past that, the
+/// oldest 2048 are forgotten), kept in order and sorted, for their median
+/// at each request without sorting them each time.
+#[derive(Default)]
+struct Colds {
+    order: Vec<f64>,
+    /// `order`, sorted by [`f64::total_cmp`].
+    sorted: Vec<f64>,
+}
+
+impl Colds {
+    /// The upper median (the middle value, the larger of the two middle
+    /// ones of an even count), by [`f64::total_cmp`].
+    fn median(&self) -> Option<f64> {
+        self.sorted.get(self.sorted.len() / 2).copied()
     }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    Some(s[s.len() / 2])
+
+    fn push(&mut self, x: f64) {
+        self.order.push(x);
+        let at = self.sorted.partition_point(|y| y.total_cmp(&x).is_lt());
+        self.sorted.insert(at, x);
+        if self.order.len() > 4096 {
+            self.order.drain(..2048);
+            self.sorted.clear();
+            self.sorted.extend_from_slice(&self.order);
+            self.sorted.sort_by(f64::total_cmp);
+        }
+    }
 }
 
 /// Infers the workload of one deployment from its decisions (one per
@@ -295,7 +316,7 @@ pub fn infer_with(
     };
     let mut eps: Vec<Ep> = Vec::new();
     let mut w = Workload::default();
-    let mut colds: Vec<f64> = Vec::new();
+    let mut colds = Colds::default();
     let keep = (1.0 - threshold).clamp(1e-6, 1.0);
     let block = model.block_size.max(1) as f64;
     for s in seen {
@@ -408,7 +429,7 @@ pub fn infer_with(
                 }
             }
         }
-        let fallback = median(&colds).unwrap_or(0.0);
+        let fallback = colds.median().unwrap_or(0.0);
         let (cold, warm) = if holders.is_empty() {
             let cold = if max_u.is_finite() {
                 max_u.max(served.unwrap_or(0.0))
@@ -445,9 +466,6 @@ pub fn infer_with(
             }
         }
         colds.push(cold);
-        if colds.len() > 4096 {
-            colds.drain(..2048);
-        }
         if let Some(p) = parent {
             w.evidence.continued += 1;
             // Continued: no later request continues it again.
@@ -539,6 +557,34 @@ fn seen_end(w: &Workload, p: usize) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn running_median_of_colds_is_the_sorted_copys() {
+        let mut x = 7u64;
+        let mut colds = Colds::default();
+        let mut plain: Vec<f64> = Vec::new();
+        for i in 0..10_000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = match i % 97 {
+                0 => f64::NAN,
+                1 => -0.0,
+                2 => 0.0,
+                _ => ((x >> 40) % 5000) as f64 / 4.0,
+            };
+            assert_eq!(colds.median().map(f64::to_bits), {
+                let mut s = plain.clone();
+                s.sort_by(f64::total_cmp);
+                s.get(s.len() / 2).map(|m| m.to_bits())
+            });
+            colds.push(v);
+            plain.push(v);
+            if plain.len() > 4096 {
+                plain.drain(..2048);
+            }
+        }
+    }
     use crate::predict::replay::{Picker, replay, replay_logged};
     use gatecal_filter::{Config, DEFAULT_CONFIG};
 

@@ -11,6 +11,10 @@ const SLIDING_SMOOTH: f64 = 1e-2;
 /// Standard deviations of the sliding-window solve's statistical error
 /// added to each side of a span's rate (a 90 % two-sided normal bound).
 const SLIDING_Z: f64 = 1.645;
+/// Matrix rows of the sliding-window solve's normal equations summed
+/// together (see [`Sliding::new`]): 32 rows of a window of about a
+/// thousand intervals stay within a core's second-level cache.
+const TILE: usize = 32;
 
 /// The hit rates of one engine's scheduling intervals, solved from vLLM's
 /// rolling rate once its window slides (more than
@@ -42,7 +46,13 @@ pub(super) struct Sliding {
 }
 
 /// Band Cholesky in place (`m` row-major `n × n`, nonzero within `b` of
-/// the diagonal): `false` when not positive definite.
+/// the diagonal; only the lower triangle is read and written): `false`
+/// when not positive definite.
+///
+/// The entries of a column are independent sums: they are computed four
+/// rows at a time (each sum still in the order of `k`, so the factor is
+/// the same to the bit as one row at a time), which keeps the processor's
+/// floating-point units busy instead of waiting on one sum's latency.
 fn band_cholesky(m: &mut [f64], n: usize, b: usize) -> bool {
     for j in 0..n {
         let k0 = j.saturating_sub(b);
@@ -55,7 +65,36 @@ fn band_cholesky(m: &mut [f64], n: usize, b: usize) -> bool {
         }
         let d = d.sqrt();
         m[j * n + j] = d;
-        for i in j + 1..n.min(j + b + 1) {
+        let end = n.min(j + b + 1);
+        let mut i = j + 1;
+        while i + 4 <= end {
+            // Where each row's sum starts (later for later rows: never
+            // after `j`, since `i + 3 <= j + b`).
+            let st = [0, 1, 2, 3].map(|l| (i + l).saturating_sub(b).max(k0));
+            let mut s = [0, 1, 2, 3].map(|l| m[(i + l) * n + j]);
+            {
+                let rj = &m[j * n..j * n + j];
+                let row = |l: usize| &m[(i + l) * n..(i + l) * n + j];
+                let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
+                for (l, r) in [r0, r1, r2].into_iter().enumerate() {
+                    for k in st[l]..st[3] {
+                        s[l] -= r[k] * rj[k];
+                    }
+                }
+                for k in st[3]..j {
+                    let x = rj[k];
+                    s[0] -= r0[k] * x;
+                    s[1] -= r1[k] * x;
+                    s[2] -= r2[k] * x;
+                    s[3] -= r3[k] * x;
+                }
+            }
+            for (l, s) in s.into_iter().enumerate() {
+                m[(i + l) * n + j] = s / d;
+            }
+            i += 4;
+        }
+        for i in i..end {
             let mut s = m[i * n + j];
             for k in i.saturating_sub(b).max(k0)..j {
                 s -= m[i * n + k] * m[j * n + k];
@@ -84,6 +123,35 @@ fn band_solve(l: &[f64], n: usize, b: usize, y: &[f64]) -> Vec<f64> {
         x[i] = s / l[i * n + i];
     }
     x
+}
+
+/// The normal equations of the weighted rows (`(first column,
+/// coefficients)`) against `target`: the lower triangle of `AᵀA`
+/// (row-major `n × n`; the factor and the solves read no other entry: the
+/// matrix is symmetric) and `Aᵀy`. Summed [`TILE`] matrix rows at a time,
+/// so that the rows' sums stay in the cache; each entry still adds the
+/// rows in their order.
+fn normal_equations(rows: &[(usize, Vec<f64>)], target: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut m = vec![0.0; n * n];
+    let mut rhs = vec![0.0; n];
+    for ((m0, a), y) in rows.iter().zip(target) {
+        for (x, ax) in a.iter().enumerate() {
+            rhs[m0 + x] += ax * y;
+        }
+    }
+    for p in (0..n).step_by(TILE) {
+        let hi = (p + TILE).min(n);
+        for (m0, a) in rows {
+            let (x0, x1) = (p.saturating_sub(*m0), hi.saturating_sub(*m0).min(a.len()));
+            for x in x0..x1 {
+                let (ax, at) = (a[x], (m0 + x) * n + m0);
+                for (mz, az) in m[at..=at + x].iter_mut().zip(&a[..=x]) {
+                    *mz += ax * az;
+                }
+            }
+        }
+    }
+    (m, rhs)
 }
 
 impl Sliding {
@@ -121,15 +189,15 @@ impl Sliding {
         if top <= window {
             return None;
         }
-        let ahead: Vec<f64> = (0..n)
-            .map(|k| {
-                counted[k + 1..]
-                    .iter()
-                    .find(|c| **c > 0.0)
-                    .copied()
-                    .unwrap_or(0.0)
-            })
-            .collect();
+        // The first positive count after each line (from the end: one pass).
+        let mut ahead = vec![0.0; n];
+        let mut next = 0.0;
+        for k in (0..n).rev() {
+            ahead[k] = next;
+            if counted[k] > 0.0 {
+                next = counted[k];
+            }
+        }
         // The window's intervals and fractions per line (by request count).
         let weights: Vec<(usize, Vec<f64>)> = (0..n)
             .map(|k| {
@@ -181,16 +249,7 @@ impl Sliding {
                     target.push(lines[k].hit.unwrap_or(0.0));
                 }
             }
-            let mut m = vec![0.0; n * n];
-            let mut rhs = vec![0.0; n];
-            for ((m0, a), y) in rows.iter().zip(&target) {
-                for (x, ax) in a.iter().enumerate() {
-                    rhs[m0 + x] += ax * y;
-                    for (z, az) in a.iter().enumerate() {
-                        m[(m0 + x) * n + m0 + z] += ax * az;
-                    }
-                }
-            }
+            let (mut m, rhs) = normal_equations(&rows, &target, n);
             for k in 0..n {
                 m[k * n + k] += 1e-9;
                 if k > 0 {
@@ -275,5 +334,107 @@ impl Sliding {
             }
         }
         Some((est, lo.clamp(0.0, 1.0), hi.clamp(0.0, 1.0)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic stream of numbers in `[0, 1)`.
+    fn numbers(seed: u64) -> impl FnMut() -> f64 {
+        let mut x = seed;
+        move || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    /// Rows as [`Sliding::new`] makes them: each starting at or after the
+    /// previous one's start and ending one column later.
+    fn rows(n: usize, b: usize, seed: u64) -> (Vec<(usize, Vec<f64>)>, Vec<f64>) {
+        let mut r = numbers(seed);
+        let mut m0 = 0;
+        let rows: Vec<_> = (0..n)
+            .map(|k| {
+                m0 = (m0 + usize::from(r() < 0.7))
+                    .max(k.saturating_sub(b))
+                    .min(k);
+                (m0, (m0..=k).map(|_| r()).collect())
+            })
+            .collect();
+        let target = (0..n).map(|_| r()).collect();
+        (rows, target)
+    }
+
+    #[test]
+    fn normal_equations_and_factor_match_the_plain_loops_bit_for_bit() {
+        for (n, b, seed) in [
+            (1, 1, 1),
+            (7, 3, 2),
+            (70, 9, 3),
+            (150, 149, 4),
+            (301, 40, 5),
+        ] {
+            let (rows, target) = rows(n, b, seed);
+            let band = rows
+                .iter()
+                .enumerate()
+                .map(|(k, (m0, _))| k - m0)
+                .max()
+                .unwrap()
+                .max(1);
+            // The plain loops: every entry, one row of the factor at a time.
+            let mut plain = vec![0.0; n * n];
+            let mut plain_rhs = vec![0.0; n];
+            for ((m0, a), y) in rows.iter().zip(&target) {
+                for (x, ax) in a.iter().enumerate() {
+                    plain_rhs[m0 + x] += ax * y;
+                    for (z, az) in a.iter().enumerate() {
+                        plain[(m0 + x) * n + m0 + z] += ax * az;
+                    }
+                }
+            }
+            let (mut m, rhs) = normal_equations(&rows, &target, n);
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&rhs), bits(&plain_rhs));
+            for i in 0..n {
+                assert_eq!(
+                    bits(&m[i * n..=i * n + i]),
+                    bits(&plain[i * n..=i * n + i]),
+                    "row {i}"
+                );
+            }
+            for k in 0..n {
+                plain[k * n + k] += 0.1;
+                m[k * n + k] += 0.1;
+            }
+            for j in 0..n {
+                let k0 = j.saturating_sub(band);
+                let mut d = plain[j * n + j];
+                for k in k0..j {
+                    d -= plain[j * n + k] * plain[j * n + k];
+                }
+                let d = d.sqrt();
+                plain[j * n + j] = d;
+                for i in j + 1..n.min(j + band + 1) {
+                    let mut s = plain[i * n + j];
+                    for k in i.saturating_sub(band).max(k0)..j {
+                        s -= plain[i * n + k] * plain[j * n + k];
+                    }
+                    plain[i * n + j] = s / d;
+                }
+            }
+            assert!(band_cholesky(&mut m, n, band));
+            for i in 0..n {
+                assert_eq!(
+                    bits(&m[i * n..=i * n + i]),
+                    bits(&plain[i * n..=i * n + i]),
+                    "row {i}"
+                );
+            }
+        }
     }
 }
