@@ -6,7 +6,7 @@
 #
 #   bash bench/ab.sh REPS "cmd A" "cmd B" ...
 #
-# Example (docs/performance.md, "Comparing two builds"):
+# Example (docs/performance.md, "The paired run", which builds the old one):
 #   git worktree add /tmp/old e2e9262 && (cd /tmp/old && cargo build --release -p gate-dist)
 #   bash bench/ab.sh 5 "/tmp/old/target/release/gate-dist -j2 --format json bench-data/bench.log" \
 #                      "target/release/gate-dist -j2 --format json bench-data/bench.log"
