@@ -22,6 +22,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (args.output.is_some(), "-o"),
         (args.svg.is_some(), "--svg"),
         (args.input.emit_decisions.is_some(), "--emit-decisions"),
+        (args.emit_partial.is_some(), "--emit-partial"),
         (!args.emit_config.is_empty(), "--emit-config"),
         (args.emit_calibration.is_some(), "--emit-calibration"),
         (args.input.list_deployments, "--list-deployments"),

@@ -161,6 +161,10 @@ fn follow_refuses_outputs_it_cannot_keep_up() {
         (vec!["-o", "r.json"], "-o does not go with --follow"),
         (vec!["--svg", "g.svg"], "--svg does not go with --follow"),
         (
+            vec!["--emit-partial", "p.part"],
+            "'--follow' cannot be used with '--emit-partial <FILE>'",
+        ),
+        (
             vec!["--format", "csv"],
             "--follow prints a table or JSON lines",
         ),

@@ -217,6 +217,10 @@ mod follow {
         for (args, want) in [
             (vec!["-o", "r.json"], "-o does not go with --follow"),
             (
+                vec!["--emit-partial", "p.part"],
+                "--emit-partial does not go with --follow",
+            ),
+            (
                 vec!["--emit-config", "c.yaml"],
                 "--emit-config does not go with --follow",
             ),
