@@ -5,8 +5,37 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::output::{Destination, Outputs};
+
 /// The most bytes of partial reports read from one file or from stdin.
 pub const MAX_PARTIAL_BYTES: u64 = 1 << 30;
+
+/// The outputs of a `merge` subcommand, checked against the partials it
+/// reads and opened before any is read: the merged partial
+/// (`--emit-partial`), then the report (`-o`; none when the partial goes
+/// to stdout and no `-o` is given).
+pub fn merge_outputs(
+    partials: &[String],
+    emit_partial: Option<&Path>,
+    output: Option<&Path>,
+) -> anyhow::Result<(Option<Destination>, Option<Destination>)> {
+    let mut none = InputFiles::default();
+    let others: Vec<(&str, &Path)> = partials
+        .iter()
+        .filter(|p| *p != "-")
+        .map(|p| ("a partial", Path::new(p.as_str())))
+        .collect();
+    let mut outputs = Outputs::new(&none, &others);
+    let partial_out = match emit_partial {
+        Some(p) => Some(outputs.open("--emit-partial", Some(p), &mut none)?),
+        None => None,
+    };
+    let out = match (&partial_out, output) {
+        (Some(Destination::Stdout), None) => None,
+        _ => Some(outputs.open("-o", output, &mut none)?),
+    };
+    Ok((partial_out, out))
+}
 
 /// Every partial document in `args` (files, folders of `*.part` and
 /// `*.json` files, `-` for stdin, one partial per line), read by `parse`,

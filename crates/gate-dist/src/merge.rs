@@ -1,12 +1,11 @@
 //! `gate-dist merge`: partial reports in, the report one run over all their
 //! input would give out (docs/partial-report.md, docs/scale-out.md).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Parser;
 use gatecal_analysis::{Partial, merge_partials};
-use gatecal_cli::output::{Outputs, report_format, report_renderer, table_width};
-use gatecal_parser::InputFiles;
+use gatecal_cli::output::{report_format, report_renderer, table_width};
 
 /// Merges partial reports (written with --emit-partial) into one report:
 /// the report, in every format, one gate-dist run over all their input
@@ -50,22 +49,11 @@ pub struct MergeArgs {
 pub fn run(args: MergeArgs) -> anyhow::Result<()> {
     let format = report_format(args.format, args.output.as_deref())?;
     let width = table_width(args.output.as_deref(), args.wide);
-    let mut none = InputFiles::default();
-    let others: Vec<(&str, &Path)> = args
-        .partials
-        .iter()
-        .filter(|p| *p != "-")
-        .map(|p| ("a partial", Path::new(p.as_str())))
-        .collect();
-    let mut outputs = Outputs::new(&none, &others);
-    let partial_out = match &args.emit_partial {
-        Some(p) => Some(outputs.open("--emit-partial", Some(p), &mut none)?),
-        None => None,
-    };
-    let out = match (&partial_out, &args.output) {
-        (Some(gatecal_cli::output::Destination::Stdout), None) => None,
-        _ => Some(outputs.open("-o", args.output.as_deref(), &mut none)?),
-    };
+    let (partial_out, out) = gatecal_cli::partials::merge_outputs(
+        &args.partials,
+        args.emit_partial.as_deref(),
+        args.output.as_deref(),
+    )?;
     let partials = gatecal_cli::partials::read_all(&args.partials, Partial::from_json)?;
     let merged = merge_partials(partials).map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some(dest) = partial_out {

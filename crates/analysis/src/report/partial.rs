@@ -288,6 +288,35 @@ struct Head {
     report: Option<String>,
 }
 
+/// Checks a partial document's head: JSON (not cut short), this schema,
+/// and a partial of `report` (`other_merge` names the command that merges
+/// the other kind). The body is read after.
+pub(crate) fn check_head(text: &str, report: &str, other_merge: &str) -> Result<(), String> {
+    let head: Head = serde_json::from_str(text).map_err(|e| {
+        if e.is_eof() {
+            format!("cut short (truncated document): {e}")
+        } else {
+            format!("not a partial report: {e}")
+        }
+    })?;
+    match head.schema.as_deref() {
+        Some(PARTIAL_SCHEMA) => {}
+        Some(other) => {
+            return Err(format!(
+                "schema {other:?}, this version reads {PARTIAL_SCHEMA:?} (write the partials again with this version)"
+            ));
+        }
+        None => return Err(format!("no \"schema\": not a {PARTIAL_SCHEMA} document")),
+    }
+    if head.report.as_deref() != Some(report) {
+        return Err(format!(
+            "a partial of {:?}, not of {report} (merge it with {other_merge})",
+            head.report.unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
 impl Partial {
     /// The partial as one line of JSON, newline-terminated.
     pub fn to_line(&self) -> String {
@@ -300,28 +329,7 @@ impl Partial {
     /// is wrong: not JSON (or cut short), another schema or report, a
     /// field missing or of the wrong type.
     pub fn from_json(text: &str) -> Result<Partial, String> {
-        let head: Head = serde_json::from_str(text).map_err(|e| {
-            if e.is_eof() {
-                format!("cut short (truncated document): {e}")
-            } else {
-                format!("not a partial report: {e}")
-            }
-        })?;
-        match head.schema.as_deref() {
-            Some(PARTIAL_SCHEMA) => {}
-            Some(other) => {
-                return Err(format!(
-                    "schema {other:?}, this version reads {PARTIAL_SCHEMA:?} (write the partials again with this version)"
-                ));
-            }
-            None => return Err(format!("no \"schema\": not a {PARTIAL_SCHEMA} document")),
-        }
-        if head.report.as_deref() != Some(GATE_DIST) {
-            return Err(format!(
-                "a partial of {:?}, not of gate-dist (merge it with recommend merge)",
-                head.report.unwrap_or_default()
-            ));
-        }
+        check_head(text, GATE_DIST, "recommend merge")?;
         let p: Partial =
             serde_json::from_str(text).map_err(|e| format!("malformed partial report: {e}"))?;
         if p.parts.is_empty() {

@@ -32,7 +32,7 @@ use crate::peak::throughput::{PeakEstimate, VllmEstimator};
 use crate::predict::per_deployment::{Objective, Requests};
 use crate::report::gate_dist::InputSummary;
 use crate::report::partial::{
-    KeySample, MergeError, PARTIAL_SCHEMA, Part, PartInfo, canonical_key, check_config,
+    KeySample, MergeError, PARTIAL_SCHEMA, Part, PartInfo, canonical_key, check_config, check_head,
     check_part_overlaps, cmp_key, max_opt, merge_input, merge_shown, min_opt, producer,
 };
 
@@ -350,12 +350,6 @@ pub struct RecommendPartial {
     pub parts: Vec<RecommendPart>,
 }
 
-#[derive(Deserialize)]
-struct Head {
-    schema: Option<String>,
-    report: Option<String>,
-}
-
 impl Recommend {
     /// The partial report of the input read so far, with its ledger
     /// `input`. Refused when Prometheus series were read: a partial does
@@ -468,28 +462,7 @@ impl RecommendPartial {
     /// is wrong: not JSON (or cut short), another schema, a partial of
     /// gate-dist, a field missing or of the wrong type.
     pub fn from_json(text: &str) -> Result<RecommendPartial, String> {
-        let head: Head = serde_json::from_str(text).map_err(|e| {
-            if e.is_eof() {
-                format!("cut short (truncated document): {e}")
-            } else {
-                format!("not a partial report: {e}")
-            }
-        })?;
-        match head.schema.as_deref() {
-            Some(PARTIAL_SCHEMA) => {}
-            Some(other) => {
-                return Err(format!(
-                    "schema {other:?}, this version reads {PARTIAL_SCHEMA:?} (write the partials again with this version)"
-                ));
-            }
-            None => return Err(format!("no \"schema\": not a {PARTIAL_SCHEMA} document")),
-        }
-        if head.report.as_deref() != Some(RECOMMEND) {
-            return Err(format!(
-                "a partial of {:?}, not of recommend (merge it with gate-dist merge)",
-                head.report.unwrap_or_default()
-            ));
-        }
+        check_head(text, RECOMMEND, "gate-dist merge")?;
         let p: RecommendPartial =
             serde_json::from_str(text).map_err(|e| format!("malformed partial report: {e}"))?;
         if p.parts.is_empty() {
