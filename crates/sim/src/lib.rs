@@ -105,9 +105,11 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod engine;
 mod epp;
 mod model;
 mod otel;
+mod request;
 mod rng;
 mod scenario;
 mod stream;
