@@ -100,6 +100,12 @@ struct GenArgs {
     /// workload stays the same (a paired run).
     #[arg(long = "set", value_name = "[DEPLOYMENT:]KEY=VALUE")]
     set: Vec<String>,
+    /// Seed of the routing's random stream alone (candidate order, missing
+    /// signals, exploration, tie-breaks), default `--seed`. The workload
+    /// stays that of `--seed`: two runs differing only in it show how much
+    /// the result moves with the routing's randomness.
+    #[arg(long, value_name = "N")]
+    routing_seed: Option<u64>,
     /// Replay a request trace (Mooncake JSON lines: timestamp ms,
     /// input_length, output_length, hash_ids of 512-token blocks) as the
     /// open-loop arrivals of the scenario's deployment (see
@@ -305,6 +311,9 @@ fn generate(a: &GenArgs) -> Result<()> {
     }
     for setting in &a.set {
         apply_set(&mut s, setting)?;
+    }
+    if let Some(r) = a.routing_seed {
+        s = s.with_routing_seed(r);
     }
     let variant = Variant {
         timestamps: a.timestamps,

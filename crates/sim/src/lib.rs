@@ -59,7 +59,10 @@
 //! order, signals, exploration, tie-breaks) draw from separate streams, so
 //! two runs that differ only in the filter's config
 //! ([`Scenario::set_filter_param`]) see the same slots and sessions: a paired
-//! experiment. Every truth record carries the request's TTFT (`ttft_ms`:
+//! experiment. The routing stream has its own seed
+//! ([`Scenario::with_routing_seed`], the run's seed by default): two runs
+//! that differ only in it measure the routing's own noise. Every truth
+//! record carries the request's TTFT (`ttft_ms`:
 //! arrival at the EPP to first token at the EPP). By default a slot meant to
 //! continue a session whose picks are all waiting for an answer is dropped,
 //! so a slower config sends fewer requests; with users that wait

@@ -125,11 +125,16 @@ fn pod_suffix(rng: &mut Rng) -> String {
 }
 
 impl DepState {
-    /// Builds the endpoints and the first arrival.
+    /// Builds the endpoints and the first arrival. `routing_seed` seeds
+    /// the routing's stream alone (the run's seed unless
+    /// [`Scenario::routing_seed`] says otherwise).
+    ///
+    /// [`Scenario::routing_seed`]: crate::Scenario::routing_seed
     pub fn new(
         dep: &Deployment,
         index: usize,
         seed: u64,
+        routing_seed: u64,
         start_ns: i64,
         end_ns: i64,
         collect_jobs: bool,
@@ -144,7 +149,7 @@ impl DepState {
         // same arrival slots, request ids and sessions.
         let mut rng = Rng::derive(seed ^ name_hash, 1000 + index as u64);
         let arrivals = Rng::derive(seed ^ name_hash, 2000 + index as u64);
-        let routing = Rng::derive(seed ^ name_hash, 3000 + index as u64);
+        let routing = Rng::derive(routing_seed ^ name_hash, 3000 + index as u64);
         let session_seed = Rng::derive(seed ^ name_hash, 4000 + index as u64).next_u64();
         let mut pools = Vec::new();
         for (pi, p) in dep.pools.iter().enumerate() {

@@ -34,6 +34,12 @@ pub struct Scenario {
     /// small sample can come from a loaded late phase. `None` logs all.
     /// vLLM logs always cover the whole run.
     pub log_window: Option<(f64, f64)>,
+    /// Seed of the routing's random stream (candidate order, missing
+    /// signals, predictions, scrape times, exploration, tie-breaks); `None`
+    /// uses the run's seed. Two runs that differ only in it have the same
+    /// arrivals, prompts, sessions and think times, and differ only in the
+    /// routing's draws ([`Scenario::with_routing_seed`]).
+    pub routing_seed: Option<u64>,
 }
 
 /// vLLM stats-line flavour of an engine.
@@ -280,6 +286,16 @@ impl Scenario {
     /// The same scenario with another duration in seconds.
     pub fn with_duration(mut self, seconds: f64) -> Scenario {
         self.duration_s = seconds;
+        self
+    }
+
+    /// The same scenario with the routing's random stream drawn from
+    /// `seed` instead of the run's seed: the workload (arrival slots,
+    /// sessions, prompts, outputs, think times) stays that of the run's
+    /// seed, so two runs that differ only in it measure how much the result
+    /// moves with the routing's randomness alone.
+    pub fn with_routing_seed(mut self, seed: u64) -> Scenario {
+        self.routing_seed = Some(seed);
         self
     }
 
@@ -541,6 +557,7 @@ fn glm_like() -> Scenario {
         duration_s: 1800.0,
         deployments: vec![d],
         log_window: None,
+        routing_seed: None,
     }
 }
 
@@ -597,6 +614,7 @@ fn balanced() -> Scenario {
         duration_s: 600.0,
         deployments: vec![d],
         log_window: None,
+        routing_seed: None,
     }
 }
 
@@ -722,6 +740,7 @@ fn eight_deployments() -> Scenario {
         duration_s: 600.0,
         deployments,
         log_window: None,
+        routing_seed: None,
     }
 }
 
@@ -752,6 +771,7 @@ fn pd_disagg() -> Scenario {
         duration_s: 600.0,
         deployments: vec![d],
         log_window: None,
+        routing_seed: None,
     }
 }
 
@@ -796,5 +816,6 @@ fn latency_predictor() -> Scenario {
         duration_s: 600.0,
         deployments: vec![d],
         log_window: None,
+        routing_seed: None,
     }
 }

@@ -227,13 +227,29 @@ pub(crate) fn drive(
         } else {
             seed.wrapping_add(epoch.wrapping_mul(0x9E37_79B9))
         };
+        // The routing's seed moves with the epoch as the run's does.
+        let r_seed = match s.routing_seed {
+            Some(r) if epoch > 0 => r.wrapping_add(epoch.wrapping_mul(0x9E37_79B9)),
+            Some(r) => r,
+            None => e_seed,
+        };
         let e_start = start_ns + epoch as i64 * span_ns;
         let e_end = e_start + span_ns;
         let mut states: Vec<DepState> = s
             .deployments
             .iter()
             .enumerate()
-            .map(|(i, d)| DepState::new(d, i, e_seed, e_start, e_end, collect_jobs && epoch == 0))
+            .map(|(i, d)| {
+                DepState::new(
+                    d,
+                    i,
+                    e_seed,
+                    r_seed,
+                    e_start,
+                    e_end,
+                    collect_jobs && epoch == 0,
+                )
+            })
             .collect();
         let mut render_rng = Rng::derive(e_seed, 77);
         let mut requests = 0u64;

@@ -167,5 +167,6 @@ pub(super) fn peak_sweep() -> Scenario {
         duration_s: 1200.0,
         deployments,
         log_window: None,
+        routing_seed: None,
     }
 }

@@ -189,6 +189,61 @@ fn users_that_wait_send_the_same_requests_under_any_config() {
     assert_ne!(ids(&pa), ids(&pb));
 }
 
+/// The routing seed: by default the run's seed (nothing changes); another
+/// one, with users that wait, keeps every request (ids, sessions, turns,
+/// content, the instants sessions open) and changes only the routing's
+/// draws: candidate order, signals, tie-breaks, and so which endpoints
+/// serve the requests.
+#[test]
+fn a_routing_seed_changes_only_the_routing() {
+    let base = scenario("glm-like")
+        .unwrap()
+        .with_requests(400)
+        .with_users();
+    let a = run(&base, 3, &Variant::default());
+    let same = run(&base.clone().with_routing_seed(3), 3, &Variant::default());
+    assert_eq!(a.epp_log, same.epp_log);
+    let b = run(&base.clone().with_routing_seed(11), 3, &Variant::default()).truth;
+    let (ra, rb) = (per_request(&a.truth), per_request(&b));
+    assert!(ra.len() > 250, "{}", ra.len());
+    let key = |r: &BTreeMap<String, &TruthRecord>| {
+        r.values()
+            .map(|t| {
+                (
+                    (t.session_id, t.session_turn),
+                    (t.request_id.clone(), content(t)),
+                )
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let (ka, kb) = (key(&ra), key(&rb));
+    let common = ka.iter().filter(|(k, x)| kb.get(*k) == Some(*x)).count();
+    // Every turn is in both runs, the same, but for follow-ups the other
+    // run's answers pushed past the end.
+    assert!(common * 50 >= ka.len() * 49, "{common} of {}", ka.len());
+    for (k, x) in &ka {
+        if let Some(y) = kb.get(k) {
+            assert_eq!(x, y, "session {} turn {}", k.0, k.1);
+        }
+    }
+    let opens = |r: &BTreeMap<String, &TruthRecord>| {
+        r.values()
+            .filter(|t| t.session_turn == 0)
+            .map(|t| (t.session_id, t.arrival_ts.to_bits()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    assert_eq!(opens(&ra), opens(&rb));
+    // The routing is not the same.
+    let moved = ra
+        .iter()
+        .filter(|(id, x)| {
+            rb.get(*id)
+                .is_some_and(|y| y.chosen_endpoint != x.chosen_endpoint)
+        })
+        .count();
+    assert!(moved * 10 > ra.len(), "{moved} of {} moved", ra.len());
+}
+
 /// `ttft_ms` is the engine model's: on an idle engine, the 2 ms to the
 /// engine, then the prefill's overhead, steps and tokens at the raw rate.
 #[test]
