@@ -29,9 +29,20 @@
 //! first deployment (default `balanced`), exactly as `epp-sim --scenario
 //! balanced --workload-trace FILE` does; the seed then only moves routing.
 //!
+//! `--routing-floor N` measures instead the floor no prediction can beat:
+//! for every scenario, held-out seed and candidate, the simulator's run is
+//! repeated with `N` other routing seeds (`Scenario::with_routing_seed`:
+//! the same workload, only the routing's tie-breaks, candidate order,
+//! missing signals and exploration draws differ), and the table gives how
+//! far each quantile moves from the run with the default routing seed:
+//! the share of (case, other seed) pairs within the target (10 % for p50
+//! and p90, 15 % for p99) and the median and largest move. No log is
+//! parsed and nothing is predicted.
+//!
 //!     cargo run --release -p gatecal-analysis --example accuracy -- \
 //!         [--scenarios a,b] [--fit-seeds 1,2,3,4] [--seeds 5,6,7,8] \
-//!         [--trace FILE] [--trace-scenario NAME] [--open-slots] [--rows]
+//!         [--trace FILE] [--trace-scenario NAME] [--open-slots] [--rows] \
+//!         [--routing-floor N]
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -218,11 +229,7 @@ fn cases_of(name: &str, base: &Scenario, seed: u64) -> Result<Vec<Case>, String>
             );
             continue;
         };
-        let model = EngineModel {
-            peak_tps: fit.tokens_per_s,
-            overhead_s: fit.overhead_s,
-            ..start
-        };
+        let model = fit.model(&start);
         let preds = configs
             .iter()
             .map(|(_, c)| predict_replay(&w, &config, c, &Picker::default(), &model, None))
@@ -287,6 +294,167 @@ fn cases_of(name: &str, base: &Scenario, seed: u64) -> Result<Vec<Case>, String>
         t0.elapsed().as_secs_f64()
     );
     Ok(cases)
+}
+
+/// The truth under each candidate of one scenario run with one seed,
+/// under the default routing seed and `n` others: per (deployment,
+/// candidate), the quantiles of each run, the default's first.
+fn routing_runs(
+    name: &str,
+    base: &Scenario,
+    seed: u64,
+    n: u64,
+) -> BTreeMap<(String, &'static str), Vec<[f64; 3]>> {
+    let t0 = std::time::Instant::now();
+    let out = run(base, seed, &Variant::default());
+    let mut per: BTreeMap<(String, &'static str), Vec<[f64; 3]>> = BTreeMap::new();
+    for (li, &label) in LABELS.iter().enumerate() {
+        let mut s = base.clone();
+        // Deployments for which the candidate is not a valid config (the
+        // break-even rule under a latency predictor) are left out of it.
+        let mut invalid: HashSet<&str> = HashSet::new();
+        for dep in &base.deployments {
+            let pool = &dep.pools[0];
+            let Some(config) = pool.filters.last().map(|f| f.config.clone()) else {
+                continue;
+            };
+            let effective = out
+                .summary
+                .deployments
+                .iter()
+                .find(|d| d.deployment == dep.name)
+                .and_then(|d| d.effective_peak_prefill_tps)
+                .unwrap_or(pool.true_peak_tps);
+            let c = candidate(label, &config, effective);
+            let mut t = s.clone();
+            let set = [
+                ("maxTTFTPenaltyMs", c.max_ttft_penalty_ms.to_string()),
+                (
+                    "peakPrefillThroughput",
+                    c.peak_prefill_throughput.to_string(),
+                ),
+                ("penaltyMode", c.penalty_mode.as_str().to_string()),
+            ]
+            .iter()
+            .try_for_each(|(k, v)| t.set_filter_param(Some(&dep.name), k, v));
+            match set {
+                Ok(()) => s = t,
+                Err(_) => {
+                    invalid.insert(&dep.name);
+                }
+            }
+        }
+        // The default routing seed (the run's own), then `n` others.
+        let routing: Vec<Option<u64>> = std::iter::once(None)
+            .chain((1..=n).map(|j| Some(seed.wrapping_add(1000 * j))))
+            .collect();
+        for r in routing {
+            let truth = if li == 0 && r.is_none() {
+                out.truth.clone()
+            } else {
+                let s = match r {
+                    Some(r) => s.clone().with_routing_seed(r),
+                    None => s.clone(),
+                };
+                run(&s, seed, &Variant::default()).truth
+            };
+            for dep in base
+                .deployments
+                .iter()
+                .filter(|d| !invalid.contains(d.name.as_str()))
+            {
+                let (q, tn) = truth_quantiles(&truth, &dep.name);
+                if tn > 0 {
+                    per.entry((dep.name.clone(), label)).or_default().push(q);
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{name} seed {seed}: {} routing runs in {:.1} s",
+        LABELS.len() as u64 * (n + 1),
+        t0.elapsed().as_secs_f64()
+    );
+    per
+}
+
+/// The routing-noise floor (`--routing-floor N`): how far each quantile
+/// of the truth moves when only the routing's random stream changes.
+fn floor_report(runs: &[(String, Scenario)], seeds: &[u64], n: u64, users: bool) -> ExitCode {
+    // (scenario, label, seed, deployment) -> per quantile, the moves
+    // |other / default − 1| of the other routing seeds, %.
+    let mut moves: Vec<(String, &'static str, [Vec<f64>; 3])> = Vec::new();
+    for (name, s) in runs {
+        for &seed in seeds {
+            for ((_, label), qs) in routing_runs(name, s, seed, n) {
+                let Some((first, rest)) = qs.split_first() else {
+                    continue;
+                };
+                let mut m: [Vec<f64>; 3] = Default::default();
+                for q in rest {
+                    for (k, mk) in m.iter_mut().enumerate() {
+                        mk.push((q[k] / first[k] - 1.0) * 100.0);
+                    }
+                }
+                moves.push((name.clone(), label, m));
+            }
+        }
+        eprintln!("{name}: done");
+    }
+    println!(
+        "# Routing-noise floor: the truth under {n} other routing seeds against the default ({})\n",
+        if users {
+            "users wait for their answers"
+        } else {
+            "open slots"
+        }
+    );
+    println!(
+        "Seeds {seeds:?}; a pair is one case (seed, deployment, candidate) and one other routing seed.\n"
+    );
+    println!(
+        "| scope | pairs | p50 within 10 % | p90 within 10 % | p99 within 15 % | median / largest move p50 % | p90 % | p99 % |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut scopes: Vec<(String, Option<&str>)> = Vec::new();
+    for (name, _) in runs {
+        scopes.push((name.clone(), None));
+        scopes.push((name.clone(), Some("current")));
+    }
+    scopes.push(("all".to_string(), None));
+    for (scope, only) in &scopes {
+        let sel: Vec<&[Vec<f64>; 3]> = moves
+            .iter()
+            .filter(|(s, l, _)| (scope == "all" || s == scope) && only.is_none_or(|o| o == *l))
+            .map(|(_, _, m)| m)
+            .collect();
+        let v = |k: usize| -> Vec<f64> { sel.iter().flat_map(|m| m[k].iter().copied()).collect() };
+        let pairs = v(0).len();
+        if pairs == 0 {
+            continue;
+        }
+        let within = |k: usize, tol: f64| v(k).iter().filter(|x| x.abs() <= tol).count();
+        let mw: Vec<String> = (0..3)
+            .map(|k| {
+                let (m, w) = median_worst(&v(k));
+                format!("{m:.1} / {w:+.0}")
+            })
+            .collect();
+        let label = match only {
+            Some(o) => format!("{scope} ({o})"),
+            None => scope.clone(),
+        };
+        println!(
+            "| {label} | {pairs} | {} | {} | {} | {} | {} | {} |",
+            share(within(0, 10.0), pairs),
+            share(within(1, 10.0), pairs),
+            share(within(2, 15.0), pairs),
+            mw[0],
+            mw[1],
+            mw[2],
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 /// Median and worst (largest absolute) of signed values.
@@ -384,6 +552,7 @@ fn main() -> ExitCode {
     let mut trace_scenario = "balanced".to_string();
     let mut users = true;
     let mut rows = false;
+    let mut routing_floor: Option<u64> = None;
     while let Some(a) = args.next() {
         let mut value = || args.next().unwrap_or_default();
         match a.as_str() {
@@ -400,6 +569,13 @@ fn main() -> ExitCode {
             "--trace-scenario" => trace_scenario = value(),
             "--open-slots" => users = false,
             "--rows" => rows = true,
+            "--routing-floor" => match value().parse() {
+                Ok(n) if n > 0 => routing_floor = Some(n),
+                _ => {
+                    eprintln!("--routing-floor needs a number of routing seeds, at least 1");
+                    return ExitCode::from(2);
+                }
+            },
             other => {
                 eprintln!("unknown argument {other:?} (see the example's docs)");
                 return ExitCode::from(2);
@@ -443,6 +619,10 @@ fn main() -> ExitCode {
         None => {
             eprintln!("no Mooncake trace (--trace FILE or GATECAL_MOONCAKE_TRACE); it is skipped")
         }
+    }
+
+    if let Some(n) = routing_floor {
+        return floor_report(&runs, &seeds, n, users);
     }
 
     let mut fit: Vec<Case> = Vec::new();

@@ -97,11 +97,7 @@ fn main() {
                 fit.n,
                 fit.median_error * 100.0
             );
-            let model = EngineModel {
-                peak_tps: fit.tokens_per_s,
-                overhead_s: fit.overhead_s,
-                ..start
-            };
+            let model = fit.model(&start);
             let effective = out
                 .summary
                 .deployments

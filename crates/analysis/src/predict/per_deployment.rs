@@ -576,8 +576,9 @@ impl Requests {
         let (w, fit) = infer_and_fit(&self.seen, &[], threshold, &start);
         let source = match &fit {
             Some(f) => format!(
-                "fitted to the observed first tokens of {} requests: each request's prefill time (its first token less the later of its arrival and the previous first token on its endpoint) regressed on its uncached tokens; median error {:.1} %",
+                "fitted to the observed first tokens of {} requests: each request's prefill time (its first token less the later of its arrival and the previous first token on its endpoint) regressed on its uncached tokens and on whether it found its endpoint idle (a latency of {:.1} ms, paid by such a request only); median error {:.1} %",
                 f.n,
+                f.latency_s * 1000.0,
                 f.median_error * 100.0
             ),
             None if w.evidence.observed_ttft == 0 => {
@@ -612,11 +613,7 @@ impl Requests {
             }),
         };
         Engine {
-            engine: fit.map(|f| EngineModel {
-                peak_tps: f.tokens_per_s,
-                overhead_s: f.overhead_s,
-                ..start
-            }),
+            engine: fit.map(|f| f.model(&start)),
             fit,
             w,
             model,

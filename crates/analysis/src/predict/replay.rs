@@ -413,6 +413,22 @@ pub fn replay_logged(
     )
 }
 
+/// [`replay_logged`] with the closed loops' arrivals as `arrivals` says:
+/// the loads the replay of the config in force with the logged arrivals
+/// saw, to compare with the log request by request.
+pub fn replay_logged_with(
+    requests: &[Request],
+    endpoints: usize,
+    config: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+    arrivals: Arrivals<'_>,
+) -> Replay {
+    run(
+        requests, endpoints, config, picker, model, true, arrivals, None,
+    )
+}
+
 /// The prefill pool of a P/D deployment (llm-d's `prefill` scheduling
 /// profile), as [`replay_pd`] serves it.
 #[derive(Clone, Copy, Debug)]

@@ -811,7 +811,9 @@ fn what_if_rows_carry_a_predicted_ttft_checked_against_the_observed() {
         let p = &c["predicted_ttft_ms"];
         let n = p["n"].as_u64().unwrap();
         let kept = d["ttft_model"]["workload"]["requests"].as_u64().unwrap();
-        assert!(n > 1000 && n <= kept, "{n} of {kept}");
+        // Turns a slower config pushes past the log's window are not
+        // replayed: most requests are, never more than were kept.
+        assert!(n * 10 > kept * 8 && n <= kept, "{n} of {kept}");
         let (p50, p90, p99) = (
             p["p50"].as_f64().unwrap(),
             p["p90"].as_f64().unwrap(),

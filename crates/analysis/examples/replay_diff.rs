@@ -1,0 +1,274 @@
+//! The replay of the config in force against the simulator's truth,
+//! request by request: where the self-check's error comes from.
+//!
+//! For a scenario and seed (users that wait, as `just accuracy` runs it),
+//! the simulator runs under the config in force; the workload is inferred
+//! and the engine fitted from its `-v=4` log, and the config in force is
+//! replayed with the logged arrivals, as the `current` row's prediction
+//! is. Each replayed request is set beside its truth record: the endpoint
+//! (the same as the log's or not), the filter's outcome, the TTFT, and the
+//! in-flight tokens the replay saw on the endpoint the log chose against
+//! those the log shows (`tokenLoad` less the request's uncached tokens).
+//!
+//!     cargo run --release -p gatecal-analysis --example replay_diff -- \
+//!         [SCENARIO] [SEED] [--open-slots] [--show N]
+//!
+//! Prints the TTFT quantiles of the truth, the replay, and the replay over
+//! the requests it routed as the log did; the share routed as the log did
+//! and its first departures with what each side saw. A departure is
+//! `primary` when the 20 requests before it were all routed as logged (its
+//! cause is local: the state the replay built so far), `secondary`
+//! otherwise.
+
+use std::collections::{HashMap, HashSet};
+
+use gatecal_analysis::DecisionInput;
+use gatecal_analysis::predict::replay::{Arrivals, EngineModel, Picker, replay_logged_with};
+use gatecal_analysis::predict::{
+    infer_and_fit, is_prefill_profile, nearest_rank, requests_by_deployment,
+};
+use gatecal_parser::{Item, ParseOptions, parse_slice};
+use gatecal_sim::{TruthRecord, Variant, run, scenario};
+
+fn quantiles(mut v: Vec<f64>) -> String {
+    v.sort_by(f64::total_cmp);
+    let q = |x| nearest_rank(&v, x).unwrap_or(f64::NAN);
+    format!(
+        "p50 {:.0}  p90 {:.0}  p99 {:.0} ms (n {})",
+        q(0.5),
+        q(0.9),
+        q(0.99),
+        v.len()
+    )
+}
+
+fn main() {
+    let mut name = "glm-like".to_string();
+    let mut seed = 5u64;
+    let mut users = true;
+    let mut show = 12usize;
+    let mut args = std::env::args().skip(1);
+    let mut positional = 0;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--open-slots" => users = false,
+            "--show" => show = args.next().and_then(|v| v.parse().ok()).unwrap_or(show),
+            _ if positional == 0 => {
+                name = a;
+                positional += 1;
+            }
+            _ => {
+                seed = a.parse().unwrap_or(seed);
+                positional += 1;
+            }
+        }
+    }
+    let Some(base) = scenario(&name) else {
+        eprintln!("unknown scenario {name}");
+        std::process::exit(2);
+    };
+    let base = if users { base.with_users() } else { base };
+    let out = run(&base, seed, &Variant::default());
+    let parsed = match parse_slice("epp.log", &out.epp_log, &ParseOptions::default()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{name} seed {seed}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let inputs: Vec<DecisionInput> = parsed
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Decision(d) => Some(DecisionInput::from(&**d)),
+            Item::VllmStats(_) => None,
+        })
+        .collect();
+    let per_dep = requests_by_deployment(&inputs);
+    // The request ids in the order `requests_by_deployment` keeps them.
+    let mut order: Vec<&DecisionInput> = inputs.iter().collect();
+    let at = |d: &DecisionInput| d.arrival_ts.or(d.ts).unwrap_or(f64::NAN);
+    order.sort_by(|a, b| at(a).total_cmp(&at(b)));
+    let truth: HashMap<&str, &TruthRecord> = out
+        .truth
+        .iter()
+        .rev()
+        .map(|t| (t.request_id.as_str(), t))
+        .collect();
+    for dep in &base.deployments {
+        let Some(seen) = per_dep.get(&dep.name) else {
+            continue;
+        };
+        let mut ids_seen = HashSet::new();
+        let ids: Vec<&str> = order
+            .iter()
+            .filter(|d| d.deployment == dep.name && !is_prefill_profile(d))
+            .filter(|d| d.chosen.is_some() && at(d).is_finite())
+            .filter_map(|d| d.request_id.as_deref())
+            .filter(|id| ids_seen.insert(*id))
+            .collect();
+        if ids.len() != seen.len() {
+            eprintln!(
+                "{}: {} ids for {} requests; skipped",
+                dep.name,
+                ids.len(),
+                seen.len()
+            );
+            continue;
+        }
+        let pool = &dep.pools[0];
+        let Some(config) = pool.filters.last().map(|f| f.config.clone()) else {
+            continue;
+        };
+        let start = EngineModel {
+            peak_tps: pool.true_peak_tps,
+            overhead_s: 0.0,
+            latency_s: 0.0,
+            cache_capacity_tokens: f64::INFINITY,
+            block_size: dep.block_size,
+        };
+        let (w, fit) = infer_and_fit(seen, &[], config.affinity_threshold, &start);
+        let Some(fit) = fit else {
+            eprintln!("{}: no engine fit", dep.name);
+            continue;
+        };
+        let model = fit.model(&start);
+        println!(
+            "{name} seed {seed} {}: {} requests; engine {:.0} tok/s (true {:.0}), {:.1} ms a request, {:.1} ms latency",
+            dep.name,
+            w.requests.len(),
+            fit.tokens_per_s,
+            pool.true_peak_tps,
+            fit.overhead_s * 1000.0,
+            fit.latency_s * 1000.0
+        );
+        let r = replay_logged_with(
+            &w.requests,
+            w.endpoints.len(),
+            &config,
+            &Picker::default(),
+            &model,
+            Arrivals::Logged,
+        );
+        let mut truth_ttft = Vec::new();
+        let mut replay_ttft = Vec::new();
+        let mut same_truth = Vec::new();
+        let mut same_replay = Vec::new();
+        let mut same = 0usize;
+        let mut streak = 0usize;
+        let mut primary = 0usize;
+        let mut outcome_flips = 0usize;
+        let mut shown = 0usize;
+        let mut inflight_err: Vec<f64> = Vec::new();
+        for (i, (id, s)) in ids.iter().zip(seen).enumerate() {
+            let (Some(t), Some(sv)) = (truth.get(id), r.served[i]) else {
+                continue;
+            };
+            truth_ttft.push(t.ttft_ms);
+            replay_ttft.push(sv.ttft_s * 1000.0);
+            let logged = w.logged_endpoint[i];
+            // The in-flight tokens on the logged endpoint: the replay's
+            // (its load less the request's uncached tokens there) and the
+            // log's (the same from the logged load).
+            let replay_load = r.loads[i].iter().find(|&&(k, _)| k == logged).map(|l| l.1);
+            let logged_load = s
+                .loads
+                .iter()
+                .find(|(n, _)| *n == w.endpoints[logged])
+                .map(|l| l.1);
+            if let (Some(a), Some(b)) = (replay_load, logged_load) {
+                inflight_err.push(a - b);
+            }
+            if sv.endpoint == logged {
+                same += 1;
+                streak += 1;
+                same_truth.push(t.ttft_ms);
+                same_replay.push(sv.ttft_s * 1000.0);
+                continue;
+            }
+            let flip = Some(sv.outcome) != s.outcome;
+            if flip {
+                outcome_flips += 1;
+            }
+            let is_primary = streak >= 20;
+            if is_primary {
+                primary += 1;
+            }
+            if is_primary && shown < show {
+                shown += 1;
+                let fmt = |v: &[(usize, f64)]| {
+                    v.iter()
+                        .map(|&(k, l)| format!("{k}:{l:.0}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                let logged_loads: Vec<(usize, f64)> = s
+                    .loads
+                    .iter()
+                    .filter_map(|(n, l)| Some((w.endpoints.iter().position(|e| e == n)?, *l)))
+                    .collect();
+                println!(
+                    "  #{i} t={:.1}s logged ep {logged} ({:?}) replay ep {} ({:?}); loads logged [{}] replay [{}]; uncached warm {:.0} cold {:.0}; holders {:?}",
+                    w.requests[i].arrival_s - w.requests[0].arrival_s,
+                    s.outcome,
+                    sv.endpoint,
+                    sv.outcome,
+                    fmt(&logged_loads),
+                    fmt(&r.loads[i]),
+                    w.requests[i].warm_tokens,
+                    w.requests[i].cold_tokens,
+                    w.requests[i].holders,
+                );
+                // The requests whose tokens one side still counted in
+                // flight and the other did not: their first tokens.
+                let t_i = w.requests[i].arrival_s;
+                for j in 0..i {
+                    let Some(sj) = r.served[j] else { continue };
+                    let (Some(obs), rep) = (w.observed_first_s[j], sj.arrival_s + sj.ttft_s) else {
+                        continue;
+                    };
+                    if (obs > t_i) != (rep > t_i) {
+                        println!(
+                            "      #{j} on ep {} (logged {}): first token replay {:+.3} s, observed {:+.3} s from the decision (replay − observed {:+.3} s); uncached {:.0}",
+                            sj.endpoint,
+                            w.logged_endpoint[j],
+                            rep - t_i,
+                            obs - t_i,
+                            rep - obs,
+                            w.logged_uncached[j],
+                        );
+                    }
+                }
+            }
+            streak = 0;
+        }
+        let n = truth_ttft.len();
+        println!("  truth:  {}", quantiles(truth_ttft));
+        println!("  replay: {}", quantiles(replay_ttft));
+        println!(
+            "  routed as logged: {same} of {n} ({:.1} %); departures {} ({primary} primary, {outcome_flips} with another filter outcome)",
+            same as f64 * 100.0 / n.max(1) as f64,
+            n - same
+        );
+        println!(
+            "  those routed as logged, truth:  {}",
+            quantiles(same_truth)
+        );
+        println!(
+            "  those routed as logged, replay: {}",
+            quantiles(same_replay)
+        );
+        inflight_err.sort_by(f64::total_cmp);
+        let abs: Vec<f64> = {
+            let mut a: Vec<f64> = inflight_err.iter().map(|x| x.abs()).collect();
+            a.sort_by(f64::total_cmp);
+            a
+        };
+        println!(
+            "  load on the logged endpoint, replay − log: median |Δ| {:.0} tokens, p90 |Δ| {:.0}, exact in {:.1} %",
+            nearest_rank(&abs, 0.5).unwrap_or(f64::NAN),
+            nearest_rank(&abs, 0.9).unwrap_or(f64::NAN),
+            abs.iter().filter(|x| **x < 0.5).count() as f64 * 100.0 / abs.len().max(1) as f64
+        );
+    }
+}
