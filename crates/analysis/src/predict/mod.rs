@@ -292,17 +292,18 @@ impl EngineFit {
 /// first token: its service time is `first − max(arrival, previous first)`,
 /// measured for every request whose first token and whose predecessor's
 /// are observed. The service times are regressed on the uncached tokens
-/// and on whether the request found its endpoint idle (`service = overhead
-/// + tokens / speed + latency · idle`) by least squares, twice, the second
-/// time without the 10 % of requests the first fit misses most (a request
-/// whose predecessor's first token is not observed, or a preempted one,
-/// would pull the line). `latency` is the time to the engine and back that
-/// a request queued behind another does not pay again (its first token
-/// comes one service after its predecessor's); folded into the overhead,
-/// the replay charged it to every request of a backlog, and its first
-/// tokens drifted late by that much per queued request. When the
-/// log has no idle or no queued requests, or the term comes out negative,
-/// it is 0 and the fit is the two-term one. `None` with fewer than
+/// and on whether the request found its endpoint idle
+/// (`service = overhead + tokens / speed + latency · idle`) by least
+/// squares, twice, the second time without the 10 % of requests the first
+/// fit misses most (a request whose predecessor's first token is not
+/// observed, or a preempted one, would pull the line). `latency` is the
+/// time to the engine and back that a request queued behind another does
+/// not pay again (its first token comes one service after its
+/// predecessor's); folded into the overhead, it would be charged to every
+/// request of a backlog, and the replay's first tokens would drift late by
+/// that much per queued request. When the log has no idle or no queued
+/// requests, or the term comes out negative, it is 0 and the fit is the
+/// two-term one. `None` with fewer than
 /// [`MIN_FIT_REQUESTS`] usable requests or a fit that makes no physical
 /// sense (a speed that is not positive).
 pub fn fit_engine(w: &Workload) -> Option<EngineFit> {
