@@ -428,8 +428,10 @@ impl Observed {
     }
 }
 
-/// The requests of one deployment, as the decisions arrive. A partial
-/// report keeps the observed TTFT alone, not the requests.
+/// The requests of one deployment, as the decisions arrive. Its serde
+/// form (a partial report's) is the observed TTFT alone; the requests kept
+/// for the replay travel in their own compact block
+/// ([`Requests::kept`], [`Requests::set_kept`]).
 #[derive(Default, serde::Serialize, serde::Deserialize)]
 pub struct Requests {
     observed: Observed,
