@@ -210,8 +210,7 @@ pub struct Args {
     /// Also write the partial report (gatecal.partial/v1, one line of JSON)
     /// to FILE, for `recommend merge`; with -, to stdout, and the report is
     /// then written only with -o. The report is then the one the partial
-    /// merges into: no predicted TTFT (a partial does not carry the
-    /// requests).
+    /// merges into (the same as without it).
     #[arg(long, value_name = "FILE")]
     pub emit_partial: Option<PathBuf>,
 }

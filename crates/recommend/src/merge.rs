@@ -8,12 +8,10 @@ use gatecal_analysis::{RecommendPartial, merge_recommend_partials};
 use gatecal_cli::output::{report_format, report_renderer, table_width};
 
 /// Merges recommend partial reports (written with --emit-partial) into one
-/// report: the calibration, in every format, one recommend run over all
-/// their input would print, but for the predicted TTFT, which needs the
-/// requests a partial does not carry (the report says so, and the
-/// recommendation is chosen by excess TTFT). Partials counting the same
-/// decisions twice, run with other options, under another config, or of
-/// gate-dist are refused, naming the file.
+/// report: the calibration and predicted TTFT, in every format, one
+/// recommend run over all their input would print. Partials counting the
+/// same decisions twice, run with other options, under another config, or
+/// of gate-dist are refused, naming the file.
 #[derive(Parser, Debug)]
 #[command(name = "recommend merge", version = gatecal_cli::term::VERSION, max_term_width = 100)]
 pub struct MergeArgs {

@@ -428,13 +428,18 @@ impl Observed {
     }
 }
 
-/// The requests of one deployment, as the decisions arrive. A partial
-/// report keeps the observed TTFT alone, not the requests.
+/// The requests of one deployment, as the decisions arrive. Its serde
+/// form (a partial report's) is the observed TTFT alone; the requests kept
+/// for the replay travel in their own compact block
+/// ([`Requests::kept`], [`Requests::set_kept`]).
 #[derive(Default, serde::Serialize, serde::Deserialize)]
 pub struct Requests {
     observed: Observed,
     #[serde(skip)]
     seen: Vec<Seen>,
+    /// The request-id fingerprint of each of `seen`.
+    #[serde(skip)]
+    keys: Vec<u64>,
     #[serde(skip)]
     cut: u64,
     /// The last requests kept (id fingerprint, index in `seen`), for their
@@ -521,6 +526,7 @@ impl Requests {
                 if self.recent.len() > RECENT_PREFILL {
                     self.recent.pop_front();
                 }
+                self.keys.push(f);
             }
             self.seen.push(seen);
         } else {
@@ -535,9 +541,51 @@ impl Requests {
     }
 
     /// Adds another part's observed TTFT ([`Observed::merge`]); the
-    /// requests kept for the replay are not merged.
+    /// requests kept for the replay are not merged (see
+    /// [`Requests::take_kept`] and [`Requests::set_kept`]).
     pub fn merge(&mut self, o: &Requests) {
         self.observed.merge(&o.observed);
+    }
+
+    /// Puts the requests kept in arrival order (stable: requests of the
+    /// same arrival stay in the order they were counted), as the replay
+    /// reads them.
+    pub fn sort_kept(&mut self) {
+        if self.keys.len() == self.seen.len() {
+            let mut both: Vec<(Seen, u64)> = std::mem::take(&mut self.seen)
+                .into_iter()
+                .zip(std::mem::take(&mut self.keys))
+                .collect();
+            both.sort_by(|a, b| a.0.ts.total_cmp(&b.0.ts));
+            (self.seen, self.keys) = both.into_iter().unzip();
+        } else {
+            self.seen.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+        }
+    }
+
+    /// The requests kept for the replay, each with its request id's
+    /// fingerprint (64-bit FxHash), and the count of those cut past the
+    /// caps: what a partial report carries.
+    pub fn kept(&self) -> (&[Seen], &[u64], u64) {
+        (&self.seen, &self.keys, self.cut)
+    }
+
+    /// Takes the requests kept out ([`Requests::kept`]).
+    pub fn take_kept(&mut self) -> (Vec<Seen>, Vec<u64>, u64) {
+        (
+            std::mem::take(&mut self.seen),
+            std::mem::take(&mut self.keys),
+            std::mem::take(&mut self.cut),
+        )
+    }
+
+    /// Sets the requests kept, their fingerprints (one each) and the count
+    /// cut: a partial report's, read back.
+    pub fn set_kept(&mut self, seen: Vec<Seen>, keys: Vec<u64>, cut: u64) {
+        debug_assert_eq!(seen.len(), keys.len());
+        self.seen = seen;
+        self.keys = keys;
+        self.cut = cut;
     }
 
     /// The buckets of the observed TTFT histogram ([`Observed::buckets`]).
@@ -561,7 +609,7 @@ impl Requests {
     /// `block_size` the tokens per prefix block.
     pub fn engine(&mut self, peak: f64, threshold: f64, block_size: i64) -> Engine {
         // In arrival order (the decisions came in log order).
-        self.seen.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+        self.sort_kept();
         let start = EngineModel {
             peak_tps: if peak.is_finite() && peak > 0.0 {
                 peak

@@ -75,6 +75,7 @@ use crate::report::gate_dist::InputSummary;
 mod bar;
 mod deployment;
 mod partial;
+mod partial_requests;
 mod schema;
 
 pub use partial::{
@@ -305,9 +306,11 @@ pub struct Recommend {
     /// The config in force of deployments known from stats lines alone,
     /// as partial reports recorded it.
     fallback_configs: BTreeMap<String, SourcedConfig>,
-    /// Finishing partial reports: the parts merged (no requests to
-    /// predict from).
+    /// Finishing partial reports: the parts merged.
     merged: Option<Vec<crate::report::partial::PartInfo>>,
+    /// Finishing partial reports of which one did not carry the requests
+    /// (written by an earlier version): nothing to predict from.
+    merged_without_requests: bool,
 }
 
 impl InOrder for Recommend {
@@ -355,6 +358,7 @@ impl Recommend {
             room: MAX_REPLAY_REQUESTS_TOTAL,
             fallback_configs: BTreeMap::new(),
             merged: None,
+            merged_without_requests: false,
         }
     }
 
@@ -534,11 +538,12 @@ impl Recommend {
             }
             let conflict = prom_conflicts.remove(&name);
             let block = self.opts.block_sizes_of(&name).approximate_producer.tokens;
-            // Merged partials carry no requests: nothing to predict from.
+            // Merged partials of an earlier version carry no requests:
+            // nothing to predict from.
             let engine = self
                 .deps
                 .get_mut(&name)
-                .filter(|_| self.merged.is_none())
+                .filter(|_| !self.merged_without_requests)
                 .map(|d| {
                     let mut e =
                         d.requests
@@ -548,7 +553,7 @@ impl Recommend {
                 });
             let dep = self.deps.get(&name);
             let mut rec = self.deployment(name, dep, config, peak, engine.as_ref());
-            if self.merged.is_some() && dep.is_some() {
+            if self.merged_without_requests && dep.is_some() {
                 rec.ttft_model.source = NO_PREDICTION_AFTER_MERGE.into();
                 rec.warnings.push(NO_PREDICTION_AFTER_MERGE.into());
             }

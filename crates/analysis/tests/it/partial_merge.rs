@@ -449,24 +449,12 @@ fn in_order<T>(mut parts: Vec<(String, T)>, order: &[usize]) -> Vec<(String, T)>
     out
 }
 
-/// The report's deployments without what only a run over the requests
-/// gives (the predicted TTFT and what depends on it).
-fn without_predictions(r: &RecommendReport) -> serde_json::Value {
-    let mut v = serde_json::to_value(&r.deployments).unwrap();
-    for d in v.as_array_mut().unwrap() {
-        let d = d.as_object_mut().unwrap();
-        for k in [
-            "rows",
-            "recommended",
-            "paste",
-            "warnings",
-            "ttft_model",
-            "ttft_self_check",
-        ] {
-            d.remove(k);
-        }
-    }
-    v
+/// The report but for the list of partials merged (which a run over logs
+/// does not have).
+fn report_json(r: &RecommendReport) -> String {
+    let mut v = serde_json::to_value(r).unwrap();
+    v.as_object_mut().unwrap().remove("merged");
+    v.to_string()
 }
 
 proptest! {
@@ -474,8 +462,8 @@ proptest! {
 
     /// Recommend's time shards with a warm-up from the start, every shard
     /// given every vLLM stats line: the merge, in any order, is the
-    /// partial of one run over everything byte for byte, and its peak,
-    /// break-even, matched tokens, config and counts are the single run's.
+    /// partial of one run over everything byte for byte, and its report
+    /// is the single run's, the predicted TTFT of every row included.
     #[test]
     fn recommend_time_shards_merge_into_the_single_run(
         src in 0usize..3,
@@ -513,14 +501,20 @@ proptest! {
         prop_assert_eq!(report.merged.len(), cuts.len() - 1);
         prop_assert_eq!(json(&report.deployments), json(&one.deployments), "{}", name);
         prop_assert_eq!(json(&report.findings), json(&one.findings), "{}", name);
-        prop_assert_eq!(without_predictions(&report), without_predictions(&single), "{}", name);
+        prop_assert_eq!(report_json(&report), report_json(&single), "{}", name);
+        let predicted = report
+            .deployments
+            .iter()
+            .filter(|d| d.rows.iter().any(|r| r.predicted_ttft_ms.is_some()))
+            .count();
+        // (The eight deployments' 400 requests are too few for a fit.)
+        prop_assert!(predicted > 0 || name == "eight-deployments", "{}: nothing predicted", name);
         for d in &report.deployments {
             prop_assert!(
-                d.warnings.iter().any(|w| w == NO_PREDICTION_AFTER_MERGE),
+                !d.warnings.iter().any(|w| w == NO_PREDICTION_AFTER_MERGE),
                 "{:?}",
                 d.warnings
             );
-            prop_assert!(d.rows.iter().all(|r| r.predicted_ttft_ms.is_none()));
         }
 
         // Any order and grouping: the same bytes.
@@ -540,6 +534,52 @@ proptest! {
         .unwrap();
         prop_assert_eq!(regrouped.to_line(), line);
     }
+}
+
+/// A partial of an earlier version (no `replay` block) still merges: the
+/// report says it has no predicted TTFT, and chooses by excess TTFT.
+#[test]
+fn partials_without_the_requests_merge_without_predictions() {
+    let all = recommend_sources();
+    let (_, ds, stats) = &all[0];
+    let (first, last) = span(ds);
+    let mid = ((first + last) / 2.0).floor();
+    let configs = given(ds);
+    let mut parts = recommend_time_partials(ds, stats, &[first, mid, last], &configs);
+    let copy: Vec<(String, RecommendPartial)> = parts
+        .iter()
+        .map(|(n, p)| {
+            (
+                n.clone(),
+                RecommendPartial::from_json(&p.to_line()).unwrap(),
+            )
+        })
+        .collect();
+    let full = merge_recommend_partials(copy).unwrap().finish().unwrap();
+    assert!(
+        full.deployments[0]
+            .rows
+            .iter()
+            .any(|r| r.predicted_ttft_ms.is_some())
+    );
+    let mut v: serde_json::Value = serde_json::from_str(&parts[1].1.to_line()).unwrap();
+    for d in v["parts"][0]["deployments"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+    {
+        assert!(d.as_object_mut().unwrap().remove("replay").is_some());
+    }
+    parts[1].1 = RecommendPartial::from_json(&v.to_string()).unwrap();
+    let r = merge_recommend_partials(parts).unwrap().finish().unwrap();
+    let d = &r.deployments[0];
+    assert!(d.rows.iter().all(|r| r.predicted_ttft_ms.is_none()));
+    assert!(
+        d.warnings.iter().any(|w| w == NO_PREDICTION_AFTER_MERGE),
+        "{:?}",
+        d.warnings
+    );
+    assert_eq!(d.current.decisions, full.deployments[0].current.decisions);
 }
 
 #[test]

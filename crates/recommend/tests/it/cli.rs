@@ -1796,9 +1796,10 @@ fn svg_draws_each_rows_prediction() {
 
 /// `--emit-partial` over time shards of the demo (each run over the whole
 /// log and the vLLM logs, counting its own window) and `recommend merge`:
-/// the merged calibration is the one of a single run's partial, in any
-/// order, from files, a folder or stdin, and its peak and break-even are
-/// the plain run's; bad partials are refused naming the file.
+/// the merged report is the one of a single run's partial and of the
+/// plain run, predicted TTFT and recommendation included, in any order,
+/// from files, a folder or stdin; bad partials are refused naming the
+/// file.
 #[test]
 fn partials_of_time_shards_merge_into_the_single_run() {
     let dir = tempdir("partials");
@@ -1851,21 +1852,52 @@ fn partials_of_time_shards_merge_into_the_single_run() {
         v
     };
     assert_eq!(strip(&merged), strip(&single));
+    assert_eq!(strip(&merged)["deployments"], strip(&plain)["deployments"]);
+    assert_eq!(strip(&merged)["findings"], strip(&plain)["findings"]);
     assert_eq!(merged["merged"].as_array().unwrap().len(), 3);
-    let (m, p) = (&merged["deployments"][0], &plain["deployments"][0]);
-    assert_eq!(m["peak_prefill_throughput"], p["peak_prefill_throughput"]);
-    assert_eq!(m["break_even_ms"], p["break_even_ms"]);
-    assert_eq!(m["observed_ttft_ms"], p["observed_ttft_ms"]);
+    let m = &merged["deployments"][0];
     assert_eq!(m["current"]["decisions"], 1168);
-    assert!(m["rows"][0]["predicted_ttft_ms"].is_null());
+    assert!(m["rows"][0]["predicted_ttft_ms"]["p90"].is_number(), "{m}");
+    assert!(m["ttft_model"]["tokens_per_s"].is_number(), "{m}");
     assert!(
-        m["warnings"].as_array().unwrap().iter().any(|w| w
-            .as_str()
+        !m["warnings"]
+            .as_array()
             .unwrap()
-            .starts_with("no predicted TTFT: the report is merged")),
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with("no predicted TTFT")),
         "{}",
         m["warnings"]
     );
+    // Every format: the plain run's lines, but for the command, the time
+    // range (the plain run's own) and the input ledger (each shard read
+    // the whole log).
+    for fmt in ["table", "markdown", "csv"] {
+        let a = run(&["merge", shards.to_str().unwrap(), "--format", fmt, "--wide"]);
+        let b = run(&[&log, &vllm, "--format", fmt, "--wide"]);
+        assert!(a.status.success() && b.status.success(), "{fmt}");
+        let (a, b) = (
+            String::from_utf8_lossy(&a.stdout).into_owned(),
+            String::from_utf8_lossy(&b.stdout).into_owned(),
+        );
+        assert!(b.contains("predicted") || b.contains("Predicted"), "{b}");
+        let missing: Vec<&str> = b.lines().filter(|l| !a.lines().any(|x| x == *l)).collect();
+        let ledger = |l: &str| {
+            ["Command", "Time range", "35,347", "lines"]
+                .iter()
+                .any(|w| l.contains(w))
+                || l.starts_with(['┌', '╞', '└'])
+        };
+        assert!(
+            missing.len() <= 7 && missing.iter().all(|l| ledger(l)),
+            "{fmt}: {missing:#?}"
+        );
+        // The plain run shows its time range in one more line.
+        assert_eq!(
+            a.lines().count() + usize::from(fmt != "csv"),
+            b.lines().count(),
+            "{fmt}"
+        );
+    }
 
     // Files in another order, and stdin: the same bytes.
     let f = |i: usize| {

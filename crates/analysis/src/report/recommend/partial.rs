@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use gatecal_filter::{Config, Outcome, PenaltyMode};
 use serde::{Deserialize, Serialize};
 
+use super::partial_requests::{self, Carried};
 use super::{Dep, Kept, Recommend, RecommendOptions, RecommendReport};
 use crate::config::in_force::Shown;
 use crate::config::source::{ConfigSet, SourcedConfig};
@@ -39,8 +40,9 @@ use crate::report::partial::{
 /// The report a recommend partial finishes into.
 pub const RECOMMEND: &str = "recommend";
 
-/// Why a merged report has no predicted TTFT.
-pub const NO_PREDICTION_AFTER_MERGE: &str = "no predicted TTFT: the report is merged from partial reports, which do not carry the requests the replay predicts from (run recommend over the logs themselves for the predictions); the recommendation is chosen by excess TTFT";
+/// Why a merged report has no predicted TTFT: a partial written by an
+/// earlier version, without the requests.
+pub const NO_PREDICTION_AFTER_MERGE: &str = "no predicted TTFT: the report is merged from partial reports of which one does not carry the requests the replay predicts from (written by an earlier version of gatecal: write it again, or run recommend over the logs themselves); the recommendation is chosen by excess TTFT";
 
 /// The largest magnitude of a token count read from a partial: beyond
 /// it a partial is refused (no real count comes near).
@@ -231,14 +233,19 @@ pub(super) struct DepWire {
     with_sticky: u64,
     sources: BTreeMap<MatchedSource, u64>,
     signals: crate::findings::SignalsAcc,
-    /// The observed TTFT (the requests for the replay are not kept).
+    /// The observed TTFT.
     observed: Requests,
+    /// The requests kept for the replay (absent from partials of earlier
+    /// versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    replay: Option<Carried>,
     first_ts: Option<f64>,
     last_ts: Option<f64>,
 }
 
 impl DepWire {
-    fn of(d: Dep) -> DepWire {
+    fn of(mut d: Dep) -> DepWire {
+        let replay = Some(Carried::take(&mut d.requests));
         DepWire {
             shown: d.shown,
             configs: d.configs.into_iter().map(Cfg).collect(),
@@ -249,13 +256,20 @@ impl DepWire {
             sources: d.sources,
             signals: d.signals,
             observed: d.requests,
+            replay,
             first_ts: d.first_ts,
             last_ts: d.last_ts,
         }
     }
 
-    fn into_dep(self) -> Dep {
-        Dep {
+    /// The deployment, and whether its requests were carried.
+    fn into_dep(self) -> (Dep, bool) {
+        let mut requests = self.observed;
+        let carried = self.replay.is_some();
+        if let Some(c) = self.replay {
+            requests.set_kept(c.seen, c.keys, c.cut);
+        }
+        let dep = Dep {
             shown: self.shown,
             configs: self.configs.into_iter().map(|c| c.0).collect(),
             kept: self.kept,
@@ -264,17 +278,20 @@ impl DepWire {
             signals: self.signals,
             with_sticky: self.with_sticky,
             sources: self.sources,
-            requests: self.observed,
+            requests,
             first_ts: self.first_ts,
             last_ts: self.last_ts,
             unnamed_keys: KeySample::default(),
-        }
+        };
+        (dep, carried)
     }
 }
 
 impl Dep {
-    /// Adds another part's decisions of the deployment, after this one's.
-    fn absorb(&mut self, o: Dep) {
+    /// Adds another part's decisions of the deployment, after this one's
+    /// (the requests kept are settled by [`partial_requests::settle`]
+    /// once every part is in).
+    fn absorb(&mut self, mut o: Dep) {
         let index: Vec<u16> = o
             .configs
             .into_iter()
@@ -304,6 +321,11 @@ impl Dep {
         }
         self.signals.merge(&o.signals);
         self.requests.merge(&o.requests);
+        let (mut seen, mut keys, cut) = self.requests.take_kept();
+        let (s, k, c) = o.requests.take_kept();
+        seen.extend(s);
+        keys.extend(k);
+        self.requests.set_kept(seen, keys, cut.saturating_add(c));
         self.first_ts = min_opt(self.first_ts, o.first_ts);
         self.last_ts = max_opt(self.last_ts, o.last_ts);
     }
@@ -477,8 +499,9 @@ impl RecommendPartial {
         self.parts.iter().map(|p| p.part.info.decisions).sum()
     }
 
-    /// The report the partial finishes into: the calibration one run over
-    /// its parts' input gives, but for the predicted TTFT (none: see
+    /// The report the partial finishes into: the one a run over its
+    /// parts' input gives, the predicted TTFT included (but for partials
+    /// of earlier versions, which do not carry the requests: see
     /// [`NO_PREDICTION_AFTER_MERGE`]). The parts are listed in
     /// [`RecommendReport::merged`].
     pub fn finish(self) -> Result<RecommendReport, MergeError> {
@@ -496,7 +519,8 @@ impl RecommendPartial {
         for p in self.parts {
             let source = src(&p);
             for (name, d) in p.deployments {
-                let d = d.into_dep();
+                let (d, carried) = d.into_dep();
+                r.merged_without_requests |= !carried;
                 match r.deps.get_mut(&name) {
                     Some(mine) => {
                         check_config(&name, &mine.shown, &d.shown, &source)?;
@@ -542,6 +566,19 @@ impl RecommendPartial {
         r.routed.canonical();
         for h in r.line_hit_rates.values_mut() {
             h.canonical();
+        }
+        let mut carried: Vec<Carried> = r
+            .deps
+            .values_mut()
+            .map(|d| {
+                let mut c = Carried::take(&mut d.requests);
+                partial_requests::settle(&mut c);
+                c
+            })
+            .collect();
+        partial_requests::cap(&mut carried.iter_mut().collect::<Vec<_>>());
+        for (d, c) in r.deps.values_mut().zip(carried) {
+            d.requests.set_kept(c.seen, c.keys, c.cut);
         }
         r.merged = Some(merged);
         let mut report = r.finish(input.unwrap_or_default());
