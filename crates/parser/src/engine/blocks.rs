@@ -15,6 +15,13 @@ use crate::ledger::MalformedReason;
 /// are.
 pub(super) const MAX_BLOCK_LINES: usize = 8192;
 
+/// The first read past a block's end for the rest of its last line: most
+/// lines end within it (about 700 bytes on average at `-v=4`, endpoint dumps
+/// a few KiB).
+const TAIL_FIRST_STEP: usize = 4 * 1024;
+/// The largest such read (the steps double up to it).
+const TAIL_MAX_STEP: usize = 64 * 1024;
+
 /// A block read by a worker.
 pub(super) enum Body {
     /// Whole lines, `\n`-separated, in `buf[..len]` (the last one may lack
@@ -439,13 +446,18 @@ impl<'s, S: ReadAt + ?Sized> AtBlocks<'s, S> {
         if buf[n - 1] != b'\n' && n as u64 == end - at {
             // The last line goes on past the block: read it to its newline.
             let last = memchr::memrchr(b'\n', &buf[first..n]).map_or(first, |i| first + i + 1);
+            // Read on in steps that double from a few lines' worth: the next
+            // block reads these bytes again, so a large first step would
+            // copy most of them out of the page cache twice.
+            let mut step = TAIL_FIRST_STEP;
             loop {
                 if len - last > cap {
                     let (line, bytes) = self.skip_line(buf, last, at + len as u64, len - last)?;
                     self.count_bytes((last - first) as u64 + bytes);
                     return Ok((first, last, Some(line)));
                 }
-                let got = read_at_into(self.src, buf, len, at + len as u64, 64 * 1024)?;
+                let got = read_at_into(self.src, buf, len, at + len as u64, step)?;
+                step = (step * 2).min(TAIL_MAX_STEP);
                 if got == 0 {
                     break;
                 }
