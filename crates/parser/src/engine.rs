@@ -5,6 +5,7 @@ mod pipeline;
 
 pub(crate) use blocks::ReadAt;
 use blocks::{AtBlocks, AtReader, Blocks};
+pub(crate) use pipeline::Reuse;
 use pipeline::{parallel, parallel_stream};
 
 use std::io::Read;

@@ -241,9 +241,10 @@ pub(super) fn pre_block(
 /// Where the parallel pipeline's blocks come from: a stream cut where its
 /// lines end ([`Stream`]), or a file read at offsets ([`AtBlocks`]).
 pub(super) trait Blocks: Sync {
-    /// Reads the next block into `spare` and classifies its lines: its index
-    /// and results; `None` once there is no block left (or a read failed).
-    fn next(&self, spare: Spare, how: How) -> Option<OutMsg>;
+    /// Reads the next block into `spare` (taken from it) and classifies its
+    /// lines: its index and results; `None` once there is no block left (or
+    /// a read failed), `spare` then left to the caller.
+    fn next(&self, spare: &mut Option<Spare>, how: How) -> Option<OutMsg>;
     /// Whether every block there will be is among the first `applied`.
     fn all_applied(&self, applied: u64) -> bool;
     /// Hands out no more blocks.
@@ -265,21 +266,22 @@ pub(super) struct Shared<R> {
 impl<R: Read + Send> Blocks for Stream<R> {
     /// Reads the next block into `spare` (in input order, under the lock)
     /// and classifies its lines.
-    fn next(&self, spare: Spare, how: How) -> Option<OutMsg> {
-        let (buf, mut bufs) = spare;
+    fn next(&self, spare: &mut Option<Spare>, how: How) -> Option<OutMsg> {
+        let mut g = self.0.lock().ok()?;
+        if g.done {
+            return None;
+        }
+        let (buf, mut bufs) = spare.take()?;
         let read = {
-            let mut g = self.0.lock().ok()?;
-            if g.done {
-                return None;
-            }
             let idx = g.idx;
             match g.chunker.next(buf, &mut bufs.ends) {
                 Ok(Ok(body)) => {
                     g.idx += 1;
                     Ok((idx, body))
                 }
-                Ok(Err(_)) => {
+                Ok(Err(buf)) => {
                     g.done = true;
+                    *spare = Some((buf, bufs));
                     return None;
                 }
                 Err(e) => {
@@ -291,6 +293,7 @@ impl<R: Read + Send> Blocks for Stream<R> {
                 }
             }
         };
+        drop(g);
         Some(match read {
             Ok((idx, body)) => {
                 bufs.reset();
@@ -504,16 +507,16 @@ impl<'s, S: ReadAt + ?Sized> AtBlocks<'s, S> {
 }
 
 impl<S: ReadAt + ?Sized> Blocks for AtBlocks<'_, S> {
-    fn next(&self, spare: Spare, how: How) -> Option<OutMsg> {
+    fn next(&self, spare: &mut Option<Spare>, how: How) -> Option<OutMsg> {
         use std::sync::atomic::Ordering::Relaxed;
-        if self.stopped.load(Relaxed) {
+        if self.stopped.load(Relaxed) || spare.is_none() {
             return None;
         }
         let k = self.next.fetch_add(1, Relaxed);
         if k >= self.count {
             return None;
         }
-        let (mut buf, mut bufs) = spare;
+        let (mut buf, mut bufs) = spare.take()?;
         let read = self.read(k, &mut buf, how.cap);
         Some(match read {
             Ok((first, end, over)) => {
