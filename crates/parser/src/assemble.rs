@@ -18,6 +18,10 @@ use crate::event::{ArenaEvent, Event, LineMeta, Scope};
 /// Request ids are hashed with FxHash (fast; the keys are not adversarial).
 type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
+/// Where the assembler hands its decisions, each in the box it was
+/// assembled in (moved on as a pointer, not copied out and boxed again).
+pub(crate) type Emit<'a> = dyn FnMut(Box<Decision>) + 'a;
+
 /// `s.split_once('/')`, by a plain byte scan (the ids are short: the
 /// general character searcher costs more than the scan).
 fn split_slash(s: &str) -> Option<(&str, &str)> {
@@ -89,7 +93,9 @@ struct Waiting {
     /// No more waiting: the first chunk was read, or will not be.
     settled: bool,
     first_body: Option<FirstBody>,
-    decisions: Vec<Decision>,
+    // Boxed as assembled, and handed on in their boxes.
+    #[allow(clippy::vec_box)]
+    decisions: Vec<Box<Decision>>,
 }
 
 /// Assembles events into decisions. Feed it every event of one input in
@@ -253,7 +259,7 @@ impl Assembler {
         let mut text = std::mem::take(&mut self.scratch_text);
         text.clear();
         let event = event.intern(&mut text);
-        self.feed_ctx(line, &ctx, event, &text, emit);
+        self.feed_ctx(line, &ctx, event, &text, &mut |d| emit(*d));
         self.scratch_text = text;
     }
 
@@ -266,7 +272,7 @@ impl Assembler {
         ctx: &Ctx<'_>,
         event: ArenaEvent,
         text: &Arena,
-        emit: &mut dyn FnMut(Decision),
+        emit: &mut Emit<'_>,
     ) {
         let peak = match &event {
             Event::PeakPrefillResolved {
@@ -406,7 +412,7 @@ impl Assembler {
     /// Emits the waiting entries from the front while they are settled,
     /// have waited longer than [`RESPONSE_WAIT_SECS`] of log time, or are
     /// more than the open-request cap.
-    fn pump(&mut self, emit: &mut dyn FnMut(Decision)) {
+    fn pump(&mut self, emit: &mut Emit<'_>) {
         let threshold = self.max_ts - RESPONSE_WAIT_SECS;
         while let Some(front) = self.waiting.front() {
             let go = front.settled
@@ -425,7 +431,7 @@ impl Assembler {
         }
     }
 
-    fn emit_waiting(w: Waiting, emit: &mut dyn FnMut(Decision)) {
+    fn emit_waiting(w: Waiting, emit: &mut Emit<'_>) {
         let ttft = w.first_body.and_then(|f| f.ttft_ms(w.arrival));
         for mut d in w.decisions {
             d.observed_ttft_ms = ttft;
@@ -434,7 +440,7 @@ impl Assembler {
         }
     }
 
-    fn evict_aged(&mut self, emit: &mut dyn FnMut(Decision)) {
+    fn evict_aged(&mut self, emit: &mut Emit<'_>) {
         self.pump(emit);
         let threshold = self.max_ts - self.limits.max_open_age_secs;
         while let Some(front) = self.queue.front() {
@@ -462,7 +468,7 @@ impl Assembler {
         }
     }
 
-    fn evict_oldest(&mut self, emit: &mut dyn FnMut(Decision)) {
+    fn evict_oldest(&mut self, emit: &mut Emit<'_>) {
         let mut budget = self.queue.len() + 1;
         while budget > 0
             && let Some(e) = self.queue.pop_front()
@@ -489,7 +495,7 @@ impl Assembler {
         }
     }
 
-    fn close(&mut self, mut r: Req, how: Completion, emit: &mut dyn FnMut(Decision)) {
+    fn close(&mut self, mut r: Req, how: Completion, emit: &mut Emit<'_>) {
         // Program order: one request's lines come from one goroutine, whose
         // `ts` only grows; sort by it (stable, so equal or missing times keep
         // file order) to undo interleaving artefacts in the file.
@@ -615,7 +621,7 @@ impl Assembler {
                 .startup_peak
                 .get(d.epp_pod.as_deref().unwrap_or_default().as_bytes())
                 .copied();
-            out.push(*d);
+            out.push(d);
         }
         // A handled request whose arrival is known waits for its first
         // response chunk; the others are settled. Either way they leave in
@@ -657,6 +663,12 @@ impl Assembler {
     /// Closes every open request ([`Completion::EndOfInput`]), in the order
     /// they were opened.
     pub fn finish(&mut self, emit: &mut dyn FnMut(Decision)) {
+        self.finish_boxed(&mut |d| emit(*d));
+    }
+
+    /// [`Assembler::finish`], each decision handed over in its box (the
+    /// engine's path: boxed where it was assembled, never moved out).
+    pub(crate) fn finish_boxed(&mut self, emit: &mut Emit<'_>) {
         let mut all: Vec<Req> = self.reqs.drain().map(|(_, r)| r).collect();
         self.open_bytes = 0;
         all.sort_by_key(|r| r.serial);

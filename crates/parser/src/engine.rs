@@ -5,6 +5,7 @@ mod pipeline;
 
 pub(crate) use blocks::ReadAt;
 use blocks::{AtBlocks, AtReader, Blocks};
+pub(crate) use pipeline::Reuse;
 use pipeline::{parallel, parallel_stream};
 
 use std::io::Read;
@@ -84,9 +85,9 @@ impl<'o> Engine<'o> {
         self.counts.malformed(m, self.opts)
     }
 
-    fn emit_decision(counts: &mut Counts, sink: &mut dyn FnMut(Item), d: Decision) {
+    fn emit_decision(counts: &mut Counts, sink: &mut dyn FnMut(Item), d: Box<Decision>) {
         counts.count_decision(d.completion, d.filter.is_some());
-        sink(Item::Decision(Box::new(d)));
+        sink(Item::Decision(d));
     }
 
     /// One line over the cap.
@@ -159,7 +160,7 @@ impl<'o> Engine<'o> {
                         if let Some(e) = &self.naming.explicit {
                             d.deployment.clone_from(e);
                         }
-                        Self::emit_decision(&mut self.counts, sink, d);
+                        Self::emit_decision(&mut self.counts, sink, Box::new(d));
                         Ok(())
                     }
                     Err(why) => self.malformed(MalformedReason::BadRecord(why)),
@@ -230,7 +231,7 @@ impl<'o> Engine<'o> {
                     model: model.map(|s| arena.bytes(s)),
                 };
                 let counts = &mut self.counts;
-                let mut emit = |d: Decision| Self::emit_decision(counts, sink, d);
+                let mut emit = |d: Box<Decision>| Self::emit_decision(counts, sink, d);
                 self.asm.feed_ctx(self.line, &ctx, event, arena, &mut emit);
                 Ok(())
             }
@@ -294,8 +295,8 @@ impl<'o> Engine<'o> {
         gzip: bool,
     ) -> InputLedger {
         let counts = &mut self.counts;
-        let mut emit = |d: Decision| Self::emit_decision(counts, sink, d);
-        self.asm.finish(&mut emit);
+        let mut emit = |d: Box<Decision>| Self::emit_decision(counts, sink, d);
+        self.asm.finish_boxed(&mut emit);
         self.counts.requests_evicted = self.asm.requests_evicted();
         self.counts.requests_evicted_for_memory = self.asm.requests_evicted_for_memory();
         self.counts.bytes = bytes;

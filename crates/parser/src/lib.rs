@@ -442,6 +442,8 @@ pub fn parse_files(
         skipped: files.skipped,
         ..Ledger::default()
     };
+    // One input's block buffers serve the next.
+    let _reuse = engine::Reuse::new();
     for mut f in files.files {
         let naming = DeploymentNaming {
             explicit: f.explicit.clone(),

@@ -20,12 +20,66 @@ pub(super) struct Pool {
     ready: std::sync::Condvar,
 }
 
+thread_local! {
+    /// Spare buffers kept between the inputs of one [`Reuse`] scope on
+    /// this thread (`None` outside one): the next input's blocks are read
+    /// into buffers already grown and paged in, instead of fresh ones.
+    static KEPT: std::cell::RefCell<Option<Vec<Spare>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// While it lives, the parallel pipelines run on this thread hand their
+/// spare buffers on to the next one (at most [`MAX_INFLIGHT`] of them);
+/// they are freed when it is dropped. Scopes do not nest: an inner one
+/// keeps the outer one's buffers and frees them at its end.
+pub(crate) struct Reuse(());
+
+impl Reuse {
+    pub(crate) fn new() -> Reuse {
+        KEPT.with(|k| {
+            k.borrow_mut().get_or_insert_with(Vec::new);
+        });
+        Reuse(())
+    }
+}
+
+impl Drop for Reuse {
+    fn drop(&mut self) {
+        // Taken out before they are dropped: a panic in a drop cannot
+        // leave the cell borrowed.
+        let kept = KEPT.with(|k| k.borrow_mut().take());
+        drop(kept);
+    }
+}
+
 impl Pool {
     fn new(n: usize) -> Pool {
+        let mut spares: Vec<Spare> = KEPT.with(|k| match k.borrow_mut().as_mut() {
+            Some(kept) => {
+                let from = kept.len().saturating_sub(n);
+                kept.drain(from..).collect()
+            }
+            None => Vec::new(),
+        });
+        spares.resize_with(n, Spare::default);
         Pool {
-            spares: std::sync::Mutex::new(((0..n).map(|_| Spare::default()).collect(), false)),
+            spares: std::sync::Mutex::new((spares, false)),
             ready: std::sync::Condvar::new(),
         }
+    }
+
+    /// Hands the spares back to the [`Reuse`] scope, if there is one.
+    fn keep(self) {
+        let spares = self
+            .spares
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0;
+        KEPT.with(|k| {
+            if let Some(kept) = k.borrow_mut().as_mut() {
+                let room = MAX_INFLIGHT.saturating_sub(kept.len());
+                kept.extend(spares.into_iter().take(room));
+            }
+        });
     }
 
     /// A spare, waiting for one; `None` once the pool is closed.
@@ -119,7 +173,7 @@ pub(super) fn parallel<B: Blocks>(
     // thread, at most 16 in all (so -j8 holds no more than -j4).
     let inflight = threads.saturating_mul(4).clamp(2, MAX_INFLIGHT);
     let pool = Pool::new(inflight);
-    std::thread::scope(|s| {
+    let result = std::thread::scope(|s| {
         let (out_tx, out_rx) = mpsc::sync_channel::<OutMsg>(inflight);
         let mut workers = Vec::with_capacity(threads.max(2) - 1);
         for _ in 1..threads.max(2) {
@@ -132,7 +186,12 @@ pub(super) fn parallel<B: Blocks>(
                 // resumed below.
                 let _stop = StopOnUnwind(blocks, pool);
                 while let Some(spare) = pool.take() {
-                    let Some(msg) = blocks.next(spare, how) else {
+                    let mut spare = Some(spare);
+                    let Some(msg) = blocks.next(&mut spare, how) else {
+                        // Kept for the next input (see [`Reuse`]).
+                        if let Some(s) = spare {
+                            pool.put(s);
+                        }
                         break;
                     };
                     if tx.send(msg).is_err() {
@@ -173,11 +232,15 @@ pub(super) fn parallel<B: Blocks>(
                     continue;
                 }
                 // Nothing to apply: classify the next block here.
-                if let Some(spare) = pool.try_take()
-                    && let Some((idx, res)) = blocks.next(spare, how)
-                {
-                    pending.insert(idx, res);
-                    continue;
+                if let Some(spare) = pool.try_take() {
+                    let mut spare = Some(spare);
+                    if let Some((idx, res)) = blocks.next(&mut spare, how) {
+                        pending.insert(idx, res);
+                        continue;
+                    }
+                    if let Some(s) = spare {
+                        pool.put(s);
+                    }
                 }
                 // The input has ended and every block read was applied.
                 if blocks.all_applied(next) {
@@ -205,7 +268,9 @@ pub(super) fn parallel<B: Blocks>(
             }
         }
         result
-    })
+    });
+    pool.keep();
+    result
 }
 
 /// Stops the parallel pipeline when dropped: the blocks hand out no more,
@@ -228,5 +293,49 @@ impl<B: Blocks> Drop for StopOnUnwind<'_, B> {
             self.0.stop();
             self.1.close();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ParseOptions, Parsed, parse_slice};
+
+    fn kept() -> Option<Vec<usize>> {
+        KEPT.with(|k| {
+            k.borrow()
+                .as_ref()
+                .map(|v| v.iter().map(|(buf, _)| buf.len()).collect())
+        })
+    }
+
+    #[test]
+    fn spares_pass_to_the_next_input_within_a_reuse_scope_only() {
+        let log = include_bytes!("../../../../fixtures/glm-like/epp.log");
+        let opts = ParseOptions {
+            threads: 2,
+            block_bytes: 16 * 1024,
+            ..ParseOptions::default()
+        };
+        let parse = || -> Parsed { parse_slice("epp.log", log, &opts).expect("parses") };
+        let alone = parse();
+        assert!(alone.ledger.counts.decisions > 0);
+        assert_eq!(kept(), None, "nothing kept outside a scope");
+        {
+            let _reuse = Reuse::new();
+            assert_eq!(kept(), Some(Vec::new()));
+            let first = parse();
+            let bufs = kept().expect("a scope");
+            // Every spare of the run is kept, those used grown to a block
+            // or more.
+            assert_eq!(bufs.len(), 8);
+            assert!(bufs.iter().any(|&n| n >= 16 * 1024), "{bufs:?}");
+            // The next input takes them and reads the same.
+            let second = parse();
+            assert_eq!(first, alone);
+            assert_eq!(second, alone);
+            assert_eq!(kept().map(|b| b.len()), Some(8));
+        }
+        assert_eq!(kept(), None, "freed with the scope");
     }
 }
