@@ -420,6 +420,15 @@ impl GateDist {
         }
     }
 
+    /// Lets at most `max` decisions wait for their deployment's bar, all
+    /// deployments together (default
+    /// [`crate::MAX_PENDING_DECISIONS`]; `--follow` uses
+    /// [`crate::MAX_PENDING_DECISIONS_FOLLOWING`]).
+    pub fn with_max_pending(mut self, max: usize) -> GateDist {
+        self.in_force.set_max_pending(max);
+        self
+    }
+
     /// Tracks at most `max` deployments (default
     /// [`crate::MAX_DEPLOYMENTS`]); the decisions of the others are
     /// pooled into [`crate::OTHER_DEPLOYMENT`] and counted in
@@ -1071,6 +1080,25 @@ mod tests {
         for d in &r.deployments {
             assert_eq!(d.config.source_of("maxTTFTPenaltyMs"), ParamSource::Default);
         }
+    }
+
+    #[test]
+    fn a_smaller_bound_on_the_wait_settles_sooner_and_loses_no_decision() {
+        let max = crate::MAX_PENDING_DECISIONS_FOLLOWING;
+        let mut g =
+            GateDist::new(GateDistOptions::default(), ConfigSet::default()).with_max_pending(max);
+        let n = 3 * max;
+        let mut most = 0;
+        for i in 0..n {
+            let mut d = keep_all(i as f64 * 0.01, 1_000.0, 1_000.0);
+            d.deployment = ["d1", "d2", "d3"][i % 3].into();
+            g.push(d);
+            most = most.max(g.in_force.pending());
+        }
+        assert!(most < max, "{most}");
+        let r = g.finish(InputSummary::default());
+        let total: u64 = r.deployments.iter().map(|d| d.stats.decisions).sum();
+        assert_eq!(total, n as u64);
     }
 
     #[test]

@@ -358,6 +358,15 @@ impl Recommend {
         }
     }
 
+    /// Lets at most `max` decisions wait for their deployment's bar, all
+    /// deployments together (default
+    /// [`crate::MAX_PENDING_DECISIONS`]; `--follow` uses
+    /// [`crate::MAX_PENDING_DECISIONS_FOLLOWING`]).
+    pub fn with_max_pending(mut self, max: usize) -> Recommend {
+        self.in_force.set_max_pending(max);
+        self
+    }
+
     /// Tracks at most `max` deployments (default
     /// [`crate::MAX_DEPLOYMENTS`]); the others are pooled into
     /// [`crate::OTHER_DEPLOYMENT`] and counted in
