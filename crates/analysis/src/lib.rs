@@ -84,7 +84,7 @@ pub use config::in_force::{MAX_PENDING_DECISIONS, MAX_PENDING_DECISIONS_FOLLOWIN
 pub use config::source::{ConfigSet, ParamSource, SourcedConfig};
 pub use gate::hist::SignedHistogram;
 pub use gate::reconstruct::{ReconstructOptions, Reconstructor};
-pub use gate::reorder::Reorder;
+pub use gate::reorder::{Reorder, Timed, release_order};
 pub use gate::sample::Replay;
 pub use gate::stats::{Distribution, MIN_QUANTILE_SAMPLE, Stats, WhatIfResult};
 pub use gate::whatif::{CandidateConfig, CandidateSource, WhatIfSpec, matched_tokens_specs};

@@ -397,6 +397,22 @@ impl Recommend {
         self.feed(d);
     }
 
+    /// Adds one decision given in the order this calibration's reorder
+    /// buffer would release it ([`crate::release_order`] over the times of
+    /// its decisions, [`Recommend::reorder_window_s`]): it is handled at
+    /// once, not held in the buffer. Not to be mixed with
+    /// [`Recommend::push_decision`].
+    pub fn push_in_order(&mut self, mut d: DecisionInput) {
+        self.in_force
+            .prepare(&mut d, &self.opts.block_sizes, &mut self.cap);
+        self.process(d);
+    }
+
+    /// The window of its reorder buffer, seconds of log time.
+    pub fn reorder_window_s(&self) -> f64 {
+        self.opts.reconstruct.reorder_window_s
+    }
+
     /// The pods and routed requests of every decision at once, in log
     /// order; the rest under its config in force, once known
     /// ([`crate::config::in_force::InForce`], as gate-dist).
