@@ -1123,7 +1123,7 @@ mod tests {
             .map(|i| 1_000.0 + i as f64 * 0.5 - [0.0, 3.0, 40.0, 12.0, 0.5][i % 5])
             .collect();
         let decision = |i: usize| {
-            let mut d = if i % 7 == 0 {
+            let mut d = if i.is_multiple_of(7) {
                 release(ts[i], 6_000.0 + i as f64, 5_000.0)
             } else {
                 keep_all(ts[i], 1_000.0 + 10.0 * i as f64, 900.0 + i as f64)
