@@ -80,11 +80,11 @@ pub use config::epp::{
     ConfigEra, EppConfigError, MAX_CONFIG_BYTES, MAX_DOCUMENTS, MAX_FLOW_ITEMS, MAX_NESTING,
     MAX_NODES, filter_entries_from_yaml, filters_from_yaml,
 };
-pub use config::in_force::merge_log;
+pub use config::in_force::{MAX_PENDING_DECISIONS, MAX_PENDING_DECISIONS_FOLLOWING, merge_log};
 pub use config::source::{ConfigSet, ParamSource, SourcedConfig};
 pub use gate::hist::SignedHistogram;
 pub use gate::reconstruct::{ReconstructOptions, Reconstructor};
-pub use gate::reorder::Reorder;
+pub use gate::reorder::{Reorder, Timed, release_order};
 pub use gate::sample::Replay;
 pub use gate::stats::{Distribution, MIN_QUANTILE_SAMPLE, Stats, WhatIfResult};
 pub use gate::whatif::{CandidateConfig, CandidateSource, WhatIfSpec, matched_tokens_specs};

@@ -166,19 +166,102 @@ impl Window {
     pub fn for_each(&self, name: &str, mut f: impl FnMut(Decision)) {
         let cut = self.start();
         let mut rank = 0u64;
-        let mut take = |text: &[u8]| {
-            for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-                let Ok(r) = DecisionRecord::parse_line(line) else {
-                    continue;
-                };
-                if r.ts.is_some_and(|t| t < cut) {
-                    continue;
-                }
-                rank += 1;
-                f(r.into_decision(SourceLoc {
+        self.each_line(|line| {
+            let Ok(r) = DecisionRecord::parse_line(line) else {
+                return;
+            };
+            if r.ts.is_some_and(|t| t < cut) {
+                return;
+            }
+            rank += 1;
+            f(r.into_decision(SourceLoc {
+                file: name.to_string(),
+                line: rank,
+            }));
+        });
+    }
+}
+
+impl Window {
+    /// Calls `f` with each decision of the window in the order a reorder
+    /// buffer of `reorder_s` seconds would release them
+    /// ([`gatecal_analysis::release_order`]), each located at `NAME:N`
+    /// (its rank in the order read): the decisions of [`Window::for_each`]
+    /// as an analysis given them one by one takes them. The order is
+    /// worked out from the decisions' times alone, and the window is then
+    /// read again, so that only the decisions read before their turn are
+    /// held decoded (none while the window is in time order), not the
+    /// buffer's `reorder_s` seconds of them.
+    pub fn for_each_released(&self, reorder_s: f64, name: &str, mut f: impl FnMut(Decision)) {
+        let cut = self.start();
+        // The lines taken (as [`Window::for_each`] takes them), by their
+        // time: `NaN` for none (a buffer releases both at once).
+        let time = |line: &[u8]| -> Option<f64> {
+            let ts = record_time(line)?;
+            (!ts.is_some_and(|t| t < cut)).then(|| ts.unwrap_or(f64::NAN))
+        };
+        let mut times = Vec::new();
+        self.each_line(|line| times.extend(time(line)));
+        let order = gatecal_analysis::release_order(times.iter().map(|t| Some(*t)), reorder_s);
+        drop(times);
+        let mut next = 0usize;
+        // Records read before their turn, by their rank among the lines
+        // taken: as read (a line is smaller than the decision made of it),
+        // with their rank among the records; `None` for a line that is not
+        // a record after all (skipped when its turn comes).
+        let mut early: std::collections::HashMap<u32, Option<(Vec<u8>, u64)>> =
+            std::collections::HashMap::new();
+        let decision = |line: &[u8], rank: u64| {
+            DecisionRecord::parse_line(line).ok().map(|r| {
+                r.into_decision(SourceLoc {
                     file: name.to_string(),
                     line: rank,
-                }));
+                })
+            })
+        };
+        let mut rank = 0u64;
+        let mut taken = 0u32;
+        self.each_line(|line| {
+            if time(line).is_none() {
+                return;
+            }
+            let here = taken;
+            taken += 1;
+            match decision(line, rank + 1) {
+                None => {
+                    early.insert(here, None);
+                }
+                Some(d) => {
+                    rank += 1;
+                    if order.get(next) == Some(&here) {
+                        next += 1;
+                        f(d);
+                    } else {
+                        early.insert(here, Some((line.to_vec(), rank)));
+                    }
+                }
+            }
+            // Every record read whose turn has come, in turn.
+            while let Some(k) = order.get(next) {
+                let Some(held) = early.remove(k) else {
+                    break;
+                };
+                next += 1;
+                if let Some(d) = held.and_then(|(line, rank)| decision(&line, rank)) {
+                    f(d);
+                }
+            }
+        });
+    }
+
+    /// Calls `f` with each line of the window's blocks (those wholly
+    /// before the window left out) and of the open block, in the order
+    /// read, one block decompressed at a time.
+    fn each_line(&self, mut f: impl FnMut(&[u8])) {
+        let cut = self.start();
+        let mut take = |text: &[u8]| {
+            for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                f(line);
             }
         };
         let mut text = Vec::new();
@@ -196,6 +279,23 @@ impl Window {
         }
         take(&self.open);
     }
+}
+
+/// The time of a window's record (`None` inside when it has none), or
+/// `None` when the line is not a valid record: read from the start of the
+/// line as [`Window::push`] writes it (`{"v":2,"ts":...`), else from the
+/// whole record.
+fn record_time(line: &[u8]) -> Option<Option<f64>> {
+    let quick = line.strip_prefix(b"{\"v\":2,\"ts\":").and_then(|rest| {
+        let end = rest.iter().position(|&b| b == b',')?;
+        let text = std::str::from_utf8(&rest[..end]).ok()?;
+        match text {
+            "null" => Some(None),
+            t => t.parse::<f64>().ok().filter(|t| t.is_finite()).map(Some),
+        }
+    });
+    // A line the quick look takes is checked in full when read again.
+    quick.or_else(|| DecisionRecord::parse_line(line).ok().map(|r| r.ts))
 }
 
 /// A file read as it grows: at its end, waits and reads on.
@@ -750,9 +850,16 @@ pub fn audit<A: crate::pipeline::Analysis>(
     windows: &Windows,
     info: &TickInfo,
 ) -> A::Report {
-    windows.decisions.for_each("window", |d| {
-        fresh.push_decision(crate::pipeline::decision_input(d, false))
-    });
+    // In the order the analysis' reorder buffer would give them, handed
+    // on one by one: its buffer would hold its window of them decoded.
+    match fresh.reorder_window_s() {
+        Some(w) => windows.decisions.for_each_released(w, "window", |d| {
+            fresh.push_in_order(crate::pipeline::decision_input(d, false))
+        }),
+        None => windows.decisions.for_each("window", |d| {
+            fresh.push_decision(crate::pipeline::decision_input(d, false))
+        }),
+    }
     if A::READS_VLLM {
         for s in windows.vllm.lines() {
             fresh.push_vllm(s);
@@ -885,6 +992,27 @@ mod tests {
         assert!(w.held() <= 601 + 2 * BLOCK, "{}", w.held());
         assert_eq!(w.read(), 36_000);
         assert!(w.bytes() < 2 << 20, "{}", w.bytes());
+    }
+
+    #[test]
+    fn the_window_read_in_release_order_is_the_buffers_order() {
+        let mut w = Window::new(600.0);
+        // Two hours, every decision 0 to 45 s late, some more than the
+        // 30 s buffer: the window starts mid-block.
+        for i in 0..4_000u64 {
+            let late = [0.0, 2.0, 45.0, 31.0, 7.0][i as usize % 5];
+            w.push(decision(1_000.0 + i as f64 * 1.8 - late, i));
+        }
+        let read = w.decisions("w");
+        let want: Vec<_> = gatecal_analysis::release_order(read.iter().map(|d| d.ts), 30.0)
+            .into_iter()
+            .map(|k| read[k as usize].clone())
+            .collect();
+        let mut got = Vec::new();
+        w.for_each_released(30.0, "w", |d| got.push(d));
+        assert!(want.len() > 300 && want.len() < 4_000, "{}", want.len());
+        assert_eq!(got, want);
+        assert_ne!(got, read);
     }
 
     #[test]

@@ -385,6 +385,17 @@ pub trait Analysis: Sized {
     fn with_records(self, sink: RecordSink) -> Self;
     /// Adds one decision, in log order.
     fn push_decision(&mut self, d: DecisionInput);
+    /// Adds one decision given in the order its reorder buffer would
+    /// release it ([`gatecal_analysis::release_order`] over
+    /// [`Analysis::reorder_window_s`]), handled without the buffer.
+    fn push_in_order(&mut self, d: DecisionInput) {
+        self.push_decision(d);
+    }
+    /// The window of its reorder buffer, seconds of log time, when it
+    /// takes decisions in that order ([`Analysis::push_in_order`]).
+    fn reorder_window_s(&self) -> Option<f64> {
+        None
+    }
     /// Adds one vLLM stats line (called only when [`Analysis::READS_VLLM`]).
     fn push_vllm(&mut self, _s: &VllmStats) {}
     /// The report, given the inputs' ledger.
@@ -400,6 +411,12 @@ impl Analysis for GateDist {
     fn push_decision(&mut self, d: DecisionInput) {
         self.push(d);
     }
+    fn push_in_order(&mut self, d: DecisionInput) {
+        GateDist::push_in_order(self, d);
+    }
+    fn reorder_window_s(&self) -> Option<f64> {
+        Some(GateDist::reorder_window_s(self))
+    }
     fn finish(self, input: InputSummary) -> GateDistReport {
         GateDist::finish(self, input)
     }
@@ -413,6 +430,12 @@ impl Analysis for Recommend {
     }
     fn push_decision(&mut self, d: DecisionInput) {
         Recommend::push_decision(self, d);
+    }
+    fn push_in_order(&mut self, d: DecisionInput) {
+        Recommend::push_in_order(self, d);
+    }
+    fn reorder_window_s(&self) -> Option<f64> {
+        Some(Recommend::reorder_window_s(self))
     }
     fn push_vllm(&mut self, s: &VllmStats) {
         Recommend::push_vllm(self, s);

@@ -89,7 +89,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         inputs,
         args.every,
         window_s,
-        GateDist::new(opts.clone(), configs.clone()),
+        // Decisions wait for their deployment's bar a short while only:
+        // they reach no report while they wait.
+        GateDist::new(opts.clone(), configs.clone())
+            .with_max_pending(gatecal_analysis::MAX_PENDING_DECISIONS_FOLLOWING),
         move |r| {
             if let Some(m) = &metrics {
                 gatecal_cli::metrics::lock(m).observe(r);

@@ -71,7 +71,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         inputs,
         args.every,
         window_s,
-        Recommend::new(opts.clone(), configs.clone()),
+        // Decisions wait for their deployment's bar a short while only:
+        // they reach no report while they wait.
+        Recommend::new(opts.clone(), configs.clone())
+            .with_max_pending(gatecal_analysis::MAX_PENDING_DECISIONS_FOLLOWING),
         |_| {},
         |info, windows| {
             let report = audit(Recommend::new(opts.clone(), configs.clone()), windows, info);

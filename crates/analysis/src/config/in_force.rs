@@ -31,6 +31,12 @@ use crate::input::DecisionInput;
 /// the wait's memory to about 12 MiB whatever the number of deployments.
 pub const MAX_PENDING_DECISIONS: usize = 1 << 13;
 
+/// The same bound while following a live log (`--follow`): a waiting
+/// decision reaches no report until it is settled, and each costs a few
+/// KiB, so the wait is kept short (about 10 s of a log at 100 decisions a
+/// second).
+pub const MAX_PENDING_DECISIONS_FOLLOWING: usize = 1 << 10;
+
 /// What the log shows of one filter instance's config: the first value of
 /// each parameter.
 #[derive(Clone, Copy, Debug, Default)]
@@ -151,6 +157,8 @@ pub(crate) struct InForce {
     states: HashMap<String, DepState>,
     /// Decisions waiting in `states`, all deployments together.
     pending: usize,
+    /// Most decisions waiting before one deployment is settled.
+    max_pending: usize,
 }
 
 impl InForce {
@@ -160,7 +168,14 @@ impl InForce {
             configs,
             states: HashMap::new(),
             pending: 0,
+            max_pending: MAX_PENDING_DECISIONS,
         }
+    }
+
+    /// Lets at most `max` decisions wait (at least one), all deployments
+    /// together, instead of [`MAX_PENDING_DECISIONS`].
+    pub(crate) fn set_max_pending(&mut self, max: usize) {
+        self.max_pending = max.max(1);
     }
 
     /// The configs as given (without the log's values).
@@ -226,7 +241,7 @@ impl InForce {
             if st.instances.iter().all(Instance::bar_known) {
                 let dep = st.pending[0].deployment.clone();
                 self.settle(&dep, out);
-            } else if self.pending >= MAX_PENDING_DECISIONS {
+            } else if self.pending >= self.max_pending {
                 // The most waiting decisions, ties to the first name: the
                 // same choice in every run.
                 let dep = self

@@ -8,6 +8,18 @@ use crate::input::DecisionInput;
 /// Default reorder window, seconds of log time.
 pub const DEFAULT_REORDER_WINDOW_S: f64 = 30.0;
 
+/// What a [`Reorder`] holds: something with a log time (a decision).
+pub trait Timed {
+    /// Its time, seconds since the Unix epoch, when known.
+    fn time(&self) -> Option<f64>;
+}
+
+impl Timed for DecisionInput {
+    fn time(&self) -> Option<f64> {
+        self.ts
+    }
+}
+
 struct Entry {
     ts: f64,
     /// `ts` as an integer that orders as `f64::total_cmp` orders `ts`: the
@@ -61,22 +73,22 @@ fn order_key(ts: f64) -> i64 {
 /// decisions due to a callback, or with [`Reorder::insert`] and
 /// [`Reorder::pop_due`] (then [`Reorder::pop`] at the end), which let the
 /// owner of the buffer take them one at a time: the analyses do so.
-pub struct Reorder {
+pub struct Reorder<T = DecisionInput> {
     window: f64,
     heap: BinaryHeap<Entry>,
     /// Decisions without a time, due at once (before any other: they make
     /// nothing else due).
-    untimed: VecDeque<DecisionInput>,
+    untimed: VecDeque<T>,
     /// The decisions waiting, by slot (`None`: a free slot, listed in `free`).
-    slots: Vec<Option<DecisionInput>>,
+    slots: Vec<Option<T>>,
     free: Vec<usize>,
     newest: f64,
     seq: u64,
 }
 
-impl Reorder {
+impl<T: Timed> Reorder<T> {
     /// A buffer holding decisions for `window` seconds of log time.
-    pub fn new(window: f64) -> Reorder {
+    pub fn new(window: f64) -> Reorder<T> {
         Reorder {
             window,
             heap: BinaryHeap::new(),
@@ -89,7 +101,7 @@ impl Reorder {
     }
 
     /// Adds a decision; calls `out` with every decision now due, in order.
-    pub fn push(&mut self, d: DecisionInput, out: &mut dyn FnMut(DecisionInput)) {
+    pub fn push(&mut self, d: T, out: &mut dyn FnMut(T)) {
         self.insert(d);
         while let Some(d) = self.pop_due() {
             out(d);
@@ -97,7 +109,7 @@ impl Reorder {
     }
 
     /// Releases everything left, in order.
-    pub fn finish(&mut self, out: &mut dyn FnMut(DecisionInput)) {
+    pub fn finish(&mut self, out: &mut dyn FnMut(T)) {
         while let Some(d) = self.pop() {
             out(d);
         }
@@ -105,8 +117,8 @@ impl Reorder {
 
     /// Adds a decision. Take the decisions it makes due with
     /// [`Reorder::pop_due`] before the next one is added.
-    pub fn insert(&mut self, d: DecisionInput) {
-        let Some(ts) = d.ts.filter(|t| t.is_finite()) else {
+    pub fn insert(&mut self, d: T) {
+        let Some(ts) = d.time().filter(|t| t.is_finite()) else {
             self.untimed.push_back(d);
             return;
         };
@@ -132,7 +144,7 @@ impl Reorder {
 
     /// The next decision due, oldest first: one without a time, else the
     /// oldest more than the window older than the newest time seen.
-    pub fn pop_due(&mut self) -> Option<DecisionInput> {
+    pub fn pop_due(&mut self) -> Option<T> {
         if let Some(d) = self.untimed.pop_front() {
             return Some(d);
         }
@@ -152,7 +164,7 @@ impl Reorder {
 
     /// The next decision, due or not, oldest first: to empty the buffer at
     /// the end.
-    pub fn pop(&mut self) -> Option<DecisionInput> {
+    pub fn pop(&mut self) -> Option<T> {
         if let Some(d) = self.untimed.pop_front() {
             return Some(d);
         }
@@ -165,10 +177,31 @@ impl Reorder {
     }
 
     /// Empties a slot and lists it as free.
-    fn take(&mut self, slot: usize) -> Option<DecisionInput> {
+    fn take(&mut self, slot: usize) -> Option<T> {
         self.free.push(slot);
         self.slots[slot].take()
     }
+}
+
+/// The order in which a [`Reorder`] of `window` seconds releases items of
+/// times `times` (in the order they arrive), each pushed in turn and the
+/// buffer emptied at the end: their arrival ranks, in release order. Lets
+/// a reader hold only the times while it works out the order, and then
+/// give the items, read again, in that order.
+pub fn release_order(times: impl IntoIterator<Item = Option<f64>>, window: f64) -> Vec<u32> {
+    struct At(Option<f64>, u32);
+    impl Timed for At {
+        fn time(&self) -> Option<f64> {
+            self.0
+        }
+    }
+    let mut r = Reorder::new(window);
+    let mut out = Vec::new();
+    for (i, t) in times.into_iter().enumerate() {
+        r.push(At(t, i as u32), &mut |a| out.push(a.1));
+    }
+    r.finish(&mut |a| out.push(a.1));
+    out
 }
 
 /// An analysis that takes its decisions in log-time order through its own
@@ -303,5 +336,34 @@ mod tests {
             ]
         );
         assert!(s.reorder.pop().is_none() && s.reorder.pop_due().is_none());
+    }
+
+    #[test]
+    fn the_release_order_is_the_order_the_buffer_gives() {
+        let times = [
+            Some(10.0),
+            Some(9.5),
+            None,
+            Some(10.2),
+            Some(11.1),
+            Some(f64::NAN),
+            Some(12.0),
+            Some(10.0),
+        ];
+        let mut r = Reorder::new(1.0);
+        let mut want = Vec::new();
+        let mut out = |x: DecisionInput| want.push(x.request_id.unwrap().parse::<u32>().unwrap());
+        for (i, t) in times.iter().enumerate() {
+            let x = DecisionInput {
+                ts: *t,
+                request_id: Some(i.to_string()),
+                ..DecisionInput::default()
+            };
+            r.push(x, &mut out);
+        }
+        r.finish(&mut out);
+        // Out of arrival order: the buffer did reorder them.
+        assert_ne!(want, (0..times.len() as u32).collect::<Vec<_>>());
+        assert_eq!(release_order(times, 1.0), want);
     }
 }

@@ -420,6 +420,15 @@ impl GateDist {
         }
     }
 
+    /// Lets at most `max` decisions wait for their deployment's bar, all
+    /// deployments together (default
+    /// [`crate::MAX_PENDING_DECISIONS`]; `--follow` uses
+    /// [`crate::MAX_PENDING_DECISIONS_FOLLOWING`]).
+    pub fn with_max_pending(mut self, max: usize) -> GateDist {
+        self.in_force.set_max_pending(max);
+        self
+    }
+
     /// Tracks at most `max` deployments (default
     /// [`crate::MAX_DEPLOYMENTS`]); the decisions of the others are
     /// pooled into [`crate::OTHER_DEPLOYMENT`] and counted in
@@ -435,6 +444,21 @@ impl GateDist {
         self.in_force
             .prepare(&mut d, &self.opts.block_sizes, &mut self.cap);
         self.feed(d);
+    }
+
+    /// Adds one decision given in the order this audit's reorder buffer
+    /// would release it ([`crate::release_order`] over the times of its
+    /// decisions, [`GateDist::reorder_window_s`]): it is handled at once,
+    /// not held in the buffer. Not to be mixed with [`GateDist::push`].
+    pub fn push_in_order(&mut self, mut d: DecisionInput) {
+        self.in_force
+            .prepare(&mut d, &self.opts.block_sizes, &mut self.cap);
+        self.process(d);
+    }
+
+    /// The window of its reorder buffer, seconds of log time.
+    pub fn reorder_window_s(&self) -> f64 {
+        self.opts.reconstruct.reorder_window_s
     }
 
     /// Hands the decision to [`crate::config::in_force::InForce`], which holds a
@@ -1071,6 +1095,55 @@ mod tests {
         for d in &r.deployments {
             assert_eq!(d.config.source_of("maxTTFTPenaltyMs"), ParamSource::Default);
         }
+    }
+
+    #[test]
+    fn a_smaller_bound_on_the_wait_settles_sooner_and_loses_no_decision() {
+        let max = crate::MAX_PENDING_DECISIONS_FOLLOWING;
+        let mut g =
+            GateDist::new(GateDistOptions::default(), ConfigSet::default()).with_max_pending(max);
+        let n = 3 * max;
+        let mut most = 0;
+        for i in 0..n {
+            let mut d = keep_all(i as f64 * 0.01, 1_000.0, 1_000.0);
+            d.deployment = ["d1", "d2", "d3"][i % 3].into();
+            g.push(d);
+            most = most.max(g.in_force.pending());
+        }
+        assert!(most < max, "{most}");
+        let r = g.finish(InputSummary::default());
+        let total: u64 = r.deployments.iter().map(|d| d.stats.decisions).sum();
+        assert_eq!(total, n as u64);
+    }
+
+    #[test]
+    fn decisions_given_in_release_order_give_the_report_of_the_buffer() {
+        // Out of time order by up to 40 s: past the 30 s buffer too.
+        let ts: Vec<f64> = (0..400)
+            .map(|i| 1_000.0 + i as f64 * 0.5 - [0.0, 3.0, 40.0, 12.0, 0.5][i % 5])
+            .collect();
+        let decision = |i: usize| {
+            let mut d = if i.is_multiple_of(7) {
+                release(ts[i], 6_000.0 + i as f64, 5_000.0)
+            } else {
+                keep_all(ts[i], 1_000.0 + 10.0 * i as f64, 900.0 + i as f64)
+            };
+            d.deployment = ["d1", "d2"][i % 2].into();
+            d.request_id = Some(format!("r{i}"));
+            d
+        };
+        let mut buffered = GateDist::new(GateDistOptions::default(), ConfigSet::default());
+        for i in 0..ts.len() {
+            buffered.push(decision(i));
+        }
+        let mut given = GateDist::new(GateDistOptions::default(), ConfigSet::default());
+        let order = crate::release_order(ts.iter().map(|t| Some(*t)), given.reorder_window_s());
+        assert_ne!(order, (0..ts.len() as u32).collect::<Vec<_>>());
+        for i in order {
+            given.push_in_order(decision(i as usize));
+        }
+        let json = |g: GateDist| serde_json::to_string(&g.finish(InputSummary::default())).unwrap();
+        assert_eq!(json(buffered), json(given));
     }
 
     #[test]

@@ -362,6 +362,15 @@ impl Recommend {
         }
     }
 
+    /// Lets at most `max` decisions wait for their deployment's bar, all
+    /// deployments together (default
+    /// [`crate::MAX_PENDING_DECISIONS`]; `--follow` uses
+    /// [`crate::MAX_PENDING_DECISIONS_FOLLOWING`]).
+    pub fn with_max_pending(mut self, max: usize) -> Recommend {
+        self.in_force.set_max_pending(max);
+        self
+    }
+
     /// Tracks at most `max` deployments (default
     /// [`crate::MAX_DEPLOYMENTS`]); the others are pooled into
     /// [`crate::OTHER_DEPLOYMENT`] and counted in
@@ -390,6 +399,22 @@ impl Recommend {
         self.in_force
             .prepare(&mut d, &self.opts.block_sizes, &mut self.cap);
         self.feed(d);
+    }
+
+    /// Adds one decision given in the order this calibration's reorder
+    /// buffer would release it ([`crate::release_order`] over the times of
+    /// its decisions, [`Recommend::reorder_window_s`]): it is handled at
+    /// once, not held in the buffer. Not to be mixed with
+    /// [`Recommend::push_decision`].
+    pub fn push_in_order(&mut self, mut d: DecisionInput) {
+        self.in_force
+            .prepare(&mut d, &self.opts.block_sizes, &mut self.cap);
+        self.process(d);
+    }
+
+    /// The window of its reorder buffer, seconds of log time.
+    pub fn reorder_window_s(&self) -> f64 {
+        self.opts.reconstruct.reorder_window_s
     }
 
     /// The pods and routed requests of every decision at once, in log
