@@ -56,7 +56,7 @@ use gatecal_analysis::predict::{
     requests_by_deployment, with_model_error,
 };
 use gatecal_filter::{Config, PenaltyMode};
-use gatecal_parser::{Item, ParseOptions, parse_slice};
+use gatecal_parser::{ParseOptions, parse_slice};
 use gatecal_sim::{Scenario, TruthRecord, Variant, read_trace, run, scenario, scenario_names};
 
 /// The candidates, in the order they are reported.
@@ -182,14 +182,7 @@ fn cases_of(name: &str, base: &Scenario, seed: u64) -> Result<Vec<Case>, String>
     let out = run(base, seed, &Variant::default());
     let parsed = parse_slice("epp.log", &out.epp_log, &ParseOptions::default())
         .map_err(|e| format!("{name} seed {seed}: {e}"))?;
-    let inputs: Vec<DecisionInput> = parsed
-        .items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Decision(d) => Some(DecisionInput::from(&**d)),
-            Item::VllmStats(_) => None,
-        })
-        .collect();
+    let inputs: Vec<DecisionInput> = parsed.decisions().map(DecisionInput::from).collect();
     let per_dep = requests_by_deployment(&inputs);
     // Per deployment: its config in force and candidates, and the
     // prediction of each.
@@ -214,13 +207,7 @@ fn cases_of(name: &str, base: &Scenario, seed: u64) -> Result<Vec<Case>, String>
             eprintln!("{name} {seed} {}: no decisions in the log", dep.name);
             continue;
         };
-        let start = EngineModel {
-            peak_tps: pool.true_peak_tps,
-            overhead_s: 0.0,
-            latency_s: 0.0,
-            cache_capacity_tokens: f64::INFINITY,
-            block_size: dep.block_size,
-        };
+        let start = EngineModel::unfitted(pool.true_peak_tps, dep.block_size);
         let (w, fit) = infer_and_fit(seen, &[], config.affinity_threshold, &start);
         let Some(fit) = fit else {
             eprintln!(

@@ -27,7 +27,7 @@ use gatecal_analysis::predict::replay::{Arrivals, EngineModel, Picker, replay_lo
 use gatecal_analysis::predict::{
     infer_and_fit, is_prefill_profile, nearest_rank, requests_by_deployment,
 };
-use gatecal_parser::{Item, ParseOptions, parse_slice};
+use gatecal_parser::{ParseOptions, parse_slice};
 use gatecal_sim::{TruthRecord, Variant, run, scenario};
 
 fn quantiles(mut v: Vec<f64>) -> String {
@@ -76,14 +76,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let inputs: Vec<DecisionInput> = parsed
-        .items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Decision(d) => Some(DecisionInput::from(&**d)),
-            Item::VllmStats(_) => None,
-        })
-        .collect();
+    let inputs: Vec<DecisionInput> = parsed.decisions().map(DecisionInput::from).collect();
     let per_dep = requests_by_deployment(&inputs);
     // The request ids in the order `requests_by_deployment` keeps them.
     let mut order: Vec<&DecisionInput> = inputs.iter().collect();
@@ -120,13 +113,7 @@ fn main() {
         let Some(config) = pool.filters.last().map(|f| f.config.clone()) else {
             continue;
         };
-        let start = EngineModel {
-            peak_tps: pool.true_peak_tps,
-            overhead_s: 0.0,
-            latency_s: 0.0,
-            cache_capacity_tokens: f64::INFINITY,
-            block_size: dep.block_size,
-        };
+        let start = EngineModel::unfitted(pool.true_peak_tps, dep.block_size);
         let (w, fit) = infer_and_fit(seen, &[], config.affinity_threshold, &start);
         let Some(fit) = fit else {
             eprintln!("{}: no engine fit", dep.name);

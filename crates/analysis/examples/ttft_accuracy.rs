@@ -16,7 +16,7 @@ use gatecal_analysis::DecisionInput;
 use gatecal_analysis::predict::replay::{EngineModel, Picker};
 use gatecal_analysis::predict::{infer_and_fit, nearest_rank, predict, requests_by_deployment};
 use gatecal_filter::{Config, PenaltyMode};
-use gatecal_parser::{Item, ParseOptions, parse_slice};
+use gatecal_parser::{ParseOptions, parse_slice};
 use gatecal_sim::{TruthRecord, Variant, run, scenario};
 
 /// The truth's TTFT p50/p90/p99 of one deployment, one value per request.
@@ -57,14 +57,7 @@ fn main() {
                 continue;
             }
         };
-        let inputs: Vec<DecisionInput> = parsed
-            .items
-            .iter()
-            .filter_map(|i| match i {
-                Item::Decision(d) => Some(DecisionInput::from(&**d)),
-                Item::VllmStats(_) => None,
-            })
-            .collect();
+        let inputs: Vec<DecisionInput> = parsed.decisions().map(DecisionInput::from).collect();
         let per_dep = requests_by_deployment(&inputs);
         for dep in &base.deployments {
             let Some(seen) = per_dep.get(&dep.name) else {
@@ -74,13 +67,7 @@ fn main() {
             let Some(config) = pool.filters.last().map(|f| f.config.clone()) else {
                 continue;
             };
-            let start = EngineModel {
-                peak_tps: pool.true_peak_tps,
-                overhead_s: 0.0,
-                latency_s: 0.0,
-                cache_capacity_tokens: f64::INFINITY,
-                block_size: dep.block_size,
-            };
+            let start = EngineModel::unfitted(pool.true_peak_tps, dep.block_size);
             let (w, fit) = infer_and_fit(seen, &[], config.affinity_threshold, &start);
             let Some(fit) = fit else {
                 println!(

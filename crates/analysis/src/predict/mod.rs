@@ -231,13 +231,7 @@ pub fn prefill_pool(w: &Workload) -> Option<PrefillPool<'_>> {
         requests: &pd.pool.requests,
         endpoints: pd.pool.endpoints.len(),
         of: &pd.of,
-        model: fit.model(&EngineModel {
-            peak_tps: 0.0,
-            overhead_s: 0.0,
-            latency_s: 0.0,
-            cache_capacity_tokens: f64::INFINITY,
-            block_size: 1,
-        }),
+        model: fit.model(&EngineModel::unfitted(0.0, 1)),
         non_cached_tokens: pd.non_cached_tokens,
     })
 }
@@ -793,7 +787,7 @@ mod tests {
     /// are narrow enough to tell the two configs apart.
     #[test]
     fn a_lower_bar_is_predicted_within_its_bounds_on_a_held_out_run() {
-        use gatecal_parser::{Item, ParseOptions, parse_slice};
+        use gatecal_parser::{ParseOptions, parse_slice};
         let s = gatecal_sim::scenario("glm-like")
             .unwrap()
             .with_requests(900)
@@ -801,24 +795,11 @@ mod tests {
         let seed = 5;
         let out = gatecal_sim::run(&s, seed, &gatecal_sim::Variant::default());
         let parsed = parse_slice("epp.log", &out.epp_log, &ParseOptions::default()).unwrap();
-        let inputs: Vec<DecisionInput> = parsed
-            .items
-            .iter()
-            .filter_map(|i| match i {
-                Item::Decision(d) => Some(DecisionInput::from(&**d)),
-                Item::VllmStats(_) => None,
-            })
-            .collect();
+        let inputs: Vec<DecisionInput> = parsed.decisions().map(DecisionInput::from).collect();
         let seen = requests_by_deployment(&inputs).remove("glm-5-2").unwrap();
         let dep = &s.deployments[0];
         let config = dep.primary_config();
-        let start = EngineModel {
-            peak_tps: 1000.0,
-            overhead_s: 0.0,
-            latency_s: 0.0,
-            cache_capacity_tokens: f64::INFINITY,
-            block_size: dep.block_size,
-        };
+        let start = EngineModel::unfitted(1000.0, dep.block_size);
         let w = workload::infer(&seen, &[], config.affinity_threshold, &start);
         let fit = fit_engine(&w).unwrap();
         let model = fit.model(&start);
@@ -874,31 +855,18 @@ mod tests {
         Config,
         Vec<f64>,
     ) {
-        use gatecal_parser::{Item, ParseOptions, parse_slice};
+        use gatecal_parser::{ParseOptions, parse_slice};
         let s = gatecal_sim::scenario(scenario)
             .unwrap()
             .with_requests(n)
             .with_users();
         let out = gatecal_sim::run(&s, seed, &gatecal_sim::Variant::default());
         let parsed = parse_slice("epp.log", &out.epp_log, &ParseOptions::default()).unwrap();
-        let inputs: Vec<DecisionInput> = parsed
-            .items
-            .iter()
-            .filter_map(|i| match i {
-                Item::Decision(d) => Some(DecisionInput::from(&**d)),
-                Item::VllmStats(_) => None,
-            })
-            .collect();
+        let inputs: Vec<DecisionInput> = parsed.decisions().map(DecisionInput::from).collect();
         let dep = &s.deployments[0];
         let seen = requests_by_deployment(&inputs).remove(&dep.name).unwrap();
         let config = dep.pools[0].filters.last().unwrap().config.clone();
-        let start = EngineModel {
-            peak_tps: dep.pools[0].true_peak_tps,
-            overhead_s: 0.0,
-            latency_s: 0.0,
-            cache_capacity_tokens: f64::INFINITY,
-            block_size: dep.block_size,
-        };
+        let start = EngineModel::unfitted(dep.pools[0].true_peak_tps, dep.block_size);
         let (w, fit) = infer_and_fit(&seen, &[], config.affinity_threshold, &start);
         let fit = fit.unwrap();
         let model = fit.model(&start);
@@ -987,33 +955,20 @@ mod tests {
     /// self-check holds.
     #[test]
     fn a_simulated_log_replays_to_its_observed_ttft() {
-        use gatecal_parser::{Item, ParseOptions, parse_slice};
+        use gatecal_parser::{ParseOptions, parse_slice};
         let s = gatecal_sim::scenario("glm-like")
             .unwrap()
             .with_requests(700);
         let out = gatecal_sim::run(&s, 3, &gatecal_sim::Variant::default());
         let parsed = parse_slice("epp.log", &out.epp_log, &ParseOptions::default()).unwrap();
-        let inputs: Vec<DecisionInput> = parsed
-            .items
-            .iter()
-            .filter_map(|i| match i {
-                Item::Decision(d) => Some(DecisionInput::from(&**d)),
-                Item::VllmStats(_) => None,
-            })
-            .collect();
+        let inputs: Vec<DecisionInput> = parsed.decisions().map(DecisionInput::from).collect();
         let by_dep = requests_by_deployment(&inputs);
         assert_eq!(by_dep.len(), 1);
         let seen = by_dep.into_values().next().unwrap();
         assert!(seen.len() > 300, "{}", seen.len());
         let pool = &s.deployments[0].pools[0];
         let config = pool.filters.last().unwrap().config.clone();
-        let start = EngineModel {
-            peak_tps: 1000.0,
-            overhead_s: 0.0,
-            latency_s: 0.0,
-            cache_capacity_tokens: f64::INFINITY,
-            block_size: s.deployments[0].block_size,
-        };
+        let start = EngineModel::unfitted(1000.0, s.deployments[0].block_size);
         let w = workload::infer(&seen, &[], config.affinity_threshold, &start);
         assert_eq!(w.evidence.observed_ttft, seen.len());
         let fit = fit_engine(&w).unwrap();

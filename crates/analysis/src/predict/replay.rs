@@ -164,6 +164,20 @@ pub struct EngineModel {
     pub block_size: i64,
 }
 
+impl EngineModel {
+    /// The starting point of a fit: `peak_tps`, no overhead or latency, and
+    /// a prefix cache that never evicts.
+    pub fn unfitted(peak_tps: f64, block_size: i64) -> EngineModel {
+        EngineModel {
+            peak_tps,
+            overhead_s: 0.0,
+            latency_s: 0.0,
+            cache_capacity_tokens: f64::INFINITY,
+            block_size,
+        }
+    }
+}
+
 /// What the replay predicts for one request.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Served {
@@ -776,13 +790,7 @@ mod tests {
     use gatecal_filter::{DEFAULT_CONFIG, PenaltyMode};
 
     fn model() -> EngineModel {
-        EngineModel {
-            peak_tps: 1000.0,
-            overhead_s: 0.0,
-            latency_s: 0.0,
-            cache_capacity_tokens: f64::INFINITY,
-            block_size: 10,
-        }
+        EngineModel::unfitted(1000.0, 10)
     }
 
     /// A request with nothing cached anywhere.

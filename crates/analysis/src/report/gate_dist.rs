@@ -1074,12 +1074,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn decisions_waiting_for_a_bar_are_bounded_across_deployments() {
-        let mut g = GateDist::new(GateDistOptions::default(), ConfigSet::default());
-        // No gate line ever shows a bar: without the bound every decision
-        // would wait until the end.
-        let n = 3 * MAX_PENDING_DECISIONS;
+    /// Pushes `n` keep-all decisions over three deployments, none with a
+    /// bar in sight; returns the most that ever waited for one.
+    fn push_without_a_bar(g: &mut GateDist, n: usize) -> usize {
         let mut most = 0;
         for i in 0..n {
             let mut d = keep_all(i as f64 * 0.01, 1_000.0, 1_000.0);
@@ -1087,6 +1084,16 @@ mod tests {
             g.push(d);
             most = most.max(g.in_force.pending());
         }
+        most
+    }
+
+    #[test]
+    fn decisions_waiting_for_a_bar_are_bounded_across_deployments() {
+        let mut g = GateDist::new(GateDistOptions::default(), ConfigSet::default());
+        // No gate line ever shows a bar: without the bound every decision
+        // would wait until the end.
+        let n = 3 * MAX_PENDING_DECISIONS;
+        let most = push_without_a_bar(&mut g, n);
         assert!(most < MAX_PENDING_DECISIONS, "{most}");
         let r = g.finish(InputSummary::default());
         assert_eq!(r.deployments.len(), 3);
@@ -1103,13 +1110,7 @@ mod tests {
         let mut g =
             GateDist::new(GateDistOptions::default(), ConfigSet::default()).with_max_pending(max);
         let n = 3 * max;
-        let mut most = 0;
-        for i in 0..n {
-            let mut d = keep_all(i as f64 * 0.01, 1_000.0, 1_000.0);
-            d.deployment = ["d1", "d2", "d3"][i % 3].into();
-            g.push(d);
-            most = most.max(g.in_force.pending());
-        }
+        let most = push_without_a_bar(&mut g, n);
         assert!(most < max, "{most}");
         let r = g.finish(InputSummary::default());
         let total: u64 = r.deployments.iter().map(|d| d.stats.decisions).sum();
