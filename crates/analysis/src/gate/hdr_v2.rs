@@ -43,7 +43,12 @@ fn value_of(index: u64) -> u64 {
 }
 
 fn put_varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    put_leb128(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+/// Appends `z` as LEB128: seven bits a byte, low bits first, the high bit
+/// set on every byte but the last.
+pub fn put_leb128(out: &mut Vec<u8>, mut z: u64) {
     loop {
         let b = (z & 0x7f) as u8;
         z >>= 7;

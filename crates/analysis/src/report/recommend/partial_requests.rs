@@ -46,6 +46,7 @@ use std::io::{Read, Write};
 use gatecal_filter::Outcome;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::gate::hdr_v2::put_leb128 as put;
 use crate::predict::per_deployment::{MAX_REPLAY_REQUESTS, MAX_REPLAY_REQUESTS_TOTAL, Requests};
 use crate::predict::workload::Seen;
 
@@ -141,18 +142,6 @@ fn decompress(bytes: &[u8]) -> Result<Vec<u8>, String> {
         return Err(format!("the block decodes past {MAX_DECODED} bytes"));
     }
     Ok(out)
-}
-
-fn put(out: &mut Vec<u8>, mut z: u64) {
-    loop {
-        let b = (z & 0x7f) as u8;
-        z >>= 7;
-        if z == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
 }
 
 fn zigzag(v: i64) -> u64 {
