@@ -5,6 +5,8 @@
 
 pub mod docs;
 pub mod fail_if;
+#[cfg(unix)]
+pub mod follow;
 pub mod hostile_names;
 pub mod report;
 

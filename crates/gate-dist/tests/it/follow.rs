@@ -2,11 +2,12 @@
 //! time, while a log grows; SIGINT prints the last report and exits 0.
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use gatecal_test_support::follow::{interrupt, json, stdout_lines};
 
 fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_gate-dist")
@@ -22,10 +23,6 @@ fn demo_lines() -> Vec<u8> {
         .read_to_end(&mut v)
         .unwrap();
     v
-}
-
-fn json(line: &str) -> serde_json::Value {
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
 }
 
 #[test]
@@ -52,16 +49,7 @@ fn reports_come_every_interval_while_a_log_grows_and_sigint_ends_with_the_last()
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines() {
-            let Ok(l) = l else { break };
-            if tx.send((Instant::now(), l)).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stdout_lines(&mut child);
     // The first report: within --every + 1 s of the start.
     let (at, l) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(
@@ -98,19 +86,7 @@ fn reports_come_every_interval_while_a_log_grows_and_sigint_ends_with_the_last()
     let n = d["decisions"].as_u64().unwrap();
     assert!(n > 300 && n < 1100, "{n}");
     // SIGINT: the last report, exit 0.
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "{status:?}");
-    let mut tail: Vec<String> = rx.try_iter().map(|(_, l)| l).collect();
-    if tail.is_empty() {
-        tail.push(rx.recv_timeout(Duration::from_secs(5)).unwrap().1);
-    }
-    let end = json(tail.last().unwrap());
-    assert_eq!(end["follow"]["last"], true);
+    let end = interrupt(child, &rx);
     // Every decision, the held ones too.
     assert_eq!(end["follow"]["decisions_read"], 1168);
     let d = &end["deployments"][0];
@@ -194,18 +170,9 @@ fn a_file_created_later_in_a_folder_given_is_read() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stdout_lines(&mut child);
     // Nothing yet: the folder's one file is empty.
-    let v = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    let v = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap().1);
     assert_eq!(v["follow"]["decisions_read"], 0);
     // A second file, written in place (a rotation's new file).
     let b = dir.path().join("b.log");
@@ -214,7 +181,7 @@ fn a_file_created_later_in_a_folder_given_is_read() {
     let mut last = v;
     while last["follow"]["decisions_read"].as_u64().unwrap() < 1100 {
         assert!(Instant::now() < deadline, "{}", last["follow"]);
-        last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap());
+        last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap().1);
     }
     // Rotated by renaming it in the folder: not read again.
     std::fs::rename(&b, dir.path().join("b.log.1")).unwrap();
@@ -222,7 +189,7 @@ fn a_file_created_later_in_a_folder_given_is_read() {
     let read = last["follow"]["decisions_read"].clone();
     // The reports since, and one more.
     while rx.try_recv().is_ok() {}
-    last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap().1);
     assert_eq!(last["follow"]["decisions_read"], read);
     let inputs: Vec<&str> = last["input"]["inputs"]
         .as_array()
@@ -232,10 +199,5 @@ fn a_file_created_later_in_a_folder_given_is_read() {
         .collect();
     assert_eq!(inputs.len(), 2, "{inputs:?}");
     assert!(inputs[1].ends_with("b.log"), "{inputs:?}");
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    interrupt(child, &rx);
 }

@@ -31,11 +31,12 @@ fn generate_help_and_version() {
 /// `--follow`: the EPP and vLLM logs read as they grow.
 #[cfg(unix)]
 mod follow {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{Read, Write};
     use std::path::{Path, PathBuf};
-    use std::process::{Child, Command, Stdio};
-    use std::sync::mpsc;
+    use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
+
+    use gatecal_test_support::follow::{interrupt, json, stdout_lines};
 
     fn exe() -> &'static str {
         env!("CARGO_BIN_EXE_recommend")
@@ -53,43 +54,6 @@ mod follow {
             .read_to_end(&mut v)
             .unwrap();
         v
-    }
-
-    fn json(line: &str) -> serde_json::Value {
-        serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
-    }
-
-    /// Each stdout line of `child` as it comes, with its time.
-    fn lines(child: &mut Child) -> mpsc::Receiver<(Instant, String)> {
-        let (tx, rx) = mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for l in BufReader::new(stdout).lines() {
-                let Ok(l) = l else { break };
-                if tx.send((Instant::now(), l)).is_err() {
-                    break;
-                }
-            }
-        });
-        rx
-    }
-
-    /// SIGINT: the last report (returned), exit 0.
-    fn interrupt(mut child: Child, rx: &mpsc::Receiver<(Instant, String)>) -> serde_json::Value {
-        let kill = Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(kill.success());
-        let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(0), "{status:?}");
-        let mut tail: Vec<String> = rx.try_iter().map(|(_, l)| l).collect();
-        if tail.is_empty() {
-            tail.push(rx.recv_timeout(Duration::from_secs(5)).unwrap().1);
-        }
-        let end = json(tail.last().unwrap());
-        assert_eq!(end["follow"]["last"], true);
-        end
     }
 
     #[test]
@@ -110,7 +74,7 @@ mod follow {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let rx = lines(&mut child);
+        let rx = stdout_lines(&mut child);
         // The first report: within --every + 1 s of the start.
         let (at, l) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         assert!(
@@ -159,7 +123,7 @@ mod follow {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let rx = lines(&mut child);
+        let rx = stdout_lines(&mut child);
         let all = demo_lines();
         let mut stdin = child.stdin.take().unwrap();
         std::thread::spawn(move || {
