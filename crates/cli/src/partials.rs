@@ -2,10 +2,70 @@
 //! files, folders and standard input, each document named in errors by
 //! its file, or `FILE:N` / `-:N` for the `N`-th line.
 
-use std::io::Read;
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::output::{Destination, Outputs};
+use crate::output::{
+    Destination, FormatArg, Outputs, report_format, report_renderer, run_info_with_svgs,
+    table_width,
+};
+
+/// What `gate-dist merge` and `recommend merge` both take; each adds its
+/// own `--fail-if`.
+#[derive(clap::Args, Debug)]
+pub struct MergeCommon {
+    /// Partial reports: files, folders (every *.part and *.json file in
+    /// them), or - (stdin: any number of partials, one per line).
+    #[arg(required = true, value_name = "PARTIAL")]
+    pub partials: Vec<String>,
+
+    /// Output format [default: from -o's extension, else table on a
+    /// terminal, json otherwise].
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub format: Option<FormatArg>,
+
+    /// Write the report to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Draw tables at their full width, even on a narrower terminal.
+    #[arg(long)]
+    pub wide: bool,
+
+    /// Also write the merged partial report to FILE (- for stdout, the
+    /// report then written only with -o), to merge again later.
+    #[arg(long, value_name = "FILE")]
+    pub emit_partial: Option<PathBuf>,
+}
+
+/// Runs a `merge` subcommand: opens its outputs, reads every partial with
+/// `parse`, merges them with `merge`, writes the merged partial
+/// (`to_line`) when asked, finishes the report and renders it; returns
+/// the report for `--fail-if`.
+pub fn run_merge<T, M, R>(
+    args: &MergeCommon,
+    parse: impl Fn(&str) -> Result<T, String>,
+    merge: impl FnOnce(Vec<(String, T)>) -> anyhow::Result<M>,
+    to_line: impl FnOnce(&M) -> String,
+    finish: impl FnOnce(M) -> anyhow::Result<R>,
+    render: impl FnOnce(&dyn gatecal_render::Renderer, &R, &mut dyn Write) -> io::Result<()>,
+) -> anyhow::Result<R> {
+    let output = args.output.as_deref();
+    let format = report_format(args.format, output)?;
+    let width = table_width(output, args.wide);
+    let (partial_out, out) = merge_outputs(&args.partials, args.emit_partial.as_deref(), output)?;
+    let merged = merge(read_all(&args.partials, parse)?)?;
+    if let Some(dest) = partial_out {
+        let line = to_line(&merged);
+        dest.write(|w| w.write_all(line.as_bytes()))?;
+    }
+    let report = finish(merged)?;
+    if let Some(out) = out {
+        let renderer = report_renderer(format, width, run_info_with_svgs(output, None, &[]));
+        out.write(|w| render(renderer.as_ref(), &report, w))?;
+    }
+    Ok(report)
+}
 
 /// The most bytes of partial reports read from one file or from stdin.
 pub const MAX_PARTIAL_BYTES: u64 = 1 << 30;
