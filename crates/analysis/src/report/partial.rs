@@ -317,25 +317,42 @@ pub(crate) fn check_head(text: &str, report: &str, other_merge: &str) -> Result<
     Ok(())
 }
 
+/// A partial as one line of JSON, newline-terminated.
+pub(crate) fn json_line(p: &impl Serialize) -> String {
+    let mut s = serde_json::to_string(p).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Reads one partial of `report` (one line of JSON): its head checked
+/// ([`check_head`]), then its body, which must have parts.
+pub(crate) fn parse_partial<T: serde::de::DeserializeOwned>(
+    text: &str,
+    report: &str,
+    other_merge: &str,
+    parts: impl Fn(&T) -> usize,
+) -> Result<T, String> {
+    check_head(text, report, other_merge)?;
+    let p: T = serde_json::from_str(text).map_err(|e| format!("malformed partial report: {e}"))?;
+    if parts(&p) == 0 {
+        return Err("a partial report without parts".into());
+    }
+    Ok(p)
+}
+
 impl Partial {
     /// The partial as one line of JSON, newline-terminated.
     pub fn to_line(&self) -> String {
-        let mut s = serde_json::to_string(self).unwrap_or_default();
-        s.push('\n');
-        s
+        json_line(self)
     }
 
     /// Reads one partial document (one line of JSON). The error says what
     /// is wrong: not JSON (or cut short), another schema or report, a
     /// field missing or of the wrong type.
     pub fn from_json(text: &str) -> Result<Partial, String> {
-        check_head(text, GATE_DIST, "recommend merge")?;
-        let p: Partial =
-            serde_json::from_str(text).map_err(|e| format!("malformed partial report: {e}"))?;
-        if p.parts.is_empty() {
-            return Err("a partial report without parts".into());
-        }
-        Ok(p)
+        parse_partial(text, GATE_DIST, "recommend merge", |p: &Partial| {
+            p.parts.len()
+        })
     }
 
     /// Decisions counted.

@@ -33,7 +33,7 @@ use crate::peak::throughput::{PeakEstimate, VllmEstimator};
 use crate::predict::per_deployment::{Objective, Requests};
 use crate::report::gate_dist::InputSummary;
 use crate::report::partial::{
-    KeySample, MergeError, PARTIAL_SCHEMA, Part, PartInfo, canonical_key, check_config, check_head,
+    KeySample, MergeError, PARTIAL_SCHEMA, Part, PartInfo, canonical_key, check_config,
     check_part_overlaps, cmp_key, max_opt, merge_input, merge_shown, min_opt, producer,
 };
 
@@ -475,21 +475,19 @@ impl Recommend {
 impl RecommendPartial {
     /// The partial as one line of JSON, newline-terminated.
     pub fn to_line(&self) -> String {
-        let mut s = serde_json::to_string(self).unwrap_or_default();
-        s.push('\n');
-        s
+        crate::report::partial::json_line(self)
     }
 
     /// Reads one recommend partial (one line of JSON). The error says what
     /// is wrong: not JSON (or cut short), another schema, a partial of
     /// gate-dist, a field missing or of the wrong type.
     pub fn from_json(text: &str) -> Result<RecommendPartial, String> {
-        check_head(text, RECOMMEND, "gate-dist merge")?;
-        let p: RecommendPartial =
-            serde_json::from_str(text).map_err(|e| format!("malformed partial report: {e}"))?;
-        if p.parts.is_empty() {
-            return Err("a partial report without parts".into());
-        }
+        let p = crate::report::partial::parse_partial(
+            text,
+            RECOMMEND,
+            "gate-dist merge",
+            |p: &RecommendPartial| p.parts.len(),
+        )?;
         p.settings.options()?;
         Ok(p)
     }
