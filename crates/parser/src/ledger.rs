@@ -434,8 +434,9 @@ impl Counts {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InputFormat {
-    /// Detect from the first non-blank line: a JSON object with `"v":1` or
-    /// `"v":2` and `candidates` is a decisions record, anything else is logs.
+    /// Detect from the first non-blank line: a JSON object with `"v":1`,
+    /// `"v":2` or `"v":3` and `candidates` is a decisions record, anything
+    /// else is logs.
     #[default]
     Auto,
     /// EPP / vLLM logs.

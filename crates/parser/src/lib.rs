@@ -59,8 +59,8 @@
 //! is read like any other.
 //!
 //! The format of each input is detected from its first non-blank line: a
-//! JSON object with `"v":1` or `"v":2` and `candidates` is the decisions
-//! JSON-lines format ([`DecisionRecord`]); anything else is logs.
+//! JSON object with `"v":1`, `"v":2` or `"v":3` and `candidates` is the
+//! decisions JSON-lines format ([`DecisionRecord`]); anything else is logs.
 //! [`ParseOptions::format`] forces either.
 //!
 //! # Deployment naming

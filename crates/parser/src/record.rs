@@ -1,6 +1,6 @@
 //! The decisions JSON-lines interchange format (`docs/decisions-jsonl.md`):
-//! one decision of one filter instance per line. Version 2 is written;
-//! versions 1 and 2 are read.
+//! one decision of one filter instance per line. Version 3 is written;
+//! versions 1 to 3 are read.
 
 use std::io::{self, Write};
 
@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::decision::{CandidateObs, Completion, Decision, FilterMsg, GatePenalty, SourceLoc};
 
 /// The format version written.
-pub const RECORD_VERSION: u32 = 2;
+pub const RECORD_VERSION: u32 = 3;
 
 /// The oldest format version read.
 pub const RECORD_VERSION_MIN: u32 = 1;
@@ -143,6 +143,10 @@ pub struct Recorded {
     /// The config's record as written (per-parameter sources, disagreements
     /// with the log).
     pub config_record: Option<ConfigRecord>,
+    /// The record's format version: before 3, its candidates carry no
+    /// token loads and it no arrival time, which the predicted TTFT's
+    /// workload inference reads.
+    pub version: u32,
 }
 
 /// One candidate of a [`DecisionRecord`].
@@ -168,13 +172,18 @@ pub struct CandidateRecord {
     /// Latency-predictor TTFT, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_ttft_ms: Option<f64>,
+    /// `tokenLoad` of the token-load scorer's line (version 3): in-flight
+    /// tokens plus the request's uncached tokens on the endpoint, capped at
+    /// the scorer's `queueThresholdTokens`, as logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_load: Option<f64>,
 }
 
 /// One line of the decisions JSON-lines format. Unknown fields are ignored
 /// on reading.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRecord {
-    /// Format version, `2` (`1` is read too).
+    /// Format version, `3` (`1` and `2` are read too).
     pub v: u32,
     /// Decision time, epoch seconds (required in version 1; `null` when
     /// unknown in version 2).
@@ -211,6 +220,10 @@ pub struct DecisionRecord {
     /// request` line to its first response body chunk), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_ttft_ms: Option<f64>,
+    /// The request's arrival at the EPP (its `EPP received request` line),
+    /// epoch seconds, when known (version 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_ts: Option<f64>,
     /// The gate as analysed (version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateRecord>,
@@ -230,6 +243,7 @@ impl CandidateRecord {
             in_flight_tokens: c.in_flight_tokens,
             in_flight_requests: c.in_flight_requests,
             predicted_ttft_ms: c.predicted_ttft_ms.filter(|p| p.is_finite()),
+            token_load: None,
         }
     }
 
@@ -274,6 +288,7 @@ impl From<&Decision> for DecisionRecord {
                     in_flight_tokens: c.in_flight_tokens,
                     in_flight_requests: c.in_flight_requests,
                     predicted_ttft_ms: c.predicted_ttft_ms.filter(|p| p.is_finite()),
+                    token_load: c.token_load.filter(|l| crate::domain::is_count(*l)),
                 })
                 .collect(),
             chosen_endpoint: d.chosen.clone(),
@@ -282,6 +297,7 @@ impl From<&Decision> for DecisionRecord {
                 .filter(|p| p.is_finite() && *p >= 0.0)
                 .map(|p| p.round() as i64),
             observed_ttft_ms: d.observed_ttft_ms.filter(|t| t.is_finite() && *t >= 0.0),
+            arrival_ts: d.arrival_ts.filter(|t| crate::domain::is_timestamp(*t)),
             gate: d.recorded.as_ref().map(|r| r.gate.clone()),
             config: d.recorded.as_ref().and_then(|r| {
                 r.config_record
@@ -303,11 +319,13 @@ impl DecisionRecord {
             .as_ref()
             .and_then(|c| Some((c.source.clone(), c.config().ok()?)));
         let config_record = self.config.clone();
+        let version = self.v;
         let recorded = self.gate.map(|gate| {
             Box::new(Recorded {
                 gate,
                 config,
                 config_record,
+                version,
             })
         });
         let message = match (self.logged_penalty_ms, self.outcome) {
@@ -343,12 +361,14 @@ impl DecisionRecord {
                     in_flight_tokens: c.in_flight_tokens,
                     in_flight_requests: c.in_flight_requests,
                     predicted_ttft_ms: c.predicted_ttft_ms,
+                    token_load: c.token_load,
                     ..CandidateObs::default()
                 })
                 .collect(),
             chosen: self.chosen_endpoint,
             prompt_tokens: self.prompt_tokens.map(|p| p as f64),
             observed_ttft_ms: self.observed_ttft_ms,
+            arrival_ts: self.arrival_ts,
             completion: Completion::Record,
             ..Decision::default()
         }
@@ -356,8 +376,8 @@ impl DecisionRecord {
 
     /// Parses one line. `Err` explains why the record is invalid: not JSON,
     /// a required field missing, a wrong type, an unknown outcome, a version
-    /// other than 1 or 2, a non-finite number, or (version 2) a config the
-    /// EPP would reject.
+    /// other than 1 to 3, a non-finite number, or (version 2 on) a config
+    /// the EPP would reject.
     pub fn parse_line(line: &[u8]) -> Result<DecisionRecord, String> {
         if let Some(at) = crate::json::too_deep(line) {
             return Err(format!(
@@ -375,6 +395,11 @@ impl DecisionRecord {
             None if r.v == 1 => return Err("missing field `ts`".to_string()),
             _ => {}
         }
+        if r.arrival_ts
+            .is_some_and(|t| !crate::domain::is_timestamp(t))
+        {
+            return range("arrival_ts");
+        }
         // Counts: the same domain as a log line's ([`crate::domain`]).
         let count = |x: Option<i64>| x.is_none_or(|x| crate::domain::is_count(x as f64));
         if !count(r.prompt_tokens) {
@@ -391,6 +416,9 @@ impl DecisionRecord {
                 if !count(v) {
                     return range(k);
                 }
+            }
+            if c.token_load.is_some_and(|l| !crate::domain::is_count(l)) {
+                return range("token_load");
             }
         }
         if r.observed_ttft_ms
@@ -410,7 +438,8 @@ impl DecisionRecord {
 }
 
 /// Whether a line looks like a decisions record: a JSON object with
-/// `"v":1` or `"v":2` and `candidates` (used to detect the input format).
+/// `"v":1`, `"v":2` or `"v":3` and `candidates` (used to detect the input
+/// format).
 pub fn looks_like_record(line: &[u8]) -> bool {
     let line = crate::classify::trim_end(line);
     if line.first() != Some(&b'{') {
@@ -420,7 +449,9 @@ pub fn looks_like_record(line: &[u8]) -> bool {
     let mut cands = false;
     let ok = crate::json::members(line, |k, _, val| match k {
         b"v" => {
-            v = val == crate::json::Val::Num(b"1") || val == crate::json::Val::Num(b"2");
+            v = [&b"1"[..], b"2", b"3"]
+                .iter()
+                .any(|n| val == crate::json::Val::Num(n));
         }
         b"candidates" => cands = true,
         _ => {}
@@ -478,10 +509,10 @@ mod tests {
         assert_eq!(r.candidates[0].match_blocks, Some(22));
         let d = r.clone().into_decision(SourceLoc::default());
         assert_eq!(d.message, FilterMsg::NarrowedToSticky);
-        // Written back as version 2, with the same content.
+        // Written back as version 3, with the same content.
         assert_eq!(
             DecisionRecord::from(&d),
-            DecisionRecord { v: 2, ..r.clone() }
+            DecisionRecord { v: 3, ..r.clone() }
         );
         let mut w = DecisionWriter::new(Vec::new());
         w.write_record(&r).unwrap();
@@ -524,12 +555,83 @@ mod tests {
         assert!(DecisionRecord::parse_line(bad.as_bytes()).is_err());
     }
 
+    /// What the predicted TTFT's workload inference reads of a request
+    /// (its arrival, each candidate's token load) goes from a decision to
+    /// its record and back bit for bit, and the record written again from
+    /// what was read is byte-identical.
+    #[test]
+    fn version_3_carries_the_workload() {
+        let mut a = CandidateObs::new("llm/p-0");
+        a.token_load = Some(41092.0);
+        let mut b = CandidateObs::new("llm/p-1");
+        b.token_load = Some(0.1 + 0.2);
+        let d = Decision {
+            deployment: "d".to_string(),
+            ts: Some(1787320802.71),
+            arrival_ts: Some(1787320802.7043219),
+            request_id: Some("r-17".into()),
+            candidates: vec![a, b, CandidateObs::new("llm/p-2")],
+            chosen: Some("llm/p-0".into()),
+            prompt_tokens: Some(1500.0),
+            observed_ttft_ms: Some(1241.333334),
+            ..Decision::default()
+        };
+        let mut w = DecisionWriter::new(Vec::new());
+        w.write(&d).unwrap();
+        let first = w.into_inner().unwrap();
+        let text = String::from_utf8(first.clone()).unwrap();
+        assert!(text.starts_with(r#"{"v":3,"#), "{text}");
+        assert!(looks_like_record(&first));
+        let r = DecisionRecord::parse_line(&first).unwrap();
+        let back = r.into_decision(SourceLoc::default());
+        assert_eq!(
+            back.arrival_ts.map(f64::to_bits),
+            Some(1787320802.7043219f64.to_bits())
+        );
+        let loads: Vec<Option<u64>> = back
+            .candidates
+            .iter()
+            .map(|c| c.token_load.map(f64::to_bits))
+            .collect();
+        assert_eq!(
+            loads,
+            [
+                Some(41092.0f64.to_bits()),
+                Some((0.1f64 + 0.2).to_bits()),
+                None
+            ]
+        );
+        let mut w = DecisionWriter::new(Vec::new());
+        w.write(&back).unwrap();
+        assert_eq!(w.into_inner().unwrap(), first);
+        // Unknown: left out. Out of their domain: refused.
+        let mut w = DecisionWriter::new(Vec::new());
+        w.write(&Decision::default()).unwrap();
+        let none = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        assert!(!none.contains("arrival_ts") && !none.contains("token_load"));
+        for bad in [
+            r#"{"v":3,"ts":1,"deployment":"d","candidates":[],"arrival_ts":-5}"#,
+            r#"{"v":3,"ts":1,"deployment":"d","candidates":[],"arrival_ts":"x"}"#,
+            r#"{"v":3,"ts":1,"deployment":"d","candidates":[{"endpoint":"a","token_load":-1}]}"#,
+            r#"{"v":3,"ts":1,"deployment":"d","candidates":[{"endpoint":"a","token_load":1e300}]}"#,
+        ] {
+            assert!(DecisionRecord::parse_line(bad.as_bytes()).is_err(), "{bad}");
+        }
+        // A record of the version before keeps its version with its gate:
+        // the analysis says its workload is assumed.
+        let v2 = r#"{"v":2,"ts":1,"deployment":"d","candidates":[],"gate":{"replay":"unknown"}}"#;
+        let d = DecisionRecord::parse_line(v2.as_bytes())
+            .unwrap()
+            .into_decision(SourceLoc::default());
+        assert_eq!(d.recorded.map(|r| r.version), Some(2));
+    }
+
     #[test]
     fn invalid_records() {
         for bad in [
             r#"{"v":1,"deployment":"d","candidates":[]}"#,
             r#"{"v":1,"ts":"x","deployment":"d","candidates":[]}"#,
-            r#"{"v":3,"ts":1,"deployment":"d","candidates":[]}"#,
+            r#"{"v":4,"ts":1,"deployment":"d","candidates":[]}"#,
             r#"{"v":0,"ts":1,"deployment":"d","candidates":[]}"#,
             // Version 1 needs a time, and has no gate or config.
             r#"{"v":1,"ts":null,"deployment":"d","candidates":[]}"#,

@@ -450,7 +450,20 @@ pub struct Requests {
     /// decision (id fingerprint), at most [`RECENT_PREFILL`].
     #[serde(skip)]
     early_prefill: VecDeque<(u64, Seen)>,
+    /// Decisions read from decision records of a version before 3, which
+    /// carry no token loads and no arrival times
+    /// ([`Requests::old_records`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    old_records: u64,
 }
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The decision records before version 3 carry neither the candidates'
+/// token loads nor the request's arrival.
+const OLD_RECORD_VERSION: u32 = 3;
 
 /// Requests remembered for their prefill profile's decision.
 const RECENT_PREFILL: usize = 64;
@@ -470,6 +483,12 @@ impl Requests {
     /// [`Requests::push`] of a decision whose request id `id` was taken out
     /// of it.
     pub fn push_with_id(&mut self, id: Option<&str>, d: &DecisionInput, room: &mut usize) {
+        if d.recorded
+            .as_ref()
+            .is_some_and(|r| r.version < OLD_RECORD_VERSION)
+        {
+            self.old_records = self.old_records.saturating_add(1);
+        }
         if super::is_prefill_profile(d) {
             // Under P/D: the prefill pool's decision goes with its
             // request's decode decision (counted there).
@@ -545,6 +564,20 @@ impl Requests {
     /// [`Requests::take_kept`] and [`Requests::set_kept`]).
     pub fn merge(&mut self, o: &Requests) {
         self.observed.merge(&o.observed);
+        self.old_records = self.old_records.saturating_add(o.old_records);
+    }
+
+    /// Why the workload of decisions read from records of an earlier
+    /// version is assumed, when some were: they carry neither the
+    /// candidates' token loads nor the request's arrival, which the
+    /// workload inference reads.
+    pub fn old_records(&self) -> Option<String> {
+        (self.old_records > 0).then(|| {
+            format!(
+                "{} decision(s) read from decision records of a version before {OLD_RECORD_VERSION}, which carry neither the candidates' token loads nor the request's arrival: the predicted TTFT assumes their requests' uncached tokens (write the records again from the logs with this version)",
+                self.old_records
+            )
+        })
     }
 
     /// Puts the requests kept in arrival order (stable: requests of the

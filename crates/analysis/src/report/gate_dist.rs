@@ -742,6 +742,7 @@ fn predict_rows(
     );
     engine.assume_config(&current);
     let mut warnings = Vec::new();
+    warnings.extend(dep.requests.old_records());
     let observed = dep.requests.observed();
     let no_prediction = if engine.model.tokens_per_s.is_none() {
         format!(

@@ -115,6 +115,40 @@ fn the_demo_keeps_its_evidence_and_what_ifs() {
     assert!(d["what_if"][0]["released"].as_u64().unwrap() > 100);
 }
 
+/// The demo's records carry what the predicted TTFT's workload inference
+/// reads (each request's arrival, each candidate's token load), and
+/// written again from themselves they are the same bytes.
+#[test]
+fn the_demos_records_carry_the_workload_and_write_again_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, again) = (dir.path().join("d.jsonl"), dir.path().join("again.jsonl"));
+    let demo = root().join("fixtures/demo/glm-like.log.gz");
+    report(&[
+        demo.to_str().unwrap(),
+        "--emit-decisions",
+        first.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&first).unwrap();
+    assert_eq!(text.lines().count(), 1168);
+    for line in text.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(r["v"], 3);
+        assert!(r["arrival_ts"].as_f64() <= r["ts"].as_f64(), "{line}");
+        assert!(r["arrival_ts"].as_f64().is_some(), "{line}");
+        let cands = r["candidates"].as_array().unwrap();
+        assert!(
+            cands.iter().all(|c| c["token_load"].as_f64().is_some()),
+            "{line}"
+        );
+    }
+    report(&[
+        first.to_str().unwrap(),
+        "--emit-decisions",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read(&again).unwrap(), text.as_bytes());
+}
+
 #[test]
 fn a_config_file_and_flags_travel_with_the_records() {
     let dir = tempfile::tempdir().unwrap();

@@ -209,7 +209,7 @@ fn calibration_and_formats() {
 
 #[test]
 fn decision_records_give_the_same_recommendation() {
-    // Records (version 2: the gate as analysed) read back to the report the
+    // Records (the gate as analysed) read back to the report the
     // EPP log gives.
     let dir = tempfile::tempdir().unwrap();
     let log = fixture("eight-deployments/epp.log");
@@ -252,7 +252,76 @@ fn decision_records_give_the_same_recommendation() {
     }
     assert_eq!(from_log, back);
     let first = std::fs::read_to_string(&records).unwrap();
-    assert!(first.starts_with(r#"{"v":2,"#), "{}", &first[..40]);
+    assert!(first.starts_with(r#"{"v":3,"#), "{}", &first[..40]);
+}
+
+/// The demo's records, read back with its vLLM logs, give the predicted
+/// TTFT the log gives: every row, the engine fitted, the workload
+/// inferred, the self-check and the recommendation (the whole report but
+/// its input ledger). Records of the version before, which carry no token
+/// loads and no arrival times, predict nothing and say why.
+#[test]
+fn decision_records_give_the_demos_predicted_ttft() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("d.jsonl");
+    let (log, vllm) = (
+        fixture("demo/glm-like.log.gz"),
+        fixture("demo/glm-like.vllm"),
+    );
+    let report = |args: &[&str]| {
+        let mut v = ok_json(&run(&[args, &["--format", "json", "-q"]].concat()), "");
+        v.as_object_mut().unwrap().remove("input");
+        v
+    };
+    let from_log = report(&[&log, &vllm, "--emit-decisions", records.to_str().unwrap()]);
+    let from_records = report(&[records.to_str().unwrap(), &vllm]);
+    let d = &from_log["deployments"][0];
+    let w = &d["ttft_model"]["workload"];
+    assert_eq!(w["assumed"], 0, "{w}");
+    assert!(w["from_loads"].as_u64() > Some(1000), "{w}");
+    for r in d["rows"].as_array().unwrap() {
+        assert!(r["predicted_ttft_ms"]["p90"].as_f64().is_some(), "{r}");
+    }
+    assert_eq!(from_log, from_records);
+
+    // The same records as the version before wrote them.
+    let text = std::fs::read_to_string(&records).unwrap();
+    let old: String = text
+        .lines()
+        .map(|l| {
+            let mut r: serde_json::Value = serde_json::from_str(l).unwrap();
+            r["v"] = 2.into();
+            r.as_object_mut().unwrap().remove("arrival_ts");
+            for c in r["candidates"].as_array_mut().unwrap() {
+                c.as_object_mut().unwrap().remove("token_load");
+            }
+            format!("{r}\n")
+        })
+        .collect();
+    let v2 = dir.path().join("v2.jsonl");
+    std::fs::write(&v2, old).unwrap();
+    let from_v2 = report(&[v2.to_str().unwrap(), &vllm]);
+    let d = &from_v2["deployments"][0];
+    assert_eq!(
+        d["ttft_model"]["workload"]["assumed"],
+        d["ttft_model"]["workload"]["requests"]
+    );
+    assert!(
+        d["rows"][0]["predicted_ttft_ms"].is_null(),
+        "{}",
+        d["rows"][0]
+    );
+    let warned = d["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .any(|w| {
+            w.starts_with("1168 decision(s) read from decision records of a version before 3")
+        });
+    assert!(warned, "{}", d["warnings"]);
+    // Records of this version get no such warning.
+    assert!(!from_records.to_string().contains("version before 3"));
 }
 
 #[test]

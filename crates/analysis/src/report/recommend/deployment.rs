@@ -247,6 +247,7 @@ impl Recommend {
             .predicted_ttft_ms
             .as_ref()
             .and_then(|c| self_check(c, &observed_ttft_ms, objective));
+        warnings.extend(dep.and_then(|d| d.requests.old_records()));
         if let Some(m) = engine.map(|e| &e.model) {
             if m.tokens_per_s.is_none() && dep.is_some() {
                 warnings.push(format!(
