@@ -99,6 +99,32 @@ impl SignedHistogram {
         self.unbounded += other.unbounded;
     }
 
+    /// Takes back one value recorded with [`SignedHistogram::record`]:
+    /// `false` (and nothing changed) when its bucket holds none. The exact
+    /// extremes stay: a value taken back is one another histogram of the
+    /// same merge holds too.
+    pub fn remove(&mut self, v: f64) -> bool {
+        if !v.is_finite() || v.abs() >= MAX_RECORDED_MS {
+            let had = self.unbounded > 0;
+            self.unbounded = self.unbounded.saturating_sub(1);
+            return had;
+        }
+        let units = (v.abs() * SCALE).round() as u64;
+        let h = if v < 0.0 {
+            &mut self.neg
+        } else {
+            &mut self.pos
+        };
+        if h.count_at(units) == 0 {
+            return false;
+        }
+        let mut one = new_hist();
+        if one.record(units).is_err() {
+            return false;
+        }
+        h.subtract(&one).is_ok()
+    }
+
     /// Values recorded (excluding unbounded ones).
     pub fn count(&self) -> u64 {
         self.neg.len() + self.pos.len()

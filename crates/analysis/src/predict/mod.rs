@@ -30,6 +30,7 @@
 //! right before any other config is trusted. Limits of the inference are in
 //! [`workload`]'s docs; the engine model's assumptions in [`replay`]'s.
 
+pub mod edges;
 pub mod per_deployment;
 pub mod replay;
 pub mod workload;

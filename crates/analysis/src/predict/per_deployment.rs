@@ -28,6 +28,7 @@ use gatecal_filter::Config;
 use rustc_hash::{FxBuildHasher, FxHashSet};
 use serde::Serialize;
 
+use super::edges::{Edge, Edges};
 use super::replay::{EngineModel, Picker};
 use super::workload::{Seen, Workload, WorkloadEvidence};
 use super::{EngineFit, Prediction, infer_and_fit, predict};
@@ -308,13 +309,32 @@ pub struct Observed {
     all: Option<SignedHistogram>,
     by_endpoint: BTreeMap<String, Vec<f32>>,
     samples: usize,
+    /// The requests near the ends, by request id, for a merge to count
+    /// once a request two parts counted (absent from partials written
+    /// before they were carried).
+    #[serde(
+        default,
+        skip_serializing_if = "Edges::is_empty",
+        serialize_with = "trimmed_edges"
+    )]
+    edges: Edges,
+}
+
+fn trimmed_edges<S: serde::Serializer>(e: &Edges, s: S) -> Result<S::Ok, S::Error> {
+    e.trimmed().serialize(s)
 }
 
 impl Observed {
-    /// Adds the decision of request `id`, sent to `chosen`, with its
-    /// observed TTFT; `false` (and nothing added) for a request already
+    /// Adds the decision of request `id` at `ts`, sent to `chosen`, with
+    /// its observed TTFT; `false` (and nothing added) for a request already
     /// seen or a decision without a request id.
-    pub fn push(&mut self, id: Option<&str>, chosen: Option<&str>, ttft_ms: Option<f64>) -> bool {
+    pub fn push(
+        &mut self,
+        id: Option<&str>,
+        ts: Option<f64>,
+        chosen: Option<&str>,
+        ttft_ms: Option<f64>,
+    ) -> bool {
         let Some(rid) = id else {
             return false;
         };
@@ -328,8 +348,10 @@ impl Observed {
         {
             self.ids.remove(&old);
         }
+        let at = self.edges.count(ts);
         if let Some(t) = ttft_ms.filter(|t| t.is_finite() && *t >= 0.0) {
             self.all.get_or_insert_with(SignedHistogram::new).record(t);
+            let mut sample = None;
             if let Some(ep) = chosen
                 && self.samples < MAX_ENDPOINT_SAMPLES
             {
@@ -344,7 +366,17 @@ impl Observed {
                 if let Some(v) = v {
                     v.push(t as f32);
                     self.samples += 1;
+                    sample = Some((ep.to_string(), (v.len() - 1) as u32));
                 }
+            }
+            if let Some(ts) = ts {
+                self.edges.note(Edge {
+                    key: f,
+                    ts,
+                    at,
+                    ttft_ms: t,
+                    sample,
+                });
             }
         }
         true
@@ -352,11 +384,29 @@ impl Observed {
 
     /// Adds another deployment part's requests (a partial report's, read
     /// after `self`'s): the histogram in full, the per-endpoint samples up
-    /// to the caps. The request ids are not kept across parts.
+    /// to the caps, less the requests `self` counted already (their
+    /// decisions straddle the two parts: [`super::edges`]). The request
+    /// ids are not kept across parts.
     pub fn merge(&mut self, o: &Observed) {
-        if let Some(h) = &o.all {
+        let dropped = self.edges.doubles(&o.edges);
+        let mut all = o.all.clone();
+        // Per endpoint, the indexes of its samples taken back (ascending).
+        let mut gone: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for &i in &dropped {
+            let e = &o.edges.head[i];
+            if let Some(h) = all.as_mut() {
+                h.remove(e.ttft_ms);
+            }
+            if let Some((ep, k)) = &e.sample {
+                gone.entry(ep.as_str()).or_default().push(*k as usize);
+            }
+        }
+        if let Some(h) = &all {
             self.all.get_or_insert_with(SignedHistogram::new).merge(h);
         }
+        // Per endpoint: where its later samples start in the merged ones,
+        // and how many were taken.
+        let mut placed: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         for (ep, v) in &o.by_endpoint {
             let n = self.by_endpoint.len();
             let mine = match self.by_endpoint.get_mut(ep) {
@@ -366,11 +416,33 @@ impl Observed {
                 }
                 None => continue,
             };
+            let kept: Vec<f32> = match gone.get_mut(ep.as_str()) {
+                Some(g) => {
+                    g.sort_unstable();
+                    v.iter()
+                        .enumerate()
+                        .filter(|(k, _)| g.binary_search(k).is_err())
+                        .map(|(_, x)| *x)
+                        .collect()
+                }
+                None => v.clone(),
+            };
             let room = MAX_ENDPOINT_SAMPLES.saturating_sub(self.samples);
-            let take = v.len().min(room);
-            mine.extend_from_slice(&v[..take]);
+            let take = kept.len().min(room);
+            placed.insert(ep.as_str(), (mine.len(), take));
+            mine.extend_from_slice(&kept[..take]);
             self.samples += take;
         }
+        let place = |(ep, k): &(String, u32)| -> Option<(String, u32)> {
+            let (start, take) = *placed.get(ep.as_str())?;
+            let k = *k as usize;
+            let before = gone
+                .get(ep.as_str())
+                .map_or(0, |g| g.partition_point(|&x| x < k));
+            let k = k.saturating_sub(before);
+            (k < take).then(|| (ep.clone(), (start + k) as u32))
+        };
+        self.edges = self.edges.then(&o.edges, &dropped, &place);
     }
 
     /// The buckets of the deployment's observed TTFT histogram, ascending
@@ -515,7 +587,7 @@ impl Requests {
         }
         if !self
             .observed
-            .push(id, d.chosen.as_deref(), d.observed_ttft_ms)
+            .push(id, d.ts, d.chosen.as_deref(), d.observed_ttft_ms)
         {
             // Another filter's decision of a request kept: the last one
             // that decided is the picker's input.
@@ -554,9 +626,15 @@ impl Requests {
     }
 
     /// Adds one counted decision to the observed TTFT alone (nothing kept
-    /// for the replay): request `id`, sent to `chosen`.
-    pub fn observe(&mut self, id: Option<&str>, chosen: Option<&str>, ttft_ms: Option<f64>) {
-        self.observed.push(id, chosen, ttft_ms);
+    /// for the replay): request `id` at `ts`, sent to `chosen`.
+    pub fn observe(
+        &mut self,
+        id: Option<&str>,
+        ts: Option<f64>,
+        chosen: Option<&str>,
+        ttft_ms: Option<f64>,
+    ) {
+        self.observed.push(id, ts, chosen, ttft_ms);
     }
 
     /// Adds another part's observed TTFT ([`Observed::merge`]); the

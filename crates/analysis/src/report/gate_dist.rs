@@ -661,6 +661,7 @@ fn handle(
     if opts.candidates.is_empty() {
         dep.requests.observe(
             sample.request_id.as_deref(),
+            d.ts,
             d.chosen.as_deref(),
             d.observed_ttft_ms,
         );

@@ -74,6 +74,33 @@ fn span(ds: &[DecisionInput]) -> (f64, f64) {
     (first, last)
 }
 
+/// A time between two decisions of one request (logged at different
+/// times by one filter instance, as its scheduling profiles log them), to
+/// cut a shard inside it; `None` when no request has such decisions.
+fn inside_a_request(ds: &[DecisionInput], pick: usize) -> Option<f64> {
+    type Span<'a> = (f64, f64, Option<&'a str>, bool);
+    let mut spans: std::collections::BTreeMap<(&str, &str), Span> = Default::default();
+    for d in ds {
+        if let (Some(id), Some(t)) = (d.request_id.as_deref(), d.ts) {
+            let f = d.filter.as_deref();
+            let e = spans.entry((&d.deployment, id)).or_insert((t, t, f, true));
+            e.0 = e.0.min(t);
+            e.1 = e.1.max(t);
+            e.3 &= e.2 == f;
+        }
+    }
+    let apart: Vec<(f64, f64)> = spans
+        .into_values()
+        .filter(|s| s.1 > s.0 && s.3)
+        .map(|s| (s.0, s.1))
+        .collect();
+    if apart.is_empty() {
+        return None;
+    }
+    let (a, b) = apart[pick % apart.len()];
+    Some(a + (b - a) / 2.0)
+}
+
 /// The time shards `[cuts[i], cuts[i+1])`, each fed its decisions from
 /// `warm_up` seconds before its start.
 fn time_partials(
@@ -192,6 +219,7 @@ proptest! {
         fractions in proptest::collection::vec(0.05f64..0.95, 1..5),
         order in proptest::collection::vec(0usize..6, 0..6),
         short_warm_up in 60.0f64..600.0,
+        inside in any::<usize>(),
     ) {
         let all = sources();
         let (name, ds) = &all[src % all.len()];
@@ -200,6 +228,9 @@ proptest! {
             .iter()
             .map(|f| (first + (last - first) * f).floor())
             .collect();
+        // One cut between two decisions of a request: its observed TTFT
+        // still counts once.
+        cuts.extend(inside_a_request(ds, inside));
         cuts.push(first);
         cuts.push(last);
         cuts.sort_by(f64::total_cmp);
@@ -253,6 +284,46 @@ proptest! {
         prop_assert_eq!(json(&m.deployments), json(&single.deployments), "{}", name);
         prop_assert_eq!(json(&m.overall), json(&single.overall), "{}", name);
     }
+}
+
+/// A cut between two decisions of one request, in every source that has
+/// such a request: the merge counts its observed TTFT once, as the single
+/// run does (every deployment's figures, per endpoint too).
+#[test]
+fn a_cut_inside_a_request_counts_its_ttft_once() {
+    let mut tried = 0;
+    for (name, ds) in sources() {
+        let (first, last) = span(ds);
+        let Some(cut) = inside_a_request(ds, 0) else {
+            continue;
+        };
+        let configs = given(ds);
+        let range = TimeRange {
+            since: Some(first),
+            until: Some(last),
+        };
+        let single = audit(ds, range, &configs).finish(InputSummary::default());
+        let m = merged(
+            time_partials(ds, &[first, cut, last], f64::INFINITY, &configs),
+            &[1, 0],
+        );
+        for (x, y) in m.deployments.iter().zip(&single.deployments) {
+            assert_eq!(
+                json(&x.observed_ttft_ms),
+                json(&y.observed_ttft_ms),
+                "{name} {}",
+                x.name
+            );
+        }
+        assert_eq!(json(&m.deployments), json(&single.deployments), "{name}");
+        if single.deployments.iter().any(|d| d.observed_ttft_ms.n > 0) {
+            tried += 1;
+        }
+    }
+    assert!(
+        tried > 0,
+        "no source has a request with an observed TTFT cut in two"
+    );
 }
 
 #[test]
@@ -469,6 +540,7 @@ proptest! {
         src in 0usize..3,
         fractions in proptest::collection::vec(0.05f64..0.95, 1..4),
         order in proptest::collection::vec(0usize..5, 0..5),
+        inside in any::<usize>(),
     ) {
         let all = recommend_sources();
         let (name, ds, stats) = &all[src % all.len()];
@@ -477,6 +549,7 @@ proptest! {
             .iter()
             .map(|f| (first + (last - first) * f).floor())
             .collect();
+        cuts.extend(inside_a_request(ds, inside));
         cuts.push(first);
         cuts.push(last);
         cuts.sort_by(f64::total_cmp);
