@@ -101,6 +101,24 @@ impl Writer<'_> {
         self.push_at(self.t, line);
     }
 
+    /// One `Calculated score` line: scorer `plugin`'s raw score of the
+    /// endpoint `info`.
+    fn score(
+        &mut self,
+        (rid, d): (&str, Option<&DirectorCtx<'_>>),
+        plugin: &str,
+        info: &EndpointInfo,
+        score: f64,
+    ) {
+        let l = self
+            .start(4, &format!("{SP}:251"), "Calculated score")
+            .ctx(rid, d)
+            .str("plugin", plugin)
+            .raw("endpoint", &id_object(info))
+            .float("score", score);
+        self.push(l);
+    }
+
     fn push_at(&mut self, ts: i64, line: ZapLine) {
         *self.seq += 1;
         let jitter = self.rng.below(60_000) as i64;
@@ -551,13 +569,7 @@ fn profile_lines(
     w.rng.shuffle(&mut map_order);
     for &i in &map_order {
         let (p, _, score) = run.scored[i];
-        let l = w
-            .start(4, &format!("{SP}:251"), "Calculated score")
-            .ctx(rid, d)
-            .str("plugin", SCORER)
-            .raw("endpoint", &id_object(info(p)))
-            .float("score", score);
-        w.push(l);
+        w.score((rid, d), SCORER, info(p), score);
     }
     // A prefix scorer in the profile runs after the token-load scorer:
     // its own lines, whatever the verbosity of the producers.
@@ -570,13 +582,12 @@ fn profile_lines(
         w.rng.shuffle(&mut map_order);
         for &i in &map_order {
             let (p, _, _) = run.scored[i];
-            let l = w
-                .start(4, &format!("{SP}:251"), "Calculated score")
-                .ctx(rid, d)
-                .str("plugin", PREFIX_SCORER)
-                .raw("endpoint", &id_object(info(p)))
-                .float("score", run.cands[p].prefix_score());
-            w.push(l);
+            w.score(
+                (rid, d),
+                PREFIX_SCORER,
+                info(p),
+                run.cands[p].prefix_score(),
+            );
         }
         let l = w
             .start(
@@ -599,13 +610,12 @@ fn profile_lines(
                 (Some(m), Some(t)) if t > 0 => m as f64 / t as f64,
                 _ => 0.0,
             };
-            let l = w
-                .start(4, &format!("{SP}:251"), "Calculated score")
-                .ctx(rid, d)
-                .str("plugin", "prefix-cache-scorer/prefix-cache-scorer")
-                .raw("endpoint", &id_object(info(p)))
-                .float("score", score);
-            w.push(l);
+            w.score(
+                (rid, d),
+                "prefix-cache-scorer/prefix-cache-scorer",
+                info(p),
+                score,
+            );
         }
     }
     let l = w
