@@ -29,6 +29,7 @@ pub mod duration;
 pub mod fail_if;
 pub mod filter_args;
 pub mod follow;
+pub mod follow_flags;
 pub mod generate;
 pub mod internal_error;
 pub mod kubectl;

@@ -4,7 +4,6 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use anyhow::bail;
 use gatecal_analysis::GateDist;
 use gatecal_cli::follow::{audit, write_report};
 use gatecal_cli::metrics::{Metrics, Shared};
@@ -19,43 +18,25 @@ pub const DEFAULT_WINDOW_S: f64 = 900.0;
 
 /// Runs `gate-dist --follow`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    for (given, flag) in [
-        (args.output.is_some(), "-o"),
-        (args.svg.is_some(), "--svg"),
-        (args.input.emit_decisions.is_some(), "--emit-decisions"),
-        (args.input.list_deployments, "--list-deployments"),
-        (args.input.kubectl.is_some(), "--kubectl"),
-    ] {
-        if given {
-            bail!(
-                "{flag} does not go with --follow, whose reports go to stdout{}",
-                if flag == "--kubectl" {
-                    " (pipe `kubectl logs -f ... --prefix --timestamps` into `gate-dist --follow -`)"
-                } else {
-                    ""
-                }
-            );
-        }
-    }
-    anyhow::ensure!(
-        args.since.is_none() && args.until.is_none(),
-        "--since/--until do not go with --follow: each report covers the last --window of log time"
-    );
-    anyhow::ensure!(
-        args.every >= 0.1,
-        "--every {}: give at least 0.1s",
-        args.every
-    );
+    gatecal_cli::follow_flags::check(
+        "gate-dist",
+        &[
+            (args.output.is_some(), "-o"),
+            (args.svg.is_some(), "--svg"),
+            (args.input.emit_decisions.is_some(), "--emit-decisions"),
+            (args.input.list_deployments, "--list-deployments"),
+            (args.input.kubectl.is_some(), "--kubectl"),
+        ],
+        args.since.is_some() || args.until.is_some(),
+        args.every,
+    )?;
     let mut opts = args.options(None)?;
     opts.window_s = None;
     let window_s = args.window.unwrap_or(DEFAULT_WINDOW_S);
     let mut filter = args.filter.clone();
     filter.peak_prefill_throughput = args.peak_prefill_throughput;
     let configs = filter.config_set()?;
-    let format = report_format(args.format, None)?;
-    if matches!(format, Format::Markdown | Format::Csv) {
-        bail!("--follow prints a table or JSON lines: give --format table or --format json");
-    }
+    let format = gatecal_cli::follow_flags::format(report_format(args.format, None)?)?;
     let width = table_width(None, args.wide);
     let redraw = format == Format::Table && gatecal_cli::output::stdout_is_terminal(None);
     let metrics = match &args.serve_metrics {

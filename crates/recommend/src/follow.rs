@@ -4,7 +4,6 @@
 
 use std::io::Write;
 
-use anyhow::bail;
 use gatecal_analysis::Recommend;
 use gatecal_cli::follow::{audit, write_report};
 use gatecal_cli::output::{report_format, report_renderer, run_info, table_width};
@@ -18,41 +17,23 @@ pub const DEFAULT_WINDOW_S: f64 = 900.0;
 
 /// Runs `recommend --follow`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    for (given, flag) in [
-        (args.output.is_some(), "-o"),
-        (args.svg.is_some(), "--svg"),
-        (args.input.emit_decisions.is_some(), "--emit-decisions"),
-        (args.emit_partial.is_some(), "--emit-partial"),
-        (!args.emit_config.is_empty(), "--emit-config"),
-        (args.emit_calibration.is_some(), "--emit-calibration"),
-        (args.input.list_deployments, "--list-deployments"),
-        (!args.fail_if.is_empty(), "--fail-if"),
-        (args.input.kubectl.is_some(), "--kubectl"),
-    ] {
-        if given {
-            bail!(
-                "{flag} does not go with --follow, whose reports go to stdout{}",
-                if flag == "--kubectl" {
-                    " (pipe `kubectl logs -f ... --prefix --timestamps` into `recommend --follow -`)"
-                } else {
-                    ""
-                }
-            );
-        }
-    }
-    anyhow::ensure!(
-        args.since.is_none() && args.until.is_none(),
-        "--since/--until do not go with --follow: each report covers the last --window of log time"
-    );
-    anyhow::ensure!(
-        args.every >= 0.1,
-        "--every {}: give at least 0.1s",
-        args.every
-    );
-    let format = report_format(args.format, None)?;
-    if matches!(format, Format::Markdown | Format::Csv) {
-        bail!("--follow prints a table or JSON lines: give --format table or --format json");
-    }
+    gatecal_cli::follow_flags::check(
+        "recommend",
+        &[
+            (args.output.is_some(), "-o"),
+            (args.svg.is_some(), "--svg"),
+            (args.input.emit_decisions.is_some(), "--emit-decisions"),
+            (args.emit_partial.is_some(), "--emit-partial"),
+            (!args.emit_config.is_empty(), "--emit-config"),
+            (args.emit_calibration.is_some(), "--emit-calibration"),
+            (args.input.list_deployments, "--list-deployments"),
+            (!args.fail_if.is_empty(), "--fail-if"),
+            (args.input.kubectl.is_some(), "--kubectl"),
+        ],
+        args.since.is_some() || args.until.is_some(),
+        args.every,
+    )?;
+    let format = gatecal_cli::follow_flags::format(report_format(args.format, None)?)?;
     let (mut opts, configs) = crate::run::options(&args)?;
     // --window is the span each report covers, not drift windows.
     opts.window_s = None;
