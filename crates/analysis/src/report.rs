@@ -5,6 +5,7 @@
 
 pub mod compare;
 pub mod gate_dist;
+mod intake;
 pub mod partial;
 pub mod recommend;
 pub mod records;

@@ -13,6 +13,7 @@ use crate::gate::reorder::{InOrder, Reorder};
 use crate::gate::stats::{ResolvedCandidate, Stats, StatsAcc};
 use crate::gate::whatif::{CandidateConfig, WhatIfSpec};
 use crate::input::DecisionInput;
+use crate::report::intake::Intake;
 use crate::report::records::RecordSink;
 
 use crate::config::source::{ConfigSet, SourcedConfig};
@@ -384,6 +385,16 @@ impl InOrder for GateDist {
     }
 }
 
+impl Intake for GateDist {
+    fn intake(&mut self) -> crate::report::intake::Parts<'_> {
+        (&self.in_force, &self.opts.block_sizes, &mut self.cap)
+    }
+
+    fn process(&mut self, d: DecisionInput) {
+        GateDist::process(self, d);
+    }
+}
+
 /// The audit in progress: push decisions in input order, then finish.
 pub struct GateDist {
     opts: GateDistOptions,
@@ -440,20 +451,16 @@ impl GateDist {
 
     /// Adds one decision. Decisions may arrive slightly out of time order
     /// (see [`crate::Reorder`]).
-    pub fn push(&mut self, mut d: DecisionInput) {
-        self.in_force
-            .prepare(&mut d, &self.opts.block_sizes, &mut self.cap);
-        self.feed(d);
+    pub fn push(&mut self, d: DecisionInput) {
+        self.take_buffered(d);
     }
 
     /// Adds one decision given in the order this audit's reorder buffer
     /// would release it ([`crate::release_order`] over the times of its
     /// decisions, [`GateDist::reorder_window_s`]): it is handled at once,
     /// not held in the buffer. Not to be mixed with [`GateDist::push`].
-    pub fn push_in_order(&mut self, mut d: DecisionInput) {
-        self.in_force
-            .prepare(&mut d, &self.opts.block_sizes, &mut self.cap);
-        self.process(d);
+    pub fn push_in_order(&mut self, d: DecisionInput) {
+        self.take_released(d);
     }
 
     /// The window of its reorder buffer, seconds of log time.

@@ -71,6 +71,7 @@ use crate::peak::prometheus::{PromEstimator, PromSeries};
 use crate::peak::throughput::{PeakEstimate, PeakSource, VllmEstimator};
 use crate::predict::per_deployment::{MAX_REPLAY_REQUESTS_TOTAL, Objective, Requests};
 use crate::report::gate_dist::InputSummary;
+use crate::report::intake::Intake;
 
 mod bar;
 mod deployment;
@@ -323,6 +324,16 @@ impl InOrder for Recommend {
     }
 }
 
+impl Intake for Recommend {
+    fn intake(&mut self) -> crate::report::intake::Parts<'_> {
+        (&self.in_force, &self.opts.block_sizes, &mut self.cap)
+    }
+
+    fn process(&mut self, d: DecisionInput) {
+        Recommend::process(self, d);
+    }
+}
+
 /// The pod behind an endpoint id: `namespace/pod[-rank-N]` -> `pod`.
 pub fn endpoint_pod(endpoint: &str) -> &str {
     let name = endpoint.rsplit('/').next().unwrap_or(endpoint);
@@ -395,10 +406,8 @@ impl Recommend {
     }
 
     /// Adds one decision (in roughly log order, see [`crate::Reorder`]).
-    pub fn push_decision(&mut self, mut d: DecisionInput) {
-        self.in_force
-            .prepare(&mut d, &self.opts.block_sizes, &mut self.cap);
-        self.feed(d);
+    pub fn push_decision(&mut self, d: DecisionInput) {
+        self.take_buffered(d);
     }
 
     /// Adds one decision given in the order this calibration's reorder
@@ -406,10 +415,8 @@ impl Recommend {
     /// its decisions, [`Recommend::reorder_window_s`]): it is handled at
     /// once, not held in the buffer. Not to be mixed with
     /// [`Recommend::push_decision`].
-    pub fn push_in_order(&mut self, mut d: DecisionInput) {
-        self.in_force
-            .prepare(&mut d, &self.opts.block_sizes, &mut self.cap);
-        self.process(d);
+    pub fn push_in_order(&mut self, d: DecisionInput) {
+        self.take_released(d);
     }
 
     /// The window of its reorder buffer, seconds of log time.
