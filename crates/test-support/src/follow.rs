@@ -1,6 +1,7 @@
 //! Driving a `--follow` run: its stdout lines as they come, and SIGINT.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -42,4 +43,31 @@ pub fn interrupt(mut child: Child, rx: &mpsc::Receiver<(Instant, String)>) -> se
     let end = json(tail.last().unwrap());
     assert_eq!(end["follow"]["last"], true);
     end
+}
+
+/// Appends `rest` to the log at `log` in pieces of `piece` lines, 100 ms
+/// apart, as a log grows; then reads the reports from `rx`, after `first`,
+/// until one has read more than `decisions` decisions (within 60 s): that
+/// report.
+pub fn append_and_wait(
+    log: &Path,
+    rest: &[&[u8]],
+    piece: usize,
+    rx: &mpsc::Receiver<(Instant, String)>,
+    first: serde_json::Value,
+    decisions: u64,
+) -> serde_json::Value {
+    let mut f = std::fs::OpenOptions::new().append(true).open(log).unwrap();
+    for chunk in rest.chunks(piece) {
+        f.write_all(&chunk.concat()).unwrap();
+        f.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = first;
+    while last["follow"]["decisions_read"].as_u64().unwrap() < decisions {
+        assert!(Instant::now() < deadline, "{}", last["follow"]);
+        last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap().1);
+    }
+    last
 }

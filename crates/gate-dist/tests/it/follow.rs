@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gatecal_test_support::follow::{interrupt, json, stdout_lines};
+use gatecal_test_support::follow::{append_and_wait, interrupt, json, stdout_lines};
 
 fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_gate-dist")
@@ -60,21 +60,10 @@ fn reports_come_every_interval_while_a_log_grows_and_sigint_ends_with_the_last()
     let v = json(&l);
     assert_eq!(v["follow"]["last"], false);
     let early = v["follow"]["decisions_read"].as_u64().unwrap();
-    // The rest of the log, appended in pieces.
-    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-    for chunk in lines[first..].chunks(lines.len() / 10 + 1) {
-        f.write_all(&chunk.concat()).unwrap();
-        f.flush().unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // Reports go on, and read the log: all but its last seconds, which the
-    // reorder buffer holds until later lines come (or the run ends).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = v;
-    while last["follow"]["decisions_read"].as_u64().unwrap() < 1100 {
-        assert!(Instant::now() < deadline, "{}", last["follow"]);
-        last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap().1);
-    }
+    // The rest of the log, appended in pieces. Reports go on, and read the
+    // log: all but its last seconds, which the reorder buffer holds until
+    // later lines come (or the run ends).
+    let last = append_and_wait(&log, &lines[first..], lines.len() / 10 + 1, &rx, v, 1100);
     assert!(early < 1100, "{early}");
     // The window: the last 15 minutes of log time.
     let f = &last["follow"];

@@ -36,7 +36,7 @@ mod follow {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    use gatecal_test_support::follow::{interrupt, json, stdout_lines};
+    use gatecal_test_support::follow::{append_and_wait, interrupt, json, stdout_lines};
 
     fn exe() -> &'static str {
         env!("CARGO_BIN_EXE_recommend")
@@ -87,18 +87,7 @@ mod follow {
         assert_eq!(v["follow"]["last"], false);
         assert!(v["follow"]["decisions_read"].as_u64().unwrap() < 1100);
         // The rest of the EPP log, appended in pieces.
-        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-        for chunk in lines_[first..].chunks(lines_.len() / 10 + 1) {
-            f.write_all(&chunk.concat()).unwrap();
-            f.flush().unwrap();
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut last = v;
-        while last["follow"]["decisions_read"].as_u64().unwrap() < 1100 {
-            assert!(Instant::now() < deadline, "{}", last["follow"]);
-            last = json(&rx.recv_timeout(Duration::from_secs(10)).unwrap().1);
-        }
+        let last = append_and_wait(&log, &lines_[first..], lines_.len() / 10 + 1, &rx, v, 1100);
         // Both logs are read: the vLLM stats lines give the peak.
         let f = &last["follow"];
         assert_eq!(f["vllm_lines_read"], 577);
