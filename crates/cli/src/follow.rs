@@ -283,10 +283,12 @@ impl Window {
 
 /// The time of a window's record (`None` inside when it has none), or
 /// `None` when the line is not a valid record: read from the start of the
-/// line as [`Window::push`] writes it (`{"v":2,"ts":...`), else from the
+/// line as [`Window::push`] writes it (`{"v":3,"ts":...`), else from the
 /// whole record.
 fn record_time(line: &[u8]) -> Option<Option<f64>> {
-    let quick = line.strip_prefix(b"{\"v\":2,\"ts\":").and_then(|rest| {
+    // The prefix is the version written.
+    const _: () = assert!(gatecal_parser::RECORD_VERSION == 3);
+    let quick = line.strip_prefix(b"{\"v\":3,\"ts\":").and_then(|rest| {
         let end = rest.iter().position(|&b| b == b',')?;
         let text = std::str::from_utf8(&rest[..end]).ok()?;
         match text {
