@@ -4,7 +4,9 @@
 # tens of thousands of deployments; and of recommend on millions of vLLM
 # stats lines; and of `gate-dist --follow` over an hour of log at about
 # 110 decisions a second (four simulated peak-sweep streams merged by
-# time, 6.6 GB, piped in as they are made: nothing written to disk).
+# time, 6.6 GB, piped in as they are made: nothing written to disk);
+# and of `recommend --follow` over the same hour with the engines' vLLM
+# logs (written to disk: about 7 GB more, deleted with the rest).
 # Run by `just memory`; the figures are in docs/performance.md ("Memory
 # bounds", "Follow mode").
 #
@@ -12,8 +14,8 @@
 #   MEMORY_DIR        where the cases are written (default /tmp/gatecal-memory;
 #                     about 5.6 GB; deleted at the end unless MEMORY_KEEP=1)
 #   MEMORY_THREADS    thread counts to run (default "2 8")
-#   MEMORY_FOLLOW     seconds of log time of the follow case (default 3600;
-#                     0 skips it)
+#   MEMORY_FOLLOW     seconds of log time of the follow cases (default 3600;
+#                     0 skips them)
 #   CARGO_TARGET_DIR  honoured (default target/)
 set -euo pipefail
 
@@ -53,9 +55,11 @@ if [[ "$follow" != 0 ]]; then
         # they come; one report every 2 s (of wall time), so that reports
         # fall at every point of the log and the peak does not depend on
         # where a few of them fall. Measured (docs/performance.md, "Follow
-        # mode"), --window 15m: 90.2 MiB, against 135.2 MiB before the
+        # mode"), --window 15m: 79.1 MiB, against 135.2 MiB before the
         # reports' audits took the window in order without their reorder
-        # buffers and at most 1 024 decisions waited for their bar.
+        # buffers, at most 1 024 decisions waited for their bar, the
+        # scored endpoints had vectors of their own and the whole run's
+        # audit made the records alone.
         LC_ALL=C sort -m <(sim 1) <(sim 2) <(sim 3) <(sim 4) |
             nice -n 10 "$timer" -v -o "$dir/time.txt" "$target/release/gate-dist" --follow - \
                 --window "$window" --every 2s --format json > "$dir/follow.jsonl"
@@ -65,5 +69,29 @@ if [[ "$follow" != 0 ]]; then
         printf '%-11s %6ss  --window %-3s  %s decisions  max RSS %6.1f MiB  wall %s\n' \
             follow "$follow" "$window" "$decisions" "$(echo "$rss / 1024" | bc -l)" "$wall"
     done
+    # recommend: the four EPP logs merged on stdin, the four folders of
+    # vLLM logs followed (52 files); SIGINT once stdin is read (files are
+    # followed until then). Measured: 185.6 MiB, against 341.0 MiB before
+    # the whole run's calibration made the records alone.
+    for seed in 1 2 3 4; do
+        [[ -f "$dir/rec$seed/epp.log" ]] ||
+            nice -n 10 "$target/release/epp-sim" --scenario peak-sweep --seed "$seed" \
+                --duration "$follow" --timestamps --out "$dir/rec$seed/epp.log" 2>/dev/null &
+    done
+    wait
+    rm -f "$dir"/rec?/epp.truth.jsonl "$dir/epp.fifo"
+    mkfifo "$dir/epp.fifo"
+    nice -n 10 "$timer" -v -o "$dir/time.txt" "$target/release/recommend" --follow - \
+        "$dir"/rec?/epp.vllm --every 2s --format json < "$dir/epp.fifo" > "$dir/follow.jsonl" &
+    timed=$!
+    LC_ALL=C sort -m "$dir"/rec?/epp.log > "$dir/epp.fifo"
+    sleep 3
+    pkill -INT -P "$timed" || true
+    wait "$timed" || true
+    rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/time.txt")
+    wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$dir/time.txt")
+    decisions=$(tail -n 1 "$dir/follow.jsonl" | python3 -c 'import json,sys; print(json.load(sys.stdin)["follow"]["decisions_read"])')
+    printf '%-11s %6ss  --window 15m  %s decisions, vLLM logs  max RSS %6.1f MiB  wall %s\n' \
+        recommend "$follow" "$decisions" "$(echo "$rss / 1024" | bc -l)" "$wall"
 fi
 [[ "${MEMORY_KEEP:-0}" == 1 ]] || rm -rf "$dir"

@@ -71,9 +71,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.every,
         window_s,
         // Decisions wait for their deployment's bar a short while only:
-        // they reach no report while they wait.
+        // they reach no report while they wait. It keeps nothing but the
+        // records: each report audits them again.
         GateDist::new(opts.clone(), configs.clone())
-            .with_max_pending(gatecal_analysis::MAX_PENDING_DECISIONS_FOLLOWING),
+            .with_max_pending(gatecal_analysis::MAX_PENDING_DECISIONS_FOLLOWING)
+            .records_only(),
         move |r| {
             if let Some(m) = &metrics {
                 gatecal_cli::metrics::lock(m).observe(r);

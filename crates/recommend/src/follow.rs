@@ -53,9 +53,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.every,
         window_s,
         // Decisions wait for their deployment's bar a short while only:
-        // they reach no report while they wait.
+        // they reach no report while they wait. It keeps nothing but the
+        // records: each report audits them again.
         Recommend::new(opts.clone(), configs.clone())
-            .with_max_pending(gatecal_analysis::MAX_PENDING_DECISIONS_FOLLOWING),
+            .with_max_pending(gatecal_analysis::MAX_PENDING_DECISIONS_FOLLOWING)
+            .records_only(),
         |_| {},
         |info, windows| {
             let report = audit(Recommend::new(opts.clone(), configs.clone()), windows, info);

@@ -205,10 +205,16 @@ impl From<Decision> for DecisionInput {
             ..
         } = d;
         let unnamed_source = (epp_pod.is_none() && source.file != "-").then_some(source.file);
-        let scored: Vec<ScoredEndpoint> = candidates
-            .into_iter()
-            .filter(|c| c.token_load.is_some() || c.in_flight_tokens.is_some())
-            .map(|c| ScoredEndpoint {
+        // A vector of its own, of the size needed: collected from
+        // `candidates` in place, it would keep their allocation (about three
+        // times as large) for as long as the decision waits in the
+        // analysis' buffers.
+        let loaded = |c: &gatecal_parser::CandidateObs| {
+            c.token_load.is_some() || c.in_flight_tokens.is_some()
+        };
+        let mut scored = Vec::with_capacity(candidates.iter().filter(|c| loaded(c)).count());
+        scored.extend(candidates.into_iter().filter(|c| loaded(c)).map(|c| {
+            ScoredEndpoint {
                 prefix_score: c
                     .scores
                     .iter()
@@ -217,8 +223,8 @@ impl From<Decision> for DecisionInput {
                 endpoint: c.endpoint,
                 token_load: c.token_load,
                 in_flight_tokens: c.in_flight_tokens,
-            })
-            .collect();
+            }
+        }));
         // Matched tokens, from the first source the request's lines give.
         let best_score = scored
             .iter()

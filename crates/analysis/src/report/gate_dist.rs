@@ -404,6 +404,8 @@ pub struct GateDist {
     reorder: Reorder,
     deps: BTreeMap<String, DepAcc>,
     sink: Option<RecordSink>,
+    /// Only the records are made ([`GateDist::records_only`]).
+    records_only: bool,
     cap: crate::input::pool::DeploymentCap,
     /// Requests the replay may still keep, all deployments together.
     room: usize,
@@ -417,6 +419,16 @@ impl GateDist {
         self
     }
 
+    /// Makes each decision's record ([`GateDist::with_records`]) and
+    /// nothing else: the decisions are reconstructed under their config in
+    /// force, and no figure is kept for the report (which counts no
+    /// decision). `--follow`'s audit of the whole run, whose records each
+    /// report audits again: its memory does not grow with the run.
+    pub fn records_only(mut self) -> GateDist {
+        self.records_only = true;
+        self
+    }
+
     /// A new audit.
     pub fn new(opts: GateDistOptions, configs: ConfigSet) -> GateDist {
         GateDist {
@@ -426,6 +438,7 @@ impl GateDist {
             in_force: crate::config::in_force::InForce::new(configs),
             deps: BTreeMap::new(),
             sink: None,
+            records_only: false,
             cap: crate::input::pool::DeploymentCap::default(),
             room: MAX_REPLAY_REQUESTS_TOTAL,
         }
@@ -473,15 +486,13 @@ impl GateDist {
     /// instances is known, so that every one is reconstructed and replayed
     /// under the config the EPP ran.
     fn process(&mut self, d: DecisionInput) {
-        let (recon, deps, sink, opts, room) = (
-            &mut self.recon,
-            &mut self.deps,
-            &mut self.sink,
-            &self.opts,
-            &mut self.room,
-        );
-        self.in_force
-            .push(d, &mut |sc, d| handle(recon, deps, sink, opts, room, sc, d));
+        let (recon, sink, opts, room) =
+            (&mut self.recon, &mut self.sink, &self.opts, &mut self.room);
+        let (deps, only) = (&mut self.deps, self.records_only);
+        self.in_force.push(d, &mut |sc, d| {
+            let deps = (!only).then_some(&mut *deps);
+            handle(recon, deps, sink, opts, room, sc, d)
+        });
     }
 
     /// The report.
@@ -504,15 +515,13 @@ impl GateDist {
     pub(crate) fn settle(mut self) -> (BTreeMap<String, DepAcc>, crate::input::pool::Pooled) {
         self.drain();
         // Deployments whose log never showed the bar: the configs as given.
-        let (recon, deps, sink, opts, room) = (
-            &mut self.recon,
-            &mut self.deps,
-            &mut self.sink,
-            &self.opts,
-            &mut self.room,
-        );
-        self.in_force
-            .finish(&mut |sc, d| handle(recon, deps, sink, opts, room, sc, d));
+        let (recon, sink, opts, room) =
+            (&mut self.recon, &mut self.sink, &self.opts, &mut self.room);
+        let (deps, only) = (&mut self.deps, self.records_only);
+        self.in_force.finish(&mut |sc, d| {
+            let deps = (!only).then_some(&mut *deps);
+            handle(recon, deps, sink, opts, room, sc, d)
+        });
         for (name, dep) in self.deps.iter_mut() {
             self.in_force.late_disagreements(name, &mut dep.shown);
         }
@@ -617,10 +626,11 @@ pub(crate) fn finish_parts(
     }
 }
 
-/// Adds one decision under its config in force `sc`.
+/// Adds one decision under its config in force `sc` (to `deps`, unless
+/// only its record is made: `None`).
 fn handle(
     recon: &mut Reconstructor,
-    deps: &mut BTreeMap<String, DepAcc>,
+    deps: Option<&mut BTreeMap<String, DepAcc>>,
     sink: &mut Option<RecordSink>,
     opts: &GateDistOptions,
     room: &mut usize,
@@ -640,6 +650,9 @@ fn handle(
     if let (Some(sink), Some(r)) = (sink.as_mut(), d.record.take()) {
         sink(crate::report::records::complete(*r, &sample, sc, &d));
     }
+    let Some(deps) = deps else {
+        return;
+    };
     let n = opts.what_if.len();
     let pmin = opts.pinned_worse_min_ms;
     let dep = match deps.get_mut(&d.deployment) {

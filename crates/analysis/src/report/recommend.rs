@@ -301,6 +301,8 @@ pub struct Recommend {
     /// from the endpoints the EPP decisions name.
     pods: HashMap<String, String>,
     sink: Option<crate::report::records::RecordSink>,
+    /// Only the records are made ([`Recommend::records_only`]).
+    records_only: bool,
     cap: crate::input::pool::DeploymentCap,
     /// Requests the replay may still keep, all deployments together.
     room: usize,
@@ -365,6 +367,7 @@ impl Recommend {
             prometheus: PromEstimator::default(),
             pods: HashMap::new(),
             sink: None,
+            records_only: false,
             cap: crate::input::pool::DeploymentCap::default(),
             room: MAX_REPLAY_REQUESTS_TOTAL,
             fallback_configs: BTreeMap::new(),
@@ -405,6 +408,17 @@ impl Recommend {
         self
     }
 
+    /// Makes each decision's record ([`Recommend::with_records`]) and
+    /// nothing else: the decisions are reconstructed under their config in
+    /// force, and nothing is kept for the report (no decision, pod or
+    /// routed request). `--follow`'s calibration of the whole run, whose
+    /// records each report reads again: its memory does not grow with the
+    /// run.
+    pub fn records_only(mut self) -> Recommend {
+        self.records_only = true;
+        self
+    }
+
     /// Adds one decision (in roughly log order, see [`crate::Reorder`]).
     pub fn push_decision(&mut self, d: DecisionInput) {
         self.take_buffered(d);
@@ -428,6 +442,13 @@ impl Recommend {
     /// order; the rest under its config in force, once known
     /// ([`crate::config::in_force::InForce`], as gate-dist).
     fn process(&mut self, d: DecisionInput) {
+        if self.records_only {
+            let (recon, sink, opts, room) =
+                (&mut self.recon, &mut self.sink, &self.opts, &mut self.room);
+            self.in_force
+                .push(d, &mut |sc, d| handle(recon, None, sink, opts, room, sc, d));
+            return;
+        }
         let names = d
             .scored
             .iter()
@@ -449,8 +470,9 @@ impl Recommend {
             &self.opts,
             &mut self.room,
         );
-        self.in_force
-            .push(d, &mut |sc, d| handle(recon, deps, sink, opts, room, sc, d));
+        self.in_force.push(d, &mut |sc, d| {
+            handle(recon, Some(deps), sink, opts, room, sc, d)
+        });
     }
 
     /// Adds one vLLM stats line.
@@ -492,15 +514,13 @@ impl Recommend {
     /// disagreements found late noted.
     fn settle(&mut self) {
         self.drain();
-        let (recon, deps, sink, opts, room) = (
-            &mut self.recon,
-            &mut self.deps,
-            &mut self.sink,
-            &self.opts,
-            &mut self.room,
-        );
-        self.in_force
-            .finish(&mut |sc, d| handle(recon, deps, sink, opts, room, sc, d));
+        let (recon, sink, opts, room) =
+            (&mut self.recon, &mut self.sink, &self.opts, &mut self.room);
+        let (deps, only) = (&mut self.deps, self.records_only);
+        self.in_force.finish(&mut |sc, d| {
+            let deps = (!only).then_some(&mut *deps);
+            handle(recon, deps, sink, opts, room, sc, d)
+        });
         for (name, dep) in self.deps.iter_mut() {
             self.in_force.late_disagreements(name, &mut dep.shown);
         }
@@ -730,7 +750,7 @@ impl Recommend {
 /// Adds one counted decision of `recommend` under its config in force `sc`.
 fn handle(
     recon: &mut Reconstructor,
-    deps: &mut BTreeMap<String, Dep>,
+    deps: Option<&mut BTreeMap<String, Dep>>,
     sink: &mut Option<crate::report::records::RecordSink>,
     opts: &RecommendOptions,
     room: &mut usize,
@@ -746,6 +766,10 @@ fn handle(
     if let (Some(sink), Some(r)) = (sink.as_mut(), d.record.take()) {
         sink(crate::report::records::complete(*r, &s, sc, &d));
     }
+    // Only the record is made ([`Recommend::records_only`]).
+    let Some(deps) = deps else {
+        return;
+    };
     let dep = deps.entry(d.deployment.clone()).or_insert_with(|| Dep {
         shown: crate::config::in_force::Shown::new(sc, d.filter.as_deref()),
         configs: Vec::new(),

@@ -2,3 +2,4 @@
 //! `cargo test -p gatecal-analysis --test it MODULE` runs one module.
 
 mod partial_merge;
+mod records_only;
