@@ -553,14 +553,11 @@ impl Assembler {
         // request connects its prefill and decode endpoints): needed only when
         // no EPP pod names the deployment.
         let pool: Option<&str> = match (&r.pod, &self.naming.explicit) {
-            (None, None) => {
-                let eps: Vec<&str> = r
-                    .done
+            (None, None) => self.pools.name_of(
+                r.done
                     .iter()
-                    .flat_map(|d| d.candidates.iter().map(|c| c.endpoint.as_str()))
-                    .collect();
-                self.pools.name(&eps)
-            }
+                    .flat_map(|d| d.candidates.iter().map(|c| c.endpoint.as_str())),
+            ),
             _ => None,
         };
         // The precise producer's match of the endpoint the request was
