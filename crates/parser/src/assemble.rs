@@ -18,6 +18,11 @@ use crate::event::{ArenaEvent, Event, LineMeta, Scope};
 /// Request ids are hashed with FxHash (fast; the keys are not adversarial).
 type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
+/// An open request's key (its id, and its kubectl pod): made once when the
+/// request opens, shared by the open requests' map, their queue and the
+/// closed requests that wait for their first response chunk.
+type ReqKey = std::sync::Arc<[u8]>;
+
 /// Where the assembler hands its decisions, each in the box it was
 /// assembled in (moved on as a pointer, not copied out and boxed again).
 pub(crate) type Emit<'a> = dyn FnMut(Box<Decision>) + 'a;
@@ -78,7 +83,7 @@ pub(crate) struct Ctx<'a> {
 struct QEntry {
     serial: u64,
     enq_ts: f64,
-    key: Vec<u8>,
+    key: ReqKey,
 }
 
 /// A closed request's decisions, held until its first response body
@@ -86,7 +91,7 @@ struct QEntry {
 struct Waiting {
     /// Position in the order of closing.
     seq: u64,
-    key: Vec<u8>,
+    key: ReqKey,
     arrival: Option<f64>,
     /// Log time when it closed (the wait is measured from here).
     since: f64,
@@ -139,7 +144,7 @@ pub struct Assembler {
     naming: DeploymentNaming,
     pools: PoolNames,
     limits: AssemblerLimits,
-    reqs: FxMap<Vec<u8>, Req>,
+    reqs: FxMap<ReqKey, Req>,
     queue: VecDeque<QEntry>,
     next_serial: u64,
     max_ts: f64,
@@ -157,7 +162,7 @@ pub struct Assembler {
     /// first response chunk; emitted from the front.
     waiting: VecDeque<Waiting>,
     /// The requests still waiting: key -> their `seq`.
-    waiting_keys: FxMap<Vec<u8>, u64>,
+    waiting_keys: FxMap<ReqKey, u64>,
     next_wait_seq: u64,
 }
 
@@ -171,7 +176,7 @@ fn grown(open_bytes: &mut usize, r: &mut Req, full: bool, cap: usize) -> bool {
 }
 
 /// Removes an open request, uncounting its bytes.
-fn take(reqs: &mut FxMap<Vec<u8>, Req>, open_bytes: &mut usize, key: &[u8]) -> Option<Req> {
+fn take(reqs: &mut FxMap<ReqKey, Req>, open_bytes: &mut usize, key: &[u8]) -> Option<Req> {
     let r = reqs.remove(key)?;
     *open_bytes = open_bytes.saturating_sub(r.bytes);
     Some(r)
@@ -229,6 +234,19 @@ impl Assembler {
     /// The naming used for deployments.
     pub fn naming(&self) -> &DeploymentNaming {
         &self.naming
+    }
+
+    /// Whether `key` is the key [`Assembler::key_into`] makes of `id` and
+    /// `pod`.
+    fn key_is(key: &[u8], id: Option<&[u8]>, pod: Option<&[u8]>) -> bool {
+        let id = id.unwrap_or_default();
+        let Some(rest) = key.strip_prefix(id) else {
+            return false;
+        };
+        match pod {
+            Some(p) => rest.first() == Some(&0x1f) && rest[1..] == *p,
+            None => rest.is_empty(),
+        }
     }
 
     fn key_into(scratch: &mut Vec<u8>, ctx: &Ctx<'_>) {
@@ -350,13 +368,14 @@ impl Assembler {
             }
             let serial = self.next_serial;
             self.next_serial += 1;
-            let key = self.scratch.clone();
+            let key = ReqKey::from(self.scratch.as_slice());
             self.queue.push_back(QEntry {
                 serial,
                 enq_ts: touch,
                 key: key.clone(),
             });
-            self.reqs.insert(key, Req::new(serial, ctx, line, touch));
+            self.reqs
+                .insert(key.clone(), Req::new(serial, key, ctx, line, touch));
             if self.reqs.len() > self.limits.max_open_requests {
                 self.evict_oldest(emit);
             }
@@ -390,10 +409,8 @@ impl Assembler {
         }
         if self.queue.len() > 2 * self.reqs.len() + 1024 {
             let reqs = &self.reqs;
-            self.queue.retain(|e| {
-                reqs.get(e.key.as_slice())
-                    .is_some_and(|r| r.serial == e.serial)
-            });
+            self.queue
+                .retain(|e| reqs.get(&*e.key).is_some_and(|r| r.serial == e.serial));
         }
     }
 
@@ -424,8 +441,8 @@ impl Assembler {
             let Some(w) = self.waiting.pop_front() else {
                 break;
             };
-            if self.waiting_keys.get(w.key.as_slice()) == Some(&w.seq) {
-                self.waiting_keys.remove(w.key.as_slice());
+            if self.waiting_keys.get(&*w.key) == Some(&w.seq) {
+                self.waiting_keys.remove(&*w.key);
             }
             Self::emit_waiting(w, emit);
         }
@@ -452,7 +469,7 @@ impl Assembler {
             };
             let live = self
                 .reqs
-                .get(e.key.as_slice())
+                .get(&*e.key)
                 .filter(|r| r.serial == e.serial)
                 .map(|r| r.last_ts);
             match live {
@@ -474,11 +491,8 @@ impl Assembler {
             && let Some(e) = self.queue.pop_front()
         {
             budget -= 1;
-            let live = self
-                .reqs
-                .get(e.key.as_slice())
-                .is_some_and(|r| r.serial == e.serial);
-            if live && e.key != self.scratch {
+            let live = self.reqs.get(&*e.key).is_some_and(|r| r.serial == e.serial);
+            if live && *e.key != *self.scratch {
                 if let Some(r) = take(&mut self.reqs, &mut self.open_bytes, &e.key) {
                     self.requests_evicted += 1;
                     self.close(r, Completion::Evicted, emit);
@@ -533,20 +547,17 @@ impl Assembler {
                 }
             }
         }
-        r.end_run();
+        r.end_run(&text);
         drop(text);
         // The pool, from every candidate of the request's decisions (a P/D
         // request connects its prefill and decode endpoints): needed only when
         // no EPP pod names the deployment.
-        let pool: Option<String> = match (&r.pod, &self.naming.explicit) {
-            (None, None) => {
-                let eps: Vec<&str> = r
-                    .done
+        let pool: Option<&str> = match (&r.pod, &self.naming.explicit) {
+            (None, None) => self.pools.name_of(
+                r.done
                     .iter()
-                    .flat_map(|d| d.candidates.iter().map(|c| c.endpoint.as_str()))
-                    .collect();
-                self.pools.name(&eps).map(str::to_string)
-            }
+                    .flat_map(|d| d.candidates.iter().map(|c| c.endpoint.as_str())),
+            ),
             _ => None,
         };
         // The precise producer's match of the endpoint the request was
@@ -562,20 +573,30 @@ impl Assembler {
                     crate::fields::member_count(scores.as_bytes(), address);
             }
         }
-        // The request's key, for the chunks of its response.
-        let mut key = Vec::new();
-        Self::key_into(
-            &mut key,
-            &Ctx {
-                ts: None,
-                request_id: r.request_id.as_deref().map(str::as_bytes),
-                pod: r.pod.as_deref().map(str::as_bytes),
-                model: None,
-            },
-        );
-        let n = r.done.len();
-        let mut out = Vec::with_capacity(n);
-        for (i, mut d) in std::mem::take(&mut r.done).into_iter().enumerate() {
+        // The request's key, for the chunks of its response: the one it was
+        // opened under, made again from its id and pod as converted to
+        // strings when either was not UTF-8.
+        let id = r.request_id.as_deref().map(str::as_bytes);
+        let pod = r.pod.as_deref().map(str::as_bytes);
+        let key = if Self::key_is(&r.key, id, pod) {
+            r.key.clone()
+        } else {
+            let mut key = Vec::new();
+            Self::key_into(
+                &mut key,
+                &Ctx {
+                    ts: None,
+                    request_id: id,
+                    pod,
+                    model: None,
+                },
+            );
+            ReqKey::from(key)
+        };
+        // Handed on in the request's own list.
+        let mut out = std::mem::take(&mut r.done);
+        let n = out.len();
+        for (i, d) in out.iter_mut().enumerate() {
             // The request's strings are cloned into every decision but the
             // last (usually the only one), which takes them.
             let last = i + 1 == n;
@@ -600,9 +621,9 @@ impl Assembler {
                 .candidates
                 .iter()
                 .find_map(|c| split_slash(&c.endpoint).map(|(n, _)| n));
-            d.deployment =
-                self.naming
-                    .resolve(r.pod.as_deref(), pool.as_deref(), ns, d.model.as_deref());
+            d.deployment = self
+                .naming
+                .resolve(r.pod.as_deref(), pool, ns, d.model.as_deref());
             if last {
                 d.request_id = r.request_id.take();
                 d.epp_pod = r.pod.take();
@@ -621,7 +642,6 @@ impl Assembler {
                 .startup_peak
                 .get(d.epp_pod.as_deref().unwrap_or_default().as_bytes())
                 .copied();
-            out.push(d);
         }
         // A handled request whose arrival is known waits for its first
         // response chunk; the others are settled. Either way they leave in

@@ -183,10 +183,19 @@ impl PoolNames {
     /// The pool of a request whose candidates are `endpoints`; `None` when
     /// none was seen before and none is a pod name.
     pub fn name(&mut self, endpoints: &[&str]) -> Option<&str> {
+        self.name_of(endpoints.iter().copied())
+    }
+
+    /// [`PoolNames::name`] of the endpoints an iterator gives (read more
+    /// than once: no list of them is made).
+    pub(crate) fn name_of<'e, I>(&mut self, endpoints: I) -> Option<&str>
+    where
+        I: Iterator<Item = &'e str> + Clone,
+    {
         let mut roots = std::mem::take(&mut self.roots);
         roots.clear();
-        for e in endpoints {
-            if let Some(&i) = self.pool_of.get(*e) {
+        for e in endpoints.clone() {
+            if let Some(&i) = self.pool_of.get(e) {
                 let r = self.find(i);
                 if !roots.contains(&r) {
                     roots.push(r);
@@ -202,8 +211,8 @@ impl PoolNames {
             }
             None => {
                 let mut owners: Vec<&str> = endpoints
-                    .iter()
-                    .filter_map(|e| endpoint_pod(e))
+                    .clone()
+                    .filter_map(endpoint_pod)
                     .map(pod_deployment)
                     .collect();
                 if owners.is_empty() {
@@ -225,7 +234,7 @@ impl PoolNames {
                 }
                 let owner = best.0;
                 let ns = endpoints
-                    .iter()
+                    .clone()
                     .find_map(|e| split_slash(e).map(|(n, _)| n.to_string()));
                 // The first pool named after the owner.
                 let first = self
@@ -256,8 +265,8 @@ impl PoolNames {
             if self.pool_of.len() >= Self::MAX_ENDPOINTS {
                 break;
             }
-            if !self.pool_of.contains_key(*e) {
-                self.pool_of.insert((*e).to_string(), root);
+            if !self.pool_of.contains_key(e) {
+                self.pool_of.insert(e.to_string(), root);
             }
         }
         Some(&self.pools[root as usize].0)

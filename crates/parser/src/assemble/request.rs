@@ -2,7 +2,7 @@
 //! when it closes, into the decisions of its profile runs.
 
 use super::{Ctx, split_slash};
-use crate::arena::{Arena, Spans};
+use crate::arena::{Arena, Span, Spans};
 use crate::decision::{CandidateObs, Decision, FilterMsg, SourceLoc};
 use crate::event::{ArenaEvent, Event, FilterLine};
 
@@ -10,6 +10,8 @@ use crate::event::{ArenaEvent, Event, FilterLine};
 /// pod), and the decisions assembled from them so far.
 pub(super) struct Req {
     pub(super) serial: u64,
+    /// The key it is open under.
+    pub(super) key: super::ReqKey,
     pub(super) request_id: Option<String>,
     pub(super) pod: Option<String>,
     pub(super) model: Option<String>,
@@ -18,7 +20,8 @@ pub(super) struct Req {
     /// Where the profiles of the request's runs come from. Request-wide,
     /// independent of [`Req::state`]: it only grows (no line undoes it).
     pub(super) profiles: Profiles,
-    pub(super) profile: Option<String>,
+    /// The current run's profile, in [`Req::text`].
+    pub(super) profile: Option<Span>,
     /// 0-based index of the current profile run.
     pub(super) run: u32,
     /// Where the current run stands, and its open decision.
@@ -28,8 +31,12 @@ pub(super) struct Req {
     /// The survivors of the run's last filter call, which the next filter
     /// of the run starts from.
     pub(super) last_survivors: LastSurvivors,
-    pub(super) running_filter: Option<String>,
-    pub(super) instances: Vec<String>,
+    /// The plugin (`name/type`) of the run's last `Running filter plugin`
+    /// line since its last completion, in [`Req::text`].
+    pub(super) running_filter: Option<Span>,
+    /// The plugins of the run's filter calls completed so far, in
+    /// [`Req::text`] (their names are compared).
+    pub(super) instances: Vec<Span>,
     // Decisions are boxed while assembled: a decision is several hundred
     // bytes, and it moves from the open one of `state` to `run_decisions`
     // to `done`.
@@ -305,9 +312,10 @@ impl Req {
         self.events.capacity() * std::mem::size_of::<Buffered>() + self.text.heap_bytes()
     }
 
-    pub(super) fn new(serial: u64, ctx: &Ctx<'_>, line: u64, ts: f64) -> Req {
+    pub(super) fn new(serial: u64, key: super::ReqKey, ctx: &Ctx<'_>, line: u64, ts: f64) -> Req {
         Req {
             serial,
+            key,
             request_id: ctx.request_id.map(owned),
             pod: ctx.pod.map(owned),
             model: ctx.model.map(owned),
@@ -365,7 +373,7 @@ impl Req {
         };
         Box::new(Decision {
             ts,
-            profile: self.profile.clone(),
+            profile: self.profile.map(|p| text.string(p)),
             profile_run: self.run,
             source: SourceLoc {
                 file: file.to_string(),
@@ -376,13 +384,15 @@ impl Req {
         })
     }
 
-    /// Closes the open decision, if any, into the run's decisions.
-    pub(super) fn finalize_pending(&mut self) {
+    /// Closes the open decision, if any, into the run's decisions (the
+    /// request's strings in `text`).
+    pub(super) fn finalize_pending(&mut self, text: &Arena) {
         if let Some(mut d) = self.state.take_open() {
             if d.filter.is_none()
-                && let Some(p) = &self.running_filter
+                && let Some(p) = self.running_filter
             {
-                let (n, t) = split_plugin(p);
+                let p = text.str(p);
+                let (n, t) = split_plugin(&p);
                 d.filter = Some(n.to_string());
                 d.filter_type = t.map(str::to_string);
             }
@@ -390,8 +400,8 @@ impl Req {
         }
     }
 
-    pub(super) fn end_run(&mut self) {
-        self.finalize_pending();
+    pub(super) fn end_run(&mut self, text: &Arena) {
+        self.finalize_pending(text);
         if self.done.is_empty() {
             // The usual case (one run per request): hand the vector over.
             std::mem::swap(&mut self.done, &mut self.run_decisions);
@@ -406,14 +416,14 @@ impl Req {
 
     /// Ends the current run and starts the next, idle; it has the next
     /// index when the run ended was active (an idle run is started again).
-    pub(super) fn new_run(&mut self) {
-        self.next_run(self.state.is_active());
+    pub(super) fn new_run(&mut self, text: &Arena) {
+        self.next_run(text, self.state.is_active());
     }
 
     /// Ends the current run and starts the next, idle, with the next index
     /// when `counted`.
-    pub(super) fn next_run(&mut self, counted: bool) {
-        self.end_run();
+    pub(super) fn next_run(&mut self, text: &Arena, counted: bool) {
+        self.end_run(text);
         if counted {
             self.run += 1;
         }
@@ -428,20 +438,36 @@ impl Req {
             .chain(self.state.open_mut())
     }
 
+    /// Whether a filter call of instance `name` completed in this run.
+    fn called(&self, text: &Arena, name: &str) -> bool {
+        self.instances
+            .iter()
+            .any(|&i| split_plugin(&text.str(i)).0 == name)
+    }
+
+    /// Whether the run's last completed filter call is of instance `name`.
+    fn last_called(&self, text: &Arena, name: &str) -> bool {
+        self.instances
+            .last()
+            .is_some_and(|&i| split_plugin(&text.str(i)).0 == name)
+    }
+
+    /// A filter call of `plugin` (in `text`) completed, with `survivors`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn complete_filter(
         &mut self,
         text: &Arena,
-        plugin: &str,
+        plugin_span: Span,
         mut survivors: Option<Vec<String>>,
         file: &str,
         line: u64,
         ts: Option<f64>,
         infer: bool,
     ) {
-        let (name, ty) = split_plugin(plugin);
-        if self.state.open().is_none() && self.instances.iter().any(|i| i == name) {
-            self.new_run();
+        let plugin = text.str(plugin_span);
+        let (name, ty) = split_plugin(&plugin);
+        if self.state.open().is_none() && self.called(text, name) {
+            self.new_run(text);
         }
         let mut inferred_na = false;
         let d = match self.state.take_open() {
@@ -485,7 +511,7 @@ impl Req {
                 self.last_survivors = LastSurvivors::Of(self.run_decisions.len() - 1);
             }
         }
-        self.instances.push(name.to_string());
+        self.instances.push(plugin_span);
         if let Some(s) = survivors {
             self.last_survivors = LastSurvivors::Owned(s);
         }
@@ -542,14 +568,14 @@ impl Req {
             }
             Event::SchedulerProfile { profile } => {
                 if r.state.is_active() {
-                    r.new_run();
+                    r.new_run(text);
                 }
-                r.profile = Some(text.string(profile));
+                r.profile = Some(profile);
                 r.profiles.logged();
             }
             Event::BeforeFilters { endpoints } => {
                 if r.state.is_active() {
-                    r.new_run();
+                    r.new_run(text);
                 }
                 r.run_candidates = Some(endpoints);
                 r.last_survivors = LastSurvivors::None;
@@ -563,7 +589,7 @@ impl Req {
                 // The decider runs between profile runs: a run with
                 // candidates but no filter line yet ends here too.
                 if r.state.is_active() || r.run_candidates.is_some() {
-                    r.next_run(true);
+                    r.next_run(text, true);
                 }
                 r.profiles.decider_in(r.run);
             }
@@ -585,10 +611,10 @@ impl Req {
                 r.precise_scores = Some(text.string(scores));
             }
             Event::RunningFilter { plugin } => {
-                let plugin = text.string(plugin);
-                let (name, _) = split_plugin(&plugin);
-                if r.instances.iter().any(|i| i == name) {
-                    r.new_run();
+                let p = text.str(plugin);
+                let (name, _) = split_plugin(&p);
+                if r.called(text, name) {
+                    r.new_run(text);
                 }
                 // An open decision waits for its completion line.
                 r.state.filter_started();
@@ -607,7 +633,7 @@ impl Req {
                     }
                 }
                 if let RunState::Outcome(_) = r.state {
-                    r.finalize_pending();
+                    r.finalize_pending(text);
                 }
                 let mut d = match r.state.take_open() {
                     Some(d) => d,
@@ -624,7 +650,7 @@ impl Req {
                 in_flight_tokens,
             } => {
                 match r.state {
-                    RunState::Outcome(_) => r.finalize_pending(),
+                    RunState::Outcome(_) => r.finalize_pending(text),
                     RunState::InferredNa => r.state = RunState::Active,
                     _ => {}
                 }
@@ -645,14 +671,16 @@ impl Req {
             }
             Event::FilterCompleted { plugin, survivors } => {
                 let survivors = survivors.map(|l| text.strings(l));
-                r.complete_filter(text, &text.str(plugin), survivors, file, line, ts, infer);
+                r.complete_filter(text, plugin, survivors, file, line, ts, infer);
             }
-            Event::FilterEliminatedAll { plugin } => {
+            Event::FilterEliminatedAll {
+                plugin: plugin_span,
+            } => {
                 // Logged after the instance's completion line (which then
                 // listed no survivors); alone, it completes the call.
-                let plugin = text.str(plugin);
+                let plugin = text.str(plugin_span);
                 let (name, _) = split_plugin(&plugin);
-                if r.state.open().is_none() && r.instances.last().is_some_and(|i| i == name) {
+                if r.state.open().is_none() && r.last_called(text, name) {
                     if let Some(d) = r
                         .run_decisions
                         .last_mut()
@@ -665,11 +693,11 @@ impl Req {
                     }
                     r.last_survivors = LastSurvivors::Owned(Vec::new());
                 } else {
-                    r.complete_filter(text, &plugin, Some(Vec::new()), file, line, ts, infer);
+                    r.complete_filter(text, plugin_span, Some(Vec::new()), file, line, ts, infer);
                 }
             }
             Event::FiltersCompleted { .. } => {
-                r.finalize_pending();
+                r.finalize_pending(text);
             }
             Event::Score {
                 plugin,
