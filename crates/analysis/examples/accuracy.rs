@@ -39,10 +39,15 @@
 //! and p90, 15 % for p99) and the median and largest move. No log is
 //! parsed and nothing is predicted.
 //!
+//! `--kv-capacity TOKENS` sets every simulated engine's prefix cache
+//! (`kv_capacity_tokens`, 2 M by default) for every run: with a capacity
+//! no run fills (`--kv-capacity 1e12`) the truth evicts nothing, which
+//! isolates what eviction contributes to an error.
+//!
 //!     cargo run --release -p gatecal-analysis --example accuracy -- \
 //!         [--scenarios a,b] [--fit-seeds 1,2,3,4] [--seeds 5,6,7,8] \
 //!         [--trace FILE] [--trace-scenario NAME] [--open-slots] [--rows] \
-//!         [--routing-floor N]
+//!         [--routing-floor N] [--kv-capacity TOKENS]
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -177,7 +182,12 @@ fn candidate(label: &str, c: &Config, effective: f64) -> Config {
 type Plan = (String, Vec<(&'static str, Config)>, Vec<Option<Prediction>>);
 
 /// Every case of one scenario run with one seed.
-fn cases_of(name: &str, base: &Scenario, seed: u64) -> Result<Vec<Case>, String> {
+fn cases_of(
+    name: &str,
+    base: &Scenario,
+    seed: u64,
+    replay_cache: Option<f64>,
+) -> Result<Vec<Case>, String> {
     let t0 = std::time::Instant::now();
     let out = run(base, seed, &Variant::default());
     let parsed = parse_slice("epp.log", &out.epp_log, &ParseOptions::default())
@@ -216,7 +226,10 @@ fn cases_of(name: &str, base: &Scenario, seed: u64) -> Result<Vec<Case>, String>
             );
             continue;
         };
-        let model = fit.model(&start);
+        let mut model = fit.model(&start);
+        if let Some(c) = replay_cache {
+            model.cache_capacity_tokens = c;
+        }
         let preds = configs
             .iter()
             .map(|(_, c)| predict_replay(&w, &config, c, &Picker::default(), &model, None))
@@ -540,6 +553,8 @@ fn main() -> ExitCode {
     let mut users = true;
     let mut rows = false;
     let mut routing_floor: Option<u64> = None;
+    let mut kv_capacity: Option<i64> = None;
+    let mut replay_cache: Option<f64> = None;
     while let Some(a) = args.next() {
         let mut value = || args.next().unwrap_or_default();
         match a.as_str() {
@@ -560,6 +575,20 @@ fn main() -> ExitCode {
                 Ok(n) if n > 0 => routing_floor = Some(n),
                 _ => {
                     eprintln!("--routing-floor needs a number of routing seeds, at least 1");
+                    return ExitCode::from(2);
+                }
+            },
+            "--kv-capacity" => match value().parse::<f64>() {
+                Ok(n) if n >= 1.0 => kv_capacity = Some(n.min(i64::MAX as f64 / 2.0) as i64),
+                _ => {
+                    eprintln!("--kv-capacity needs a number of tokens, at least 1");
+                    return ExitCode::from(2);
+                }
+            },
+            "--replay-cache" => match value().parse::<f64>() {
+                Ok(n) if n > 0.0 => replay_cache = Some(n),
+                _ => {
+                    eprintln!("--replay-cache needs a number of tokens");
                     return ExitCode::from(2);
                 }
             },
@@ -608,6 +637,14 @@ fn main() -> ExitCode {
         }
     }
 
+    if let Some(cap) = kv_capacity {
+        for (_, s) in &mut runs {
+            for p in s.deployments.iter_mut().flat_map(|d| d.pools.iter_mut()) {
+                p.kv_capacity_tokens = cap;
+            }
+        }
+    }
+
     if let Some(n) = routing_floor {
         return floor_report(&runs, &seeds, n, users);
     }
@@ -617,7 +654,7 @@ fn main() -> ExitCode {
     for (name, s) in &runs {
         for (set, seeds) in [(&mut fit, &fit_seeds), (&mut held, &seeds)] {
             for &seed in seeds {
-                match cases_of(name, s, seed) {
+                match cases_of(name, s, seed, replay_cache) {
                     Ok(c) => set.extend(c),
                     Err(e) => eprintln!("{e}"),
                 }

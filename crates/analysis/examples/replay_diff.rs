@@ -11,7 +11,8 @@
 //! those the log shows (`tokenLoad` less the request's uncached tokens).
 //!
 //!     cargo run --release -p gatecal-analysis --example replay_diff -- \
-//!         [SCENARIO] [SEED] [--open-slots] [--show N]
+//!         [SCENARIO] [SEED] [--open-slots] [--show N] [--candidate LABEL] \
+//!         [--replay-cache TOKENS]
 //!
 //! Prints the TTFT quantiles of the truth, the replay, and the replay over
 //! the requests it routed as the log did; the share routed as the log did
@@ -19,14 +20,25 @@
 //! `primary` when the 20 requests before it were all routed as logged (its
 //! cause is local: the state the replay built so far), `secondary`
 //! otherwise.
+//!
+//! `--candidate LABEL` (`bar-low`, `bar-high`, `matched`, `peak`, as `just
+//! accuracy` builds them) compares instead the candidate's prediction with
+//! the simulator's paired run under it, request by request: the TTFT
+//! quantiles, the uncached tokens each side served (the truth's from the
+//! prefix match on the endpoint it chose), and the requests one side served
+//! from a prefix cache the other did not (half the prompt or more apart).
+//! `--replay-cache TOKENS` bounds the replay's prefix cache per endpoint.
 
 use std::collections::{HashMap, HashSet};
 
 use gatecal_analysis::DecisionInput;
-use gatecal_analysis::predict::replay::{Arrivals, EngineModel, Picker, replay_logged_with};
+use gatecal_analysis::predict::replay::{
+    Arrivals, EngineModel, Picker, replay_logged_with, replay_with,
+};
 use gatecal_analysis::predict::{
     infer_and_fit, is_prefill_profile, nearest_rank, requests_by_deployment,
 };
+use gatecal_filter::{Config, PenaltyMode};
 use gatecal_parser::{ParseOptions, parse_slice};
 use gatecal_sim::{TruthRecord, Variant, run, scenario};
 
@@ -47,12 +59,21 @@ fn main() {
     let mut seed = 5u64;
     let mut users = true;
     let mut show = 12usize;
+    let mut candidate: Option<String> = None;
+    let mut replay_cache = f64::INFINITY;
     let mut args = std::env::args().skip(1);
     let mut positional = 0;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--open-slots" => users = false,
             "--show" => show = args.next().and_then(|v| v.parse().ok()).unwrap_or(show),
+            "--candidate" => candidate = args.next(),
+            "--replay-cache" => {
+                replay_cache = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(replay_cache)
+            }
             _ if positional == 0 => {
                 name = a;
                 positional += 1;
@@ -119,7 +140,54 @@ fn main() {
             eprintln!("{}: no engine fit", dep.name);
             continue;
         };
-        let model = fit.model(&start);
+        let mut model = fit.model(&start);
+        model.cache_capacity_tokens = replay_cache;
+        if let Some(label) = &candidate {
+            let effective = out
+                .summary
+                .deployments
+                .iter()
+                .find(|d| d.deployment == dep.name)
+                .and_then(|d| d.effective_peak_prefill_tps)
+                .unwrap_or(pool.true_peak_tps);
+            let c = candidate_config(label, &config, effective);
+            let mut s = base.clone();
+            for (k, v) in [
+                ("maxTTFTPenaltyMs", c.max_ttft_penalty_ms.to_string()),
+                (
+                    "peakPrefillThroughput",
+                    c.peak_prefill_throughput.to_string(),
+                ),
+                ("penaltyMode", c.penalty_mode.as_str().to_string()),
+            ] {
+                if let Err(e) = s.set_filter_param(Some(&dep.name), k, &v) {
+                    eprintln!("{}: {label} is not a valid config: {e}", dep.name);
+                    std::process::exit(2);
+                }
+            }
+            let paired = run(&s, seed, &Variant::default()).truth;
+            compare_candidate(&dep.name, dep.block_size, &ids, &w.requests, &paired, {
+                let n = w.endpoints.len();
+                let base_run = replay_with(
+                    &w.requests,
+                    n,
+                    &config,
+                    &Picker::default(),
+                    &model,
+                    Arrivals::Logged,
+                );
+                let first = base_run.first_tokens();
+                replay_with(
+                    &w.requests,
+                    n,
+                    &c,
+                    &Picker::default(),
+                    &model,
+                    Arrivals::Shifted(&first),
+                )
+            });
+            continue;
+        }
         println!(
             "{name} seed {seed} {}: {} requests; engine {:.0} tok/s (true {:.0}), {:.1} ms a request, {:.1} ms latency",
             dep.name,
@@ -206,9 +274,28 @@ fn main() {
                     w.requests[i].cold_tokens,
                     w.requests[i].holders,
                 );
+                // The requests in flight on the logged endpoint whose
+                // uncached tokens the replay counts unlike the log.
+                let t_i = w.requests[i].arrival_s;
+                for (j, sj) in r.served[..i].iter().enumerate() {
+                    let Some(sj) = sj else { continue };
+                    let rep_first = sj.arrival_s + sj.ttft_s;
+                    if sj.endpoint != logged || rep_first <= t_i || sj.arrival_s > t_i {
+                        continue;
+                    }
+                    let u = w.requests[j].prompt_tokens - sj.cached_tokens;
+                    if (u - w.logged_uncached[j]).abs() > 0.5 {
+                        println!(
+                            "      #{j} in flight on ep {logged}: uncached replay {u:.0}, log {:.0} (logged ep {}, {:?}; holders {:?})",
+                            w.logged_uncached[j],
+                            w.logged_endpoint[j],
+                            seen[j].outcome,
+                            w.requests[j].holders,
+                        );
+                    }
+                }
                 // The requests whose tokens one side still counted in
                 // flight and the other did not: their first tokens.
-                let t_i = w.requests[i].arrival_s;
                 for j in 0..i {
                     let Some(sj) = r.served[j] else { continue };
                     let (Some(obs), rep) = (w.observed_first_s[j], sj.arrival_s + sj.ttft_s) else {
@@ -258,4 +345,129 @@ fn main() {
             abs.iter().filter(|x| **x < 0.5).count() as f64 * 100.0 / abs.len().max(1) as f64
         );
     }
+}
+
+/// The candidate `label` for a config in force `c` (as `just accuracy`
+/// builds it).
+fn candidate_config(label: &str, c: &Config, effective: f64) -> Config {
+    match label {
+        "bar-low" => Config {
+            max_ttft_penalty_ms: (c.max_ttft_penalty_ms / 4.0).max(500.0),
+            ..c.clone()
+        },
+        "bar-high" => Config {
+            max_ttft_penalty_ms: c.max_ttft_penalty_ms * 2.0,
+            ..c.clone()
+        },
+        "matched" => Config {
+            penalty_mode: PenaltyMode::MatchedTokens,
+            max_ttft_penalty_ms: 0.0,
+            ..c.clone()
+        },
+        "peak" => Config {
+            peak_prefill_throughput: effective,
+            ..c.clone()
+        },
+        _ => c.clone(),
+    }
+}
+
+/// The candidate's replay against its paired run, request by request.
+fn compare_candidate(
+    dep: &str,
+    block_size: i64,
+    ids: &[&str],
+    requests: &[gatecal_analysis::predict::replay::Request],
+    paired: &[TruthRecord],
+    r: gatecal_analysis::predict::replay::Replay,
+) {
+    let truth: HashMap<&str, &TruthRecord> = paired
+        .iter()
+        .filter(|t| t.deployment == dep)
+        .map(|t| (t.request_id.as_str(), t))
+        .collect();
+    let mut truth_ttft = Vec::new();
+    let mut replay_ttft = Vec::new();
+    let (mut truth_u, mut replay_u, mut both) = (0.0, 0.0, 0usize);
+    // Served warm by one side only (half the prompt or more apart).
+    let (mut colder_in_truth, mut colder_in_replay) = (0usize, 0usize);
+    let (mut held_nowhere, mut held_nowhere_later_turn) = (0usize, 0usize);
+    let mut off_holder: std::collections::BTreeMap<(bool, bool), usize> = Default::default();
+    let (mut colder_truth_tokens, mut colder_replay_tokens) = (0.0, 0.0);
+    let mut colder_truth_ttft = Vec::new();
+    let mut colder_truth_replay_ttft = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let (Some(t), Some(s)) = (truth.get(id), r.served[i]) else {
+            continue;
+        };
+        both += 1;
+        truth_ttft.push(t.ttft_ms);
+        replay_ttft.push(s.ttft_s * 1000.0);
+        let prompt = t.prompt_tokens as f64;
+        let matched = t
+            .candidates
+            .iter()
+            .find(|c| c.endpoint == t.chosen_endpoint)
+            .and_then(|c| c.match_blocks)
+            .unwrap_or(0) as f64
+            * block_size as f64;
+        let tu = (prompt - matched.min(prompt)).max(0.0);
+        let ru = (requests[i].prompt_tokens - s.cached_tokens).max(0.0);
+        truth_u += tu;
+        replay_u += ru;
+        if tu - ru >= 0.5 * prompt {
+            // Held nowhere in the truth: its session was evicted (or it
+            // had none); else the truth routed it off its holder.
+            let best = t
+                .candidates
+                .iter()
+                .filter_map(|c| c.match_blocks)
+                .max()
+                .unwrap_or(0) as f64
+                * block_size as f64;
+            if best < 0.5 * prompt {
+                held_nowhere += 1;
+                if t.session_turn > 0 {
+                    held_nowhere_later_turn += 1;
+                }
+            } else {
+                // Routed off a holder: which side's filter released it.
+                let truth_released = matches!(
+                    t.outcome.as_str(),
+                    "load_override" | "request_load_override"
+                );
+                *off_holder
+                    .entry((truth_released, s.outcome.is_release()))
+                    .or_default() += 1;
+            }
+            colder_in_truth += 1;
+            colder_truth_tokens += tu - ru;
+            colder_truth_ttft.push(t.ttft_ms);
+            colder_truth_replay_ttft.push(s.ttft_s * 1000.0);
+        } else if ru - tu >= 0.5 * prompt {
+            colder_in_replay += 1;
+            colder_replay_tokens += ru - tu;
+        }
+    }
+    println!("{dep}: {both} requests in both the replay and the paired run");
+    println!("  truth:  {}", quantiles(truth_ttft));
+    println!("  replay: {}", quantiles(replay_ttft));
+    println!(
+        "  uncached tokens served: truth {:.0}, replay {:.0} ({:+.1} %)",
+        truth_u,
+        replay_u,
+        (replay_u / truth_u.max(1.0) - 1.0) * 100.0
+    );
+    println!(
+        "  served from the cache by the replay only: {colder_in_truth} requests, {colder_truth_tokens:.0} tokens; by the truth only: {colder_in_replay} requests, {colder_replay_tokens:.0} tokens"
+    );
+    println!(
+        "  of the first, held on no endpoint in the truth (evicted): {held_nowhere} ({held_nowhere_later_turn} a session's later turn); the others were routed off their holder"
+    );
+    println!("  the others by release (truth released, replay released): {off_holder:?}");
+    println!("  the first, truth:  {}", quantiles(colder_truth_ttft));
+    println!(
+        "  the first, replay: {}",
+        quantiles(colder_truth_replay_ttft)
+    );
 }

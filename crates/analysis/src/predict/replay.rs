@@ -25,6 +25,14 @@
 //! endpoint holds at most `cache_capacity_tokens`; beyond it the session
 //! used least recently is evicted whole.
 //!
+//! A workload inferred from a log has no session ids: its sessions are the
+//! chains of `prefix_parent` links, and a chain holds its last request's
+//! `cold_tokens` (what it adds to the shared prefix) on the endpoint that
+//! served it. A holder the log shows counts unless the replay evicted the
+//! request's chain there: eviction in the logged run already shows in the
+//! log (the next turn finds no holder), so the replay only adds the
+//! evictions another routing causes.
+//!
 //! # Routing
 //!
 //! At its arrival a request is offered every endpoint of the deployment with
@@ -53,10 +61,13 @@
 //! next turn sooner.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 
 use gatecal_filter::{Candidate, Config, Outcome, TtftSource, decide};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// The bit that keeps an inferred chain's key apart from session ids.
+const CHAIN_KEY: u64 = 1 << 63;
 
 /// `queueThresholdTokens`: the token-load scorer's cap (upstream default).
 pub const QUEUE_THRESHOLD_TOKENS: f64 = 4_194_304.0;
@@ -255,7 +266,13 @@ struct Endpoint {
     /// Response ends of requests in flight.
     open: Vec<f64>,
     /// Session -> (cached tokens, last use).
-    sessions: FxHashMap<u64, (f64, f64)>,
+    sessions: FxHashMap<u64, (u64, f64)>,
+    /// The held sessions by last use: (use, session).
+    lru: BTreeSet<(u64, u64)>,
+    /// Sessions evicted here and not served here since.
+    evicted: FxHashSet<u64>,
+    /// Uses so far (the replay serves in time order).
+    tick: u64,
     /// Sum of the cached session tokens.
     cached_total: f64,
 }
@@ -283,24 +300,28 @@ impl Endpoint {
         (r.prompt_tokens - uncached).clamp(0.0, r.prompt_tokens)
     }
 
-    fn remember(&mut self, m: &EngineModel, session: u64, tokens: f64, t: f64) {
-        let old = self
-            .sessions
-            .insert(session, (tokens, t))
-            .map_or(0.0, |o| o.0);
+    fn remember(&mut self, m: &EngineModel, session: u64, tokens: f64) {
+        self.tick += 1;
+        let tokens = tokens.max(0.0);
+        let old = match self.sessions.insert(session, (self.tick, tokens)) {
+            Some((use_, tok)) => {
+                self.lru.remove(&(use_, session));
+                tok
+            }
+            None => 0.0,
+        };
+        self.lru.insert((self.tick, session));
+        self.evicted.remove(&session);
         self.cached_total += tokens - old;
+        // Least recently used first, never the session just written.
         while self.cached_total > m.cache_capacity_tokens && self.sessions.len() > 1 {
-            // Least recently used, never the session just written.
-            let victim = self
-                .sessions
-                .iter()
-                .filter(|&(&s, _)| s != session)
-                .min_by(|a, b| a.1.1.total_cmp(&b.1.1).then(a.0.cmp(b.0)))
-                .map(|(&s, _)| s);
-            let Some(v) = victim else { break };
-            if let Some((tok, _)) = self.sessions.remove(&v) {
+            let Some((_, victim)) = self.lru.pop_first() else {
+                break;
+            };
+            if let Some((_, tok)) = self.sessions.remove(&victim) {
                 self.cached_total -= tok;
             }
+            self.evicted.insert(victim);
         }
     }
 }
@@ -604,6 +625,27 @@ fn run(
     let mut puncached = vec![0.0; pool_n];
     let mut pcached = vec![0.0; pool_n];
     let mut pool_served: Vec<Option<usize>> = vec![None; pd.map_or(0, |p| p.requests.len())];
+    // With a bounded cache, the session each request belongs to: its own
+    // id, else its chain of `prefix_parent` links (keyed by the chain's
+    // first request, apart from the ids).
+    let bounded = model.cache_capacity_tokens.is_finite();
+    let chain: Vec<u64> = if bounded {
+        let mut root: Vec<usize> = Vec::with_capacity(requests.len());
+        for (i, r) in requests.iter().enumerate() {
+            let c = match r.prefix_parent {
+                Some(p) if p < i => root[p],
+                _ => i,
+            };
+            root.push(c);
+        }
+        requests
+            .iter()
+            .zip(root)
+            .map(|(r, c)| r.session.unwrap_or(CHAIN_KEY | c as u64))
+            .collect()
+    } else {
+        Vec::new()
+    };
     while let Some(Pending { t, i }) = heap.pop() {
         let r = &requests[i];
         holders.clear();
@@ -613,10 +655,15 @@ fn run(
             Some((from, to))
         });
         for &h in &r.holders {
-            holders.push(match moved {
+            let h = match moved {
                 Some((from, to)) if from == h => to,
                 _ => h,
-            });
+            };
+            // A holder whose copy the replay evicted holds nothing.
+            if bounded && eps.get(h).is_some_and(|ep| ep.evicted.contains(&chain[i])) {
+                continue;
+            }
+            holders.push(h);
         }
         candidates.clear();
         let total_blocks = ((r.prompt_tokens / block as f64).floor() as i64).max(1);
@@ -750,8 +797,12 @@ fn run(
         let end = first + r.decode_s.max(0.0);
         let ep = &mut eps[e];
         ep.open.push(end);
+        // A session's prompt, or (with a bounded cache) what an inferred
+        // chain adds to the prefix every prompt shares.
         if let Some(s) = r.session {
-            ep.remember(model, s, r.prompt_tokens, t);
+            ep.remember(model, s, r.prompt_tokens);
+        } else if bounded {
+            ep.remember(model, chain[i], r.cold_tokens);
         }
         out.served[i] = Some(Served {
             endpoint: e,
@@ -996,6 +1047,35 @@ mod tests {
         // Session 2 evicted session 1: its second turn finds nothing.
         assert_eq!(r.served[2].unwrap().cached_tokens, 0.0);
         let r = run(&rs, 1, &DEFAULT_CONFIG, &model());
+        assert_eq!(r.served[2].unwrap().cached_tokens, 1000.0);
+    }
+
+    #[test]
+    fn an_inferred_chain_is_evicted_from_its_holder() {
+        // Turn 1 of a chain, an unrelated request, then turn 2 whose log
+        // shows turn 1's endpoint holding its prefix.
+        let mut rs = vec![req(0.0, 1000.0), req(5.0, 1000.0), req(10.0, 1100.0)];
+        rs[0].logged_endpoint = Some(0);
+        rs[2].warm_tokens = 100.0;
+        rs[2].holders = vec![0];
+        rs[2].prefix_parent = Some(0);
+        let r = run(&rs, 1, &DEFAULT_CONFIG, &model());
+        assert_eq!(r.served[2].unwrap().cached_tokens, 1000.0);
+        // 1500 tokens: the unrelated request evicts the chain, and turn 2
+        // finds nothing.
+        let m = EngineModel {
+            cache_capacity_tokens: 1500.0,
+            ..model()
+        };
+        let r = run(&rs, 1, &DEFAULT_CONFIG, &m);
+        assert_eq!(r.served[2].unwrap().cached_tokens, 0.0);
+        assert!(close(r.served[2].unwrap().ttft_s, 1.1));
+        // 2000 tokens hold both.
+        let m = EngineModel {
+            cache_capacity_tokens: 2000.0,
+            ..model()
+        };
+        let r = run(&rs, 1, &DEFAULT_CONFIG, &m);
         assert_eq!(r.served[2].unwrap().cached_tokens, 1000.0);
     }
 

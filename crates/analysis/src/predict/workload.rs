@@ -28,7 +28,11 @@
 //!   logged stickiness hold under the config in force (`warm / (1 −
 //!   affinityThreshold)` for a request that had a sticky endpoint, `cold`
 //!   for one without), so the replay of the config in force reproduces the
-//!   logged outcomes. The matched tokens of a `-v=4` decision are therefore
+//!   logged outcomes. A holder of a request the filter found no sticky
+//!   endpoint for has its uncached tokens raised to stay below the bar; not
+//!   so after an exploration or a missing signal, which kept every endpoint
+//!   without the log saying whether a holder was sticky (its logged count
+//!   is kept). The matched tokens of a `-v=4` decision are therefore
 //!   a lower bound, which biases matched-tokens predictions towards holding.
 //! * **Closed loops**: when the log shows when the parent's response ended
 //!   (`EPP sent response body back to proxy`) before the request arrived,
@@ -453,6 +457,12 @@ pub fn infer_with(
             (cold.max(warm), warm)
         };
         let sticky_in_log = !holders.is_empty() && (narrowed || released);
+        // Outcomes that kept every endpoint without the log saying whether
+        // a holder was sticky.
+        let unchecked = matches!(
+            s.outcome,
+            Some(Outcome::Exploration | Outcome::MissingSignal)
+        );
         let mut prompt = exact_prompt.or(s.prompt_tokens).unwrap_or(cold);
         let mut warm = warm;
         if exact_prompt.is_none() {
@@ -460,8 +470,9 @@ pub fn infer_with(
                 // The least prompt for which the holder is sticky, whole
                 // blocks counted as the producers count them.
                 prompt = prompt.max((warm + 2.0 * block) / keep);
-            } else if !holders.is_empty() && (prompt - warm) >= threshold * prompt {
-                // A holder the log did not find sticky stays below the bar.
+            } else if !holders.is_empty() && !unchecked && (prompt - warm) >= threshold * prompt {
+                // A holder the log did not find sticky stays below the bar
+                // (an exploration or a missing signal did not look).
                 warm = warm.max((keep * prompt).ceil() + 2.0 * block);
             }
         }
