@@ -60,12 +60,12 @@ use gatecal_analysis::predict::{
     MODEL_ERROR_LN90, Prediction, infer_and_fit, nearest_rank, predict_replay,
     requests_by_deployment, with_model_error,
 };
-use gatecal_filter::{Config, PenaltyMode};
+use gatecal_filter::Config;
 use gatecal_parser::{ParseOptions, parse_slice};
 use gatecal_sim::{Scenario, TruthRecord, Variant, read_trace, run, scenario, scenario_names};
 
-/// The candidates, in the order they are reported.
-const LABELS: [&str; 5] = ["current", "bar-low", "bar-high", "matched", "peak"];
+mod common;
+use common::LABELS;
 
 /// One predicted case.
 #[derive(Clone, Debug)]
@@ -153,31 +153,6 @@ fn truth_quantiles(truth: &[TruthRecord], dep: &str) -> ([f64; 3], usize) {
     ([q(0.5), q(0.9), q(0.99)], v.len())
 }
 
-/// The candidate `label` for a deployment whose config in force is `c`
-/// and whose engines' effective saturated rate is `effective`.
-fn candidate(label: &str, c: &Config, effective: f64) -> Config {
-    match label {
-        "bar-low" => Config {
-            max_ttft_penalty_ms: (c.max_ttft_penalty_ms / 4.0).max(500.0),
-            ..c.clone()
-        },
-        "bar-high" => Config {
-            max_ttft_penalty_ms: c.max_ttft_penalty_ms * 2.0,
-            ..c.clone()
-        },
-        "matched" => Config {
-            penalty_mode: PenaltyMode::MatchedTokens,
-            max_ttft_penalty_ms: 0.0,
-            ..c.clone()
-        },
-        "peak" => Config {
-            peak_prefill_throughput: effective,
-            ..c.clone()
-        },
-        _ => c.clone(),
-    }
-}
-
 /// One deployment's candidates (label, config) and their predictions.
 type Plan = (String, Vec<(&'static str, Config)>, Vec<Option<Prediction>>);
 
@@ -202,16 +177,10 @@ fn cases_of(
         let Some(config) = pool.filters.last().map(|f| f.config.clone()) else {
             continue;
         };
-        let effective = out
-            .summary
-            .deployments
-            .iter()
-            .find(|d| d.deployment == dep.name)
-            .and_then(|d| d.effective_peak_prefill_tps)
-            .unwrap_or(pool.true_peak_tps);
+        let effective = common::effective_peak(&out, &dep.name, pool.true_peak_tps);
         let configs: Vec<(&'static str, Config)> = LABELS
             .iter()
-            .map(|&l| (l, candidate(l, &config, effective)))
+            .map(|&l| (l, common::candidate(l, &config, effective)))
             .collect();
         let Some(seen) = per_dep.get(&dep.name) else {
             eprintln!("{name} {seed} {}: no decisions in the log", dep.name);
@@ -318,14 +287,8 @@ fn routing_runs(
             let Some(config) = pool.filters.last().map(|f| f.config.clone()) else {
                 continue;
             };
-            let effective = out
-                .summary
-                .deployments
-                .iter()
-                .find(|d| d.deployment == dep.name)
-                .and_then(|d| d.effective_peak_prefill_tps)
-                .unwrap_or(pool.true_peak_tps);
-            let c = candidate(label, &config, effective);
+            let effective = common::effective_peak(&out, &dep.name, pool.true_peak_tps);
+            let c = common::candidate(label, &config, effective);
             let mut t = s.clone();
             let set = [
                 ("maxTTFTPenaltyMs", c.max_ttft_penalty_ms.to_string()),

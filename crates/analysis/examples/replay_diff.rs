@@ -38,9 +38,10 @@ use gatecal_analysis::predict::replay::{
 use gatecal_analysis::predict::{
     infer_and_fit, is_prefill_profile, nearest_rank, requests_by_deployment,
 };
-use gatecal_filter::{Config, PenaltyMode};
 use gatecal_parser::{ParseOptions, parse_slice};
 use gatecal_sim::{TruthRecord, Variant, run, scenario};
+
+mod common;
 
 fn quantiles(mut v: Vec<f64>) -> String {
     v.sort_by(f64::total_cmp);
@@ -83,6 +84,13 @@ fn main() {
                 positional += 1;
             }
         }
+    }
+    if let Some(label) = candidate.as_deref().filter(|l| !common::LABELS.contains(l)) {
+        eprintln!(
+            "unknown candidate {label} (one of {})",
+            common::LABELS.join(", ")
+        );
+        std::process::exit(2);
     }
     let Some(base) = scenario(&name) else {
         eprintln!("unknown scenario {name}");
@@ -143,14 +151,8 @@ fn main() {
         let mut model = fit.model(&start);
         model.cache_capacity_tokens = replay_cache;
         if let Some(label) = &candidate {
-            let effective = out
-                .summary
-                .deployments
-                .iter()
-                .find(|d| d.deployment == dep.name)
-                .and_then(|d| d.effective_peak_prefill_tps)
-                .unwrap_or(pool.true_peak_tps);
-            let c = candidate_config(label, &config, effective);
+            let effective = common::effective_peak(&out, &dep.name, pool.true_peak_tps);
+            let c = common::candidate(label, &config, effective);
             let mut s = base.clone();
             for (k, v) in [
                 ("maxTTFTPenaltyMs", c.max_ttft_penalty_ms.to_string()),
@@ -344,31 +346,6 @@ fn main() {
             nearest_rank(&abs, 0.9).unwrap_or(f64::NAN),
             abs.iter().filter(|x| **x < 0.5).count() as f64 * 100.0 / abs.len().max(1) as f64
         );
-    }
-}
-
-/// The candidate `label` for a config in force `c` (as `just accuracy`
-/// builds it).
-fn candidate_config(label: &str, c: &Config, effective: f64) -> Config {
-    match label {
-        "bar-low" => Config {
-            max_ttft_penalty_ms: (c.max_ttft_penalty_ms / 4.0).max(500.0),
-            ..c.clone()
-        },
-        "bar-high" => Config {
-            max_ttft_penalty_ms: c.max_ttft_penalty_ms * 2.0,
-            ..c.clone()
-        },
-        "matched" => Config {
-            penalty_mode: PenaltyMode::MatchedTokens,
-            max_ttft_penalty_ms: 0.0,
-            ..c.clone()
-        },
-        "peak" => Config {
-            peak_prefill_throughput: effective,
-            ..c.clone()
-        },
-        _ => c.clone(),
     }
 }
 

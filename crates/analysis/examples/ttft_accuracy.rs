@@ -15,9 +15,11 @@ use std::collections::HashSet;
 use gatecal_analysis::DecisionInput;
 use gatecal_analysis::predict::replay::{EngineModel, Picker};
 use gatecal_analysis::predict::{infer_and_fit, nearest_rank, predict, requests_by_deployment};
-use gatecal_filter::{Config, PenaltyMode};
+use gatecal_filter::Config;
 use gatecal_parser::{ParseOptions, parse_slice};
 use gatecal_sim::{TruthRecord, Variant, run, scenario};
+
+mod common;
 
 /// The truth's TTFT p50/p90/p99 of one deployment, one value per request.
 fn truth_quantiles(truth: &[TruthRecord], dep: &str) -> ([f64; 3], usize) {
@@ -85,45 +87,11 @@ fn main() {
                 fit.median_error * 100.0
             );
             let model = fit.model(&start);
-            let effective = out
-                .summary
-                .deployments
+            let effective = common::effective_peak(&out, &dep.name, pool.true_peak_tps);
+            let candidates: Vec<(&str, Config)> = common::LABELS
                 .iter()
-                .find(|d| d.deployment == dep.name)
-                .and_then(|d| d.effective_peak_prefill_tps)
-                .unwrap_or(pool.true_peak_tps);
-            let candidates: Vec<(&str, Config)> = vec![
-                ("current", config.clone()),
-                (
-                    "bar-low",
-                    Config {
-                        max_ttft_penalty_ms: (config.max_ttft_penalty_ms / 4.0).max(500.0),
-                        ..config.clone()
-                    },
-                ),
-                (
-                    "bar-high",
-                    Config {
-                        max_ttft_penalty_ms: config.max_ttft_penalty_ms * 2.0,
-                        ..config.clone()
-                    },
-                ),
-                (
-                    "matched",
-                    Config {
-                        penalty_mode: PenaltyMode::MatchedTokens,
-                        max_ttft_penalty_ms: 0.0,
-                        ..config.clone()
-                    },
-                ),
-                (
-                    "peak",
-                    Config {
-                        peak_prefill_throughput: effective,
-                        ..config.clone()
-                    },
-                ),
-            ];
+                .map(|&l| (l, common::candidate(l, &config, effective)))
+                .collect();
             let picker = Picker::default();
             for (label, c) in candidates {
                 let mut s = base.clone();
