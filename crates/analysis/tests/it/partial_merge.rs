@@ -748,6 +748,19 @@ fn recommend_partials_refuse_what_does_not_merge() {
         .err()
         .unwrap();
     assert!(e.contains("cut short"), "{e}");
+    // Wherever the cut falls, a number's decimal point included.
+    let points = r.char_indices().map(|(i, _)| i).filter(|&i| i > 0);
+    let mut after_point = 0;
+    let points = points.step_by(r.len() / 300 + 1);
+    for i in points.chain(r.match_indices('.').map(|(i, _)| i + 1).take(300)) {
+        if i >= r.trim_end().len() {
+            continue;
+        }
+        after_point += usize::from(r.as_bytes()[i - 1] == b'.');
+        let e = RecommendPartial::from_json(&r[..i]).err().unwrap();
+        assert!(e.contains("cut short"), "cut at {i}: {e}");
+    }
+    assert!(after_point > 0);
     let v2 = r.replacen("gatecal.partial/v1", "gatecal.partial/v2", 1);
     let e = RecommendPartial::from_json(&v2).err().unwrap();
     assert!(e.contains("schema \"gatecal.partial/v2\""), "{e}");
