@@ -10,7 +10,7 @@ mod from_parser;
 pub mod pool;
 
 use gatecal_filter::{Candidate, Outcome};
-use gatecal_parser::{DecisionRecord, Recorded};
+use gatecal_parser::{DecisionRecord, Name, Recorded};
 
 /// The values of a `PrefixCacheAffinityFilter: TTFT load gate broken` line.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -29,7 +29,7 @@ pub struct LoggedGate {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScoredEndpoint {
     /// `namespace/name`.
-    pub endpoint: String,
+    pub endpoint: Name,
     /// `TokenLoadScorer scoring` `tokenLoad`: in-flight tokens plus this
     /// request's uncached tokens on the endpoint, capped.
     pub token_load: Option<f64>,
@@ -43,15 +43,15 @@ pub struct ScoredEndpoint {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DecisionInput {
     /// Deployment (pool) name.
-    pub deployment: String,
+    pub deployment: Name,
     /// Seconds since the Unix epoch.
     pub ts: Option<f64>,
     /// `x-request-id`.
-    pub request_id: Option<String>,
+    pub request_id: Option<Name>,
     /// Scheduling profile.
-    pub profile: Option<String>,
+    pub profile: Option<Name>,
     /// Filter instance name.
-    pub filter: Option<String>,
+    pub filter: Option<Name>,
     /// The outcome the EPP logged or recorded.
     pub outcome: Option<Outcome>,
     /// The gate line, when the gate broke.
@@ -62,14 +62,14 @@ pub struct DecisionInput {
     pub total: Option<u32>,
     /// Endpoints the filter returned (`Completed running filter plugin
     /// successfully`), when logged.
-    pub survivors: Option<Vec<String>>,
+    pub survivors: Option<Vec<Name>>,
     /// Loads seen in this decision's own scorer lines.
     pub scored: Vec<ScoredEndpoint>,
     /// Every candidate with exact attributes (decisions JSON lines, or a
     /// build that logs them): the decision can be replayed exactly.
     pub exact: Option<Vec<Candidate>>,
     /// The endpoint the request was sent to (`namespace/name`), when logged.
-    pub chosen: Option<String>,
+    pub chosen: Option<Name>,
     /// Prompt length in tokens, when logged (PD decider).
     pub prompt_tokens: Option<i64>,
     /// Cached prefix tokens of the request on its best sticky endpoint,
@@ -109,11 +109,11 @@ pub struct DecisionInput {
     pub observed_ttft_ms: Option<f64>,
     /// The EPP replica (pod) that logged the decision, when the capture
     /// names it (kubectl `--prefix`, a record's `epp_pod`).
-    pub epp_pod: Option<String>,
+    pub epp_pod: Option<Name>,
     /// The input the decision was read from, when its lines name no EPP
     /// pod (`None` for stdin without `--source-path`): the stream a
     /// partial report counts it in.
-    pub unnamed_source: Option<String>,
+    pub unnamed_source: Option<Name>,
     /// `prefill_throughput` was not logged but inferred from the gate
     /// line's TTFTs beside the in-flight tokens they were computed from
     /// ([`DecisionInput::infer_peak`]).

@@ -175,7 +175,7 @@ impl Window {
             }
             rank += 1;
             f(r.into_decision(SourceLoc {
-                file: name.to_string(),
+                file: name.into(),
                 line: rank,
             }));
         });
@@ -214,7 +214,7 @@ impl Window {
         let decision = |line: &[u8], rank: u64| {
             DecisionRecord::parse_line(line).ok().map(|r| {
                 r.into_decision(SourceLoc {
-                    file: name.to_string(),
+                    file: name.into(),
                     line: rank,
                 })
             })
@@ -973,7 +973,7 @@ mod tests {
         DecisionRecord::from(&Decision {
             deployment: "d".into(),
             ts: Some(ts),
-            request_id: Some(format!("r{id}")),
+            request_id: Some(format!("r{id}").into()),
             ..Decision::default()
         })
     }

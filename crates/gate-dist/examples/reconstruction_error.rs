@@ -87,8 +87,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let moved = s.censored_ms.unwrap_or(0.0);
         let key = (
-            d.request_id.clone().unwrap_or_default(),
-            d.profile.clone().unwrap_or_default(),
+            d.request_id.clone().unwrap_or_default().to_string(),
+            d.profile.clone().unwrap_or_default().to_string(),
         );
         let (Some(tv), Replay::Candidates(c)) = (t.get(&key), &s.replay) else {
             continue;

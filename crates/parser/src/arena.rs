@@ -198,6 +198,7 @@ impl Arena {
     }
 
     /// A list, owned.
+    #[cfg(test)]
     pub(crate) fn strings(&self, l: Spans) -> Vec<String> {
         self.list(l).iter().map(|&s| self.string(s)).collect()
     }

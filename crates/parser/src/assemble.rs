@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use crate::arena::Arena;
 use crate::decision::{Completion, Decision};
 use crate::event::{ArenaEvent, Event, LineMeta, Scope};
+use crate::name::{Interner, Name};
 
 /// Request ids are hashed with FxHash (fast; the keys are not adversarial).
 type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
@@ -140,7 +141,10 @@ struct Waiting {
 ///   never evicts early). Evicted requests' decisions are emitted with
 ///   [`Completion::Evicted`] and counted.
 pub struct Assembler {
-    file: String,
+    file: Name,
+    /// The names the input's decisions share (endpoints, plugins,
+    /// profiles, deployments, pods).
+    names: Interner,
     naming: DeploymentNaming,
     pools: PoolNames,
     limits: AssemblerLimits,
@@ -185,12 +189,13 @@ fn take(reqs: &mut FxMap<ReqKey, Req>, open_bytes: &mut usize, key: &[u8]) -> Op
 impl Assembler {
     /// An assembler for one input whose lines are located in `file`.
     pub fn new(
-        file: impl Into<String>,
+        file: impl Into<Name>,
         naming: DeploymentNaming,
         limits: AssemblerLimits,
     ) -> Assembler {
         Assembler {
             file: file.into(),
+            names: Interner::default(),
             naming,
             pools: PoolNames::default(),
             limits,
@@ -359,7 +364,7 @@ impl Assembler {
         // One lookup for an open request; a new one is made and inserted.
         let req_cap = self.limits.max_open_bytes / 8;
         let full = if let Some(r) = self.reqs.get_mut(self.scratch.as_slice()) {
-            let full = r.push(ev, text, touch, ctx, cap);
+            let full = r.push(ev, text, touch, ctx, cap, &mut self.names);
             grown(&mut self.open_bytes, r, full, req_cap)
         } else {
             if handled {
@@ -374,15 +379,17 @@ impl Assembler {
                 enq_ts: touch,
                 key: key.clone(),
             });
-            self.reqs
-                .insert(key.clone(), Req::new(serial, key, ctx, line, touch));
+            self.reqs.insert(
+                key.clone(),
+                Req::new(serial, key, ctx, line, touch, &mut self.names),
+            );
             if self.reqs.len() > self.limits.max_open_requests {
                 self.evict_oldest(emit);
             }
             let Some(r) = self.reqs.get_mut(self.scratch.as_slice()) else {
                 return;
             };
-            let full = r.push(ev, text, touch, ctx, cap);
+            let full = r.push(ev, text, touch, ctx, cap, &mut self.names);
             grown(&mut self.open_bytes, r, full, req_cap)
         };
         if handled && let Some(r) = take(&mut self.reqs, &mut self.open_bytes, &self.scratch) {
@@ -534,7 +541,7 @@ impl Assembler {
         let infer = self.limits.infer_not_applicable;
         if sorted {
             for e in events {
-                r.apply(e, &text, &self.file, infer);
+                r.apply(e, &text, &mut self.names, &self.file, infer);
             }
         } else {
             let mut order: Vec<(f64, u32)> =
@@ -543,11 +550,11 @@ impl Assembler {
             let mut slots: Vec<Option<Buffered>> = events.into_iter().map(Some).collect();
             for (_, i) in order {
                 if let Some(e) = slots[i as usize].take() {
-                    r.apply(e, &text, &self.file, infer);
+                    r.apply(e, &text, &mut self.names, &self.file, infer);
                 }
             }
         }
-        r.end_run(&text);
+        r.end_run(&text, &mut self.names);
         drop(text);
         // The pool, from every candidate of the request's decisions (a P/D
         // request connects its prefill and decode endpoints): needed only when
@@ -608,7 +615,7 @@ impl Assembler {
                 }
             }
             if let Some(profile) = r.profiles.inferred(d.profile_run) {
-                d.profile = Some(profile.to_string());
+                d.profile = Some(self.names.intern(profile));
                 d.profile_inferred = true;
             }
             d.prompt_tokens = r.prompt_tokens;
@@ -621,9 +628,12 @@ impl Assembler {
                 .candidates
                 .iter()
                 .find_map(|c| split_slash(&c.endpoint).map(|(n, _)| n));
-            d.deployment = self
-                .naming
-                .resolve(r.pod.as_deref(), pool, ns, d.model.as_deref());
+            d.deployment = self.names.intern(self.naming.resolve_str(
+                r.pod.as_deref(),
+                pool,
+                ns,
+                d.model.as_deref(),
+            ));
             if last {
                 d.request_id = r.request_id.take();
                 d.epp_pod = r.pod.take();
@@ -756,7 +766,7 @@ mod tests {
         let mut a = Assembler::new("t", DeploymentNaming::fallback("d"), limits(100, 60.0));
         let got: std::cell::RefCell<Vec<(String, Option<f64>)>> = Default::default();
         let mut emit = |d: Decision| {
-            let id = d.request_id.unwrap_or_default();
+            let id = d.request_id.unwrap_or_default().to_string();
             got.borrow_mut().push((id, d.observed_ttft_ms));
         };
         handled(&mut a, "a", 100.0, &mut emit);
@@ -835,7 +845,7 @@ mod tests {
         a.finish(&mut emit);
         let got: Vec<_> = out
             .iter()
-            .map(|d| (d.request_id.clone().unwrap(), d.completion))
+            .map(|d| (d.request_id.clone().unwrap().to_string(), d.completion))
             .collect();
         assert_eq!(
             got,
@@ -851,7 +861,7 @@ mod tests {
     fn age_limit_in_log_time_tolerates_regressing_ts() {
         let mut a = Assembler::new("t", DeploymentNaming::fallback("d"), limits(100, 10.0));
         let out = std::cell::RefCell::new(Vec::new());
-        let mut emit = |d: Decision| out.borrow_mut().push(d.request_id.unwrap());
+        let mut emit = |d: Decision| out.borrow_mut().push(d.request_id.unwrap().to_string());
         a.feed(1, &meta("old", 100.0), narrowed(), &mut emit);
         a.feed(2, &meta("busy", 100.0), narrowed(), &mut emit);
         // A regressing ts does not evict anything.
@@ -939,7 +949,14 @@ mod tests {
         }
         a.finish(&mut emit);
         out.into_iter()
-            .map(|d| (d.profile_run, d.profile, d.message, d.profile_inferred))
+            .map(|d| {
+                (
+                    d.profile_run,
+                    d.profile.map(String::from),
+                    d.message,
+                    d.profile_inferred,
+                )
+            })
             .collect()
     }
 

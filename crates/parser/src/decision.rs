@@ -2,6 +2,7 @@
 //! instance in one scheduling profile run of one request.
 
 use crate::fields::Key;
+use crate::name::Name;
 use gatecal_filter::{Candidate, Outcome};
 use serde::Serialize;
 
@@ -10,7 +11,7 @@ use serde::Serialize;
 pub struct SourceLoc {
     /// The input's display name: its path, `-` for stdin, or the name given
     /// to [`crate::parse_slice`].
-    pub file: String,
+    pub file: Name,
     /// 1-based line number within that input (after decompression).
     pub line: u64,
 }
@@ -207,20 +208,55 @@ pub struct FilterExtras {
     pub penalty_source: Option<String>,
 }
 
+/// A filter line without version-specific values.
+static NO_EXTRAS: FilterExtras = FilterExtras {
+    prefill_throughput: None,
+    sticky_observed: None,
+    non_sticky_observed: None,
+    best_sticky_tokens: None,
+    best_non_sticky_tokens: None,
+    sticky_requests: None,
+    non_sticky_requests: None,
+    max_delta: None,
+    sticky_request_ttft_ms: None,
+    non_sticky_request_ttft_ms: None,
+    added: None,
+    min_cached_tokens_fraction: None,
+    min_cached_tokens: None,
+    sticky_cost: None,
+    non_sticky_cost: None,
+    remaining_turns: None,
+    penalty_source: None,
+};
+
+impl FilterExtras {
+    /// Whether no value is set.
+    pub fn is_empty(&self) -> bool {
+        *self == NO_EXTRAS
+    }
+}
+
+fn extras_or_none<S: serde::Serializer>(
+    x: &Option<Box<FilterExtras>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    x.as_deref().unwrap_or(&NO_EXTRAS).serialize(s)
+}
+
 /// What is known of one candidate endpoint of a decision.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct CandidateObs {
     /// Endpoint id normalised to `namespace/name` (`name` when no namespace
     /// was logged; `ip:port` when only that is known). A `-rank-N` suffix is
     /// kept: it names a distinct endpoint.
-    pub endpoint: String,
+    pub endpoint: Name,
     /// `tokenLoad` of this decision's `TokenLoadScorer scoring` line: in-flight
     /// tokens plus the current request's uncached tokens, capped at
     /// `queueThresholdTokens`.
     pub token_load: Option<f64>,
     /// Raw (unweighted) scores of this decision's `Calculated score` lines,
     /// `(plugin "name/type", score)`, in log order.
-    pub scores: Vec<(String, f64)>,
+    pub scores: Vec<(Name, f64)>,
     /// In-flight tokens, excluding the current request: P2251's
     /// `calculated endpoint TTFT` line or a decisions record.
     pub in_flight_tokens: Option<i64>,
@@ -246,7 +282,7 @@ pub struct CandidateObs {
 
 impl CandidateObs {
     /// A candidate with only its endpoint id.
-    pub fn new(endpoint: impl Into<String>) -> CandidateObs {
+    pub fn new(endpoint: impl Into<Name>) -> CandidateObs {
         CandidateObs {
             endpoint: endpoint.into(),
             ..CandidateObs::default()
@@ -258,7 +294,7 @@ impl CandidateObs {
     /// count and is not carried over).
     pub fn to_candidate(&self) -> Candidate {
         Candidate {
-            id: self.endpoint.clone(),
+            id: self.endpoint.to_string(),
             match_blocks: self.match_blocks,
             total_blocks: self.total_blocks,
             block_size_tokens: self.block_size_tokens,
@@ -306,17 +342,17 @@ impl PrefixProducers {
 pub struct Decision {
     /// The deployment (pool) the decision belongs to; see the crate docs,
     /// "Deployment naming", for the precedence of sources.
-    pub deployment: String,
+    pub deployment: Name,
     /// Epoch seconds of the filter line (its `ts`; the kubelet timestamp when
     /// the line has none). For a decision without a filter line, the time of
     /// the line that created it.
     pub ts: Option<f64>,
     /// The request's `x-request-id`.
-    pub request_id: Option<String>,
+    pub request_id: Option<Name>,
     /// The scheduling profile (`decode`, `prefill`, `default`, ...), from the
     /// last `Running scheduler profile` line of this request before the
     /// filter line; inferred at `-v=4` (see [`Decision::profile_inferred`]).
-    pub profile: Option<String>,
+    pub profile: Option<Name>,
     /// True when [`Decision::profile`] was inferred from order (`-v=4` logs
     /// without `Running scheduler profile`: P/D runs decode, then prefill).
     pub profile_inferred: bool,
@@ -325,9 +361,9 @@ pub struct Decision {
     /// Filter instance name (the `name` of `name/type` of the next
     /// `Completed running filter plugin successfully` line, or of the
     /// preceding `Running filter plugin` line).
-    pub filter: Option<String>,
+    pub filter: Option<Name>,
     /// Filter plugin type (the `type` of `name/type`).
-    pub filter_type: Option<String>,
+    pub filter_type: Option<Name>,
     /// The outcome the filter line stands for ([`FilterMsg::outcome`]). A
     /// session-cost line gives `sticky` when `stickyCost <= nonStickyCost`,
     /// else `load_override`. `None` when unknown.
@@ -351,17 +387,21 @@ pub struct Decision {
     pub sticky: Option<u32>,
     /// `total` of a line that logs it (candidate count).
     pub total: Option<u32>,
-    /// Version-specific values of the filter line.
-    pub extras: FilterExtras,
+    /// Version-specific values of the filter line, when it had any
+    /// ([`Decision::extras`] reads them either way). Boxed: most lines
+    /// have none, and a decision waits in memory until its request's
+    /// first response chunk.
+    #[serde(serialize_with = "extras_or_none")]
+    pub extras: Option<Box<FilterExtras>>,
     /// Flags raised by the filter line's numbers.
     pub flags: ValueFlags,
     /// Survivors from the instance's `Completed running filter plugin
     /// successfully` line (`namespace/name`); `Some(vec![])` after
     /// `Filter eliminated all endpoints`.
-    pub survivors: Option<Vec<String>>,
+    pub survivors: Option<Vec<Name>>,
     /// The endpoint chosen for this profile run (picker result, normalised),
     /// else the `endpoint` of `Request handled` (`ip:port[,...]` as logged).
-    pub chosen: Option<String>,
+    pub chosen: Option<Name>,
     /// `prompt length (token)` of the PD decider's `Computed hit percentage
     /// for prefix cache` line for this request.
     pub prompt_tokens: Option<f64>,
@@ -371,9 +411,9 @@ pub struct Decision {
     #[serde(skip_serializing_if = "PrefixProducers::is_empty")]
     pub producers: PrefixProducers,
     /// `targetModelName` (or `resolvedTargetModel`, `model`) of the filter line.
-    pub model: Option<String>,
+    pub model: Option<Name>,
     /// The EPP pod, from the kubectl `[pod/NAME/CONTAINER] ` prefix.
-    pub epp_pod: Option<String>,
+    pub epp_pod: Option<Name>,
     /// Where the filter line is (or the line that created the decision).
     pub source: SourceLoc,
     /// The endpoints the filter saw, in the order it saw them when known
@@ -477,6 +517,12 @@ impl Decision {
             FilterMsg::TtftGateBroken => self.penalty.and_then(GatePenalty::ms),
             _ => None,
         }
+    }
+
+    /// The filter line's version-specific values (all `None` when it had
+    /// none).
+    pub fn extras(&self) -> &FilterExtras {
+        self.extras.as_deref().unwrap_or(&NO_EXTRAS)
     }
 
     /// The candidate for an endpoint id, if present.

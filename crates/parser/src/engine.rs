@@ -22,6 +22,7 @@ use crate::frame;
 use crate::input::{self, pod_owner};
 use crate::ledger::{Counts, InputFormat, InputLedger, LineShape, MalformedLine, MalformedReason};
 use crate::lines::{Line, LineReader};
+use crate::name::Name;
 use crate::record::{self, DecisionRecord};
 use crate::reframe;
 use crate::time;
@@ -30,7 +31,7 @@ use crate::{Item, ParseOptions};
 
 /// Parses one input stream.
 pub(crate) struct Engine<'o> {
-    display: String,
+    display: Name,
     naming: DeploymentNaming,
     pod_hint: Option<String>,
     opts: &'o ParseOptions,
@@ -60,7 +61,7 @@ impl<'o> Engine<'o> {
             .map(|s| s.strip_suffix(".log").map(str::to_string).unwrap_or(s))
             .filter(|s| !s.is_empty() && s != "-");
         Engine {
-            display: display.to_string(),
+            display: Name::from(display),
             asm: Assembler::new(display, naming.clone(), limits),
             naming,
             pod_hint,
@@ -158,7 +159,7 @@ impl<'o> Engine<'o> {
                             line: self.line,
                         });
                         if let Some(e) = &self.naming.explicit {
-                            d.deployment.clone_from(e);
+                            d.deployment = Name::from(e);
                         }
                         Self::emit_decision(&mut self.counts, sink, Box::new(d));
                         Ok(())
@@ -302,7 +303,7 @@ impl<'o> Engine<'o> {
         self.counts.bytes = bytes;
         self.counts.bytes_compressed = compressed;
         InputLedger {
-            name: self.display,
+            name: self.display.into(),
             deployment: self.naming.explicit,
             gzip,
             format: if self.format == InputFormat::Auto {

@@ -230,6 +230,7 @@ mod json;
 mod ledger;
 mod lines;
 mod messages;
+mod name;
 mod progress;
 mod record;
 mod reframe;
@@ -259,6 +260,7 @@ pub use ledger::{
     Counts, InputFormat, InputLedger, KUBECTL_SELECTOR_TAIL, Ledger, LineShape, MalformedLine,
     MalformedReason, PodLines, ShapeCounts,
 };
+pub use name::{Interner, Name};
 pub use progress::Progress;
 pub use record::{
     CandidateRecord, ConfigRecord, DecisionRecord, DecisionWriter, GateRecord, PickedMatchRecord,

@@ -8,6 +8,7 @@ use gatecal_filter::{Config, MissingSignal, Outcome};
 use serde::{Deserialize, Serialize};
 
 use crate::decision::{CandidateObs, Completion, Decision, FilterMsg, GatePenalty, SourceLoc};
+use crate::name::Name;
 
 /// The format version written.
 pub const RECORD_VERSION: u32 = 3;
@@ -270,18 +271,18 @@ impl From<&Decision> for DecisionRecord {
         DecisionRecord {
             v: RECORD_VERSION,
             ts: d.ts.filter(|t| t.is_finite()),
-            deployment: d.deployment.clone(),
-            epp_pod: d.epp_pod.clone(),
-            request_id: d.request_id.clone(),
-            profile: d.profile.clone(),
-            filter: d.filter.clone(),
+            deployment: d.deployment.to_string(),
+            epp_pod: d.epp_pod.as_deref().map(str::to_owned),
+            request_id: d.request_id.as_deref().map(str::to_owned),
+            profile: d.profile.as_deref().map(str::to_owned),
+            filter: d.filter.as_deref().map(str::to_owned),
             outcome: d.outcome,
             logged_penalty_ms: d.logged_penalty_ms().filter(|p| p.is_finite()),
             candidates: d
                 .candidates
                 .iter()
                 .map(|c| CandidateRecord {
-                    endpoint: c.endpoint.clone(),
+                    endpoint: c.endpoint.to_string(),
                     match_blocks: c.match_blocks,
                     total_blocks: c.total_blocks,
                     block_size_tokens: c.block_size_tokens,
@@ -291,7 +292,7 @@ impl From<&Decision> for DecisionRecord {
                     token_load: c.token_load.filter(|l| crate::domain::is_count(*l)),
                 })
                 .collect(),
-            chosen_endpoint: d.chosen.clone(),
+            chosen_endpoint: d.chosen.as_deref().map(str::to_owned),
             prompt_tokens: d
                 .prompt_tokens
                 .filter(|p| p.is_finite() && *p >= 0.0)
@@ -339,13 +340,13 @@ impl DecisionRecord {
             (None, Some(Outcome::NotApplicable) | None) => FilterMsg::None,
         };
         Decision {
-            deployment: self.deployment,
-            epp_pod: self.epp_pod,
+            deployment: self.deployment.into(),
+            epp_pod: self.epp_pod.map(Name::from),
             recorded,
             ts: self.ts,
-            request_id: self.request_id,
-            profile: self.profile,
-            filter: self.filter,
+            request_id: self.request_id.map(Name::from),
+            profile: self.profile.map(Name::from),
+            filter: self.filter.map(Name::from),
             outcome: self.outcome,
             message,
             penalty: self.logged_penalty_ms.map(GatePenalty::Ms),
@@ -354,7 +355,7 @@ impl DecisionRecord {
                 .candidates
                 .into_iter()
                 .map(|c| CandidateObs {
-                    endpoint: c.endpoint,
+                    endpoint: c.endpoint.into(),
                     match_blocks: c.match_blocks,
                     total_blocks: c.total_blocks,
                     block_size_tokens: c.block_size_tokens,
@@ -365,7 +366,7 @@ impl DecisionRecord {
                     ..CandidateObs::default()
                 })
                 .collect(),
-            chosen: self.chosen_endpoint,
+            chosen: self.chosen_endpoint.map(Name::from),
             prompt_tokens: self.prompt_tokens.map(|p| p as f64),
             observed_ttft_ms: self.observed_ttft_ms,
             arrival_ts: self.arrival_ts,
@@ -528,7 +529,7 @@ mod tests {
     fn observed_ttft_round_trips() {
         for ttft in [1241.333334, 0.1 + 0.2, 451840.447649, 0.0] {
             let d = Decision {
-                deployment: "d".to_string(),
+                deployment: "d".into(),
                 ts: Some(1787320800.0663826),
                 observed_ttft_ms: Some(ttft),
                 ..Decision::default()
@@ -566,7 +567,7 @@ mod tests {
         let mut b = CandidateObs::new("llm/p-1");
         b.token_load = Some(0.1 + 0.2);
         let d = Decision {
-            deployment: "d".to_string(),
+            deployment: "d".into(),
             ts: Some(1787320802.71),
             arrival_ts: Some(1787320802.7043219),
             request_id: Some("r-17".into()),

@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 
 use gatecal_filter::Param;
+use gatecal_parser::Name;
 
 use crate::config::source::{ConfigDisagreement, ConfigSet, ParamSource, SourcedConfig};
 use crate::input::DecisionInput;
@@ -49,7 +50,7 @@ struct LogSeen {
 /// One filter instance of one deployment: its config as given, what the log
 /// shows, and its config in force once settled.
 struct Instance {
-    filter: Option<String>,
+    filter: Option<Name>,
     base: SourcedConfig,
     log: LogSeen,
     effective: Option<SourcedConfig>,
@@ -216,9 +217,9 @@ impl InForce {
     where
         F: FnMut(&SourcedConfig, DecisionInput),
     {
-        let st = match self.states.get_mut(&d.deployment) {
+        let st = match self.states.get_mut(d.deployment.as_str()) {
             Some(l) => l,
-            None => self.states.entry(d.deployment.clone()).or_default(),
+            None => self.states.entry(d.deployment.to_string()).or_default(),
         };
         let i = match st.instances.iter().position(|x| x.filter == d.filter) {
             Some(i) => i,
@@ -311,7 +312,11 @@ impl InForce {
         let rest = shown.others.iter().map(|o| (o.clone(), Some(o.clone())));
         let instances: Vec<_> = first.chain(rest).collect();
         for (f, tag) in instances {
-            let Some(inst) = st.instances.iter().find(|x| x.filter == f) else {
+            let Some(inst) = st
+                .instances
+                .iter()
+                .find(|x| x.filter.as_deref() == f.as_deref())
+            else {
                 continue;
             };
             let (base, log) = (&inst.base, inst.log);

@@ -322,7 +322,7 @@ fn chosen_sticky(d: &DecisionInput, threshold: f64) -> Option<(bool, String)> {
         .iter()
         .find(|e| same_endpoint(chosen, &e.endpoint))?;
     let s = e.prefix_score.filter(|s| s.is_finite())?;
-    Some((s >= threshold, e.endpoint.clone()))
+    Some((s >= threshold, e.endpoint.to_string()))
 }
 
 /// The peak a decision's logged gate line implies, `tokens / TTFT`: the

@@ -21,7 +21,7 @@ fn base(i: usize, outcome: Outcome) -> DecisionInput {
     DecisionInput {
         deployment: "d".into(),
         ts: Some(1000.0 + i as f64),
-        request_id: Some(format!("r{i}")),
+        request_id: Some(format!("r{i}").into()),
         outcome: Some(outcome),
         total: Some(2),
         affinity_threshold: Some(0.8),
@@ -159,7 +159,7 @@ fn missing_signal_fires_past_five_percent() {
 fn split_load_view_fires_on_interleaved_replicas_and_reports_each() {
     let (set, mut ds) = healthy();
     for (i, d) in ds.iter_mut().enumerate() {
-        d.epp_pod = Some(format!("d-epp-{}", i % 2));
+        d.epp_pod = Some(format!("d-epp-{}", i % 2).into());
     }
     let mut g = GateDist::new(GateDistOptions::default(), set);
     for d in ds {
@@ -185,7 +185,7 @@ fn split_load_view_fires_on_interleaved_replicas_and_reports_each() {
     // One replica after the other (a rollout): no overlap, no finding.
     let (set, mut ds) = healthy();
     for (i, d) in ds.iter_mut().enumerate() {
-        d.epp_pod = Some(format!("d-epp-{}", usize::from(i >= 50)));
+        d.epp_pod = Some(format!("d-epp-{}", usize::from(i >= 50)).into());
     }
     let mut g = GateDist::new(GateDistOptions::default(), set);
     for d in ds {

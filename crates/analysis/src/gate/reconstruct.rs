@@ -882,7 +882,7 @@ mod tests {
 
     fn scored(endpoint: &str, token_load: f64) -> ScoredEndpoint {
         ScoredEndpoint {
-            endpoint: endpoint.to_string(),
+            endpoint: endpoint.into(),
             token_load: Some(token_load),
             prefix_score: None,
             in_flight_tokens: None,
@@ -891,7 +891,7 @@ mod tests {
 
     fn decision(ts: Option<f64>, outcome: Outcome, scored: Vec<ScoredEndpoint>) -> DecisionInput {
         DecisionInput {
-            deployment: "d".to_string(),
+            deployment: "d".into(),
             ts,
             outcome: Some(outcome),
             scored,
@@ -998,7 +998,7 @@ mod tests {
         );
         d.prompt_tokens = Some(2_000);
         d.hit_prefix_tokens = Some(0);
-        d.chosen = Some("b".to_string());
+        d.chosen = Some("b".into());
         r.sample(&d, &config());
         // b measured at 3 000 - 2 000 = 1 000, then the request joins it:
         // in flight 1 000 + its own 2 000 = its tokenLoad, 3 000.
@@ -1024,7 +1024,7 @@ mod tests {
         );
         d.sticky_count = Some(1);
         d.total = Some(2);
-        d.survivors = Some(vec!["a".to_string()]);
+        d.survivors = Some(vec!["a".into()]);
         d.prompt_tokens = Some(2_000);
         d
     }

@@ -293,7 +293,8 @@ mod tests {
         }
 
         fn take(&mut self, d: DecisionInput) {
-            self.got.push((self.fed, d.request_id.unwrap_or_default()));
+            self.got
+                .push((self.fed, d.request_id.unwrap_or_default().to_string()));
         }
     }
 
@@ -356,7 +357,7 @@ mod tests {
         for (i, t) in times.iter().enumerate() {
             let x = DecisionInput {
                 ts: *t,
-                request_id: Some(i.to_string()),
+                request_id: Some(i.to_string().into()),
                 ..DecisionInput::default()
             };
             r.push(x, &mut out);

@@ -65,7 +65,7 @@ pub struct GateSample {
     /// Seconds since the Unix epoch.
     pub ts: Option<f64>,
     /// `x-request-id`.
-    pub request_id: Option<String>,
+    pub request_id: Option<gatecal_parser::Name>,
     /// The outcome logged (or, for sources without one, replayed).
     pub outcome: Option<Outcome>,
     /// Whether `outcome` was logged by the EPP (rather than replayed).

@@ -539,8 +539,9 @@ impl StatsAcc {
             } else if self.self_check.disagreements.len() < MAX_LISTED_DISAGREEMENTS {
                 self.self_check.disagreements.push(
                     s.request_id
-                        .clone()
-                        .unwrap_or_else(|| "(no request id)".into()),
+                        .as_deref()
+                        .unwrap_or("(no request id)")
+                        .to_string(),
                 );
             }
         }
@@ -568,8 +569,9 @@ impl StatsAcc {
                 } else if self.replay.disagreements.len() < MAX_LISTED_DISAGREEMENTS {
                     self.replay.disagreements.push(
                         s.request_id
-                            .clone()
-                            .unwrap_or_else(|| "(no request id)".into()),
+                            .as_deref()
+                            .unwrap_or("(no request id)")
+                            .to_string(),
                     );
                 }
             }

@@ -44,7 +44,7 @@ fn per_endpoint_loads(d: &Decision) -> Option<Vec<gatecal_filter::Candidate>> {
         .map(|c| {
             let hit = sticky(&c.endpoint)?;
             Some(Candidate {
-                id: c.endpoint.clone(),
+                id: c.endpoint.to_string(),
                 match_blocks: Some(i64::from(hit)),
                 total_blocks: Some(1),
                 in_flight_tokens: c.in_flight_tokens,
@@ -175,7 +175,7 @@ impl From<Decision> for DecisionInput {
             .affinity_threshold
             .filter(|t| t.is_finite() && (0.0..=1.0).contains(t));
         let prefill_throughput = d
-            .extras
+            .extras()
             .prefill_throughput
             .or(d.startup_peak)
             .filter(|p| p.is_finite() && *p > 0.0);

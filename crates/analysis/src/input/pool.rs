@@ -2,6 +2,7 @@
 
 use std::hash::BuildHasher;
 
+use gatecal_parser::Name;
 use rustc_hash::{FxBuildHasher, FxHashSet};
 use serde::Serialize;
 
@@ -42,7 +43,9 @@ pub struct Pooled {
 #[derive(Debug)]
 pub struct DeploymentCap {
     max: usize,
-    kept: FxHashSet<String>,
+    kept: FxHashSet<Name>,
+    /// [`OTHER_DEPLOYMENT`], shared by the pooled decisions.
+    other: Name,
     /// Fingerprints of the pooled names.
     pooled_names: FxHashSet<u64>,
     pooled: Pooled,
@@ -55,6 +58,7 @@ impl DeploymentCap {
         DeploymentCap {
             max,
             kept: FxHashSet::default(),
+            other: Name::from(OTHER_DEPLOYMENT),
             pooled_names: FxHashSet::default(),
             pooled: Pooled {
                 max_deployments: max,
@@ -67,16 +71,31 @@ impl DeploymentCap {
     /// are kept. The pooled names are remembered by a 64-bit fingerprint
     /// to count them once; past [`MAX_POOLED_NAMES`] of them, only their
     /// decisions are counted and the count says it is a lower bound.
-    pub fn admit(&mut self, name: &mut String) {
-        if self.kept.contains(name.as_str()) {
-            return;
+    pub fn admit(&mut self, name: &mut Name) {
+        if !self.kept(name) {
+            *name = self.other.clone();
+        }
+    }
+
+    /// [`DeploymentCap::admit`] for a name held as a `String`.
+    pub fn admit_string(&mut self, name: &mut String) {
+        if !self.kept(name) {
+            name.clear();
+            name.push_str(OTHER_DEPLOYMENT);
+        }
+    }
+
+    /// Whether `name` is kept (else it is counted as pooled).
+    fn kept(&mut self, name: &str) -> bool {
+        if self.kept.contains(name) {
+            return true;
         }
         if self.kept.len() < self.max {
-            self.kept.insert(name.clone());
-            return;
+            self.kept.insert(Name::from(name));
+            return true;
         }
         self.pooled.decisions += 1;
-        let fingerprint = FxBuildHasher.hash_one(name.as_str());
+        let fingerprint = FxBuildHasher.hash_one(name);
         if self.pooled_names.contains(&fingerprint) {
             // Counted already.
         } else if self.pooled_names.len() < MAX_POOLED_NAMES {
@@ -85,8 +104,7 @@ impl DeploymentCap {
         } else {
             self.pooled.at_least = true;
         }
-        name.clear();
-        name.push_str(OTHER_DEPLOYMENT);
+        false
     }
 
     /// What was pooled so far.
@@ -110,7 +128,7 @@ mod tests {
         let mut c = DeploymentCap::new(2);
         let mut got = Vec::new();
         for n in ["a", "b", "c", "a", "d", "c", "b"] {
-            let mut s = n.to_string();
+            let mut s = Name::from(n);
             c.admit(&mut s);
             got.push(s);
         }
@@ -144,7 +162,7 @@ mod tests {
         let mut c = DeploymentCap::default();
         for round in 0..2 {
             for i in 0..50_000 {
-                let mut s = format!("deployment-{i}");
+                let mut s = Name::from(format!("deployment-{i}"));
                 c.admit(&mut s);
                 if i >= MAX_DEPLOYMENTS {
                     assert_eq!(s, OTHER_DEPLOYMENT, "round {round}");

@@ -827,7 +827,7 @@ mod tests {
     fn routed_to_p0(ts: f64, n: impl std::fmt::Display) -> crate::input::DecisionInput {
         crate::input::DecisionInput {
             ts: Some(ts),
-            request_id: Some(format!("r{n}")),
+            request_id: Some(format!("r{n}").into()),
             chosen: Some("ns/p-0".into()),
             ..crate::input::DecisionInput::default()
         }

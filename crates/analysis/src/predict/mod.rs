@@ -533,7 +533,7 @@ pub fn requests_by_deployment(inputs: &[DecisionInput]) -> BTreeMap<String, Vec<
         let Some(mut seen) = Seen::from_decision(d) else {
             continue;
         };
-        let list = out.entry(d.deployment.clone()).or_default();
+        let list = out.entry(d.deployment.to_string()).or_default();
         match ids.get(&(d.deployment.as_str(), rid)) {
             None => {
                 ids.insert((d.deployment.as_str(), rid), list.len());
@@ -587,7 +587,7 @@ impl Seen {
     /// (nothing to replay).
     pub fn from_decision(d: &DecisionInput) -> Option<Seen> {
         let ts = d.arrival_ts.or(d.ts).filter(|t| t.is_finite())?;
-        let chosen = d.chosen.clone()?;
+        let chosen = d.chosen.as_deref()?.to_string();
         let exact = d.exact.as_ref().map(|cands| {
             cands
                 .iter()
@@ -605,7 +605,12 @@ impl Seen {
             loads: d
                 .scored
                 .iter()
-                .filter_map(|s| Some((s.endpoint.clone(), s.token_load.filter(|l| l.is_finite())?)))
+                .filter_map(|s| {
+                    Some((
+                        s.endpoint.to_string(),
+                        s.token_load.filter(|l| l.is_finite())?,
+                    ))
+                })
                 .collect(),
             exact,
             prompt_tokens: d.prompt_tokens.map(|p| p as f64),

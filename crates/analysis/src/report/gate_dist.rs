@@ -655,19 +655,21 @@ fn handle(
     };
     let n = opts.what_if.len();
     let pmin = opts.pinned_worse_min_ms;
-    let dep = match deps.get_mut(&d.deployment) {
+    let dep = match deps.get_mut(d.deployment.as_str()) {
         Some(dep) => dep,
-        None => deps.entry(d.deployment.clone()).or_insert_with(|| DepAcc {
-            shown: crate::config::in_force::Shown::new(sc, d.filter.as_deref()),
-            acc: StatsAcc::new(pmin, n),
-            windows: BTreeMap::new(),
-            first_ts: None,
-            last_ts: None,
-            candidates: Vec::new(),
-            signals: crate::findings::SignalsAcc::default(),
-            requests: Requests::default(),
-            unnamed_keys: Default::default(),
-        }),
+        None => deps
+            .entry(d.deployment.to_string())
+            .or_insert_with(|| DepAcc {
+                shown: crate::config::in_force::Shown::new(sc, d.filter.as_deref()),
+                acc: StatsAcc::new(pmin, n),
+                windows: BTreeMap::new(),
+                first_ts: None,
+                last_ts: None,
+                candidates: Vec::new(),
+                signals: crate::findings::SignalsAcc::default(),
+                requests: Requests::default(),
+                unnamed_keys: Default::default(),
+            }),
     };
     if d.epp_pod.is_none() {
         dep.unnamed_keys.add(
@@ -695,7 +697,11 @@ fn handle(
     let candidates = if opts.candidates.is_empty() {
         None
     } else {
-        let i = match dep.candidates.iter().position(|(f, _)| *f == d.filter) {
+        let i = match dep
+            .candidates
+            .iter()
+            .position(|(f, _)| f.as_deref() == d.filter.as_deref())
+        {
             Some(i) => i,
             None => {
                 let resolved = opts
@@ -706,7 +712,8 @@ fn handle(
                         (c.label.clone(), r.map_err(|e| e.to_string()))
                     })
                     .collect();
-                dep.candidates.push((d.filter.clone(), resolved));
+                dep.candidates
+                    .push((d.filter.as_deref().map(str::to_owned), resolved));
                 dep.candidates.len() - 1
             }
         };
@@ -998,7 +1005,7 @@ mod tests {
         DecisionInput {
             deployment: "d".into(),
             ts: Some(ts),
-            request_id: Some(format!("k{ts}")),
+            request_id: Some(format!("k{ts}").into()),
             outcome: Some(Outcome::NoMatch),
             total: Some(2),
             scored: vec![scored("ns/a", a), scored("ns/b", b)],
@@ -1152,7 +1159,7 @@ mod tests {
                 keep_all(ts[i], 1_000.0 + 10.0 * i as f64, 900.0 + i as f64)
             };
             d.deployment = ["d1", "d2"][i % 2].into();
-            d.request_id = Some(format!("r{i}"));
+            d.request_id = Some(format!("r{i}").into());
             d
         };
         let mut buffered = GateDist::new(GateDistOptions::default(), ConfigSet::default());

@@ -453,13 +453,18 @@ impl Recommend {
             .scored
             .iter()
             .map(|e| e.endpoint.as_str())
-            .chain(d.survivors.iter().flatten().map(String::as_str))
+            .chain(
+                d.survivors
+                    .iter()
+                    .flatten()
+                    .map(gatecal_parser::Name::as_str),
+            )
             .chain(d.exact.iter().flatten().map(|c| c.id.as_str()))
             .chain(d.chosen.as_deref());
         for n in names {
             let pod = endpoint_pod(n);
             if !self.pods.contains_key(pod) {
-                self.pods.insert(pod.to_string(), d.deployment.clone());
+                self.pods.insert(pod.to_string(), d.deployment.to_string());
             }
         }
         self.routed.push_decision(&d);
@@ -494,7 +499,7 @@ impl Recommend {
         }
         self.vllm_lines += 1;
         let mut deployment = s.deployment.clone();
-        self.cap.admit(&mut deployment);
+        self.cap.admit_string(&mut deployment);
         let key = (deployment, s.pod.clone());
         if s.prefix_cache_hit_rate_pct.is_some() {
             self.line_hit_rates.entry(key.clone()).or_default().push(s);
@@ -770,7 +775,7 @@ fn handle(
     let Some(deps) = deps else {
         return;
     };
-    let dep = deps.entry(d.deployment.clone()).or_insert_with(|| Dep {
+    let dep = deps.entry(d.deployment.to_string()).or_insert_with(|| Dep {
         shown: crate::config::in_force::Shown::new(sc, d.filter.as_deref()),
         configs: Vec::new(),
         kept: Vec::new(),

@@ -383,7 +383,7 @@ fn two_unnamed_pods_over_the_same_time_merge() {
                     .filter(|(i, _)| i % 2 == h)
                     .map(|(_, d)| DecisionInput {
                         epp_pod: None,
-                        unnamed_source: source(h),
+                        unnamed_source: source(h).map(Into::into),
                         ..d.clone()
                     })
                     .collect();

@@ -2,7 +2,7 @@
 //! request and profile.
 
 use gatecal_analysis::TraceSummary;
-use gatecal_parser::{Completion, Decision, InputFormat, Ledger};
+use gatecal_parser::{Completion, Decision, InputFormat, Ledger, Name};
 use rustc_hash::FxHashMap;
 
 /// The join of traced decisions with log decisions. With no input other
@@ -24,7 +24,7 @@ pub(super) struct Join {
     pub(super) held: Vec<Option<Box<Decision>>>,
     /// Traced decisions read while [`MAX_HELD_TRACED_DECISIONS`] were held.
     pub(super) not_held: u64,
-    pub(super) keys: FxHashMap<(String, Option<String>), std::collections::VecDeque<usize>>,
+    pub(super) keys: FxHashMap<(Name, Option<Name>), std::collections::VecDeque<usize>>,
     pub(super) traced: u64,
     pub(super) joined: u64,
     pub(super) log_decisions: u64,
@@ -79,8 +79,8 @@ impl Join {
     }
 
     /// The next held decision of a key, if any.
-    pub(super) fn next_held(&mut self, id: &str, profile: &Option<String>) -> Option<usize> {
-        let key = (id.to_string(), profile.clone());
+    pub(super) fn next_held(&mut self, id: &Name, profile: &Option<Name>) -> Option<usize> {
+        let key = (id.clone(), profile.clone());
         let q = self.keys.get_mut(&key)?;
         let i = q.pop_front();
         if q.is_empty() {

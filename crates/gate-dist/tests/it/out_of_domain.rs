@@ -227,7 +227,7 @@ fn decisions_with_odd_values_do_not_panic_the_reconstruction() {
                 g.push(DecisionInput {
                     deployment: "d".into(),
                     ts: Some(1000.0 + (i * 10 + j) as f64),
-                    request_id: Some(format!("r{i}-{j}")),
+                    request_id: Some(format!("r{i}-{j}").into()),
                     outcome: Some(outcome),
                     sticky_count: Some(1),
                     total: Some(2),

@@ -55,16 +55,24 @@ impl DeploymentNaming {
         namespace: Option<&str>,
         model: Option<&str>,
     ) -> String {
+        self.resolve_str(pod, pool, namespace, model).to_string()
+    }
+
+    /// [`DeploymentNaming::resolve`], borrowed.
+    pub fn resolve_str<'a>(
+        &'a self,
+        pod: Option<&'a str>,
+        pool: Option<&'a str>,
+        namespace: Option<&'a str>,
+        model: Option<&'a str>,
+    ) -> &'a str {
         if let Some(e) = &self.explicit {
-            return e.clone();
+            return e;
         }
         if let Some(p) = pod {
-            return pod_deployment(p).to_string();
+            return pod_deployment(p);
         }
-        pool.or(namespace)
-            .or(model)
-            .unwrap_or(&self.fallback)
-            .to_string()
+        pool.or(namespace).or(model).unwrap_or(&self.fallback)
     }
 
     /// The deployment of a trace span from its resource attributes (as the

@@ -5,6 +5,7 @@ use super::{Ctx, split_slash};
 use crate::arena::{Arena, Span, Spans};
 use crate::decision::{CandidateObs, Decision, FilterMsg, SourceLoc};
 use crate::event::{ArenaEvent, Event, FilterLine};
+use crate::name::{Interner, Name};
 
 /// An open request (the events of one `x-request-id`, and of one kubectl
 /// pod), and the decisions assembled from them so far.
@@ -12,9 +13,9 @@ pub(super) struct Req {
     pub(super) serial: u64,
     /// The key it is open under.
     pub(super) key: super::ReqKey,
-    pub(super) request_id: Option<String>,
-    pub(super) pod: Option<String>,
-    pub(super) model: Option<String>,
+    pub(super) request_id: Option<Name>,
+    pub(super) pod: Option<Name>,
+    pub(super) model: Option<Name>,
     pub(super) last_ts: f64,
     pub(super) first_line: u64,
     /// Where the profiles of the request's runs come from. Request-wide,
@@ -47,7 +48,7 @@ pub(super) struct Req {
     pub(super) prompt_tokens: Option<f64>,
     pub(super) hit_prefix_tokens: Option<f64>,
     pub(super) producers: crate::decision::PrefixProducers,
-    pub(super) handled_endpoint: Option<String>,
+    pub(super) handled_endpoint: Option<Name>,
     /// The precise producer's `scores` object, as logged: read for the
     /// handled endpoint when the request's decisions are emitted.
     pub(super) precise_scores: Option<String>,
@@ -218,11 +219,6 @@ impl RunState {
     }
 }
 
-/// Bytes of a line as an owned string (lossily if not UTF-8).
-fn owned(b: &[u8]) -> String {
-    crate::json::lossy(b).into_owned()
-}
-
 /// Where the survivors of a run's last filter call are: none yet (the next
 /// filter starts from the run's candidates), owned by the request (a call
 /// whose decision is not the run's), or those of the run's decision `k`
@@ -231,7 +227,7 @@ fn owned(b: &[u8]) -> String {
 pub(super) enum LastSurvivors {
     #[default]
     None,
-    Owned(Vec<String>),
+    Owned(Vec<Name>),
     Of(usize),
 }
 
@@ -263,7 +259,11 @@ fn same_endpoint(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.last_chunk::<8>() == b.last_chunk::<8>() && a == b
 }
 
-fn candidate_mut<'d>(d: &'d mut Decision, endpoint: &str) -> &'d mut CandidateObs {
+fn candidate_mut<'d>(
+    d: &'d mut Decision,
+    endpoint: &str,
+    names: &mut Interner,
+) -> &'d mut CandidateObs {
     let i = match d
         .candidates
         .iter()
@@ -271,7 +271,7 @@ fn candidate_mut<'d>(d: &'d mut Decision, endpoint: &str) -> &'d mut CandidateOb
     {
         Some(i) => i,
         None => {
-            d.candidates.push(CandidateObs::new(endpoint));
+            d.candidates.push(CandidateObs::new(names.intern(endpoint)));
             d.candidates.len() - 1
         }
     };
@@ -293,6 +293,7 @@ impl Req {
         touch: f64,
         ctx: &Ctx<'_>,
         cap: usize,
+        names: &mut Interner,
     ) -> bool {
         if touch > self.last_ts || self.last_ts.is_nan() {
             self.last_ts = touch;
@@ -300,7 +301,7 @@ impl Req {
         if self.model.is_none()
             && let Some(m) = ctx.model
         {
-            self.model = Some(owned(m));
+            self.model = Some(names.intern_bytes(m));
         }
         let event = ev.event.transfer(from, &mut self.text);
         self.events.push(Buffered { event, ..ev });
@@ -312,13 +313,22 @@ impl Req {
         self.events.capacity() * std::mem::size_of::<Buffered>() + self.text.heap_bytes()
     }
 
-    pub(super) fn new(serial: u64, key: super::ReqKey, ctx: &Ctx<'_>, line: u64, ts: f64) -> Req {
+    pub(super) fn new(
+        serial: u64,
+        key: super::ReqKey,
+        ctx: &Ctx<'_>,
+        line: u64,
+        ts: f64,
+        names: &mut Interner,
+    ) -> Req {
         Req {
             serial,
             key,
-            request_id: ctx.request_id.map(owned),
-            pod: ctx.pod.map(owned),
-            model: ctx.model.map(owned),
+            // Shared by the request's decisions; not interned (an id is
+            // seldom seen again).
+            request_id: ctx.request_id.map(|b| Name::from(crate::json::lossy(b))),
+            pod: ctx.pod.map(|b| names.intern_bytes(b)),
+            model: ctx.model.map(|b| names.intern_bytes(b)),
             last_ts: ts,
             first_line: line,
             profiles: Profiles::Unknown,
@@ -350,7 +360,8 @@ impl Req {
     pub(super) fn new_decision(
         &self,
         text: &Arena,
-        file: &str,
+        names: &mut Interner,
+        file: &Name,
         line: u64,
         ts: Option<f64>,
     ) -> Box<Decision> {
@@ -367,16 +378,16 @@ impl Req {
             (None, Some(c)) => text
                 .list(c)
                 .iter()
-                .map(|&e| CandidateObs::new(text.string(e)))
+                .map(|&e| CandidateObs::new(names.intern_bytes(text.bytes(e))))
                 .collect(),
             (None, None) => Vec::new(),
         };
         Box::new(Decision {
             ts,
-            profile: self.profile.map(|p| text.string(p)),
+            profile: self.profile.map(|p| names.intern_bytes(text.bytes(p))),
             profile_run: self.run,
             source: SourceLoc {
-                file: file.to_string(),
+                file: file.clone(),
                 line,
             },
             candidates: cands,
@@ -386,22 +397,22 @@ impl Req {
 
     /// Closes the open decision, if any, into the run's decisions (the
     /// request's strings in `text`).
-    pub(super) fn finalize_pending(&mut self, text: &Arena) {
+    pub(super) fn finalize_pending(&mut self, text: &Arena, names: &mut Interner) {
         if let Some(mut d) = self.state.take_open() {
             if d.filter.is_none()
                 && let Some(p) = self.running_filter
             {
                 let p = text.str(p);
                 let (n, t) = split_plugin(&p);
-                d.filter = Some(n.to_string());
-                d.filter_type = t.map(str::to_string);
+                d.filter = Some(names.intern(n));
+                d.filter_type = t.map(|t| names.intern(t));
             }
             self.run_decisions.push(d);
         }
     }
 
-    pub(super) fn end_run(&mut self, text: &Arena) {
-        self.finalize_pending(text);
+    pub(super) fn end_run(&mut self, text: &Arena, names: &mut Interner) {
+        self.finalize_pending(text, names);
         if self.done.is_empty() {
             // The usual case (one run per request): hand the vector over.
             std::mem::swap(&mut self.done, &mut self.run_decisions);
@@ -416,14 +427,14 @@ impl Req {
 
     /// Ends the current run and starts the next, idle; it has the next
     /// index when the run ended was active (an idle run is started again).
-    pub(super) fn new_run(&mut self, text: &Arena) {
-        self.next_run(text, self.state.is_active());
+    pub(super) fn new_run(&mut self, text: &Arena, names: &mut Interner) {
+        self.next_run(text, names, self.state.is_active());
     }
 
     /// Ends the current run and starts the next, idle, with the next index
     /// when `counted`.
-    pub(super) fn next_run(&mut self, text: &Arena, counted: bool) {
-        self.end_run(text);
+    pub(super) fn next_run(&mut self, text: &Arena, names: &mut Interner, counted: bool) {
+        self.end_run(text, names);
         if counted {
             self.run += 1;
         }
@@ -457,9 +468,10 @@ impl Req {
     pub(super) fn complete_filter(
         &mut self,
         text: &Arena,
+        names: &mut Interner,
         plugin_span: Span,
-        mut survivors: Option<Vec<String>>,
-        file: &str,
+        mut survivors: Option<Vec<Name>>,
+        file: &Name,
         line: u64,
         ts: Option<f64>,
         infer: bool,
@@ -467,13 +479,13 @@ impl Req {
         let plugin = text.str(plugin_span);
         let (name, ty) = split_plugin(&plugin);
         if self.state.open().is_none() && self.called(text, name) {
-            self.new_run(text);
+            self.new_run(text, names);
         }
         let mut inferred_na = false;
         let d = match self.state.take_open() {
             Some(d) => Some(d),
             None if infer && is_affinity_type(ty, name) => {
-                let mut d = self.new_decision(text, file, line, ts);
+                let mut d = self.new_decision(text, names, file, line, ts);
                 d.message = FilterMsg::None;
                 d.outcome = FilterMsg::None.outcome();
                 inferred_na = true;
@@ -482,8 +494,8 @@ impl Req {
             None => None,
         };
         if let Some(mut d) = d {
-            d.filter = Some(name.to_string());
-            d.filter_type = ty.map(str::to_string);
+            d.filter = Some(names.intern(name));
+            d.filter_type = ty.map(|t| names.intern(t));
             if let Some(s) = &survivors {
                 // Usually the survivors are the first candidates, in order:
                 // those are found where they stand, without a search.
@@ -543,13 +555,20 @@ fn apply_filter_line(d: &mut Decision, l: FilterLine) {
     d.best_non_sticky_ttft_ms = l.best_non_sticky_ttft_ms;
     d.penalty = l.penalty;
     d.max_penalty = l.max_penalty;
-    d.extras = l.extras;
+    d.extras = (!l.extras.is_empty()).then(|| Box::new(l.extras));
     d.flags = d.flags.union(l.flags);
 }
 
 impl Req {
     /// Applies one event (its strings in `text`), in program order.
-    pub(super) fn apply(&mut self, ev: Buffered, text: &Arena, file: &str, infer: bool) {
+    pub(super) fn apply(
+        &mut self,
+        ev: Buffered,
+        text: &Arena,
+        names: &mut Interner,
+        file: &Name,
+        infer: bool,
+    ) {
         let Buffered { ts, line, event } = ev;
         let r = self;
         match event {
@@ -568,14 +587,14 @@ impl Req {
             }
             Event::SchedulerProfile { profile } => {
                 if r.state.is_active() {
-                    r.new_run(text);
+                    r.new_run(text, names);
                 }
                 r.profile = Some(profile);
                 r.profiles.logged();
             }
             Event::BeforeFilters { endpoints } => {
                 if r.state.is_active() {
-                    r.new_run(text);
+                    r.new_run(text, names);
                 }
                 r.run_candidates = Some(endpoints);
                 r.last_survivors = LastSurvivors::None;
@@ -589,7 +608,7 @@ impl Req {
                 // The decider runs between profile runs: a run with
                 // candidates but no filter line yet ends here too.
                 if r.state.is_active() || r.run_candidates.is_some() {
-                    r.next_run(text, true);
+                    r.next_run(text, names, true);
                 }
                 r.profiles.decider_in(r.run);
             }
@@ -614,7 +633,7 @@ impl Req {
                 let p = text.str(plugin);
                 let (name, _) = split_plugin(&p);
                 if r.called(text, name) {
-                    r.new_run(text);
+                    r.new_run(text, names);
                 }
                 // An open decision waits for its completion line.
                 r.state.filter_started();
@@ -633,11 +652,11 @@ impl Req {
                     }
                 }
                 if let RunState::Outcome(_) = r.state {
-                    r.finalize_pending(text);
+                    r.finalize_pending(text, names);
                 }
                 let mut d = match r.state.take_open() {
                     Some(d) => d,
-                    None => r.new_decision(text, file, line, ts),
+                    None => r.new_decision(text, names, file, line, ts),
                 };
                 d.ts = ts;
                 d.source.line = line;
@@ -650,15 +669,15 @@ impl Req {
                 in_flight_tokens,
             } => {
                 match r.state {
-                    RunState::Outcome(_) => r.finalize_pending(text),
+                    RunState::Outcome(_) => r.finalize_pending(text, names),
                     RunState::InferredNa => r.state = RunState::Active,
                     _ => {}
                 }
                 if !matches!(r.state, RunState::Open(_)) {
-                    r.state = RunState::Open(r.new_decision(text, file, line, ts));
+                    r.state = RunState::Open(r.new_decision(text, names, file, line, ts));
                 }
                 if let RunState::Open(d) = &mut r.state {
-                    let c = candidate_mut(d, &text.str(endpoint));
+                    let c = candidate_mut(d, &text.str(endpoint), names);
                     c.throughput = throughput;
                     c.in_flight_tokens = in_flight_tokens
                         .filter(|x| x.is_finite() && x.abs() < 9.0e18)
@@ -670,8 +689,13 @@ impl Req {
                 }
             }
             Event::FilterCompleted { plugin, survivors } => {
-                let survivors = survivors.map(|l| text.strings(l));
-                r.complete_filter(text, plugin, survivors, file, line, ts, infer);
+                let survivors = survivors.map(|l| {
+                    text.list(l)
+                        .iter()
+                        .map(|&e| names.intern_bytes(text.bytes(e)))
+                        .collect()
+                });
+                r.complete_filter(text, names, plugin, survivors, file, line, ts, infer);
             }
             Event::FilterEliminatedAll {
                 plugin: plugin_span,
@@ -693,11 +717,20 @@ impl Req {
                     }
                     r.last_survivors = LastSurvivors::Owned(Vec::new());
                 } else {
-                    r.complete_filter(text, plugin_span, Some(Vec::new()), file, line, ts, infer);
+                    r.complete_filter(
+                        text,
+                        names,
+                        plugin_span,
+                        Some(Vec::new()),
+                        file,
+                        line,
+                        ts,
+                        infer,
+                    );
                 }
             }
             Event::FiltersCompleted { .. } => {
-                r.finalize_pending(text);
+                r.finalize_pending(text, names);
             }
             Event::Score {
                 plugin,
@@ -707,19 +740,11 @@ impl Req {
                 // Cloned for all but the last scored decision (usually
                 // there is one), which takes the plugin name.
                 let endpoint = text.str(endpoint);
-                let mut plugin = Some(text.string(plugin));
-                {
-                    let mut scored = r.scored().peekable();
-                    while let Some(d) = scored.next() {
-                        let p = if scored.peek().is_some() {
-                            plugin.clone()
-                        } else {
-                            plugin.take()
-                        };
-                        if let Some(p) = p {
-                            candidate_mut(d, &endpoint).scores.push((p, score));
-                        }
-                    }
+                let plugin = names.intern_bytes(text.bytes(plugin));
+                for d in r.scored() {
+                    candidate_mut(d, &endpoint, names)
+                        .scores
+                        .push((plugin.clone(), score));
                 }
                 r.state.scored();
             }
@@ -730,27 +755,32 @@ impl Req {
             } => {
                 let endpoint = text.str(endpoint);
                 for d in r.scored() {
-                    candidate_mut(d, &endpoint).token_load = Some(token_load);
+                    candidate_mut(d, &endpoint, names).token_load = Some(token_load);
                 }
                 r.state.scored();
             }
             Event::PickerCompleted { targets } => {
                 let targets = text.list(targets);
                 if !targets.is_empty() {
-                    let mut chosen = String::new();
-                    for (i, &t) in targets.iter().enumerate() {
-                        if i > 0 {
-                            chosen.push(',');
+                    let chosen = if let [t] = targets {
+                        names.intern_bytes(text.bytes(*t))
+                    } else {
+                        let mut chosen = String::new();
+                        for (i, &t) in targets.iter().enumerate() {
+                            if i > 0 {
+                                chosen.push(',');
+                            }
+                            chosen.push_str(&text.str(t));
                         }
-                        chosen.push_str(&text.str(t));
-                    }
+                        names.intern(&chosen)
+                    };
                     for d in r.scored() {
                         d.chosen = Some(chosen.clone());
                     }
                 }
             }
             Event::RequestHandled { endpoint } => {
-                r.handled_endpoint = endpoint.map(|e| text.string(e));
+                r.handled_endpoint = endpoint.map(|e| names.intern_bytes(text.bytes(e)));
             }
             Event::VllmStats(_)
             | Event::PeakPrefillResolved { .. }

@@ -262,7 +262,7 @@ impl<'o> TraceReader<'o> {
     fn malformed_at(&mut self, line: u64, reason: MalformedReason) -> Result<(), ParseError> {
         let m = MalformedLine {
             at: SourceLoc {
-                file: self.display.clone(),
+                file: self.display.as_str().into(),
                 line,
             },
             reason,
@@ -535,7 +535,7 @@ impl<'o> TraceReader<'o> {
                 Some(&i) => {
                     let s = &spans[i];
                     if let Some(p) = &s.profile {
-                        w.decision.profile = p.as_deref().map(str::to_string);
+                        w.decision.profile = p.as_deref().map(Into::into);
                         self.emit(w.decision, true, sink);
                         return;
                     }
@@ -652,23 +652,23 @@ impl<'o> TraceReader<'o> {
             ids.namespace.as_deref().or(model.as_deref()),
         );
         Box::new(Decision {
-            deployment,
+            deployment: deployment.into(),
             ts: ts.filter(|t| t.is_finite()),
             completion: Completion::Traced,
             traced: true,
             source: SourceLoc {
-                file: self.display.clone(),
+                file: self.display.as_str().into(),
                 line,
             },
-            epp_pod: ids.pod.clone(),
+            epp_pod: ids.pod.as_deref().map(Into::into),
             outcome,
             message: message_of(outcome),
             traced_penalty_ms: a.penalty.and_then(|v| v.as_f64()),
             sticky: a.sticky.and_then(|v| v.as_f64()).and_then(count_u32),
             total: a.candidates.and_then(|v| v.as_f64()).and_then(count_u32),
             affinity_threshold: a.threshold.and_then(|v| v.as_f64()),
-            request_id: a.request_id.and_then(Scalar::into_string),
-            model,
+            request_id: a.request_id.and_then(Scalar::into_string).map(Into::into),
+            model: model.map(Into::into),
             ..Decision::default()
         })
     }

@@ -108,10 +108,7 @@ fn check_two_filter_instances(o: &Out) {
     assert_eq!(eps(strict), ["llm/p-0", "llm/p-1", "llm/p-2"]);
     assert_eq!(eps(loose), ["llm/p-0", "llm/p-1", "llm/p-2"]);
     assert_eq!(loose.sticky, Some(1));
-    assert_eq!(
-        loose.survivors.as_deref(),
-        Some(&["llm/p-0".to_string()][..])
-    );
+    assert_eq!(loose.survivors.as_deref(), Some(&["llm/p-0".into()][..]));
     assert_eq!(loose.candidates[0].survived, Some(true));
     assert_eq!(loose.candidates[1].survived, Some(false));
     // Scorer lines after the filter lines belong to both decisions of the run.
@@ -120,10 +117,7 @@ fn check_two_filter_instances(o: &Out) {
         assert_eq!(c.token_load, Some(12288.0));
         assert_eq!(
             c.scores,
-            vec![(
-                "token-load-scorer/token-load-scorer".to_string(),
-                0.9970703125
-            )]
+            vec![("token-load-scorer/token-load-scorer".into(), 0.9970703125)]
         );
         assert_eq!(d.chosen.as_deref(), Some("llm/p-0"));
         assert_eq!(d.completion, Completion::Handled);
@@ -380,8 +374,8 @@ fn kubectl_prefix_timestamps() {
         .iter()
         .map(|d| {
             (
-                d.epp_pod.clone().unwrap(),
-                d.request_id.clone().unwrap(),
+                d.epp_pod.clone().unwrap().to_string(),
+                d.request_id.clone().unwrap().to_string(),
                 d.outcome,
             )
         })
@@ -512,30 +506,30 @@ fn all_filter_versions() {
     );
     assert_eq!(v2.penalty, Some(GatePenalty::Tokens(298000.0)));
     assert_eq!(v2.logged_penalty_ms(), None, "tokens, not ms");
-    assert_eq!(v2.extras.best_sticky_tokens, Some(300000.0));
+    assert_eq!(v2.extras().best_sticky_tokens, Some(300000.0));
     let v5 = by("v5");
     assert_eq!(v5.outcome, Some(Outcome::MissingSignal));
     assert_eq!(
-        (v5.extras.sticky_observed, v5.extras.non_sticky_observed),
+        (v5.extras().sticky_observed, v5.extras().non_sticky_observed),
         (Some(true), Some(false))
     );
     let v6a = by("v6a");
     assert_eq!(v6a.outcome, Some(Outcome::RequestLoadOverride));
-    assert_eq!(v6a.extras.non_sticky_request_ttft_ms, Some(300.25));
+    assert_eq!(v6a.extras().non_sticky_request_ttft_ms, Some(300.25));
     assert_eq!(v6a.max_penalty, Some(GatePenalty::Ms(18000.0)));
-    assert_eq!(by("v6b").extras.added, Some(2.0));
+    assert_eq!(by("v6b").extras().added, Some(2.0));
     let mf = by("mf");
     assert_eq!(mf.outcome, Some(Outcome::NoMatch));
-    assert_eq!(mf.extras.min_cached_tokens, Some(7964.0));
+    assert_eq!(mf.extras().min_cached_tokens, Some(7964.0));
     let sc = by("sc");
     assert_eq!(sc.message, FilterMsg::SessionCostGate);
     // stickyCost 2.5 > nonStickyCost 1.5: the non-sticky set was cheaper.
     assert_eq!(sc.outcome, Some(Outcome::LoadOverride));
-    assert_eq!(sc.extras.penalty_source.as_deref(), Some("sessionCost"));
+    assert_eq!(sc.extras().penalty_source.as_deref(), Some("sessionCost"));
     let p = by("p2251");
     assert_eq!(p.outcome, Some(Outcome::Sticky));
     assert_eq!(p.best_sticky_ttft_ms, Some(125.5));
-    assert_eq!(p.extras.prefill_throughput, Some(16000.0));
+    assert_eq!(p.extras().prefill_throughput, Some(16000.0));
     let c1 = p.candidate("llm/p-1").unwrap();
     assert_eq!(
         (c1.in_flight_tokens, c1.throughput, c1.ttft_ms),
@@ -630,7 +624,7 @@ fn endpoint_shapes() {
     assert_eq!(
         d.candidate("llm/p-0").unwrap().scores,
         vec![(
-            "kv-cache-utilization-scorer/kv-cache-utilization-scorer".to_string(),
+            "kv-cache-utilization-scorer/kv-cache-utilization-scorer".into(),
             0.5
         )]
     );

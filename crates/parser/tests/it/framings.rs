@@ -41,8 +41,8 @@ fn keys<'a>(ds: impl Iterator<Item = &'a Decision>) -> Vec<Key> {
     let mut v: Vec<Key> = ds
         .map(|d| {
             (
-                d.deployment.clone(),
-                d.request_id.clone().unwrap_or_default(),
+                d.deployment.to_string(),
+                d.request_id.clone().unwrap_or_default().to_string(),
                 d.outcome
                     .map(|o| o.as_str().to_string())
                     .unwrap_or_default(),

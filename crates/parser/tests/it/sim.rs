@@ -31,9 +31,9 @@ fn decision_keys<'a>(ds: impl Iterator<Item = &'a Decision>) -> Vec<Key> {
     let mut v: Vec<Key> = ds
         .map(|d| {
             (
-                d.request_id.clone().unwrap_or_default(),
-                d.profile.clone().unwrap_or_default(),
-                d.filter.clone().unwrap_or_default(),
+                d.request_id.clone().unwrap_or_default().to_string(),
+                d.profile.clone().unwrap_or_default().to_string(),
+                d.filter.clone().unwrap_or_default().to_string(),
                 d.outcome
                     .map(|o| o.as_str().to_string())
                     .unwrap_or_default(),

@@ -78,7 +78,7 @@ fn fixture_shapes_give_the_same_decisions() {
     let tempo = decisions("traces.tempo.json", &fixture("glm-like/traces.tempo.json"));
     assert!(jaeger.len() >= 10, "a dozen traces' decisions");
     same(&jaeger, &tempo, "jaeger vs tempo");
-    let ids: Vec<&Option<String>> = jaeger.iter().map(|d| &d.request_id).collect();
+    let ids: Vec<&Option<gatecal_parser::Name>> = jaeger.iter().map(|d| &d.request_id).collect();
     let otlp: Vec<Decision> = otlp
         .into_iter()
         .filter(|d| ids.contains(&&d.request_id))
