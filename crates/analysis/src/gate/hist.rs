@@ -34,8 +34,12 @@ const MAX_RECORDED_MS: f64 = 1e11;
 /// [`SignedHistogram::unbounded`] so that a figure never hides them.
 #[derive(Clone, Debug)]
 pub struct SignedHistogram {
-    neg: Histogram<u64>,
-    pos: Histogram<u64>,
+    /// Each side is made when it is first written to: `None` stands for
+    /// an empty histogram as [`new_hist`] makes it, which most sides of
+    /// most accumulators stay (negative gate inputs, censored values,
+    /// traced decisions), without its 16 KiB of counts.
+    neg: Option<Histogram<u64>>,
+    pos: Option<Histogram<u64>>,
     min: f64,
     max: f64,
     unbounded: u64,
@@ -55,12 +59,17 @@ fn new_hist() -> Histogram<u64> {
     }
 }
 
+/// A side to write to, made empty ([`new_hist`]) if it was not yet.
+fn made(side: &mut Option<Histogram<u64>>) -> &mut Histogram<u64> {
+    side.get_or_insert_with(new_hist)
+}
+
 impl SignedHistogram {
     /// An empty histogram.
     pub fn new() -> SignedHistogram {
         SignedHistogram {
-            neg: new_hist(),
-            pos: new_hist(),
+            neg: None,
+            pos: None,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
             unbounded: 0,
@@ -75,11 +84,11 @@ impl SignedHistogram {
             return;
         }
         let units = (v.abs() * SCALE).round() as u64;
-        let h = if v < 0.0 {
+        let h = made(if v < 0.0 {
             &mut self.neg
         } else {
             &mut self.pos
-        };
+        });
         // Auto-resize is on and the magnitude is bounded above: cannot fail.
         if h.record(units).is_err() {
             self.unbounded += 1;
@@ -91,9 +100,14 @@ impl SignedHistogram {
 
     /// Adds another histogram's values.
     pub fn merge(&mut self, other: &SignedHistogram) {
-        // Both auto-resize, so addition cannot fail.
-        let _ = self.neg.add(&other.neg);
-        let _ = self.pos.add(&other.pos);
+        // Both auto-resize, so addition cannot fail; adding an empty
+        // histogram changes nothing.
+        if let Some(o) = &other.neg {
+            let _ = made(&mut self.neg).add(o);
+        }
+        if let Some(o) = &other.pos {
+            let _ = made(&mut self.pos).add(o);
+        }
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
         self.unbounded += other.unbounded;
@@ -110,10 +124,12 @@ impl SignedHistogram {
             return had;
         }
         let units = (v.abs() * SCALE).round() as u64;
-        let h = if v < 0.0 {
+        let Some(h) = (if v < 0.0 {
             &mut self.neg
         } else {
             &mut self.pos
+        }) else {
+            return false;
         };
         if h.count_at(units) == 0 {
             return false;
@@ -127,7 +143,7 @@ impl SignedHistogram {
 
     /// Values recorded (excluding unbounded ones).
     pub fn count(&self) -> u64 {
-        self.neg.len() + self.pos.len()
+        self.count_negative() + self.pos.as_ref().map_or(0, Histogram::len)
     }
 
     /// Values that were not recorded because they were not finite or too large.
@@ -137,7 +153,7 @@ impl SignedHistogram {
 
     /// Values below zero.
     pub fn count_negative(&self) -> u64 {
-        self.neg.len()
+        self.neg.as_ref().map_or(0, Histogram::len)
     }
 
     /// Exact smallest recorded value.
@@ -181,14 +197,18 @@ impl SignedHistogram {
         let mut values = Vec::new();
         // Negative values first, largest magnitude first: ascending order.
         let start = values.len();
-        for it in self.neg.iter_recorded() {
-            let m = -(self.neg.median_equivalent(it.value_iterated_to()) as f64) / SCALE;
-            values.push((m, it.count_at_value()));
+        if let Some(neg) = &self.neg {
+            for it in neg.iter_recorded() {
+                let m = -(neg.median_equivalent(it.value_iterated_to()) as f64) / SCALE;
+                values.push((m, it.count_at_value()));
+            }
         }
         values[start..].reverse();
-        for it in self.pos.iter_recorded() {
-            let m = self.pos.median_equivalent(it.value_iterated_to()) as f64 / SCALE;
-            values.push((m, it.count_at_value()));
+        if let Some(pos) = &self.pos {
+            for it in pos.iter_recorded() {
+                let m = pos.median_equivalent(it.value_iterated_to()) as f64 / SCALE;
+                values.push((m, it.count_at_value()));
+            }
         }
         Recorded {
             values,
@@ -280,9 +300,13 @@ struct Wire {
 impl serde::Serialize for SignedHistogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use crate::gate::hdr_v2::{base64, encode};
+        let side = |h: &Option<Histogram<u64>>| match h {
+            Some(h) => base64(&encode(h)),
+            None => base64(&encode(&new_hist())),
+        };
         Wire {
-            neg: base64(&encode(&self.neg)),
-            pos: base64(&encode(&self.pos)),
+            neg: side(&self.neg),
+            pos: side(&self.pos),
             min: self.min(),
             max: self.max(),
             unbounded: self.unbounded,
@@ -299,7 +323,7 @@ impl<'de> serde::Deserialize<'de> for SignedHistogram {
         let mut h = SignedHistogram::new();
         for (text, side) in [(&w.neg, &mut h.neg), (&w.pos, &mut h.pos)] {
             let bytes = unbase64(text).map_err(D::Error::custom)?;
-            decode_into(&bytes, side).map_err(D::Error::custom)?;
+            decode_into(&bytes, made(side)).map_err(D::Error::custom)?;
         }
         match (h.count() > 0, w.min, w.max) {
             (false, None, None) => {}

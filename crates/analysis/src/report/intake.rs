@@ -1,11 +1,13 @@
 //! How both analyses take a decision in: readied under the configs in
 //! force ([`InForce::prepare`]), then through the analysis's reorder
 //! buffer ([`InOrder::feed`]), or, given in the order that buffer would
-//! release it, handled at once.
+//! release it, handled at once; and how both settle the decisions still
+//! waiting for their configs at the end ([`settle_waiting`]).
 
 use std::collections::BTreeMap;
 
-use crate::config::in_force::InForce;
+use crate::config::in_force::{InForce, Shown};
+use crate::config::source::SourcedConfig;
 use crate::gate::reorder::InOrder;
 use crate::input::pool::DeploymentCap;
 use crate::input::{DecisionInput, ProducerBlockSizes};
@@ -38,5 +40,32 @@ pub(crate) trait Intake: InOrder {
         let (in_force, block_sizes, cap) = self.intake();
         in_force.prepare(&mut d, block_sizes, cap);
         self.process(d);
+    }
+}
+
+/// A deployment's accumulator of either analysis: the config it reports.
+pub(crate) trait Shows {
+    /// The config reported, with every filter instance's disagreements.
+    fn shown(&mut self) -> &mut Shown;
+}
+
+/// At the end of the input (the reorder buffer drained): the decisions
+/// still waiting for their deployment's bar handled under the configs
+/// known ([`InForce::finish`]), each by `handle` with the deployments'
+/// accumulators (`None` when only records are made), then the
+/// disagreements the log showed after a config was fixed added to each
+/// deployment's config.
+pub(crate) fn settle_waiting<D, F>(
+    in_force: &mut InForce,
+    deps: &mut BTreeMap<String, D>,
+    records_only: bool,
+    mut handle: F,
+) where
+    D: Shows,
+    F: FnMut(Option<&mut BTreeMap<String, D>>, &SourcedConfig, DecisionInput),
+{
+    in_force.finish(&mut |sc, d| handle((!records_only).then_some(&mut *deps), sc, d));
+    for (name, dep) in deps.iter_mut() {
+        in_force.late_disagreements(name, dep.shown());
     }
 }

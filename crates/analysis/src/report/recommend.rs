@@ -521,14 +521,12 @@ impl Recommend {
         self.drain();
         let (recon, sink, opts, room) =
             (&mut self.recon, &mut self.sink, &self.opts, &mut self.room);
-        let (deps, only) = (&mut self.deps, self.records_only);
-        self.in_force.finish(&mut |sc, d| {
-            let deps = (!only).then_some(&mut *deps);
-            handle(recon, deps, sink, opts, room, sc, d)
-        });
-        for (name, dep) in self.deps.iter_mut() {
-            self.in_force.late_disagreements(name, &mut dep.shown);
-        }
+        crate::report::intake::settle_waiting(
+            &mut self.in_force,
+            &mut self.deps,
+            self.records_only,
+            |deps, sc, d| handle(recon, deps, sink, opts, room, sc, d),
+        );
     }
 
     /// The report.
@@ -749,6 +747,12 @@ impl Recommend {
             .unwrap_or(&estimates[0])
             .clone();
         PeakReport { estimates, ..best }
+    }
+}
+
+impl crate::report::intake::Shows for Dep {
+    fn shown(&mut self) -> &mut crate::config::in_force::Shown {
+        &mut self.shown
     }
 }
 

@@ -11,10 +11,13 @@ const SLIDING_SMOOTH: f64 = 1e-2;
 /// Standard deviations of the sliding-window solve's statistical error
 /// added to each side of a span's rate (a 90 % two-sided normal bound).
 const SLIDING_Z: f64 = 1.645;
-/// Matrix rows of the sliding-window solve's normal equations summed
-/// together (see [`Sliding::new`]): 32 rows of a window of about a
+/// Matrix columns of the sliding-window solve's normal equations summed
+/// together (see [`Sliding::new`]): 32 columns of a window of about a
 /// thousand intervals stay within a core's second-level cache.
 const TILE: usize = 32;
+/// Columns of the sliding-window solve's factor made together (see
+/// `band_cholesky`).
+const COLUMNS: usize = 4;
 
 /// The hit rates of one engine's scheduling intervals, solved from vLLM's
 /// rolling rate once its window slides (more than
@@ -45,94 +48,123 @@ pub(super) struct Sliding {
     sigma2: f64,
 }
 
-/// Band Cholesky in place (`m` row-major `n × n`, nonzero within `b` of
-/// the diagonal; only the lower triangle is read and written): `false`
-/// when not positive definite.
+/// Band Cholesky in place: `m` holds the lower triangle of an `n × n`
+/// symmetric matrix nonzero within `b` of the diagonal, by columns, in
+/// band storage ([`band_at`]); on return it holds the factor `L` the same
+/// way. `false` when not positive definite.
 ///
-/// The entries of a column are independent sums: they are computed four
-/// rows at a time (each sum still in the order of `k`, so the factor is
-/// the same to the bit as one row at a time), which keeps the processor's
-/// floating-point units busy instead of waiting on one sum's latency.
+/// Column `j` is its matrix column less, for each earlier column `k` that
+/// reaches it, `L[j,k]` times column `k` of the factor: each entry's sum
+/// runs in the order of `k`, as in the textbook loops (the test holds the
+/// two to the same bits), and each step is a whole stretch of a column,
+/// which the processor's vector units do two entries at a time. The
+/// columns are made [`COLUMNS`] at a time, so that each earlier column
+/// is read from memory once for all of them.
 fn band_cholesky(m: &mut [f64], n: usize, b: usize) -> bool {
-    for j in 0..n {
-        let k0 = j.saturating_sub(b);
-        let mut d = m[j * n + j];
-        for k in k0..j {
-            d -= m[j * n + k] * m[j * n + k];
-        }
-        if d <= 0.0 || !d.is_finite() {
-            return false;
-        }
-        let d = d.sqrt();
-        m[j * n + j] = d;
-        let end = n.min(j + b + 1);
-        let mut i = j + 1;
-        while i + 4 <= end {
-            // Where each row's sum starts (later for later rows: never
-            // after `j`, since `i + 3 <= j + b`).
-            let st = [0, 1, 2, 3].map(|l| (i + l).saturating_sub(b).max(k0));
-            let mut s = [0, 1, 2, 3].map(|l| m[(i + l) * n + j]);
-            {
-                let rj = &m[j * n..j * n + j];
-                let row = |l: usize| &m[(i + l) * n..(i + l) * n + j];
-                let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
-                for (l, r) in [r0, r1, r2].into_iter().enumerate() {
-                    for k in st[l]..st[3] {
-                        s[l] -= r[k] * rj[k];
-                    }
+    let w = b + 1;
+    let mut j = 0;
+    while j < n {
+        let cols = COLUMNS.min(n - j);
+        let (done, rest) = m.split_at_mut(j * w);
+        let block = &mut rest[..cols * w];
+        // The earlier columns, in order, on each column of the block.
+        for k in j.saturating_sub(b)..j {
+            let ck = &done[k * w..k * w + w];
+            for c in 0..cols {
+                let jc = j + c;
+                // Column `k` reaches row `k + b` at most.
+                if k + b < jc {
+                    break;
                 }
-                for k in st[3]..j {
-                    let x = rj[k];
-                    s[0] -= r0[k] * x;
-                    s[1] -= r1[k] * x;
-                    s[2] -= r2[k] * x;
-                    s[3] -= r3[k] * x;
+                let cnt = n.min(k + b + 1) - jc;
+                let x = ck[jc - k];
+                let col = &mut block[c * w..c * w + cnt];
+                for (s, l) in col.iter_mut().zip(&ck[jc - k..jc - k + cnt]) {
+                    *s -= l * x;
                 }
             }
-            for (l, s) in s.into_iter().enumerate() {
-                m[(i + l) * n + j] = s / d;
-            }
-            i += 4;
         }
-        for i in i..end {
-            let mut s = m[i * n + j];
-            for k in i.saturating_sub(b).max(k0)..j {
-                s -= m[i * n + k] * m[j * n + k];
+        // Then the block's own columns, each finished before the next.
+        for c in 0..cols {
+            let jc = j + c;
+            let (before, col) = block.split_at_mut(c * w);
+            let len = n.min(jc + b + 1) - jc;
+            for p in 0..c {
+                let k = j + p;
+                if k + b < jc {
+                    continue;
+                }
+                let cp = &before[p * w..p * w + w];
+                let cnt = n.min(k + b + 1) - jc;
+                let x = cp[jc - k];
+                for (s, l) in col[..cnt].iter_mut().zip(&cp[jc - k..jc - k + cnt]) {
+                    *s -= l * x;
+                }
             }
-            m[i * n + j] = s / d;
+            let d = col[0];
+            if d <= 0.0 || !d.is_finite() {
+                return false;
+            }
+            let d = d.sqrt();
+            col[0] = d;
+            for s in &mut col[1..len] {
+                *s /= d;
+            }
         }
+        j += cols;
     }
     true
 }
 
-/// Solves `L Lᵀ x = y` with a band Cholesky factor.
+/// Where entry `(i, j)`, `j <= i <= j + b`, of a band matrix (or its
+/// factor) is kept: column by column, each `b + 1` entries from the
+/// diagonal down (`n · (b + 1)` numbers in all, not `n²`).
+fn band_at(i: usize, j: usize, b: usize) -> usize {
+    j * (b + 1) + (i - j)
+}
+
+/// Solves `L Lᵀ x = y` with a band Cholesky factor ([`band_cholesky`]).
+/// The forward pass subtracts each solved entry from the entries below
+/// it, which adds up every entry's sum in the same order as the
+/// textbook's row by row.
 fn band_solve(l: &[f64], n: usize, b: usize, y: &[f64]) -> Vec<f64> {
+    let w = b + 1;
     let mut x = y.to_vec();
     for i in 0..n {
-        let mut s = x[i];
-        for k in i.saturating_sub(b)..i {
-            s -= l[i * n + k] * x[k];
+        let col = &l[i * w..i * w + w];
+        let xi = x[i] / col[0];
+        x[i] = xi;
+        let end = n.min(i + b + 1);
+        for (s, lk) in x[i + 1..end].iter_mut().zip(&col[1..]) {
+            *s -= lk * xi;
         }
-        x[i] = s / l[i * n + i];
     }
     for i in (0..n).rev() {
+        let col = &l[i * w..i * w + w];
+        let end = n.min(i + b + 1);
         let mut s = x[i];
-        for k in i + 1..n.min(i + b + 1) {
-            s -= l[k * n + i] * x[k];
+        for (lk, xk) in col[1..].iter().zip(&x[i + 1..end]) {
+            s -= lk * xk;
         }
-        x[i] = s / l[i * n + i];
+        x[i] = s / col[0];
     }
     x
 }
 
 /// The normal equations of the weighted rows (`(first column,
-/// coefficients)`) against `target`: the lower triangle of `AᵀA`
-/// (row-major `n × n`; the factor and the solves read no other entry: the
-/// matrix is symmetric) and `Aᵀy`. Summed [`TILE`] matrix rows at a time,
-/// so that the rows' sums stay in the cache; each entry still adds the
-/// rows in their order.
-fn normal_equations(rows: &[(usize, Vec<f64>)], target: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
-    let mut m = vec![0.0; n * n];
+/// coefficients)`, each at most `b + 1` long) against `target`: the lower
+/// triangle of `AᵀA` in band storage ([`band_at`]; the factor and the
+/// solves read no other entry: the matrix is symmetric) and `Aᵀy`.
+/// Summed [`TILE`] matrix columns at a time, so that the columns' sums
+/// stay in the cache; each entry still adds the rows in their order.
+fn normal_equations(
+    rows: &[(usize, Vec<f64>)],
+    target: &[f64],
+    n: usize,
+    b: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let w = b + 1;
+    let mut m = vec![0.0; n * w];
     let mut rhs = vec![0.0; n];
     for ((m0, a), y) in rows.iter().zip(target) {
         for (x, ax) in a.iter().enumerate() {
@@ -142,11 +174,11 @@ fn normal_equations(rows: &[(usize, Vec<f64>)], target: &[f64], n: usize) -> (Ve
     for p in (0..n).step_by(TILE) {
         let hi = (p + TILE).min(n);
         for (m0, a) in rows {
-            let (x0, x1) = (p.saturating_sub(*m0), hi.saturating_sub(*m0).min(a.len()));
-            for x in x0..x1 {
-                let (ax, at) = (a[x], (m0 + x) * n + m0);
-                for (mz, az) in m[at..=at + x].iter_mut().zip(&a[..=x]) {
-                    *mz += ax * az;
+            let (z0, z1) = (p.saturating_sub(*m0), hi.saturating_sub(*m0).min(a.len()));
+            for z in z0..z1 {
+                let (az, at) = (a[z], (m0 + z) * w);
+                for (mx, ax) in m[at..at + a.len() - z].iter_mut().zip(&a[z..]) {
+                    *mx += ax * az;
                 }
             }
         }
@@ -226,10 +258,15 @@ impl Sliding {
             .map(|(k, (m0, _))| k - m0)
             .max()?
             .max(1);
-        let mut solved = Vec::new();
+        // The prompt in progress shifted by half, none and all of it, and
+        // the smoothing a tenth and ten times as strong at half: five
+        // solves, in this order in `solved`. The three at half share their
+        // rows and normal equations.
+        const SOLVES: [(f64, f64); 5] =
+            [(0.5, 1.0), (0.0, 1.0), (1.0, 1.0), (0.5, 0.1), (0.5, 10.0)];
+        let mut solved: Vec<Option<(Vec<f64>, Vec<f64>)>> = vec![None; SOLVES.len()];
         let mut central = None;
-        for (shift, smooth) in [(0.5, 1.0), (0.0, 1.0), (1.0, 1.0), (0.5, 0.1), (0.5, 10.0)] {
-            let smooth = smooth * SLIDING_SMOOTH;
+        for shift in [0.5, 0.0, 1.0] {
             let mut qc = Vec::with_capacity(n);
             let mut top = 0.0f64;
             for k in 0..n {
@@ -249,37 +286,49 @@ impl Sliding {
                     target.push(lines[k].hit.unwrap_or(0.0));
                 }
             }
-            let (mut m, rhs) = normal_equations(&rows, &target, n);
-            for k in 0..n {
-                m[k * n + k] += 1e-9;
-                if k > 0 {
-                    m[k * n + k] += smooth;
-                    m[(k - 1) * n + k - 1] += smooth;
-                    m[k * n + k - 1] -= smooth;
-                    m[(k - 1) * n + k] -= smooth;
-                }
-            }
-            if !band_cholesky(&mut m, n, band) {
-                return None;
-            }
-            let h: Vec<f64> = band_solve(&m, n, band, &rhs)
-                .into_iter()
-                .map(|x| x.clamp(0.0, 1.0))
+            let (mut normal, rhs) = normal_equations(&rows, &target, n, band);
+            let mine: Vec<usize> = (0..SOLVES.len())
+                .filter(|i| SOLVES[*i].0 == shift)
                 .collect();
-            if central.is_none() {
-                let rss: f64 = rows
-                    .iter()
-                    .zip(&target)
-                    .map(|((m0, a), y)| {
-                        let f: f64 = a.iter().enumerate().map(|(x, ax)| ax * h[m0 + x]).sum();
-                        (f - y).powi(2)
-                    })
-                    .sum();
-                let sigma2 = rss / (rows.len() as f64 / 2.0).max(1.0);
-                central = Some((rows, m, sigma2));
+            for (at, i) in mine.iter().enumerate() {
+                let smooth = SOLVES[*i].1 * SLIDING_SMOOTH;
+                // The last solve of this shift takes the sums over.
+                let mut m = if at + 1 == mine.len() {
+                    std::mem::take(&mut normal)
+                } else {
+                    normal.clone()
+                };
+                for k in 0..n {
+                    m[band_at(k, k, band)] += 1e-9;
+                    if k > 0 {
+                        m[band_at(k, k, band)] += smooth;
+                        m[band_at(k - 1, k - 1, band)] += smooth;
+                        m[band_at(k, k - 1, band)] -= smooth;
+                    }
+                }
+                if !band_cholesky(&mut m, n, band) {
+                    return None;
+                }
+                let h: Vec<f64> = band_solve(&m, n, band, &rhs)
+                    .into_iter()
+                    .map(|x| x.clamp(0.0, 1.0))
+                    .collect();
+                if *i == 0 {
+                    let rss: f64 = rows
+                        .iter()
+                        .zip(&target)
+                        .map(|((m0, a), y)| {
+                            let f: f64 = a.iter().enumerate().map(|(x, ax)| ax * h[m0 + x]).sum();
+                            (f - y).powi(2)
+                        })
+                        .sum();
+                    let sigma2 = rss / (rows.len() as f64 / 2.0).max(1.0);
+                    central = Some((std::mem::take(&mut rows), m, sigma2));
+                }
+                solved[*i] = Some((qc.clone(), h));
             }
-            solved.push((qc, h));
         }
+        let solved = solved.into_iter().collect::<Option<Vec<_>>>()?;
         let (rows, chol, sigma2) = central?;
         Some(Sliding {
             solved,
@@ -370,10 +419,14 @@ mod tests {
     }
 
     #[test]
-    fn normal_equations_and_factor_match_the_plain_loops_bit_for_bit() {
+    fn normal_equations_factor_and_solve_match_the_plain_loops_bit_for_bit() {
         for (n, b, seed) in [
             (1, 1, 1),
+            (2, 1, 6),
+            (3, 1, 7),
+            (5, 2, 8),
             (7, 3, 2),
+            (9, 8, 9),
             (70, 9, 3),
             (150, 149, 4),
             (301, 40, 5),
@@ -386,7 +439,8 @@ mod tests {
                 .max()
                 .unwrap()
                 .max(1);
-            // The plain loops: every entry, one row of the factor at a time.
+            // The plain loops on the whole matrix: every entry, one row of
+            // the factor at a time, one row of each solve at a time.
             let mut plain = vec![0.0; n * n];
             let mut plain_rhs = vec![0.0; n];
             for ((m0, a), y) in rows.iter().zip(&target) {
@@ -397,19 +451,38 @@ mod tests {
                     }
                 }
             }
-            let (mut m, rhs) = normal_equations(&rows, &target, n);
+            let (mut m, rhs) = normal_equations(&rows, &target, n, band);
             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            // The band of the lower triangle, column by column.
+            let lower = |full: &[f64]| {
+                let mut v = Vec::new();
+                for j in 0..n {
+                    for i in j..n.min(j + band + 1) {
+                        v.push(full[i * n + j]);
+                    }
+                }
+                v
+            };
+            let stored = |m: &[f64]| {
+                let mut v = Vec::new();
+                for j in 0..n {
+                    for i in j..n.min(j + band + 1) {
+                        v.push(m[band_at(i, j, band)]);
+                    }
+                }
+                v
+            };
             assert_eq!(bits(&rhs), bits(&plain_rhs));
+            assert_eq!(bits(&stored(&m)), bits(&lower(&plain)));
+            // Nothing outside the band.
             for i in 0..n {
-                assert_eq!(
-                    bits(&m[i * n..=i * n + i]),
-                    bits(&plain[i * n..=i * n + i]),
-                    "row {i}"
-                );
+                for j in 0..i.saturating_sub(band) {
+                    assert_eq!(plain[i * n + j], 0.0, "({i}, {j})");
+                }
             }
             for k in 0..n {
                 plain[k * n + k] += 0.1;
-                m[k * n + k] += 0.1;
+                m[band_at(k, k, band)] += 0.1;
             }
             for j in 0..n {
                 let k0 = j.saturating_sub(band);
@@ -428,13 +501,32 @@ mod tests {
                 }
             }
             assert!(band_cholesky(&mut m, n, band));
+            assert_eq!(bits(&stored(&m)), bits(&lower(&plain)));
+            let mut x = plain_rhs.clone();
             for i in 0..n {
-                assert_eq!(
-                    bits(&m[i * n..=i * n + i]),
-                    bits(&plain[i * n..=i * n + i]),
-                    "row {i}"
-                );
+                let mut s = x[i];
+                for k in i.saturating_sub(band)..i {
+                    s -= plain[i * n + k] * x[k];
+                }
+                x[i] = s / plain[i * n + i];
             }
+            for i in (0..n).rev() {
+                let mut s = x[i];
+                for k in i + 1..n.min(i + band + 1) {
+                    s -= plain[k * n + i] * x[k];
+                }
+                x[i] = s / plain[i * n + i];
+            }
+            assert_eq!(bits(&band_solve(&m, n, band, &rhs)), bits(&x));
         }
+    }
+
+    #[test]
+    fn a_matrix_not_positive_definite_has_no_factor() {
+        // [[1, 2], [2, 1]]: eigenvalues 3 and -1.
+        let mut m = vec![1.0, 2.0, 1.0, 0.0];
+        assert!(!band_cholesky(&mut m, 2, 1));
+        let mut m = vec![f64::NAN, 0.0];
+        assert!(!band_cholesky(&mut m, 1, 1));
     }
 }
