@@ -290,25 +290,12 @@ struct Head {
     report: Option<String>,
 }
 
-/// Whether `e` is at the last character of `text`, an object begun: a
-/// document cut in a number (`12.`) reads as an invalid number there, not
-/// as an early end.
-fn fails_at_the_end(text: &str, e: &serde_json::Error) -> bool {
-    let text = text.trim_end();
-    if !text.trim_start().starts_with('{') {
-        return false;
-    }
-    let last = text.lines().count().max(1);
-    let width = text.lines().last().map_or(0, str::len);
-    e.line() == last && e.column() >= width
-}
-
 /// Checks a partial document's head: JSON (not cut short), this schema,
 /// and a partial of `report` (`other_merge` names the command that merges
 /// the other kind). The body is read after.
 pub(crate) fn check_head(text: &str, report: &str, other_merge: &str) -> Result<(), String> {
     let head: Head = serde_json::from_str(text).map_err(|e| {
-        if e.is_eof() || fails_at_the_end(text, &e) {
+        if gatecal_parser::json_cut_short(text.as_bytes(), &e) {
             format!("cut short (truncated document): {e}")
         } else {
             format!("not a partial report: {e}")
