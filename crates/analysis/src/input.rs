@@ -419,8 +419,8 @@ impl DecisionInput {
         if traced_only {
             return self.matched_source;
         }
-        if let Some(r) = &self.recorded {
-            return Some(MatchedSource::read_back(r.gate.matched_source.as_deref()));
+        if let Some(g) = self.recorded.as_ref().and_then(|r| r.gate.as_ref()) {
+            return Some(MatchedSource::read_back(g.matched_source.as_deref()));
         }
         if self.exact.is_some() {
             return Some(MatchedSource::DecisionRecords);

@@ -268,7 +268,8 @@ pub use record::{
 };
 pub use time::{civil_from_days, days_from_civil, epoch_of, year_month_of};
 pub use trace::{
-    DEFAULT_MAX_TRACE_DOCUMENT_BYTES, MAX_PENDING as MAX_PENDING_TRACE_DECISIONS, looks_like_traces,
+    DEFAULT_MAX_TRACE_DOCUMENT_BYTES, MAX_PENDING as MAX_PENDING_TRACE_DECISIONS, json_cut_short,
+    looks_like_traces,
 };
 pub use vllm::{VllmStats, VllmStatsVersion};
 

@@ -133,12 +133,12 @@ impl ConfigRecord {
     }
 }
 
-/// What a version-2 record adds to a decision: the gate as analysed and the
-/// config it was analysed with.
+/// What a record adds to a decision: its version, and from version 2 the
+/// gate as analysed and the config it was analysed with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recorded {
-    /// The gate.
-    pub gate: GateRecord,
+    /// The gate (version 2 on; `None` when the record has none).
+    pub gate: Option<GateRecord>,
     /// The config in force and its source.
     pub config: Option<(String, Config)>,
     /// The config's record as written (per-parameter sources, disagreements
@@ -299,7 +299,7 @@ impl From<&Decision> for DecisionRecord {
                 .map(|p| p.round() as i64),
             observed_ttft_ms: d.observed_ttft_ms.filter(|t| t.is_finite() && *t >= 0.0),
             arrival_ts: d.arrival_ts.filter(|t| crate::domain::is_timestamp(*t)),
-            gate: d.recorded.as_ref().map(|r| r.gate.clone()),
+            gate: d.recorded.as_ref().and_then(|r| r.gate.clone()),
             config: d.recorded.as_ref().and_then(|r| {
                 r.config_record
                     .clone()
@@ -311,9 +311,10 @@ impl From<&Decision> for DecisionRecord {
 
 impl DecisionRecord {
     /// The decision this record stands for, located at `source`.
-    /// The logged penalty becomes a `TTFT load gate broken` message; a
-    /// version-2 record's gate and config become [`Decision::recorded`]
-    /// (the config is validated by [`DecisionRecord::parse_line`]).
+    /// The logged penalty becomes a `TTFT load gate broken` message; the
+    /// record's version, and from version 2 its gate and config, become
+    /// [`Decision::recorded`] (the config is validated by
+    /// [`DecisionRecord::parse_line`]).
     pub fn into_decision(self, source: SourceLoc) -> Decision {
         let config = self
             .config
@@ -321,14 +322,14 @@ impl DecisionRecord {
             .and_then(|c| Some((c.source.clone(), c.config().ok()?)));
         let config_record = self.config.clone();
         let version = self.v;
-        let recorded = self.gate.map(|gate| {
-            Box::new(Recorded {
-                gate,
-                config,
-                config_record,
-                version,
-            })
-        });
+        // Every record, so that one of an older version is known as such
+        // (version 1 has no gate).
+        let recorded = Some(Box::new(Recorded {
+            gate: self.gate,
+            config,
+            config_record,
+            version,
+        }));
         let message = match (self.logged_penalty_ms, self.outcome) {
             (Some(_), _) => FilterMsg::TtftGateBroken,
             (None, Some(Outcome::Sticky)) => FilterMsg::NarrowedToSticky,
@@ -659,15 +660,16 @@ mod tests {
         let d = r.clone().into_decision(SourceLoc::default());
         assert_eq!(d.ts, None);
         assert_eq!(d.epp_pod.as_deref(), Some("d-epp-6f7c9d8b5-xk2lp"));
-        let rec = d.recorded.as_ref().expect("the gate as given");
+        let rec = d.recorded.as_ref().expect("the record");
+        let gate = rec.gate.as_ref().expect("the gate as given");
         // A label this build does not know is kept as written.
-        assert_eq!(rec.gate.evidence.as_deref(), Some("traced"));
-        assert_eq!(rec.gate.input_ms, Some(f64::MAX));
+        assert_eq!(gate.evidence.as_deref(), Some("traced"));
+        assert_eq!(gate.input_ms, Some(f64::MAX));
         let (source, config) = rec.config.as_ref().unwrap();
         assert_eq!(source, "file:epp.yaml");
         assert_eq!(config.max_ttft_penalty_ms, 5000.0);
         assert_eq!(config.missing_signal, MissingSignal::AsZero);
-        match &rec.gate.replay {
+        match &gate.replay {
             ReplayRecord::Candidates(c) => assert_eq!(c[0].in_flight_tokens, Some(41000)),
             other => panic!("{other:?}"),
         }

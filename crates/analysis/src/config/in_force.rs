@@ -364,7 +364,23 @@ pub(crate) struct Shown {
     /// The filter instance whose config it is.
     pub(crate) instance: Option<String>,
     /// The deployment's other filter instances seen.
-    others: Vec<Option<String>>,
+    pub(crate) others: Vec<Option<String>>,
+    /// Each filter instance's parameters in force, in the order first
+    /// seen (the shown instance first): what a merge of partial reports
+    /// compares instance by instance. Empty in partials written before it
+    /// was carried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) instances: Vec<InstanceParams>,
+}
+
+/// One filter instance's parameters in force.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct InstanceParams {
+    /// The filter instance (`null`: the lines name none).
+    pub(crate) instance: Option<String>,
+    /// Its parameters, EPP names.
+    #[serde(deserialize_with = "crate::config::source::config_wire::deserialize")]
+    pub(crate) parameters: gatecal_filter::Config,
 }
 
 impl Shown {
@@ -374,6 +390,10 @@ impl Shown {
             config: sc.clone(),
             instance: filter.map(str::to_string),
             others: Vec::new(),
+            instances: vec![InstanceParams {
+                instance: filter.map(str::to_string),
+                parameters: sc.parameters.clone(),
+            }],
         }
     }
 
@@ -386,6 +406,10 @@ impl Shown {
             return;
         }
         self.others.push(filter.map(str::to_string));
+        self.instances.push(InstanceParams {
+            instance: filter.map(str::to_string),
+            parameters: sc.parameters.clone(),
+        });
         for w in &sc.log_disagreements {
             let mut w = w.clone();
             w.instance = Some(filter.unwrap_or_default().to_string());

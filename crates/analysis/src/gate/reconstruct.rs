@@ -381,7 +381,7 @@ impl Reconstructor {
             traced_joined: false,
             reconstructed: None,
         };
-        if let Some(r) = &d.recorded {
+        if let Some(r) = d.recorded.as_ref().filter(|r| r.gate.is_some()) {
             given(d, r, config, &mut s);
             return s;
         }
@@ -598,7 +598,9 @@ impl Reconstructor {
 /// the record's config differs.
 fn given(d: &DecisionInput, r: &gatecal_parser::Recorded, config: &Config, s: &mut GateSample) {
     use gatecal_parser::ReplayRecord;
-    let g = &r.gate;
+    let Some(g) = &r.gate else {
+        return;
+    };
     s.outcome = g.outcome.or(d.outcome);
     s.evidence = g.evidence.as_deref().map(Evidence::from_label);
     s.gate_input_ms = g.input_ms;

@@ -265,7 +265,11 @@ impl From<Decision> for DecisionInput {
         .map_or((None, None), |(h, s)| (Some(h), Some(s)));
         // Records read back carry it as written, at the block size then in
         // force.
-        let picked_match = match recorded.as_ref().map(|r| r.gate.picked_match.as_ref()) {
+        let picked_match = match recorded
+            .as_ref()
+            .and_then(|r| r.gate.as_ref())
+            .map(|g| g.picked_match.as_ref())
+        {
             Some(written) => written.and_then(read_back),
             None => picked_match(chosen.as_deref(), &scored, &producers),
         };

@@ -22,7 +22,9 @@
 //! than [`RECENT_IDS`] requests come between a request's decisions).
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 
+use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 
 use super::per_deployment::RECENT_IDS;
@@ -33,7 +35,50 @@ pub const EDGE_S: f64 = 10.0;
 
 /// Where a request's observed TTFT sits among the per-endpoint samples:
 /// the endpoint, and the index in its samples.
-pub type Sample = (String, u32);
+pub type Sample = (Endpoint, u32);
+
+/// An endpoint's name, shared by every [`Edge`] of the endpoint
+/// ([`Edges::endpoint`]): noting a request's sample copies no string.
+/// Written and read as the name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Endpoint(Arc<str>);
+
+impl Endpoint {
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Endpoint {
+    fn from(s: &str) -> Endpoint {
+        Endpoint(Arc::from(s))
+    }
+}
+
+impl Serialize for Endpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Endpoint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Endpoint, D::Error> {
+        let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Ok(Endpoint::from(&*s))
+    }
+}
+
+/// The endpoint names [`Edges`] hands out, one allocation per endpoint. A
+/// cache: two sets of edges compare equal whatever it holds.
+#[derive(Clone, Debug, Default)]
+struct Names(FxHashSet<Arc<str>>);
+
+impl PartialEq for Names {
+    fn eq(&self, _: &Names) -> bool {
+        true
+    }
+}
 
 /// One request counted near an end of a part, with its observed TTFT.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -67,12 +112,28 @@ pub struct Edges {
     /// Requests counted within [`EDGE_S`] of `last_ts`, among the last
     /// [`RECENT_IDS`], in the order counted.
     pub tail: VecDeque<Edge>,
+    /// The endpoint names of the samples noted.
+    #[serde(skip)]
+    names: Names,
 }
 
 impl Edges {
     /// Whether no request was counted (a partial without them).
     pub fn is_empty(&self) -> bool {
         self.counted == 0
+    }
+
+    /// The endpoint `name`, shared with every sample of it noted before:
+    /// its name is copied once, at its first sample.
+    pub fn endpoint(&mut self, name: &str) -> Endpoint {
+        match self.names.0.get(name) {
+            Some(a) => Endpoint(a.clone()),
+            None => {
+                let a: Arc<str> = Arc::from(name);
+                self.names.0.insert(a.clone());
+                Endpoint(a)
+            }
+        }
     }
 
     /// Counts one request whose decision was at `ts`: its place.
@@ -198,6 +259,7 @@ impl Edges {
                 .cloned()
                 .chain(later.tail.iter().filter_map(&moved))
                 .collect(),
+            names: self.names.clone(),
         };
         e.trim();
         e

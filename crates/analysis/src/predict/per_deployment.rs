@@ -366,7 +366,8 @@ impl Observed {
                 if let Some(v) = v {
                     v.push(t as f32);
                     self.samples += 1;
-                    sample = Some((ep.to_string(), (v.len() - 1) as u32));
+                    let at = (v.len() - 1) as u32;
+                    sample = Some((self.edges.endpoint(ep), at));
                 }
             }
             if let Some(ts) = ts {
@@ -433,7 +434,7 @@ impl Observed {
             mine.extend_from_slice(&kept[..take]);
             self.samples += take;
         }
-        let place = |(ep, k): &(String, u32)| -> Option<(String, u32)> {
+        let place = |(ep, k): &super::edges::Sample| -> Option<super::edges::Sample> {
             let (start, take) = *placed.get(ep.as_str())?;
             let k = *k as usize;
             let before = gone

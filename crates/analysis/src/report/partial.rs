@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::in_force::Shown;
+use crate::config::source::SourcedConfig;
 use crate::input::pool::Pooled;
 use crate::report::gate_dist::{
     DepAcc, FinishView, GateDist, GateDistReport, InputSummary, TimeRange, TraceSummary,
@@ -288,25 +290,12 @@ struct Head {
     report: Option<String>,
 }
 
-/// Whether `e` is at the last character of `text`, an object begun: a
-/// document cut in a number (`12.`) reads as an invalid number there, not
-/// as an early end.
-fn fails_at_the_end(text: &str, e: &serde_json::Error) -> bool {
-    let text = text.trim_end();
-    if !text.trim_start().starts_with('{') {
-        return false;
-    }
-    let last = text.lines().count().max(1);
-    let width = text.lines().last().map_or(0, str::len);
-    e.line() == last && e.column() >= width
-}
-
 /// Checks a partial document's head: JSON (not cut short), this schema,
 /// and a partial of `report` (`other_merge` names the command that merges
 /// the other kind). The body is read after.
 pub(crate) fn check_head(text: &str, report: &str, other_merge: &str) -> Result<(), String> {
     let head: Head = serde_json::from_str(text).map_err(|e| {
-        if e.is_eof() || fails_at_the_end(text, &e) {
+        if gatecal_parser::json_cut_short(text.as_bytes(), &e) {
             format!("cut short (truncated document): {e}")
         } else {
             format!("not a partial report: {e}")
@@ -651,74 +640,147 @@ fn merge_into(acc: &mut Partial, p: Partial) -> Result<(), MergeError> {
 }
 
 /// A deployment's config in force in another part (`dep`, read from
-/// `src`) must be the one of the parts merged so far (`mine`).
+/// `src`) must be the one of the parts merged so far (`mine`), filter
+/// instance by filter instance: a part may start with any of a
+/// deployment's instances (a cut inside a filter chain), so the config it
+/// shows first need not be the others' first.
 pub(crate) fn check_config(
     name: &str,
-    mine: &crate::config::in_force::Shown,
-    dep: &crate::config::in_force::Shown,
+    mine: &Shown,
+    dep: &Shown,
     src: &str,
 ) -> Result<(), MergeError> {
-    {
-        {
-            let (a, b) = (&mine.config.parameters, &dep.config.parameters);
-            if a != b {
-                let (ja, jb) = (
-                    serde_json::to_value(a).unwrap_or_default(),
-                    serde_json::to_value(b).unwrap_or_default(),
-                );
-                let mut diff = Vec::new();
-                if let (serde_json::Value::Object(x), serde_json::Value::Object(y)) = (&jb, &ja) {
-                    let from = |c: &crate::config::source::SourcedConfig, k: &str| {
-                        format!("{:?}", c.source_of(k)).to_lowercase()
-                    };
-                    for (k, v) in x {
-                        if y.get(k) != Some(v) {
-                            diff.push(format!(
-                                "{k} {v} ({}) here, {} ({}) in the others",
-                                from(&dep.config, k),
-                                y.get(k).unwrap_or(&serde_json::Value::Null),
-                                from(&mine.config, k),
-                            ));
-                        }
-                    }
-                }
-                return Err(MergeError {
-                    source: src.to_string(),
-                    message: format!(
-                        "deployment {name} ran under another config ({}): give every shard the EPP's config (--config or the parameter flags), so that a shard whose lines never show the bar does not assume the default",
-                        diff.join(", "),
-                    ),
-                });
-            }
+    let refuse = |diff: String| MergeError {
+        source: src.to_string(),
+        message: format!(
+            "deployment {name} ran under another config ({diff}): give every shard the EPP's config (--config or the parameter flags), so that a shard whose lines never show the bar does not assume the default",
+        ),
+    };
+    if mine.instances.is_empty() || dep.instances.is_empty() {
+        // A partial written before the instances were carried: its first
+        // instance's config is all it holds.
+        let (a, b) = (&mine.config, &dep.config);
+        if a.parameters != b.parameters {
+            return Err(refuse(config_diff(
+                &b.parameters,
+                &a.parameters,
+                Some((b, a)),
+            )));
         }
+        return Ok(());
+    }
+    for theirs in &dep.instances {
+        let Some(ours) = mine
+            .instances
+            .iter()
+            .find(|i| i.instance == theirs.instance)
+        else {
+            continue;
+        };
+        if ours.parameters == theirs.parameters {
+            continue;
+        }
+        // Where each value came from is known for the instance both show.
+        let sourced = (dep.instance == theirs.instance && mine.instance == theirs.instance)
+            .then_some((&dep.config, &mine.config));
+        let diff = config_diff(&theirs.parameters, &ours.parameters, sourced);
+        let several = mine.instances.len() > 1 || dep.instances.len() > 1;
+        return Err(refuse(match (&theirs.instance, several) {
+            (Some(i), true) => format!("filter instance {i}: {diff}"),
+            (None, true) => format!("the filter instance the lines name no name of: {diff}"),
+            _ => diff,
+        }));
     }
     Ok(())
 }
 
+/// The parameters of `here` that differ from `others`, each with both
+/// values (and where each came from, when `sourced` gives the configs).
+fn config_diff(
+    here: &gatecal_filter::Config,
+    others: &gatecal_filter::Config,
+    sourced: Option<(&SourcedConfig, &SourcedConfig)>,
+) -> String {
+    let (Ok(serde_json::Value::Object(x)), Ok(serde_json::Value::Object(y))) =
+        (serde_json::to_value(here), serde_json::to_value(others))
+    else {
+        return "parameters differ".into();
+    };
+    let from = |c: &SourcedConfig, k: &str| {
+        format!(" ({})", format!("{:?}", c.source_of(k)).to_lowercase())
+    };
+    let mut diff = Vec::new();
+    for (k, v) in &x {
+        if y.get(k) == Some(v) {
+            continue;
+        }
+        let (h, o) = sourced.map_or((String::new(), String::new()), |(h, o)| {
+            (from(h, k), from(o, k))
+        });
+        diff.push(format!(
+            "{k} {v}{h} here, {}{o} in the others",
+            y.get(k).unwrap_or(&serde_json::Value::Null),
+        ));
+    }
+    diff.join(", ")
+}
+
 /// Adds what another part's log showed of a deployment's config (`dep`)
 /// to the parts merged so far (`mine`): a value the log showed in one part
-/// was shown by the log of the whole.
-pub(crate) fn merge_shown(
-    mine: &mut crate::config::in_force::Shown,
-    dep: &crate::config::in_force::Shown,
-) {
-    let (a, b) = (&mut mine.config, &dep.config);
-    for (k, src) in &b.parameter_sources {
-        if *src == crate::config::source::ParamSource::Log {
-            a.parameter_sources.insert(k.clone(), *src);
+/// was shown by the log of the whole, and an instance seen in one part
+/// was seen by the whole. A part that starts with another instance than
+/// `mine`'s shows that instance's config: its sources are not `mine`'s,
+/// and its disagreements are that instance's.
+pub(crate) fn merge_shown(mine: &mut Shown, dep: &Shown) {
+    let legacy = mine.instances.is_empty() || dep.instances.is_empty();
+    if legacy || dep.instance == mine.instance {
+        let (a, b) = (&mut mine.config, &dep.config);
+        for (k, src) in &b.parameter_sources {
+            if *src == crate::config::source::ParamSource::Log {
+                a.parameter_sources.insert(k.clone(), *src);
+            }
+        }
+        if b.source.ends_with("+log") && !a.source.ends_with("+log") || b.source == "log" {
+            a.source.clone_from(&b.source);
         }
     }
-    if b.source.ends_with("+log") && !a.source.ends_with("+log") || b.source == "log" {
-        a.source.clone_from(&b.source);
-    }
+    // A disagreement's instance as `mine` names it: none for `mine`'s
+    // shown instance, the instance's name (or "") for the others.
+    let name = |i: &Option<String>| i.clone().unwrap_or_default();
+    let retag = |w: &Option<String>| -> Option<String> {
+        if legacy {
+            return w.clone();
+        }
+        let owner = match w {
+            None => name(&dep.instance),
+            Some(x) => x.clone(),
+        };
+        (owner != name(&mine.instance)).then_some(owner)
+    };
     for w in &dep.config.log_disagreements {
+        let instance = retag(&w.instance);
         if !mine
             .config
             .log_disagreements
             .iter()
-            .any(|x| x.parameter == w.parameter && x.instance == w.instance)
+            .any(|x| x.parameter == w.parameter && x.instance == instance)
         {
-            mine.config.log_disagreements.push(w.clone());
+            let mut w = w.clone();
+            w.instance = instance;
+            mine.config.log_disagreements.push(w);
+        }
+    }
+    let seen = std::iter::once(&dep.instance).chain(&dep.others);
+    for i in seen {
+        if *i != mine.instance && !mine.others.contains(i) {
+            mine.others.push(i.clone());
+        }
+    }
+    if !mine.instances.is_empty() {
+        for ip in &dep.instances {
+            if !mine.instances.iter().any(|x| x.instance == ip.instance) {
+                mine.instances.push(ip.clone());
+            }
         }
     }
 }

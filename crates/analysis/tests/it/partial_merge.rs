@@ -326,6 +326,110 @@ fn a_cut_inside_a_request_counts_its_ttft_once() {
     );
 }
 
+/// A time between a request's decision by one filter instance and its
+/// next decision by another (a filter chain: the latency-predictor
+/// scenario's strict then loose filters): a shard cut there starts with
+/// the second instance. `None` when no request has one.
+fn inside_a_chain(ds: &[DecisionInput]) -> Option<f64> {
+    let mut first: std::collections::HashMap<(&str, &str), (f64, Option<&str>)> =
+        Default::default();
+    for d in ds {
+        let (Some(id), Some(t)) = (d.request_id.as_deref(), d.ts) else {
+            continue;
+        };
+        match first.get(&(d.deployment.as_str(), id)) {
+            None => {
+                first.insert((&d.deployment, id), (t, d.filter.as_deref()));
+            }
+            Some(&(t0, f)) if f != d.filter.as_deref() && t > t0 => {
+                return Some(t0 + (t - t0) / 2.0);
+            }
+            Some(_) => {}
+        }
+    }
+    None
+}
+
+/// The filter instances of the deployment, in the order first seen.
+fn instances(ds: &[DecisionInput]) -> Vec<Option<String>> {
+    let mut out: Vec<Option<String>> = Vec::new();
+    for d in ds {
+        if !out.contains(&d.filter) {
+            out.push(d.filter.clone());
+        }
+    }
+    out
+}
+
+/// A deployment with two filter instances of different configs, cut
+/// inside a filter chain: the shard after the cut starts with the second
+/// instance, so the config it shows first is the second instance's. The
+/// merge compares the configs instance by instance, accepts the shards,
+/// and gives the single run's report, in either order.
+#[test]
+fn a_cut_inside_a_filter_chain_merges_into_the_single_run() {
+    let (name, ds) = sources()
+        .iter()
+        .find(|(n, _)| n == "sim latency-predictor")
+        .expect("the latency-predictor scenario");
+    assert_eq!(instances(ds).len(), 2, "two filter instances");
+    let cut = inside_a_chain(ds).expect("a request decided by both instances");
+    let (first, last) = span(ds);
+    let configs = given(ds);
+    let range = TimeRange {
+        since: Some(first),
+        until: Some(last),
+    };
+    let single = audit(ds, range, &configs).finish(InputSummary::default());
+    // The second shard's first decision is the chain's second instance.
+    let after = ds.iter().find(|d| d.ts.is_some_and(|t| t >= cut)).unwrap();
+    assert_eq!(after.filter, instances(ds)[1], "{name}");
+    for order in [[0, 1], [1, 0]] {
+        let parts = time_partials(ds, &[first, cut, last], f64::INFINITY, &configs);
+        let m = merged(parts, &order);
+        assert_eq!(json(&m.deployments), json(&single.deployments), "{name}");
+        assert_eq!(json(&m.findings), json(&single.findings), "{name}");
+    }
+}
+
+/// Two shards of a deployment with two filter instances, each starting
+/// with the first instance, the second instance under another config in
+/// one of them: refused, naming that instance (the first instance's
+/// config alike in both is not enough).
+#[test]
+fn another_config_of_a_second_filter_instance_is_refused() {
+    let (_, ds) = sources()
+        .iter()
+        .find(|(n, _)| n == "sim latency-predictor")
+        .expect("the latency-predictor scenario");
+    let second = instances(ds)[1].clone().expect("named instances");
+    let (first, last) = span(ds);
+    let mid = ((first + last) / 2.0).floor();
+    let configs = given(ds);
+    // The second instance given another exploration probability (a
+    // parameter the log does not show) in the second shard only.
+    let mut other = configs.clone();
+    for list in other.per_deployment.values_mut() {
+        let mut c = list[0].1.clone();
+        c.parameters.exploration_probability = 0.25;
+        list.push((second.clone(), c));
+    }
+    let mut parts = time_partials(ds, &[first, mid], f64::INFINITY, &configs);
+    let later = time_partials(ds, &[mid, last], f64::INFINITY, &other);
+    parts.push(("later".into(), later.into_iter().next().unwrap().1));
+    let after = ds.iter().find(|d| d.ts.is_some_and(|t| t >= mid)).unwrap();
+    assert_eq!(
+        after.filter,
+        instances(ds)[0],
+        "starts with the first instance"
+    );
+    let e = merge_partials(parts).err().expect("another config refused");
+    let e = e.to_string();
+    assert!(e.contains("ran under another config"), "{e}");
+    assert!(e.contains(&format!("filter instance {second}")), "{e}");
+    assert!(e.contains("explorationProbability"), "{e}");
+}
+
 #[test]
 fn the_same_decisions_twice_are_refused() {
     let (_, ds) = &sources()[0];

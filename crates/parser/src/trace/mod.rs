@@ -390,7 +390,7 @@ impl<'o> TraceReader<'o> {
         }
         let line = self.line;
         match self.document(t, line, sink) {
-            Err(e) if e.is_eof() && self.layout != Layout::Lines => {
+            Err(e) if json_cut_short(t, &e) && self.layout != Layout::Lines => {
                 // The document goes on over the next lines (pretty-printed).
                 self.doc.extend_from_slice(t);
                 self.doc.push(b'\n');
@@ -401,7 +401,7 @@ impl<'o> TraceReader<'o> {
                 self.scan(t);
                 Ok(())
             }
-            Err(e) if e.is_eof() => {
+            Err(e) if json_cut_short(t, &e) => {
                 // One document per line: this one was cut short.
                 self.counts.shapes.trace += 1;
                 self.malformed_at(line, cut_short(t.len() as u64))
@@ -722,6 +722,28 @@ fn message_of(outcome: Option<Outcome>) -> FilterMsg {
 
 /// Why a line of a one-document-per-line input that ends inside its
 /// document is malformed.
+/// Whether a JSON document `text` that serde_json could not read (`e`)
+/// was cut short: it ended early, or an object begun ends inside a number
+/// (`…1787321142.`, `-`, `1e`), which serde_json reports as an invalid
+/// number at the last character rather than as an early end.
+pub fn json_cut_short(text: &[u8], e: &serde_json::Error) -> bool {
+    if e.is_eof() {
+        return true;
+    }
+    let text = text.trim_ascii();
+    if text.first() != Some(&b'{')
+        || !text
+            .last()
+            .is_some_and(|b| b.is_ascii_digit() || b".-+eE".contains(b))
+    {
+        return false;
+    }
+    let lines = text.split(|&b| b == b'\n');
+    let last = lines.clone().count();
+    let width = lines.last().map_or(0, <[u8]>::len);
+    e.line() == last && e.column() >= width
+}
+
 fn cut_short(bytes: u64) -> MalformedReason {
     MalformedReason::BadTrace(format!(
         "line cut short after {bytes} bytes (the document does not close; the next line is read as a document of its own)"

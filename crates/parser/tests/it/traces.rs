@@ -296,6 +296,43 @@ fn a_cut_line_is_one_malformed_line() {
     }
 }
 
+/// A line cut just after a number's decimal point (`…1787321142.`, which
+/// serde_json reports as an invalid number rather than an early end) is
+/// cut short too, on the first line as on any other.
+#[test]
+fn a_line_cut_inside_a_number_is_cut_short() {
+    let s = scenario("pd-disagg").unwrap().with_requests(300);
+    let out = run(&s, 3, &Variant::default());
+    let (bytes, _) = write_traces(Vec::new(), &s, &out.truth, 3, 0.5).unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 2, "several export batches");
+    for cut in [0, lines.len() / 2] {
+        // After the decimal point of the line's last fractional number.
+        let l = lines[cut];
+        let b = l.as_bytes();
+        let at = (1..b.len() - 1)
+            .rev()
+            .find(|&i| b[i] == b'.' && b[i - 1].is_ascii_digit() && b[i + 1].is_ascii_digit())
+            .expect("a number with a fraction");
+        let kept = &l[..=at];
+        let mut cut_text = String::new();
+        for (i, l) in lines.iter().enumerate() {
+            cut_text.push_str(if i == cut { kept } else { l });
+            cut_text.push('\n');
+        }
+        let p = parse_slice("cut.jsonl", cut_text.as_bytes(), &ParseOptions::default()).unwrap();
+        let c = &p.ledger.counts;
+        assert_eq!(c.lines_malformed, 1, "cut {cut}: the cut line alone");
+        assert_eq!(c.lines_used as usize, lines.len() - 1, "cut {cut}");
+        let why = c.first_malformed[0].reason.to_string();
+        assert!(
+            why.contains(&format!("cut short after {} bytes", kept.len())),
+            "cut {cut}: {why}"
+        );
+    }
+}
+
 /// A pretty-printed document is still read when the file starts as one,
 /// and a file that does not is read line by line.
 #[test]

@@ -320,6 +320,31 @@ fn decision_records_give_the_demos_predicted_ttft() {
             w.starts_with("1168 decision(s) read from decision records of a version before 3")
         });
     assert!(warned, "{}", d["warnings"]);
+    // Version 1 (no gate, no config either): the same warning.
+    let v1: String = std::fs::read_to_string(&v2)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut r: serde_json::Value = serde_json::from_str(l).unwrap();
+            r["v"] = 1.into();
+            let o = r.as_object_mut().unwrap();
+            o.remove("gate");
+            o.remove("config");
+            format!("{r}\n")
+        })
+        .collect();
+    let v1_path = dir.path().join("v1.jsonl");
+    std::fs::write(&v1_path, v1).unwrap();
+    let from_v1 = report(&[v1_path.to_str().unwrap(), &vllm]);
+    let warned = from_v1["deployments"][0]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .any(|w| {
+            w.starts_with("1168 decision(s) read from decision records of a version before 3")
+        });
+    assert!(warned, "{}", from_v1["deployments"][0]["warnings"]);
     // Records of this version get no such warning.
     assert!(!from_records.to_string().contains("version before 3"));
 }

@@ -635,14 +635,19 @@ pub fn merge(partials: Vec<(String, RecommendPartial)>) -> Result<RecommendParti
     parts.sort_by(|a, b| cmp_key(&canonical_key(&a.part), &canonical_key(&b.part)));
     check_part_overlaps(parts.iter().map(|p| &p.part))?;
     // Each deployment under one config, checked now rather than at finish.
-    let mut shown: BTreeMap<&str, (&Shown, String)> = BTreeMap::new();
+    // Each part against all the parts before it: an instance the first
+    // part did not see is checked against the part that first saw it.
+    let mut shown: BTreeMap<&str, Shown> = BTreeMap::new();
     for p in &parts {
         let src = p.part.info.source.clone().unwrap_or_default();
         for (name, d) in &p.deployments {
-            match shown.get(name.as_str()) {
-                Some((mine, _)) => check_config(name, mine, &d.shown, &src)?,
+            match shown.get_mut(name.as_str()) {
+                Some(mine) => {
+                    check_config(name, mine, &d.shown, &src)?;
+                    merge_shown(mine, &d.shown);
+                }
                 None => {
-                    shown.insert(name, (&d.shown, src.clone()));
+                    shown.insert(name, d.shown.clone());
                 }
             }
         }
