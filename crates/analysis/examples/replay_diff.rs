@@ -14,7 +14,8 @@
 //!         [SCENARIO] [SEED] [--open-slots] [--show N] [--candidate LABEL] \
 //!         [--replay-cache TOKENS]
 //!
-//! Prints the TTFT quantiles of the truth, the replay, and the replay over
+//! Prints the TTFT quantiles of the truth, the replay, the `current` row
+//! (the replay again with closed-loop turns moved against it), and the replay over
 //! the requests it routed as the log did; the share routed as the log did
 //! and its first departures with what each side saw. A departure is
 //! `primary` when the 20 requests before it were all routed as logged (its
@@ -319,8 +320,20 @@ fn main() {
             streak = 0;
         }
         let n = truth_ttft.len();
+        // The `current` row: the config in force again, each closed-loop
+        // turn moved by its parent's first token against the replay above.
+        let first = r.first_tokens();
+        let current = replay_with(
+            &w.requests,
+            w.endpoints.len(),
+            &config,
+            &Picker::default(),
+            &model,
+            Arrivals::Shifted(&first),
+        );
         println!("  truth:  {}", quantiles(truth_ttft));
         println!("  replay: {}", quantiles(replay_ttft));
+        println!("  current row: {}", quantiles(current.ttfts_ms()));
         println!(
             "  routed as logged: {same} of {n} ({:.1} %); departures {} ({primary} primary, {outcome_flips} with another filter outcome)",
             same as f64 * 100.0 / n.max(1) as f64,
@@ -373,10 +386,15 @@ fn compare_candidate(
     let (mut colder_truth_tokens, mut colder_replay_tokens) = (0.0, 0.0);
     let mut colder_truth_ttft = Vec::new();
     let mut colder_truth_replay_ttft = Vec::new();
+    // The filter's outcomes on each side.
+    let mut outcomes: std::collections::BTreeMap<(String, String), usize> = Default::default();
     for (i, id) in ids.iter().enumerate() {
         let (Some(t), Some(s)) = (truth.get(id), r.served[i]) else {
             continue;
         };
+        *outcomes
+            .entry((t.outcome.clone(), s.outcome.as_str().to_string()))
+            .or_default() += 1;
         both += 1;
         truth_ttft.push(t.ttft_ms);
         replay_ttft.push(s.ttft_s * 1000.0);
@@ -427,6 +445,14 @@ fn compare_candidate(
         }
     }
     println!("{dep}: {both} requests in both the replay and the paired run");
+    println!(
+        "  outcomes (truth, replay): {}",
+        outcomes
+            .iter()
+            .map(|((a, b), n)| format!("{a}/{b} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     println!("  truth:  {}", quantiles(truth_ttft));
     println!("  replay: {}", quantiles(replay_ttft));
     println!(

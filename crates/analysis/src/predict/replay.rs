@@ -380,7 +380,11 @@ pub enum Arrivals<'a> {
     /// tokens of a [`Arrivals::Logged`] replay of the config in force, by
     /// request): the config in force then replays the log's arrivals as
     /// they are, and another config moves a session's next turn with its
-    /// answer. Never before the parent's first token. A turn moved past
+    /// answer. Never before the parent's arrival in this replay; it may
+    /// come before the parent's first token there, where the baseline
+    /// itself has that first token after the turn's logged arrival (the
+    /// replay's error, which the turn is not moved by: otherwise the
+    /// config in force would not replay the log's arrivals). A turn moved past
     /// the last logged arrival (the end of the log's window) is not
     /// replayed, nor are the turns that follow it: the logged run never
     /// had them, and a slower config would otherwise be charged for them.
@@ -813,12 +817,13 @@ fn run(
             outcome: d.outcome,
         });
         if let Some(kids) = children.remove(&i) {
+            let parent_arrival = t;
             for k in kids {
                 let t = match arrivals {
                     Arrivals::Shifted(base) => {
                         let t = match base.get(i).copied().flatten() {
-                            Some(b) => (requests[k].arrival_s + first - b).max(first),
-                            None => requests[k].arrival_s.max(first),
+                            Some(b) => (requests[k].arrival_s + first - b).max(parent_arrival),
+                            None => requests[k].arrival_s.max(parent_arrival),
                         };
                         if t > window_end {
                             // Past the window: the run never had this turn.
@@ -1000,6 +1005,30 @@ mod tests {
             Arrivals::Shifted(&base),
         );
         assert_eq!(r.served[1].unwrap().arrival_s, 10.5);
+        // A baseline whose parent's first token (10.5 s) comes after the
+        // turn's logged arrival (10 s): the turn moves by the shift alone
+        // (1 − 10.5 s), to 0.5 s, before its parent's first token here
+        // (1 s), not after it; never before the parent's arrival (0 s).
+        let late_base = [Some(10.5), None, None];
+        let r = replay_with(
+            &rs,
+            1,
+            &DEFAULT_CONFIG,
+            &Picker::default(),
+            &model(),
+            Arrivals::Shifted(&late_base),
+        );
+        assert_eq!(r.served[1].unwrap().arrival_s, 0.5);
+        let later_base = [Some(12.0), None, None];
+        let r = replay_with(
+            &rs,
+            1,
+            &DEFAULT_CONFIG,
+            &Picker::default(),
+            &model(),
+            Arrivals::Shifted(&later_base),
+        );
+        assert_eq!(r.served[1].unwrap().arrival_s, 0.0);
         // Moved past the last logged arrival (20 s, the window's end): the
         // logged run never had that turn.
         let late = [Some(-10.0), None, None];
