@@ -574,7 +574,7 @@ fn run_lines<R: Read>(
     gzip: bool,
     raw: &std::sync::atomic::AtomicU64,
 ) -> Result<InputLedger, ParseError> {
-    let mut lines = LineReader::new(r, opts.max_line_bytes);
+    let mut lines = LineReader::with_buffer(r, opts.max_line_bytes, opts.line_buffer_bytes);
     let mut eng = Engine::new(display, naming, opts);
     sequential(&mut lines, &mut eng, sink, false, display)?;
     let bytes = lines.bytes;
@@ -597,6 +597,11 @@ impl<R: Read> Read for Peeked<R> {
         let n = self.head.read(buf)?;
         if n > 0 || buf.is_empty() {
             return Ok(n);
+        }
+        if self.head.get_ref().capacity() > 0 {
+            // Read: its bytes are not held while the rest is (a followed
+            // input is read for as long as it runs).
+            self.head = std::io::Cursor::new(Vec::new());
         }
         match &mut self.rest {
             Some(r) => r.read(buf),

@@ -336,7 +336,15 @@ pub struct ParseOptions {
     /// A longer one is malformed (`TraceTooLong`) and skipped to its end
     /// without being held.
     pub max_trace_document_bytes: usize,
+    /// Bytes of the line buffer an input read on one thread starts with
+    /// (default [`DEFAULT_LINE_BUFFER_BYTES`], 256 KiB); it grows to
+    /// [`ParseOptions::max_line_bytes`] only for a longer line. Many inputs
+    /// read at once, each on a thread of its own (`--follow`), take less.
+    pub line_buffer_bytes: usize,
 }
+
+/// Default [`ParseOptions::line_buffer_bytes`].
+pub const DEFAULT_LINE_BUFFER_BYTES: usize = 256 * 1024;
 
 impl Default for ParseOptions {
     fn default() -> Self {
@@ -354,6 +362,7 @@ impl Default for ParseOptions {
             block_bytes: DEFAULT_BLOCK_BYTES,
             progress: None,
             max_trace_document_bytes: DEFAULT_MAX_TRACE_DOCUMENT_BYTES,
+            line_buffer_bytes: DEFAULT_LINE_BUFFER_BYTES,
         }
     }
 }

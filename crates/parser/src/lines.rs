@@ -24,15 +24,19 @@ pub(crate) struct LineReader<R> {
     pub bytes: u64,
 }
 
-const INITIAL: usize = 256 * 1024;
-
 impl<R: Read> LineReader<R> {
     /// A reader whose lines may be at most `cap` bytes (without the newline).
     pub(crate) fn new(r: R, cap: usize) -> Self {
+        Self::with_buffer(r, cap, crate::DEFAULT_LINE_BUFFER_BYTES)
+    }
+
+    /// [`LineReader::new`] with a buffer of `initial` bytes to start with
+    /// (at least 4 KiB), grown only for a longer line.
+    pub(crate) fn with_buffer(r: R, cap: usize, initial: usize) -> Self {
         let cap = cap.max(1);
         LineReader {
             r,
-            buf: vec![0; INITIAL.min(cap + 1).max(4096)],
+            buf: vec![0; initial.min(cap + 1).max(4096)],
             start: 0,
             end: 0,
             scanned: 0,

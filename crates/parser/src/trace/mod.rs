@@ -738,9 +738,8 @@ pub fn json_cut_short(text: &[u8], e: &serde_json::Error) -> bool {
     {
         return false;
     }
-    let lines = text.split(|&b| b == b'\n');
-    let last = lines.clone().count();
-    let width = lines.last().map_or(0, <[u8]>::len);
+    let last = text.split(|&b| b == b'\n').count();
+    let width = text.rsplit(|&b| b == b'\n').next().map_or(0, <[u8]>::len);
     e.line() == last && e.column() >= width
 }
 
