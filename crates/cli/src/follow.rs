@@ -718,8 +718,8 @@ pub struct VllmWindow {
 /// The strings of the lines held, each once.
 #[derive(Default)]
 struct Names {
-    ids: std::collections::HashMap<Arc<str>, u32>,
-    names: Vec<Arc<str>>,
+    ids: std::collections::HashMap<gatecal_parser::Name, u32>,
+    names: Vec<gatecal_parser::Name>,
 }
 
 /// No string (an absent pod or engine).
@@ -731,7 +731,7 @@ impl Names {
             return i;
         }
         let i = self.names.len() as u32;
-        let a: Arc<str> = Arc::from(s);
+        let a = gatecal_parser::Name::from(s);
         self.names.push(a.clone());
         self.ids.insert(a, i);
         i
@@ -743,6 +743,10 @@ impl Names {
 
     fn get(&self, i: u32) -> &str {
         self.names.get(i as usize).map_or("", |a| a)
+    }
+
+    fn name(&self, i: u32) -> gatecal_parser::Name {
+        self.names.get(i as usize).cloned().unwrap_or_default()
     }
 
     fn get_opt(&self, i: u32) -> Option<String> {
@@ -820,7 +824,7 @@ impl Kept {
             deployment: names.get(self.deployment).to_string(),
             pod: names.get_opt(self.pod),
             source: SourceLoc {
-                file: names.get(self.file).to_string(),
+                file: names.name(self.file),
                 line: self.line,
             },
             ts: has(0).then_some(self.ts),
