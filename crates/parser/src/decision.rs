@@ -443,8 +443,10 @@ pub struct Decision {
     /// at the EPP), when read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arrival_ts: Option<f64>,
-    /// A version-2 decisions record's gate and config, taken as given by
-    /// the analysis (no reconstruction); `None` for decisions from logs.
+    /// What a decision record adds, for decisions read from records (of
+    /// any version): its version and, from version 2, the gate and config
+    /// the analysis takes as given (no reconstruction). `None` for
+    /// decisions from logs.
     #[serde(skip)]
     pub recorded: Option<Box<crate::record::Recorded>>,
     /// `llm_d.epp.filter.ttft_penalty_ms` of the decision's trace span: the

@@ -311,15 +311,17 @@ fn decision_records_give_the_demos_predicted_ttft() {
         "{}",
         d["rows"][0]
     );
-    let warned = d["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|w| w.as_str())
-        .any(|w| {
-            w.starts_with("1168 decision(s) read from decision records of a version before 3")
-        });
-    assert!(warned, "{}", d["warnings"]);
+    let warns_of_old_records = |d: &serde_json::Value| {
+        d["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w.as_str())
+            .any(|w| {
+                w.starts_with("1168 decision(s) read from decision records of a version before 3")
+            })
+    };
+    assert!(warns_of_old_records(d), "{}", d["warnings"]);
     // Version 1 (no gate, no config either): the same warning.
     let v1: String = std::fs::read_to_string(&v2)
         .unwrap()
@@ -336,14 +338,7 @@ fn decision_records_give_the_demos_predicted_ttft() {
     let v1_path = dir.path().join("v1.jsonl");
     std::fs::write(&v1_path, v1).unwrap();
     let from_v1 = report(&[v1_path.to_str().unwrap(), &vllm]);
-    let warned = from_v1["deployments"][0]["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|w| w.as_str())
-        .any(|w| {
-            w.starts_with("1168 decision(s) read from decision records of a version before 3")
-        });
+    let warned = warns_of_old_records(&from_v1["deployments"][0]);
     assert!(warned, "{}", from_v1["deployments"][0]["warnings"]);
     // Records of this version get no such warning.
     assert!(!from_records.to_string().contains("version before 3"));
