@@ -22,9 +22,7 @@
 //! than [`RECENT_IDS`] requests come between a request's decisions).
 
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::Arc;
 
-use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 
 use super::per_deployment::RECENT_IDS;
@@ -40,39 +38,19 @@ pub type Sample = (Endpoint, u32);
 /// An endpoint's name, shared by every [`Edge`] of the endpoint
 /// ([`Edges::endpoint`]): noting a request's sample copies no string.
 /// Written and read as the name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Endpoint(Arc<str>);
-
-impl Endpoint {
-    /// The name.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl From<&str> for Endpoint {
-    fn from(s: &str) -> Endpoint {
-        Endpoint(Arc::from(s))
-    }
-}
-
-impl Serialize for Endpoint {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Endpoint {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Endpoint, D::Error> {
-        let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
-        Ok(Endpoint::from(&*s))
-    }
-}
+pub type Endpoint = gatecal_parser::Name;
 
 /// The endpoint names [`Edges`] hands out, one allocation per endpoint. A
-/// cache: two sets of edges compare equal whatever it holds.
-#[derive(Clone, Debug, Default)]
-struct Names(FxHashSet<Arc<str>>);
+/// cache: two sets of edges compare equal whatever it holds, and a copy
+/// starts empty.
+#[derive(Debug, Default)]
+struct Names(gatecal_parser::Interner);
+
+impl Clone for Names {
+    fn clone(&self) -> Names {
+        Names::default()
+    }
+}
 
 impl PartialEq for Names {
     fn eq(&self, _: &Names) -> bool {
@@ -126,14 +104,7 @@ impl Edges {
     /// The endpoint `name`, shared with every sample of it noted before:
     /// its name is copied once, at its first sample.
     pub fn endpoint(&mut self, name: &str) -> Endpoint {
-        match self.names.0.get(name) {
-            Some(a) => Endpoint(a.clone()),
-            None => {
-                let a: Arc<str> = Arc::from(name);
-                self.names.0.insert(a.clone());
-                Endpoint(a)
-            }
-        }
+        self.names.0.intern(name)
     }
 
     /// Counts one request whose decision was at `ts`: its place.
