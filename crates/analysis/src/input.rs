@@ -7,7 +7,10 @@
 
 pub mod dedup;
 mod from_parser;
+mod implied_peak;
 pub mod pool;
+
+pub use implied_peak::QUEUE_THRESHOLD_TOKENS;
 
 use gatecal_filter::{Candidate, Outcome};
 use gatecal_parser::{DecisionRecord, Name, Recorded};
@@ -358,7 +361,7 @@ impl DecisionInput {
     /// gate line logs its TTFTs beside the exact in-flight tokens they were
     /// computed from (or, at `-v=5`, the approximate producer's scores and
     /// the scorer's loads that give them; see
-    /// [`crate::findings::implied_peak`]), sets [`DecisionInput::prefill_throughput`] to the
+    /// [`implied_peak::implied_peak`]), sets [`DecisionInput::prefill_throughput`] to the
     /// peak they imply (`tokens / TTFT`, both sides agreeing within 0.5 %)
     /// and marks it inferred. `threshold` is the `affinityThreshold` to
     /// tell the sides apart when the decision does not log it.
@@ -367,7 +370,7 @@ impl DecisionInput {
             return;
         }
         let t = self.affinity_threshold.unwrap_or(threshold);
-        if let Some(p) = crate::findings::implied_peak(self, t) {
+        if let Some(p) = implied_peak::implied_peak(self, t) {
             self.prefill_throughput = Some(p);
             self.peak_inferred = true;
         }

@@ -94,11 +94,12 @@ pub use input::dedup::{DecisionKey, DuplicateCheck, Duplicates, MAX_FINGERPRINTS
 pub use input::pool::{MAX_DEPLOYMENTS, MAX_POOLED_NAMES, OTHER_DEPLOYMENT, Pooled};
 pub use input::{BlockSize, BlockSizeSource, DecisionInput, ProducerBlockSizes, ScoredEndpoint};
 pub use peak::calibration_record::{CalibrationRecord, PassiveInputs, RecordError};
+pub use peak::from_calibration_text;
 pub use peak::prometheus::{
     DEFAULT_MAX_PROMETHEUS_MIB, PromSeries, looks_like_query_range, parse_query_range,
     read_query_range,
 };
-pub use peak::throughput::{PeakEstimate, PeakSource, VllmEstimator, from_calibration_text};
+pub use peak::throughput::{PeakEstimate, PeakSource, VllmEstimator};
 pub use predict::per_deployment::{
     EndpointTtft, Objective, ObservedTtft, PredictedTtft, SelfCheck, TtftModel,
 };

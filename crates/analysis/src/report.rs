@@ -7,8 +7,22 @@ pub mod compare;
 pub mod gate_dist;
 mod intake;
 pub mod partial;
+mod parts;
 pub mod recommend;
 pub mod records;
+
+/// A deployment's histogram buckets, kept beside its report for the
+/// bootstrap: `(bucket midpoint in ms, count)`, ascending. Only the buckets
+/// holding values are kept (at most one per value, and at most the
+/// histogram's own buckets: 16 bytes each, no more than the accumulator
+/// they are read from, which is dropped).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Buckets {
+    /// The gate input's.
+    pub gate_input_ms: Vec<(f64, u64)>,
+    /// The observed TTFT's (one per request).
+    pub observed_ttft_ms: Vec<(f64, u64)>,
+}
 
 #[cfg(test)]
 mod tests {

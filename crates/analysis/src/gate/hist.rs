@@ -1,6 +1,7 @@
 //! A histogram of signed values (ms) on top of HdrHistogram (see [`SignedHistogram`]).
 
 use hdrhistogram::Histogram;
+use serde::Serialize;
 
 /// Units per ms recorded in the integer histograms.
 const SCALE: f64 = 100.0;
@@ -339,6 +340,61 @@ impl<'de> serde::Deserialize<'de> for SignedHistogram {
         }
         h.unbounded = w.unbounded;
         Ok(h)
+    }
+}
+
+/// Quantiles over fewer values than this are flagged `small_sample`: with
+/// under 20 values a p90 is the largest or second-largest value and a p99 the
+/// maximum.
+pub const MIN_QUANTILE_SAMPLE: u64 = 20;
+
+/// A distribution's size and quantiles (nearest rank, ms; see [`crate::SignedHistogram`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Distribution {
+    /// Values in the distribution.
+    pub count: u64,
+    /// Median.
+    pub p50: Option<f64>,
+    /// 90th percentile.
+    pub p90: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+    /// 99.9th percentile.
+    pub p999: Option<f64>,
+    /// Largest value (exact).
+    pub max: Option<f64>,
+    /// Smallest value (exact).
+    pub min: Option<f64>,
+    /// Values below zero (the sticky endpoint was the less loaded one).
+    pub negative: u64,
+    /// Values left out because not finite or at least 1e300 (MaxFloat64 sentinels).
+    pub unbounded: u64,
+    /// Fewer than [`MIN_QUANTILE_SAMPLE`] (20) values: the quantiles are
+    /// order statistics of a handful of decisions, not a distribution.
+    pub small_sample: bool,
+}
+
+impl Distribution {
+    /// The figures of a histogram.
+    pub fn of(h: &SignedHistogram) -> Distribution {
+        Distribution::of_recorded(h, &h.recorded())
+    }
+
+    /// The figures of a histogram whose buckets `r` were already read
+    /// (`h.recorded()`).
+    pub fn of_recorded(h: &SignedHistogram, r: &Recorded) -> Distribution {
+        Distribution {
+            count: h.count(),
+            p50: r.quantile(0.5),
+            p90: r.quantile(0.9),
+            p99: r.quantile(0.99),
+            p999: r.quantile(0.999),
+            max: h.max(),
+            min: h.min(),
+            negative: h.count_negative(),
+            unbounded: h.unbounded(),
+            small_sample: h.count() > 0 && h.count() < MIN_QUANTILE_SAMPLE,
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use gatecal_filter::{Config, Outcome, PenaltyMode};
 use serde::{Deserialize, Serialize};
 
+pub use crate::gate::hist::{Distribution, MIN_QUANTILE_SAMPLE};
 use crate::gate::hist::{Recorded, SignedHistogram};
 use crate::gate::sample::{Evidence, GateSample};
 use crate::gate::traced::{TracedAcc, TracedStats};
@@ -12,11 +13,6 @@ use crate::gate::whatif::{WhatIfSpec, pinned_worse_bar, replay};
 
 /// How many disagreeing request ids a self-check lists.
 pub const MAX_LISTED_DISAGREEMENTS: usize = 20;
-
-/// Quantiles over fewer values than this are flagged `small_sample`: with
-/// under 20 values a p90 is the largest or second-largest value and a p99 the
-/// maximum.
-pub const MIN_QUANTILE_SAMPLE: u64 = 20;
 
 /// Decisions by evidence label (only decisions where the gate was evaluated).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -31,56 +27,6 @@ pub struct EvidenceCounts {
     pub reconstructed: u64,
     /// Not enough evidence; not in the distribution.
     pub unknown: u64,
-}
-
-/// A distribution's size and quantiles (nearest rank, ms; see [`crate::SignedHistogram`]).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Distribution {
-    /// Values in the distribution.
-    pub count: u64,
-    /// Median.
-    pub p50: Option<f64>,
-    /// 90th percentile.
-    pub p90: Option<f64>,
-    /// 99th percentile.
-    pub p99: Option<f64>,
-    /// 99.9th percentile.
-    pub p999: Option<f64>,
-    /// Largest value (exact).
-    pub max: Option<f64>,
-    /// Smallest value (exact).
-    pub min: Option<f64>,
-    /// Values below zero (the sticky endpoint was the less loaded one).
-    pub negative: u64,
-    /// Values left out because not finite or at least 1e300 (MaxFloat64 sentinels).
-    pub unbounded: u64,
-    /// Fewer than [`MIN_QUANTILE_SAMPLE`] (20) values: the quantiles are
-    /// order statistics of a handful of decisions, not a distribution.
-    pub small_sample: bool,
-}
-
-impl Distribution {
-    /// The figures of a histogram.
-    pub fn of(h: &SignedHistogram) -> Distribution {
-        Distribution::of_recorded(h, &h.recorded())
-    }
-
-    /// The figures of a histogram whose buckets `r` were already read
-    /// (`h.recorded()`).
-    pub fn of_recorded(h: &SignedHistogram, r: &Recorded) -> Distribution {
-        Distribution {
-            count: h.count(),
-            p50: r.quantile(0.5),
-            p90: r.quantile(0.9),
-            p99: r.quantile(0.99),
-            p999: r.quantile(0.999),
-            max: h.max(),
-            min: h.min(),
-            negative: h.count_negative(),
-            unbounded: h.unbounded(),
-            small_sample: h.count() > 0 && h.count() < MIN_QUANTILE_SAMPLE,
-        }
-    }
 }
 
 /// Decisions that stayed pinned while the gate input was in `[min_ms, max_ms]`.
@@ -200,7 +146,7 @@ pub struct CurrentResult {
     /// `--candidate-config` or `--what-if` is given (`null` when it
     /// cannot be predicted), absent otherwise ([`crate::predict`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub predicted_ttft_ms: Option<Option<crate::predict::per_deployment::PredictedTtft>>,
+    pub predicted_ttft_ms: Option<Option<PredictedTtft>>,
     /// The replay's cached share of prompt tokens under the config in
     /// force; present when `predicted_ttft_ms` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -227,7 +173,7 @@ pub struct CandidateResult {
     /// (`null` when it cannot be predicted, the deployment's `warnings`
     /// saying why), absent in windows and overall ([`crate::predict`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub predicted_ttft_ms: Option<Option<crate::predict::per_deployment::PredictedTtft>>,
+    pub predicted_ttft_ms: Option<Option<PredictedTtft>>,
     /// The replay's cached share of prompt tokens under this config;
     /// present when `predicted_ttft_ms` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -800,4 +746,35 @@ impl StatsAcc {
             traced: (self.traced.decisions > 0).then(|| self.traced.finish()),
         }
     }
+}
+
+/// The 90 % intervals of a prediction, ms.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PredictedIntervals {
+    /// Of the median.
+    pub p50: [f64; 2],
+    /// Of the 90th percentile.
+    pub p90: [f64; 2],
+    /// Of the 99th percentile.
+    pub p99: [f64; 2],
+    /// Of the mean.
+    pub mean: [f64; 2],
+}
+
+/// The predicted TTFT of one config (`predicted_ttft_ms`), as the
+/// replay of [`crate::predict`] gives it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PredictedTtft {
+    /// Median, ms.
+    pub p50: f64,
+    /// 90th percentile, ms.
+    pub p90: f64,
+    /// 99th percentile, ms.
+    pub p99: f64,
+    /// Mean, ms.
+    pub mean: f64,
+    /// 90 % intervals.
+    pub interval: PredictedIntervals,
+    /// Requests replayed.
+    pub n: usize,
 }

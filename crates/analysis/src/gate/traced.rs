@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::gate::hist::Distribution;
 use crate::gate::hist::SignedHistogram;
 use crate::gate::sample::{Evidence, GateSample};
-use crate::gate::stats::Distribution;
 
 /// The decisions with a trace span, and the reconstruction's error measured
 /// on them.

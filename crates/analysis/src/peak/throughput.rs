@@ -186,7 +186,7 @@ mod sliding;
 mod types;
 
 pub(crate) use bootstrap::from_spans;
-pub use calibration::from_calibration_text;
+pub use calibration::from_calibration_lines;
 use queue::QUEUE_MIN_WAITED;
 
 use bootstrap::from_queues;

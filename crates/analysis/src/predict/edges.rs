@@ -25,7 +25,8 @@ use std::collections::{BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::per_deployment::RECENT_IDS;
+/// Request-id fingerprints remembered per deployment (the most recent).
+pub const RECENT_IDS: usize = 4096;
 
 /// Seconds of log time at either end of a part within which its requests'
 /// observed TTFTs are carried by request id.

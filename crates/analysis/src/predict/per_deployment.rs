@@ -28,11 +28,13 @@ use gatecal_filter::Config;
 use rustc_hash::{FxBuildHasher, FxHashSet};
 use serde::Serialize;
 
+pub use super::edges::RECENT_IDS;
 use super::edges::{Edge, Edges};
 use super::replay::{EngineModel, Picker};
 use super::workload::{Seen, Workload, WorkloadEvidence};
 use super::{EngineFit, Prediction, infer_and_fit, predict};
 use crate::gate::hist::SignedHistogram;
+pub use crate::gate::stats::{PredictedIntervals, PredictedTtft};
 use crate::input::DecisionInput;
 
 /// Requests kept for the replay per deployment.
@@ -44,8 +46,6 @@ pub const MAX_OBSERVED_ENDPOINTS: usize = 256;
 /// The fitted speed's interval, relative to it, from which the replay is
 /// run at its ends too.
 pub const MIN_REPLAYED_INTERVAL: f64 = 0.01;
-/// Request-id fingerprints remembered per deployment (the most recent).
-pub const RECENT_IDS: usize = 4096;
 /// Observed TTFTs kept per deployment for the per-endpoint quantiles.
 pub const MAX_ENDPOINT_SAMPLES: usize = 32_768;
 
@@ -83,36 +83,6 @@ pub struct EndpointTtft {
     pub p99: Option<f64>,
     /// Requests sent to the endpoint with an observed first token.
     pub n: u64,
-}
-
-/// The 90 % intervals of a prediction, ms.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PredictedIntervals {
-    /// Of the median.
-    pub p50: [f64; 2],
-    /// Of the 90th percentile.
-    pub p90: [f64; 2],
-    /// Of the 99th percentile.
-    pub p99: [f64; 2],
-    /// Of the mean.
-    pub mean: [f64; 2],
-}
-
-/// The predicted TTFT of one config (`predicted_ttft_ms`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PredictedTtft {
-    /// Median, ms.
-    pub p50: f64,
-    /// 90th percentile, ms.
-    pub p90: f64,
-    /// 99th percentile, ms.
-    pub p99: f64,
-    /// Mean, ms.
-    pub mean: f64,
-    /// 90 % intervals.
-    pub interval: PredictedIntervals,
-    /// Requests replayed.
-    pub n: usize,
 }
 
 impl PredictedTtft {

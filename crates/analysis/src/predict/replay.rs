@@ -69,8 +69,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 /// The bit that keeps an inferred chain's key apart from session ids.
 const CHAIN_KEY: u64 = 1 << 63;
 
-/// `queueThresholdTokens`: the token-load scorer's cap (upstream default).
-pub const QUEUE_THRESHOLD_TOKENS: f64 = 4_194_304.0;
+pub use crate::input::QUEUE_THRESHOLD_TOKENS;
 
 /// One request of the logged traffic, as the replay needs it.
 #[derive(Clone, Debug, PartialEq)]

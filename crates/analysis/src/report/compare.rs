@@ -61,18 +61,7 @@ pub const BOOTSTRAP_SEED: u64 = 0x5eed_c0de;
 /// approximation is poor and its row is flagged.
 pub const MIN_EXPECTED: f64 = 5.0;
 
-/// A deployment's histogram buckets, kept beside its report for the
-/// bootstrap: `(bucket midpoint in ms, count)`, ascending. Only the buckets
-/// holding values are kept (at most one per value, and at most the
-/// histogram's own buckets: 16 bytes each, no more than the accumulator
-/// they are read from, which is dropped).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Buckets {
-    /// The gate input's.
-    pub gate_input_ms: Vec<(f64, u64)>,
-    /// The observed TTFT's (one per request).
-    pub observed_ttft_ms: Vec<(f64, u64)>,
-}
+pub use super::Buckets;
 
 /// The methods, as reported.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -271,7 +271,7 @@ struct Dep {
     last_ts: Option<f64>,
     /// The keys of the decisions whose lines name no EPP pod, for a
     /// partial report's double-counting check.
-    unnamed_keys: crate::report::partial::KeySample,
+    unnamed_keys: crate::report::parts::KeySample,
 }
 
 /// The calibration in progress.
@@ -310,7 +310,7 @@ pub struct Recommend {
     /// as partial reports recorded it.
     fallback_configs: BTreeMap<String, SourcedConfig>,
     /// Finishing partial reports: the parts merged.
-    merged: Option<Vec<crate::report::partial::PartInfo>>,
+    merged: Option<Vec<crate::report::parts::PartInfo>>,
     /// Finishing partial reports of which one did not carry the requests
     /// (written by an earlier version): nothing to predict from.
     merged_without_requests: bool,

@@ -6,12 +6,10 @@ use super::types::{PeakEstimate, PeakSource, median, quantile_sorted};
 /// Estimates from calibration output text: `PEAK_PREFILL_THROUGHPUT=<n>` /
 /// `Measured peakPrefillThroughput = <n> tokens/sec` lines, else TTFT
 /// samples (CSV with a header naming a prompt-tokens column and a TTFT
-/// column, or JSON lines with such keys), or the router's calibration
-/// record (`peak_prefill_tokens_per_second`, status `OK`). `None` when the text holds none.
-pub fn from_calibration_text(text: &str) -> Option<PeakEstimate> {
-    if let Some(est) = crate::peak::calibration_record::estimate_from_record(text) {
-        return Some(est);
-    }
+/// column, or JSON lines with such keys). `None` when the text holds
+/// none. [`crate::from_calibration_text`] also reads the router's
+/// calibration record.
+pub fn from_calibration_lines(text: &str) -> Option<PeakEstimate> {
     let mut values = Vec::new();
     for line in text.lines() {
         let l = line.trim();
@@ -155,7 +153,7 @@ mod tests {
 
     #[test]
     fn calibration_lines_and_fits() {
-        let e = from_calibration_text(
+        let e = from_calibration_lines(
             "x\nPEAK_PREFILL_THROUGHPUT=15928\nMeasured peakPrefillThroughput = 16000 tokens/sec\n",
         )
         .unwrap();
@@ -167,12 +165,12 @@ mod tests {
             let ms = (0.05 + t / 8000.0) * 1000.0 + if i == 2 { 900.0 } else { 0.0 };
             csv.push_str(&format!("{t},{ms}\n"));
         }
-        let f = from_calibration_text(&csv).unwrap();
+        let f = from_calibration_lines(&csv).unwrap();
         assert!((f.value - 8000.0).abs() / 8000.0 < 0.02, "{}", f.value);
         // One prompt size: tokens / median TTFT.
         let j = "{\"prompt_tokens\":8192,\"ttft_s\":0.5}\n{\"prompt_tokens\":8192,\"ttft_s\":0.52}\n{\"prompt_tokens\":8192,\"ttft_s\":0.55}\n";
-        let g = from_calibration_text(j).unwrap();
+        let g = from_calibration_lines(j).unwrap();
         assert!((g.value - 8192.0 / 0.52).abs() < 1e-6);
-        assert!(from_calibration_text("nothing here").is_none());
+        assert!(from_calibration_lines("nothing here").is_none());
     }
 }

@@ -302,7 +302,7 @@ pub struct RecommendReport {
     /// The partial reports merged (`recommend merge`), in canonical order;
     /// empty (and absent from JSON) for a run over logs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub merged: Vec<crate::report::partial::PartInfo>,
+    pub merged: Vec<crate::report::parts::PartInfo>,
 }
 
 /// vLLM stats lines kept at most; the peak estimate and the hit-rate
