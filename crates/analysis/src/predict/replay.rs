@@ -13,7 +13,15 @@
 //! network, the engine's first decode step). The EPP releases the request's
 //! in-flight tokens at that first token, as the router's in-flight load
 //! producer does; the request stays in flight (requests) until its response
-//! ends, `decode_s` after the first token.
+//! ends, the request's `decode_s` after the first token.
+//!
+//! With the engine's `decode_s` set (fitted, [`super::fit_engine`]), each
+//! request decodes on its endpoint for that long after its first token, and
+//! a prefill shares every step with the requests decoding when it starts,
+//! as vLLM v1's scheduler runs them: one token per decoding request comes
+//! out of each step's budget ([`STEP_TOKENS`]) before the prefill's chunk,
+//! and the prefill computes those tokens too ([`step_tokens`]). A short
+//! prompt on a busy endpoint then takes longer than on an idle one.
 //!
 //! # The prefix cache
 //!
@@ -173,6 +181,10 @@ pub struct EngineModel {
     pub cache_capacity_tokens: f64,
     /// Tokens per prefix block, as the filter's match information counts.
     pub block_size: i64,
+    /// Seconds a request decodes after its first token on its endpoint,
+    /// for the decode share of each prefill step (see [`service_s`]); 0:
+    /// no decode share (the overhead and speed then average it).
+    pub decode_s: f64,
 }
 
 impl EngineModel {
@@ -185,8 +197,53 @@ impl EngineModel {
             latency_s: 0.0,
             cache_capacity_tokens: f64::INFINITY,
             block_size,
+            decode_s: 0.0,
         }
     }
+
+    /// Seconds a request of `u` uncached tokens occupies its endpoint while
+    /// `decoding` other requests decode there ([`service_s`]).
+    pub fn service_s(&self, u: f64, decoding: f64) -> f64 {
+        service_s(self.peak_tps, self.overhead_s, u, decoding)
+    }
+}
+
+/// Token budget of one engine step (vLLM's `max_num_batched_tokens`, its
+/// default for the OpenAI server on GPUs of 70 GiB or more): each step
+/// carries one token per decoding request and a chunk of the prefill in
+/// what is left. The EPP's log does not show it.
+pub const STEP_TOKENS: f64 = 8192.0;
+
+/// The tokens an engine computes to prefill `u` uncached tokens while
+/// `decoding` requests decode on it: vLLM v1's scheduler gives each running
+/// decode one token of every step's budget before it schedules a prefill
+/// chunk in the rest, so the prefill takes `ceil(u / (budget − decoding))`
+/// steps and computes `decoding` tokens more in each.
+pub fn step_tokens(u: f64, decoding: f64) -> f64 {
+    let u = u.max(1.0);
+    let d = decoding.clamp(0.0, STEP_TOKENS / 2.0);
+    let steps = (u / (STEP_TOKENS - d)).ceil();
+    u + steps * d
+}
+
+/// The inverse of [`step_tokens`]: the uncached tokens of a prefill that
+/// computed `x` tokens while `decoding` requests decoded.
+pub fn prefill_tokens(x: f64, decoding: f64) -> f64 {
+    let d = decoding.clamp(0.0, STEP_TOKENS / 2.0);
+    let steps = (x.max(0.0) / STEP_TOKENS).ceil().max(1.0);
+    (x - steps * d).max(0.0)
+}
+
+/// Seconds a request of `u` uncached tokens occupies an endpoint of speed
+/// `peak_tps` and per-request `overhead_s` while `decoding` requests
+/// decode there: `step_tokens(u, decoding) / peak + overhead`.
+pub fn service_s(peak_tps: f64, overhead_s: f64, u: f64, decoding: f64) -> f64 {
+    let x = if decoding > 0.0 {
+        step_tokens(u, decoding)
+    } else {
+        u
+    };
+    x / peak_tps + overhead_s
 }
 
 /// What the replay predicts for one request.
@@ -265,6 +322,9 @@ struct Endpoint {
     pending: Vec<(f64, f64)>,
     /// Response ends of requests in flight.
     open: Vec<f64>,
+    /// First tokens of the requests still decoding here (the engine
+    /// model's `decode_s`).
+    decodes: Vec<f64>,
     /// Session -> (cached tokens, last use).
     sessions: FxHashMap<u64, (u64, f64)>,
     /// The held sessions by last use: (use, session).
@@ -278,9 +338,19 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    fn prune(&mut self, t: f64) {
+    fn prune(&mut self, t: f64, decode_s: f64) {
         self.pending.retain(|&(first, _)| first > t);
         self.open.retain(|&end| end > t);
+        self.decodes.retain(|&first| first + decode_s > t);
+    }
+
+    /// Requests decoding here at `t`: first token at or before it, for
+    /// `decode_s` after.
+    fn decoding(&self, t: f64, decode_s: f64) -> f64 {
+        self.decodes
+            .iter()
+            .filter(|&&first| first <= t && first + decode_s > t)
+            .count() as f64
     }
 
     fn in_flight_tokens(&self) -> f64 {
@@ -521,12 +591,25 @@ pub fn replay_pd(
 }
 
 /// The first token of a request of `u` uncached tokens queued at `t` on
-/// `ep` (first come, first served).
+/// `ep` (first come, first served), its prefill sharing each step with the
+/// requests decoding there when it starts; it decodes there from its first
+/// token for the model's `decode_s`.
 fn serve(ep: &mut Endpoint, t: f64, u: f64, m: &EngineModel) -> f64 {
     let start = ep.free_at.max(t);
-    let done = start + u / m.peak_tps + m.overhead_s;
+    // At the previous request's first token (its service end plus the
+    // latency), which the fit measured the service from: it decodes.
+    let d = if m.decode_s > 0.0 {
+        ep.decoding(start + m.latency_s, m.decode_s)
+    } else {
+        0.0
+    };
+    let done = start + m.service_s(u, d);
     ep.free_at = done;
-    done + m.latency_s
+    let first = done + m.latency_s;
+    if m.decode_s > 0.0 {
+        ep.decodes.push(first);
+    }
+    first
 }
 
 /// The picker over the endpoints the filter `kept`: the highest weighted
@@ -672,7 +755,7 @@ fn run(
         candidates.clear();
         let total_blocks = ((r.prompt_tokens / block as f64).floor() as i64).max(1);
         for (e, ep) in eps.iter_mut().enumerate() {
-            ep.prune(t);
+            ep.prune(t, model.decode_s);
             let c = ep.cached(r, e, holders.contains(&e));
             cached[e] = c;
             uncached[e] = (r.prompt_tokens - c).max(0.0);
@@ -732,7 +815,7 @@ fn run(
                 let total_blocks = ((prompt / block as f64).floor() as i64).max(1);
                 pcands.clear();
                 for (k, ep) in peps.iter_mut().enumerate() {
-                    ep.prune(t);
+                    ep.prune(t, 0.0);
                     // A request the log did not disaggregate finds only the
                     // prefix every prompt shares there.
                     let c = match pr {
@@ -781,8 +864,12 @@ fn run(
                             *slot = Some(k);
                         }
                         // The decode endpoint counts the request's tokens in
-                        // flight until its first token.
+                        // flight until its first token, and decodes it from
+                        // then on.
                         eps[e].pending.push((first, uncached[e]));
+                        if model.decode_s > 0.0 {
+                            eps[e].decodes.push(first);
+                        }
                         (first, pcached[k])
                     }
                     None => {

@@ -67,7 +67,7 @@
 use gatecal_filter::Outcome;
 use rustc_hash::FxHashMap;
 
-use super::replay::{EngineModel, QUEUE_THRESHOLD_TOKENS, Request};
+use super::replay::{EngineModel, QUEUE_THRESHOLD_TOKENS, Request, prefill_tokens};
 
 /// One logged decision, as the workload inference reads it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -238,9 +238,25 @@ struct Ep {
     pending: Vec<(f64, f64)>,
     /// Recent requests routed here not yet continued (indices).
     recent: Vec<usize>,
+    /// First tokens of the requests that may still decode here (the engine
+    /// model's `decode_s`).
+    decodes: Vec<f64>,
 }
 
 impl Ep {
+    /// Requests decoding here at `at` (first token at or before it, for
+    /// `decode_s` after), forgetting those done before `t`.
+    fn decoding(&mut self, t: f64, at: f64, decode_s: f64) -> f64 {
+        if decode_s <= 0.0 {
+            return 0.0;
+        }
+        self.decodes.retain(|&f| f + decode_s > t);
+        self.decodes
+            .iter()
+            .filter(|&&f| f <= at && f + decode_s > at)
+            .count() as f64
+    }
+
     fn in_flight(&mut self, t: f64) -> f64 {
         self.pending.retain(|&(first, _)| first > t);
         self.pending.iter().map(|&(_, u)| u).sum()
@@ -380,7 +396,8 @@ pub fn infer_with(
             {
                 let start = t.max(eps[c].free_at);
                 let busy = t + ttft - start - model.overhead_s - model.latency_s;
-                Some((busy * model.peak_tps).max(0.0))
+                let d = eps[c].decoding(t, start + model.latency_s, model.decode_s);
+                Some(prefill_tokens((busy * model.peak_tps).max(0.0), d))
             }
             _ => None,
         };
@@ -503,14 +520,18 @@ pub fn infer_with(
                 }
                 first
             }
-            None if remote => t + u_c / model.peak_tps + model.overhead_s + model.latency_s,
+            None if remote => t + model.service_s(u_c, 0.0) + model.latency_s,
             None => {
                 let start = ep.free_at.max(t);
-                ep.free_at = start + u_c / model.peak_tps + model.overhead_s;
+                let d = ep.decoding(t, start + model.latency_s, model.decode_s);
+                ep.free_at = start + model.service_s(u_c, d);
                 ep.free_at + model.latency_s
             }
         };
         ep.pending.push((first, u_c));
+        if model.decode_s > 0.0 {
+            ep.decodes.push(first);
+        }
         ep.recent.push(w.requests.len());
         if ep.recent.len() > RECENT_PER_ENDPOINT {
             ep.recent.remove(0);
@@ -606,6 +627,7 @@ mod tests {
             latency_s: 0.0,
             cache_capacity_tokens: f64::INFINITY,
             block_size: 64,
+            decode_s: 0.0,
         }
     }
 
