@@ -187,6 +187,12 @@ pub struct WorkloadCounts {
     pub closed_loops: usize,
     /// With an observed first token.
     pub observed_ttft: usize,
+    /// The prefix every prompt shares (a system prompt), tokens, read off
+    /// the uncached counts of endpoints that had served nothing yet
+    /// against those that had; `null` when the log does not show one.
+    pub shared_prefix_tokens: Option<u64>,
+    /// Requests it was read from.
+    pub shared_prefix_requests: usize,
 }
 
 impl From<&WorkloadEvidence> for WorkloadCounts {
@@ -199,6 +205,8 @@ impl From<&WorkloadEvidence> for WorkloadCounts {
             continued: e.continued,
             closed_loops: e.closed_loops,
             observed_ttft: e.observed_ttft,
+            shared_prefix_tokens: e.shared_prefix_tokens,
+            shared_prefix_requests: e.shared_prefix_requests,
         }
     }
 }

@@ -121,6 +121,16 @@ pub struct Request {
     /// request's prefix (a shared prefix cached on some endpoints only):
     /// used in place of `cold_tokens` there.
     pub logged_cold: Vec<(usize, f64)>,
+    /// Endpoints that had served nothing in the log when the request
+    /// arrived: their logged uncached count is that of a cache holding
+    /// nothing, not even the prefix every prompt shares.
+    pub unserved: Vec<usize>,
+    /// The request's uncached tokens on an endpoint that holds the prefix
+    /// every prompt shares and not the request's own (`cold_tokens` less
+    /// that prefix, when the log shows its size): used in place of the
+    /// logged count on an endpoint of `unserved` once the replay has
+    /// served something there.
+    pub served_cold: Option<f64>,
 }
 
 impl Request {
@@ -142,6 +152,8 @@ impl Request {
             prefix_parent: None,
             logged_endpoint: None,
             logged_cold: Vec::new(),
+            unserved: Vec::new(),
+            served_cold: None,
         }
     }
 }
@@ -335,6 +347,9 @@ struct Endpoint {
     tick: u64,
     /// Sum of the cached session tokens.
     cached_total: f64,
+    /// Whether the replay has served a request here (its cache holds the
+    /// prefix every prompt shares).
+    served: bool,
 }
 
 impl Endpoint {
@@ -362,10 +377,17 @@ impl Endpoint {
         let uncached = if holds {
             r.warm_tokens
         } else {
-            r.logged_cold
+            let logged = r
+                .logged_cold
                 .iter()
                 .find(|&&(k, _)| k == e)
-                .map_or(r.cold_tokens, |&(_, u)| u)
+                .map_or(r.cold_tokens, |&(_, u)| u);
+            match r.served_cold {
+                // Cold in the log because nothing had been served there
+                // yet; the replay has, so the shared prefix is cached.
+                Some(warmed) if self.served && r.unserved.contains(&e) => logged.min(warmed),
+                _ => logged,
+            }
         };
         (r.prompt_tokens - uncached).clamp(0.0, r.prompt_tokens)
     }
@@ -888,6 +910,7 @@ fn run(
         let end = first + r.decode_s.max(0.0);
         let ep = &mut eps[e];
         ep.open.push(end);
+        ep.served = true;
         // A session's prompt, or (with a bounded cache) what an inferred
         // chain adds to the prefix every prompt shares.
         if let Some(s) = r.session {
@@ -959,6 +982,38 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9
+    }
+
+    /// An endpoint the log shows cold because it had served nothing yet
+    /// holds the prefix every prompt shares once the replay has served a
+    /// request there.
+    #[test]
+    fn a_logged_cold_endpoint_warms_once_the_replay_serves_it() {
+        let r = Request {
+            cold_tokens: 8900.0,
+            warm_tokens: 900.0,
+            holders: vec![0],
+            logged_cold: vec![(1, 8900.0)],
+            unserved: vec![1],
+            served_cold: Some(900.0),
+            ..Request::new(0.0, 8900.0)
+        };
+        let mut ep = Endpoint::default();
+        assert_eq!(ep.cached(&r, 1, false), 0.0);
+        ep.served = true;
+        assert_eq!(ep.cached(&r, 1, false), 8000.0);
+        // Without the prefix's size the log's count stands, and so it does
+        // on an endpoint the log had served.
+        let unknown = Request {
+            served_cold: None,
+            ..r.clone()
+        };
+        assert_eq!(ep.cached(&unknown, 1, false), 0.0);
+        let served_in_log = Request {
+            unserved: Vec::new(),
+            ..r
+        };
+        assert_eq!(ep.cached(&served_in_log, 1, false), 0.0);
     }
 
     #[test]
