@@ -39,6 +39,12 @@
 //! and p90, 15 % for p99) and the median and largest move. No log is
 //! parsed and nothing is predicted.
 //!
+//! `--no-decode-share` fits the engine without the decode share of its
+//! steps (each request decoding on its endpoint for a fitted time after
+//! its first token; methodology §8), as it was before that was modelled,
+//! to measure what it changes. `--current-only` predicts the config in
+//! force alone (the self-check), without the paired runs.
+//!
 //! `--kv-capacity TOKENS` sets every simulated engine's prefix cache
 //! (`kv_capacity_tokens`, 2 M by default) for every run: with a capacity
 //! no run fills (`--kv-capacity 1e12`) the truth evicts nothing, which
@@ -47,7 +53,8 @@
 //!     cargo run --release -p gatecal-analysis --example accuracy -- \
 //!         [--scenarios a,b] [--fit-seeds 1,2,3,4] [--seeds 5,6,7,8] \
 //!         [--trace FILE] [--trace-scenario NAME] [--open-slots] [--rows] \
-//!         [--routing-floor N] [--kv-capacity TOKENS]
+//!         [--routing-floor N] [--kv-capacity TOKENS] [--no-decode-share] \
+//!         [--current-only]
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -57,7 +64,7 @@ use std::sync::Arc;
 use gatecal_analysis::DecisionInput;
 use gatecal_analysis::predict::replay::{EngineModel, Picker};
 use gatecal_analysis::predict::{
-    MODEL_ERROR_LN90, Prediction, infer_and_fit, nearest_rank, predict_replay,
+    MODEL_ERROR_LN90, Prediction, infer_and_fit_with, nearest_rank, predict_replay,
     requests_by_deployment, with_model_error,
 };
 use gatecal_filter::Config;
@@ -153,16 +160,23 @@ fn truth_quantiles(truth: &[TruthRecord], dep: &str) -> ([f64; 3], usize) {
     ([q(0.5), q(0.9), q(0.99)], v.len())
 }
 
+/// How the cases are predicted.
+#[derive(Clone, Copy, Debug)]
+struct Opts {
+    /// Bound of the replay's prefix cache per endpoint.
+    replay_cache: Option<f64>,
+    /// Whether the engine's decode share is fitted (`--no-decode-share`
+    /// leaves it out, as the engine was before it was modelled).
+    decode_share: bool,
+    /// Only the config in force (the self-check): no paired runs.
+    current_only: bool,
+}
+
 /// One deployment's candidates (label, config) and their predictions.
 type Plan = (String, Vec<(&'static str, Config)>, Vec<Option<Prediction>>);
 
 /// Every case of one scenario run with one seed.
-fn cases_of(
-    name: &str,
-    base: &Scenario,
-    seed: u64,
-    replay_cache: Option<f64>,
-) -> Result<Vec<Case>, String> {
+fn cases_of(name: &str, base: &Scenario, seed: u64, opts: &Opts) -> Result<Vec<Case>, String> {
     let t0 = std::time::Instant::now();
     let out = run(base, seed, &Variant::default());
     let parsed = parse_slice("epp.log", &out.epp_log, &ParseOptions::default())
@@ -187,7 +201,13 @@ fn cases_of(
             continue;
         };
         let start = EngineModel::unfitted(pool.true_peak_tps, dep.block_size);
-        let (w, fit) = infer_and_fit(seen, &[], config.affinity_threshold, &start);
+        let (w, fit) = infer_and_fit_with(
+            seen,
+            &[],
+            config.affinity_threshold,
+            &start,
+            opts.decode_share,
+        );
         let Some(fit) = fit else {
             eprintln!(
                 "{name} {seed} {}: no engine fit (too few observed first tokens)",
@@ -196,7 +216,7 @@ fn cases_of(
             continue;
         };
         let mut model = fit.model(&start);
-        if let Some(c) = replay_cache {
+        if let Some(c) = opts.replay_cache {
             model.cache_capacity_tokens = c;
         }
         let preds = configs
@@ -207,6 +227,9 @@ fn cases_of(
     }
     let mut cases = Vec::new();
     for (li, &label) in LABELS.iter().enumerate() {
+        if opts.current_only && label != "current" {
+            continue;
+        }
         // Deployments for which the candidate is not a valid config (the
         // break-even rule under a latency predictor) are left out of it.
         let mut invalid: HashSet<&str> = HashSet::new();
@@ -518,6 +541,8 @@ fn main() -> ExitCode {
     let mut routing_floor: Option<u64> = None;
     let mut kv_capacity: Option<i64> = None;
     let mut replay_cache: Option<f64> = None;
+    let mut decode_share = true;
+    let mut current_only = false;
     while let Some(a) = args.next() {
         let mut value = || args.next().unwrap_or_default();
         match a.as_str() {
@@ -555,6 +580,8 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             },
+            "--no-decode-share" => decode_share = false,
+            "--current-only" => current_only = true,
             other => {
                 eprintln!("unknown argument {other:?} (see the example's docs)");
                 return ExitCode::from(2);
@@ -617,7 +644,12 @@ fn main() -> ExitCode {
     for (name, s) in &runs {
         for (set, seeds) in [(&mut fit, &fit_seeds), (&mut held, &seeds)] {
             for &seed in seeds {
-                match cases_of(name, s, seed, replay_cache) {
+                let opts = Opts {
+                    replay_cache,
+                    decode_share,
+                    current_only,
+                };
+                match cases_of(name, s, seed, &opts) {
                     Ok(c) => set.extend(c),
                     Err(e) => eprintln!("{e}"),
                 }

@@ -12,7 +12,7 @@
 //!
 //!     cargo run --release -p gatecal-analysis --example replay_diff -- \
 //!         [SCENARIO] [SEED] [--open-slots] [--show N] [--candidate LABEL] \
-//!         [--replay-cache TOKENS]
+//!         [--replay-cache TOKENS] [--no-decode-share]
 //!
 //! Prints the TTFT quantiles of the truth, the replay, the `current` row
 //! (the replay again with closed-loop turns moved against it), and the replay over
@@ -28,7 +28,9 @@
 //! quantiles, the uncached tokens each side served (the truth's from the
 //! prefix match on the endpoint it chose), and the requests one side served
 //! from a prefix cache the other did not (half the prompt or more apart).
-//! `--replay-cache TOKENS` bounds the replay's prefix cache per endpoint.
+//! `--replay-cache TOKENS` bounds the replay's prefix cache per endpoint;
+//! `--no-decode-share` fits the engine without the decode share of its
+//! steps.
 
 use std::collections::{HashMap, HashSet};
 
@@ -37,7 +39,7 @@ use gatecal_analysis::predict::replay::{
     Arrivals, EngineModel, Picker, replay_logged_with, replay_with,
 };
 use gatecal_analysis::predict::{
-    infer_and_fit, is_prefill_profile, nearest_rank, requests_by_deployment,
+    infer_and_fit_with, is_prefill_profile, nearest_rank, requests_by_deployment,
 };
 use gatecal_parser::{ParseOptions, parse_slice};
 use gatecal_sim::{TruthRecord, Variant, run, scenario};
@@ -63,6 +65,7 @@ fn main() {
     let mut show = 12usize;
     let mut candidate: Option<String> = None;
     let mut replay_cache = f64::INFINITY;
+    let mut decode_share = true;
     let mut args = std::env::args().skip(1);
     let mut positional = 0;
     while let Some(a) = args.next() {
@@ -70,6 +73,7 @@ fn main() {
             "--open-slots" => users = false,
             "--show" => show = args.next().and_then(|v| v.parse().ok()).unwrap_or(show),
             "--candidate" => candidate = args.next(),
+            "--no-decode-share" => decode_share = false,
             "--replay-cache" => {
                 replay_cache = args
                     .next()
@@ -144,7 +148,8 @@ fn main() {
             continue;
         };
         let start = EngineModel::unfitted(pool.true_peak_tps, dep.block_size);
-        let (w, fit) = infer_and_fit(seen, &[], config.affinity_threshold, &start);
+        let (w, fit) =
+            infer_and_fit_with(seen, &[], config.affinity_threshold, &start, decode_share);
         let Some(fit) = fit else {
             eprintln!("{}: no engine fit", dep.name);
             continue;
@@ -192,13 +197,15 @@ fn main() {
             continue;
         }
         println!(
-            "{name} seed {seed} {}: {} requests; engine {:.0} tok/s (true {:.0}), {:.1} ms a request, {:.1} ms latency",
+            "{name} seed {seed} {}: {} requests; engine {:.0} tok/s (true {:.0}; prompt tokens drain at {:.0}), {:.1} ms a request, {:.1} ms latency, {:.2} s decoding after the first token",
             dep.name,
             w.requests.len(),
             fit.tokens_per_s,
             pool.true_peak_tps,
+            fit.effective_tokens_per_s,
             fit.overhead_s * 1000.0,
-            fit.latency_s * 1000.0
+            fit.latency_s * 1000.0,
+            fit.decode_s
         );
         let r = replay_logged_with(
             &w.requests,

@@ -42,7 +42,9 @@ use gatecal_filter::Config;
 use crate::input::DecisionInput;
 #[cfg(test)]
 use replay::replay;
-use replay::{Arrivals, EngineModel, Picker, PrefillPool, Replay, replay_pd, replay_with};
+use replay::{
+    Arrivals, EngineModel, Picker, PrefillPool, Replay, replay_pd, replay_with, step_tokens,
+};
 use workload::{Seen, Workload};
 
 /// The quantiles predicted by the replay of one config, with their
@@ -260,6 +262,16 @@ pub struct EngineFit {
     /// 90 % interval of `tokens_per_s`, from the standard error of the
     /// refitted slope (`None` with fewer than 3 points kept).
     pub tokens_per_s_interval: Option<[f64; 2]>,
+    /// Seconds each request decodes on its endpoint after its first token,
+    /// as the prefill steps' decode share shows it: the replay's
+    /// [`EngineModel::decode_s`]. 0 when the fit is best without a decode
+    /// share.
+    pub decode_s: f64,
+    /// The uncached tokens of the fitted requests over their prefill time
+    /// (decode share and overhead left out): the rate the queue drains
+    /// prompt tokens at, which the gate's `peakPrefillThroughput` stands
+    /// for. Equal to `tokens_per_s` without a decode share.
+    pub effective_tokens_per_s: f64,
     /// Requests it rests on.
     pub n: usize,
     /// Median absolute relative error of the fitted service times.
@@ -274,6 +286,7 @@ impl EngineFit {
             peak_tps: self.tokens_per_s,
             overhead_s: self.overhead_s,
             latency_s: self.latency_s,
+            decode_s: self.decode_s,
             ..*base
         }
     }
@@ -303,14 +316,34 @@ impl EngineFit {
 /// [`MIN_FIT_REQUESTS`] usable requests or a fit that makes no physical
 /// sense (a speed that is not positive).
 pub fn fit_engine(w: &Workload) -> Option<EngineFit> {
-    let mut prev_first: Vec<Option<f64>> = vec![None; w.endpoints.len()];
-    // (uncached tokens, service time, found its endpoint idle).
-    let mut pts: Vec<(f64, f64, bool)> = Vec::new();
-    let mut seen_on: Vec<bool> = vec![false; w.endpoints.len()];
+    fit_engine_with(w, true)
+}
+
+/// The decode durations [`fit_engine`] tries, seconds (0: no decode share).
+fn decode_grid() -> impl Iterator<Item = f64> {
+    std::iter::once(0.0).chain((0..=24).map(|k| 0.5 * 1.25f64.powi(k)))
+}
+
+/// [`fit_engine`], the decode duration fitted when `decodes` (a prefill
+/// pool's endpoints decode nothing: `false` keeps it at 0).
+pub fn fit_engine_with(w: &Workload, decodes: bool) -> Option<EngineFit> {
+    let n_ep = w.endpoints.len();
+    let mut prev_first: Vec<Option<f64>> = vec![None; n_ep];
+    // (uncached tokens, service time, found its endpoint idle, endpoint,
+    // service start).
+    let mut raw: Vec<(f64, f64, bool, usize, f64)> = Vec::new();
+    let mut seen_on: Vec<bool> = vec![false; n_ep];
+    // Each endpoint's observed first tokens, sorted: the decodes there.
+    let mut firsts: Vec<Vec<f64>> = vec![Vec::new(); n_ep];
     for (i, r) in w.requests.iter().enumerate() {
         let (Some(&e), Some(&first)) = (w.logged_endpoint.get(i), w.observed_first_s.get(i)) else {
             continue;
         };
+        if let (Some(f), Some(list)) = (first, firsts.get_mut(e))
+            && f.is_finite()
+        {
+            list.push(f);
+        }
         if w.remote.get(i).copied().unwrap_or(false) {
             // Prefilled in the prefill pool: not this endpoint's work.
             continue;
@@ -325,7 +358,7 @@ pub fn fit_engine(w: &Workload) -> Option<EngineFit> {
             && first > start
             && u.is_finite()
         {
-            pts.push((u, first - start, idle));
+            raw.push((u, first - start, idle, e, start));
         }
         if let Some(p) = prev_first.get_mut(e) {
             // FCFS: the next request's prefill starts after this one's.
@@ -338,25 +371,54 @@ pub fn fit_engine(w: &Workload) -> Option<EngineFit> {
             *s = true;
         }
     }
-    if pts.len() < MIN_FIT_REQUESTS {
+    if raw.len() < MIN_FIT_REQUESTS {
         return None;
     }
-    let (slope, icpt, latency) = fit_service(&pts)?;
-    let predicted =
-        |&(x, _, idle): &(f64, f64, bool)| icpt + slope * x + if idle { latency } else { 0.0 };
-    let mut res: Vec<(f64, (f64, f64, bool))> = pts
-        .iter()
-        .map(|p| ((p.1 - predicted(p)).abs(), *p))
-        .collect();
-    res.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let keep: Vec<(f64, f64, bool)> = res[..res.len() - res.len() / 10]
-        .iter()
-        .map(|r| r.1)
-        .collect();
-    let (slope, icpt, latency) = fit_service(&keep)?;
-    if !(slope > 0.0 && slope.is_finite()) {
-        return None;
+    for f in &mut firsts {
+        f.sort_by(f64::total_cmp);
     }
+    // The fit with each request decoding `decode` seconds after its first
+    // token: the tokens of each point are those its steps computed
+    // (`step_tokens`, with the requests decoding on its endpoint when it
+    // started); the one whose trimmed fit leaves the least squared error.
+    let mut best: Option<(f64, FitAt)> = None;
+    let grid: Vec<f64> = if decodes {
+        decode_grid().collect()
+    } else {
+        vec![0.0]
+    };
+    for decode in grid {
+        let pts: Vec<(f64, f64, bool)> = raw
+            .iter()
+            .map(|&(u, svc, idle, e, start)| {
+                let d = if decode > 0.0 {
+                    let f = &firsts[e];
+                    let hi = f.partition_point(|&x| x <= start);
+                    let lo = f.partition_point(|&x| x <= start - decode);
+                    (hi - lo) as f64
+                } else {
+                    0.0
+                };
+                let x = if d > 0.0 { step_tokens(u, d) } else { u };
+                (x, svc, idle)
+            })
+            .collect();
+        let Some(at) = fit_trimmed(&pts) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(_, b)| at.ssr < b.ssr) {
+            best = Some((decode, at));
+        }
+    }
+    let (decode_s, at) = best?;
+    let FitAt {
+        slope,
+        icpt,
+        latency,
+        keep,
+        ssr,
+        computed,
+    } = at;
     let predicted =
         |&(x, _, idle): &(f64, f64, bool)| icpt + slope * x + if idle { latency } else { 0.0 };
     let mut errs: Vec<f64> = keep
@@ -384,19 +446,72 @@ pub fn fit_engine(w: &Workload) -> Option<EngineFit> {
                 .sum()
         };
         let k = if groups.is_empty() { 2.0 } else { 3.0 };
-        let ssr: f64 = keep.iter().map(|p| (p.1 - predicted(p)).powi(2)).sum();
         let se = (ssr / (n - k) / sxx).sqrt();
         let lo_slope = slope + Z90 * se;
         let hi_slope = (slope - Z90 * se).max(slope / 2.0);
         [1.0 / lo_slope, 1.0 / hi_slope]
     });
+    let uncached: f64 = raw.iter().map(|p| p.0).sum();
     Some(EngineFit {
         tokens_per_s: 1.0 / slope,
         tokens_per_s_interval,
         overhead_s: icpt.clamp(0.0, MAX_OVERHEAD_S),
         latency_s: latency.clamp(0.0, MAX_OVERHEAD_S),
-        n: pts.len(),
+        decode_s,
+        effective_tokens_per_s: if computed > 0.0 {
+            uncached / computed / slope
+        } else {
+            1.0 / slope
+        },
+        n: raw.len(),
         median_error: errs[errs.len() / 2],
+    })
+}
+
+/// One trimmed fit of [`fit_engine_with`].
+struct FitAt {
+    slope: f64,
+    icpt: f64,
+    latency: f64,
+    /// The points kept (90 %).
+    keep: Vec<(f64, f64, bool)>,
+    /// Squared error over them.
+    ssr: f64,
+    /// Tokens computed by all the points (their uncached tokens and the
+    /// decode tokens of their steps).
+    computed: f64,
+}
+
+/// [`fit_service`] over `pts`, then again without the 10 % it misses most
+/// (a request whose predecessor's first token is not observed, or a
+/// preempted one, would pull the line); `None` without a positive slope.
+fn fit_trimmed(pts: &[(f64, f64, bool)]) -> Option<FitAt> {
+    let (slope, icpt, latency) = fit_service(pts)?;
+    let predicted =
+        |&(x, _, idle): &(f64, f64, bool)| icpt + slope * x + if idle { latency } else { 0.0 };
+    let mut res: Vec<(f64, (f64, f64, bool))> = pts
+        .iter()
+        .map(|p| ((p.1 - predicted(p)).abs(), *p))
+        .collect();
+    res.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let keep: Vec<(f64, f64, bool)> = res[..res.len() - res.len() / 10]
+        .iter()
+        .map(|r| r.1)
+        .collect();
+    let (slope, icpt, latency) = fit_service(&keep)?;
+    if !(slope > 0.0 && slope.is_finite()) {
+        return None;
+    }
+    let predicted =
+        |&(x, _, idle): &(f64, f64, bool)| icpt + slope * x + if idle { latency } else { 0.0 };
+    let ssr: f64 = keep.iter().map(|p| (p.1 - predicted(p)).powi(2)).sum();
+    Some(FitAt {
+        slope,
+        icpt,
+        latency,
+        keep,
+        ssr,
+        computed: pts.iter().map(|p| p.0).sum(),
     })
 }
 
@@ -472,9 +587,22 @@ pub fn infer_and_fit(
     threshold: f64,
     start: &EngineModel,
 ) -> (Workload, Option<EngineFit>) {
+    infer_and_fit_with(seen, known, threshold, start, true)
+}
+
+/// [`infer_and_fit`]; `decodes` says whether the engine's decode share is
+/// fitted ([`fit_engine_with`]; a prefill pool's endpoints decode nothing,
+/// and `false` gives the engine without it, to measure what it changes).
+pub fn infer_and_fit_with(
+    seen: &[Seen],
+    known: &[String],
+    threshold: f64,
+    start: &EngineModel,
+    decodes: bool,
+) -> (Workload, Option<EngineFit>) {
     let (pool_seen, of) = workload::prefill_seen(seen);
     let pd = (!pool_seen.is_empty()).then(|| {
-        let (pool, fit) = infer_and_fit(&pool_seen, &[], threshold, start);
+        let (pool, fit) = infer_and_fit_with(&pool_seen, &[], threshold, start, false);
         (pool, fit)
     });
     let with_pd = |mut w: Workload| -> Workload {
@@ -493,12 +621,12 @@ pub fn infer_and_fit(
     };
     let pool_fit = pd.as_ref().and_then(|p| p.1);
     let w = workload::infer(seen, known, threshold, start);
-    let Some(first) = fit_engine(&w).or(pool_fit) else {
+    let Some(first) = fit_engine_with(&w, decodes).or(pool_fit) else {
         return (with_pd(w), None);
     };
     let model = first.model(start);
     let w2 = workload::infer_with(seen, known, threshold, &model, true);
-    let fit = fit_engine(&w2).unwrap_or(first);
+    let fit = fit_engine_with(&w2, decodes).unwrap_or(first);
     (with_pd(w2), Some(fit))
 }
 
@@ -648,6 +776,7 @@ mod tests {
             latency_s: 0.0,
             cache_capacity_tokens: f64::INFINITY,
             block_size: 64,
+            decode_s: 0.0,
         };
         let config = gatecal_filter::DEFAULT_CONFIG;
         let truth = replay(&requests, 2, &config, &Picker::default(), &truth_model);
@@ -708,6 +837,7 @@ mod tests {
             latency_s: 0.03,
             cache_capacity_tokens: f64::INFINITY,
             block_size: 64,
+            decode_s: 0.0,
         };
         let config = gatecal_filter::DEFAULT_CONFIG;
         let truth = replay(&requests, 2, &config, &Picker::default(), &truth_model);
@@ -758,6 +888,84 @@ mod tests {
             .map(|(a, b)| a.unwrap() - b.unwrap())
             .fold(0.0, f64::max);
         assert!(worst > 0.1, "{worst}");
+    }
+
+    /// Each step of a prefill carries one token per request decoding on
+    /// its endpoint (vLLM v1's scheduler): a short prompt takes longer on a
+    /// busy endpoint. The fit finds how long requests decode and the raw
+    /// speed, and the replay with that engine reproduces every first
+    /// token; without the decode share the same log's replay is fast in
+    /// the busy stretch and slow in the quiet ones.
+    #[test]
+    fn the_fit_finds_the_decode_share_of_each_step() {
+        use replay::{Request, replay_with};
+        // Quiet, then a burst where dozens of requests decode at once.
+        let mut t = 0.0;
+        let requests: Vec<Request> = (0..1200)
+            .map(|i| {
+                t += if (400..800).contains(&i) { 0.045 } else { 0.5 };
+                Request {
+                    decode_s: 8.0,
+                    ..Request::new(t, 200.0 + f64::from(i % 17) * 60.0)
+                }
+            })
+            .collect();
+        let truth_model = EngineModel {
+            peak_tps: 12_000.0,
+            overhead_s: 0.04,
+            latency_s: 0.0,
+            cache_capacity_tokens: f64::INFINITY,
+            block_size: 64,
+            decode_s: 0.5 * 1.25f64.powi(12),
+        };
+        let config = gatecal_filter::DEFAULT_CONFIG;
+        let truth = replay_with(
+            &requests,
+            2,
+            &config,
+            &Picker::default(),
+            &truth_model,
+            replay::Arrivals::Logged,
+        );
+        let first = truth.first_tokens();
+        let w = Workload {
+            logged_endpoint: truth.served.iter().map(|s| s.unwrap().endpoint).collect(),
+            logged_uncached: requests.iter().map(|r| r.cold_tokens).collect(),
+            observed_first_s: first.clone(),
+            requests,
+            endpoints: vec!["a".into(), "b".into()],
+            ..Workload::default()
+        };
+        let f = fit_engine(&w).unwrap();
+        assert_eq!(f.decode_s, truth_model.decode_s, "{f:?}");
+        assert!((f.tokens_per_s / 12_000.0 - 1.0).abs() < 1e-6, "{f:?}");
+        assert!((f.overhead_s - 0.04).abs() < 1e-6, "{f:?}");
+        // The prompt tokens drain slower than the raw speed.
+        assert!(f.effective_tokens_per_s < 0.98 * f.tokens_per_s, "{f:?}");
+        let again = |m: &EngineModel| {
+            replay_with(
+                &w.requests,
+                2,
+                &config,
+                &Picker::default(),
+                m,
+                replay::Arrivals::Logged,
+            )
+            .first_tokens()
+        };
+        for (a, b) in again(&f.model(&truth_model)).iter().zip(&first) {
+            assert!((a.unwrap() - b.unwrap()).abs() < 1e-6, "{a:?} {b:?}");
+        }
+        // Without the decode share the fit averages it: the burst's
+        // first tokens come early.
+        let flat = fit_engine_with(&w, false).unwrap();
+        assert_eq!(flat.decode_s, 0.0);
+        let early = again(&flat.model(&truth_model))
+            .iter()
+            .zip(&first)
+            .map(|(a, b)| b.unwrap() - a.unwrap())
+            .fold(0.0, f64::max);
+        assert!(early > 0.1, "{early}");
     }
 
     #[test]

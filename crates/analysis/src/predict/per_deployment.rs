@@ -157,6 +157,12 @@ pub struct WorkloadCounts {
     pub closed_loops: usize,
     /// With an observed first token.
     pub observed_ttft: usize,
+    /// The prefix every prompt shares (a system prompt), tokens, read off
+    /// the uncached counts of endpoints that had served nothing yet
+    /// against those that had; `null` when the log does not show one.
+    pub shared_prefix_tokens: Option<u64>,
+    /// Requests it was read from.
+    pub shared_prefix_requests: usize,
 }
 
 impl From<&WorkloadEvidence> for WorkloadCounts {
@@ -169,6 +175,8 @@ impl From<&WorkloadEvidence> for WorkloadCounts {
             continued: e.continued,
             closed_loops: e.closed_loops,
             observed_ttft: e.observed_ttft,
+            shared_prefix_tokens: e.shared_prefix_tokens,
+            shared_prefix_requests: e.shared_prefix_requests,
         }
     }
 }
@@ -177,12 +185,19 @@ impl From<&WorkloadEvidence> for WorkloadCounts {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TtftModel {
     /// Uncached tokens one endpoint prefills per second, fitted (`null`
-    /// without a fit).
+    /// without a fit): the prompt tokens of the fitted requests over their
+    /// prefill time less the overhead, the decode share of the steps
+    /// counted in that time.
     pub tokens_per_s: Option<f64>,
     /// Its 90 % interval.
     pub tokens_per_s_interval: Option<[f64; 2]>,
     /// Time each request takes beyond its tokens, ms.
     pub overhead_ms: Option<f64>,
+    /// How long each request decodes on its endpoint after its first
+    /// token, ms, fitted from the prefill times (each step of a prefill
+    /// carries one token per request decoding): 0 when the fit is best
+    /// without a decode share (`null` without a fit).
+    pub decode_ms: Option<f64>,
     /// Requests the fit rests on (an observed first token, and the one
     /// before it on the same endpoint).
     pub fitted_requests: usize,
@@ -702,13 +717,17 @@ impl Requests {
             latency_s: 0.0,
             cache_capacity_tokens: f64::INFINITY,
             block_size: block_size.max(1),
+            decode_s: 0.0,
         };
         let (w, fit) = infer_and_fit(&self.seen, &[], threshold, &start);
         let source = match &fit {
             Some(f) => format!(
-                "fitted to the observed first tokens of {} requests: each request's prefill time (its first token less the later of its arrival and the previous first token on its endpoint) regressed on its uncached tokens and on whether it found its endpoint idle (a latency of {:.1} ms, paid by such a request only); median error {:.1} %",
+                "fitted to the observed first tokens of {} requests: each request's prefill time (its first token less the later of its arrival and the previous first token on its endpoint) regressed on the tokens its steps computed (its uncached tokens, and one per request decoding on its endpoint in each step of {:.0} tokens, each request decoding {:.1} s after its first token: the decode time of least error, assumed the same for every request) and on whether it found its endpoint idle (a latency of {:.1} ms, paid by such a request only); the prompt tokens drain at {:.0} tok/s; median error {:.1} %",
                 f.n,
+                super::replay::STEP_TOKENS,
+                f.decode_s,
                 f.latency_s * 1000.0,
+                f.effective_tokens_per_s,
                 f.median_error * 100.0
             ),
             None if w.evidence.observed_ttft == 0 => {
@@ -721,9 +740,15 @@ impl Requests {
             ),
         };
         let model = TtftModel {
-            tokens_per_s: fit.map(|f| f.tokens_per_s),
-            tokens_per_s_interval: fit.and_then(|f| f.tokens_per_s_interval),
+            // The rate prompt tokens drain at (what the gate's peak stands
+            // for), its interval the speed's scaled alike.
+            tokens_per_s: fit.map(|f| f.effective_tokens_per_s),
+            tokens_per_s_interval: fit.and_then(|f| {
+                let r = f.effective_tokens_per_s / f.tokens_per_s;
+                f.tokens_per_s_interval.map(|[lo, hi]| [lo * r, hi * r])
+            }),
             overhead_ms: fit.map(|f| f.overhead_s * 1000.0),
+            decode_ms: fit.map(|f| f.decode_s * 1000.0),
             fitted_requests: fit.map_or(0, |f| f.n),
             median_error: fit.map(|f| f.median_error),
             source,
@@ -771,9 +796,11 @@ impl Engine {
         }
     }
 
-    /// The engine's fitted speed, tokens/s.
+    /// The rate the fitted engine drains prompt tokens at, tokens/s (its
+    /// speed less the decode share of its steps,
+    /// [`super::EngineFit::effective_tokens_per_s`]).
     pub fn fitted_peak(&self) -> Option<f64> {
-        self.fit.map(|f| f.tokens_per_s)
+        self.fit.map(|f| f.effective_tokens_per_s)
     }
 
     /// The predicted TTFT of `config`, `current` being the config in

@@ -13,7 +13,15 @@
 //! network, the engine's first decode step). The EPP releases the request's
 //! in-flight tokens at that first token, as the router's in-flight load
 //! producer does; the request stays in flight (requests) until its response
-//! ends, `decode_s` after the first token.
+//! ends, the request's `decode_s` after the first token.
+//!
+//! With the engine's `decode_s` set (fitted, [`super::fit_engine`]), each
+//! request decodes on its endpoint for that long after its first token, and
+//! a prefill shares every step with the requests decoding when it starts,
+//! as vLLM v1's scheduler runs them: one token per decoding request comes
+//! out of each step's budget ([`STEP_TOKENS`]) before the prefill's chunk,
+//! and the prefill computes those tokens too ([`step_tokens`]). A short
+//! prompt on a busy endpoint then takes longer than on an idle one.
 //!
 //! # The prefix cache
 //!
@@ -112,6 +120,16 @@ pub struct Request {
     /// request's prefix (a shared prefix cached on some endpoints only):
     /// used in place of `cold_tokens` there.
     pub logged_cold: Vec<(usize, f64)>,
+    /// Endpoints that had served nothing in the log when the request
+    /// arrived: their logged uncached count is that of a cache holding
+    /// nothing, not even the prefix every prompt shares.
+    pub unserved: Vec<usize>,
+    /// The request's uncached tokens on an endpoint that holds the prefix
+    /// every prompt shares and not the request's own (`cold_tokens` less
+    /// that prefix, when the log shows its size): used in place of the
+    /// logged count on an endpoint of `unserved` once the replay has
+    /// served something there.
+    pub served_cold: Option<f64>,
 }
 
 impl Request {
@@ -133,6 +151,8 @@ impl Request {
             prefix_parent: None,
             logged_endpoint: None,
             logged_cold: Vec::new(),
+            unserved: Vec::new(),
+            served_cold: None,
         }
     }
 }
@@ -172,6 +192,10 @@ pub struct EngineModel {
     pub cache_capacity_tokens: f64,
     /// Tokens per prefix block, as the filter's match information counts.
     pub block_size: i64,
+    /// Seconds a request decodes after its first token on its endpoint,
+    /// for the decode share of each prefill step (see [`service_s`]); 0:
+    /// no decode share (the overhead and speed then average it).
+    pub decode_s: f64,
 }
 
 impl EngineModel {
@@ -184,8 +208,53 @@ impl EngineModel {
             latency_s: 0.0,
             cache_capacity_tokens: f64::INFINITY,
             block_size,
+            decode_s: 0.0,
         }
     }
+
+    /// Seconds a request of `u` uncached tokens occupies its endpoint while
+    /// `decoding` other requests decode there ([`service_s`]).
+    pub fn service_s(&self, u: f64, decoding: f64) -> f64 {
+        service_s(self.peak_tps, self.overhead_s, u, decoding)
+    }
+}
+
+/// Token budget of one engine step (vLLM's `max_num_batched_tokens`, its
+/// default for the OpenAI server on GPUs of 70 GiB or more): each step
+/// carries one token per decoding request and a chunk of the prefill in
+/// what is left. The EPP's log does not show it.
+pub const STEP_TOKENS: f64 = 8192.0;
+
+/// The tokens an engine computes to prefill `u` uncached tokens while
+/// `decoding` requests decode on it: vLLM v1's scheduler gives each running
+/// decode one token of every step's budget before it schedules a prefill
+/// chunk in the rest, so the prefill takes `ceil(u / (budget − decoding))`
+/// steps and computes `decoding` tokens more in each.
+pub fn step_tokens(u: f64, decoding: f64) -> f64 {
+    let u = u.max(1.0);
+    let d = decoding.clamp(0.0, STEP_TOKENS / 2.0);
+    let steps = (u / (STEP_TOKENS - d)).ceil();
+    u + steps * d
+}
+
+/// The inverse of [`step_tokens`]: the uncached tokens of a prefill that
+/// computed `x` tokens while `decoding` requests decoded.
+pub fn prefill_tokens(x: f64, decoding: f64) -> f64 {
+    let d = decoding.clamp(0.0, STEP_TOKENS / 2.0);
+    let steps = (x.max(0.0) / STEP_TOKENS).ceil().max(1.0);
+    (x - steps * d).max(0.0)
+}
+
+/// Seconds a request of `u` uncached tokens occupies an endpoint of speed
+/// `peak_tps` and per-request `overhead_s` while `decoding` requests
+/// decode there: `step_tokens(u, decoding) / peak + overhead`.
+pub fn service_s(peak_tps: f64, overhead_s: f64, u: f64, decoding: f64) -> f64 {
+    let x = if decoding > 0.0 {
+        step_tokens(u, decoding)
+    } else {
+        u
+    };
+    x / peak_tps + overhead_s
 }
 
 /// What the replay predicts for one request.
@@ -264,6 +333,9 @@ struct Endpoint {
     pending: Vec<(f64, f64)>,
     /// Response ends of requests in flight.
     open: Vec<f64>,
+    /// First tokens of the requests still decoding here (the engine
+    /// model's `decode_s`).
+    decodes: Vec<f64>,
     /// Session -> (cached tokens, last use).
     sessions: FxHashMap<u64, (u64, f64)>,
     /// The held sessions by last use: (use, session).
@@ -274,12 +346,25 @@ struct Endpoint {
     tick: u64,
     /// Sum of the cached session tokens.
     cached_total: f64,
+    /// Whether the replay has served a request here (its cache holds the
+    /// prefix every prompt shares).
+    served: bool,
 }
 
 impl Endpoint {
-    fn prune(&mut self, t: f64) {
+    fn prune(&mut self, t: f64, decode_s: f64) {
         self.pending.retain(|&(first, _)| first > t);
         self.open.retain(|&end| end > t);
+        self.decodes.retain(|&first| first + decode_s > t);
+    }
+
+    /// Requests decoding here at `t`: first token at or before it, for
+    /// `decode_s` after.
+    fn decoding(&self, t: f64, decode_s: f64) -> f64 {
+        self.decodes
+            .iter()
+            .filter(|&&first| first <= t && first + decode_s > t)
+            .count() as f64
     }
 
     fn in_flight_tokens(&self) -> f64 {
@@ -291,10 +376,17 @@ impl Endpoint {
         let uncached = if holds {
             r.warm_tokens
         } else {
-            r.logged_cold
+            let logged = r
+                .logged_cold
                 .iter()
                 .find(|&&(k, _)| k == e)
-                .map_or(r.cold_tokens, |&(_, u)| u)
+                .map_or(r.cold_tokens, |&(_, u)| u);
+            match r.served_cold {
+                // Cold in the log because nothing had been served there
+                // yet; the replay has, so the shared prefix is cached.
+                Some(warmed) if self.served && r.unserved.contains(&e) => logged.min(warmed),
+                _ => logged,
+            }
         };
         (r.prompt_tokens - uncached).clamp(0.0, r.prompt_tokens)
     }
@@ -520,12 +612,25 @@ pub fn replay_pd(
 }
 
 /// The first token of a request of `u` uncached tokens queued at `t` on
-/// `ep` (first come, first served).
+/// `ep` (first come, first served), its prefill sharing each step with the
+/// requests decoding there when it starts; it decodes there from its first
+/// token for the model's `decode_s`.
 fn serve(ep: &mut Endpoint, t: f64, u: f64, m: &EngineModel) -> f64 {
     let start = ep.free_at.max(t);
-    let done = start + u / m.peak_tps + m.overhead_s;
+    // At the previous request's first token (its service end plus the
+    // latency), which the fit measured the service from: it decodes.
+    let d = if m.decode_s > 0.0 {
+        ep.decoding(start + m.latency_s, m.decode_s)
+    } else {
+        0.0
+    };
+    let done = start + m.service_s(u, d);
     ep.free_at = done;
-    done + m.latency_s
+    let first = done + m.latency_s;
+    if m.decode_s > 0.0 {
+        ep.decodes.push(first);
+    }
+    first
 }
 
 /// The picker over the endpoints the filter `kept`: the highest weighted
@@ -671,7 +776,7 @@ fn run(
         candidates.clear();
         let total_blocks = ((r.prompt_tokens / block as f64).floor() as i64).max(1);
         for (e, ep) in eps.iter_mut().enumerate() {
-            ep.prune(t);
+            ep.prune(t, model.decode_s);
             let c = ep.cached(r, e, holders.contains(&e));
             cached[e] = c;
             uncached[e] = (r.prompt_tokens - c).max(0.0);
@@ -731,7 +836,7 @@ fn run(
                 let total_blocks = ((prompt / block as f64).floor() as i64).max(1);
                 pcands.clear();
                 for (k, ep) in peps.iter_mut().enumerate() {
-                    ep.prune(t);
+                    ep.prune(t, 0.0);
                     // A request the log did not disaggregate finds only the
                     // prefix every prompt shares there.
                     let c = match pr {
@@ -780,8 +885,12 @@ fn run(
                             *slot = Some(k);
                         }
                         // The decode endpoint counts the request's tokens in
-                        // flight until its first token.
+                        // flight until its first token, and decodes it from
+                        // then on.
                         eps[e].pending.push((first, uncached[e]));
+                        if model.decode_s > 0.0 {
+                            eps[e].decodes.push(first);
+                        }
                         (first, pcached[k])
                     }
                     None => {
@@ -800,6 +909,7 @@ fn run(
         let end = first + r.decode_s.max(0.0);
         let ep = &mut eps[e];
         ep.open.push(end);
+        ep.served = true;
         // A session's prompt, or (with a bounded cache) what an inferred
         // chain adds to the prefix every prompt shares.
         if let Some(s) = r.session {
@@ -871,6 +981,38 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9
+    }
+
+    /// An endpoint the log shows cold because it had served nothing yet
+    /// holds the prefix every prompt shares once the replay has served a
+    /// request there.
+    #[test]
+    fn a_logged_cold_endpoint_warms_once_the_replay_serves_it() {
+        let r = Request {
+            cold_tokens: 8900.0,
+            warm_tokens: 900.0,
+            holders: vec![0],
+            logged_cold: vec![(1, 8900.0)],
+            unserved: vec![1],
+            served_cold: Some(900.0),
+            ..Request::new(0.0, 8900.0)
+        };
+        let mut ep = Endpoint::default();
+        assert_eq!(ep.cached(&r, 1, false), 0.0);
+        ep.served = true;
+        assert_eq!(ep.cached(&r, 1, false), 8000.0);
+        // Without the prefix's size the log's count stands, and so it does
+        // on an endpoint the log had served.
+        let unknown = Request {
+            served_cold: None,
+            ..r.clone()
+        };
+        assert_eq!(ep.cached(&unknown, 1, false), 0.0);
+        let served_in_log = Request {
+            unserved: Vec::new(),
+            ..r
+        };
+        assert_eq!(ep.cached(&served_in_log, 1, false), 0.0);
     }
 
     #[test]

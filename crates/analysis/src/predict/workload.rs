@@ -67,7 +67,7 @@
 use gatecal_filter::Outcome;
 use rustc_hash::FxHashMap;
 
-use super::replay::{EngineModel, QUEUE_THRESHOLD_TOKENS, Request};
+use super::replay::{EngineModel, QUEUE_THRESHOLD_TOKENS, Request, prefill_tokens};
 
 /// One logged decision, as the workload inference reads it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -113,6 +113,11 @@ pub struct WorkloadEvidence {
     pub closed_loops: usize,
     /// Requests whose first token was observed.
     pub observed_ttft: usize,
+    /// The prefix every prompt shares (a system prompt), tokens, when the
+    /// log shows it ([`shared_prefix`]).
+    pub shared_prefix_tokens: Option<u64>,
+    /// Requests it was read from.
+    pub shared_prefix_requests: usize,
 }
 
 /// A deployment's inferred workload.
@@ -238,9 +243,27 @@ struct Ep {
     pending: Vec<(f64, f64)>,
     /// Recent requests routed here not yet continued (indices).
     recent: Vec<usize>,
+    /// First tokens of the requests that may still decode here (the engine
+    /// model's `decode_s`).
+    decodes: Vec<f64>,
+    /// Whether a request was sent here before (in the log).
+    served: bool,
 }
 
 impl Ep {
+    /// Requests decoding here at `at` (first token at or before it, for
+    /// `decode_s` after), forgetting those done before `t`.
+    fn decoding(&mut self, t: f64, at: f64, decode_s: f64) -> f64 {
+        if decode_s <= 0.0 {
+            return 0.0;
+        }
+        self.decodes.retain(|&f| f + decode_s > t);
+        self.decodes
+            .iter()
+            .filter(|&&f| f <= at && f + decode_s > at)
+            .count() as f64
+    }
+
     fn in_flight(&mut self, t: f64) -> f64 {
         self.pending.retain(|&(first, _)| first > t);
         self.pending.iter().map(|&(_, u)| u).sum()
@@ -321,6 +344,7 @@ pub fn infer_with(
     let mut eps: Vec<Ep> = Vec::new();
     let mut w = Workload::default();
     let mut colds = Colds::default();
+    let mut prefix_gaps: Vec<f64> = Vec::new();
     let keep = (1.0 - threshold).clamp(1e-6, 1.0);
     let block = model.block_size.max(1) as f64;
     for s in seen {
@@ -370,6 +394,28 @@ pub fn infer_with(
         let max_u = uncached.iter().map(|&(_, u)| u).fold(f64::NAN, f64::max);
         let min_u = uncached.iter().map(|&(_, u)| u).fold(f64::NAN, f64::min);
         let logged_on_chosen = uncached.iter().find(|&&(k, _)| k == c).map(|&(_, u)| u);
+        // Endpoints that had served nothing yet show the prompt with
+        // nothing cached, not even the prefix every prompt shares: beside
+        // one that had, the difference is that prefix (or more, where the
+        // other also holds the request's session).
+        let fresh: Vec<usize> = uncached
+            .iter()
+            .map(|&(k, _)| k)
+            .filter(|&k| !eps.get(k).is_some_and(|e| e.served))
+            .collect();
+        let u_fresh = uncached
+            .iter()
+            .filter(|&&(k, _)| fresh.contains(&k))
+            .map(|&(_, u)| u)
+            .fold(f64::NAN, f64::max);
+        let u_used = uncached
+            .iter()
+            .filter(|&&(k, _)| !fresh.contains(&k))
+            .map(|&(_, u)| u)
+            .fold(f64::NAN, f64::max);
+        if u_fresh > u_used {
+            prefix_gaps.push(u_fresh - u_used);
+        }
         // Prefilled in a P/D deployment's prefill pool: its endpoint here
         // only decoded it.
         let remote = s.prefill.is_some();
@@ -380,7 +426,8 @@ pub fn infer_with(
             {
                 let start = t.max(eps[c].free_at);
                 let busy = t + ttft - start - model.overhead_s - model.latency_s;
-                Some((busy * model.peak_tps).max(0.0))
+                let d = eps[c].decoding(t, start + model.latency_s, model.decode_s);
+                Some(prefill_tokens((busy * model.peak_tps).max(0.0), d))
             }
             _ => None,
         };
@@ -503,14 +550,18 @@ pub fn infer_with(
                 }
                 first
             }
-            None if remote => t + u_c / model.peak_tps + model.overhead_s + model.latency_s,
+            None if remote => t + model.service_s(u_c, 0.0) + model.latency_s,
             None => {
                 let start = ep.free_at.max(t);
-                ep.free_at = start + u_c / model.peak_tps + model.overhead_s;
+                let d = ep.decoding(t, start + model.latency_s, model.decode_s);
+                ep.free_at = start + model.service_s(u_c, d);
                 ep.free_at + model.latency_s
             }
         };
         ep.pending.push((first, u_c));
+        if model.decode_s > 0.0 {
+            ep.decodes.push(first);
+        }
         ep.recent.push(w.requests.len());
         if ep.recent.len() > RECENT_PER_ENDPOINT {
             ep.recent.remove(0);
@@ -539,10 +590,17 @@ pub fn infer_with(
                 .filter(|(k, _)| !holders.contains(k))
                 .map(|&(k, u)| (k, u.min(cold)))
                 .collect(),
+            unserved: uncached
+                .iter()
+                .filter(|&&(k, _)| !holders.contains(&k) && fresh.contains(&k))
+                .map(|&(k, _)| k)
+                .collect(),
+            served_cold: None,
             holders: holders.clone(),
             prefix_parent: parent,
             logged_endpoint: Some(c),
         });
+        eps[c].served = true;
         w.logged_endpoint.push(c);
         // Unknown where the chosen endpoint's load was at the cap, or read
         // off the service time: the engine fit leaves the request out.
@@ -558,7 +616,36 @@ pub fn infer_with(
     }
     w.evidence.requests = w.requests.len();
     w.endpoints = names;
+    if let Some(shared) = shared_prefix(&prefix_gaps, block) {
+        w.evidence.shared_prefix_tokens = Some(shared.round() as u64);
+        w.evidence.shared_prefix_requests = prefix_gaps.len();
+        for r in &mut w.requests {
+            if !r.unserved.is_empty() {
+                r.served_cold = Some((r.cold_tokens - shared).max(r.warm_tokens));
+            }
+        }
+    }
     w
+}
+
+/// The prefix every prompt shares, tokens, from `gaps`: for each request
+/// that had both, the largest uncached count on an endpoint that had
+/// served nothing yet less the largest on one that had. A request of a
+/// new session shows the shared prefix itself; one that continues a
+/// session held on the other endpoint shows more. The prefix is the
+/// lower quartile of the gaps, when at least 5 requests show one and a
+/// third of them lie within two blocks (of `block` tokens) of it (a
+/// prefix the prompts really share recurs exactly); `None` otherwise, or
+/// under two blocks.
+pub fn shared_prefix(gaps: &[f64], block: f64) -> Option<f64> {
+    if gaps.len() < 5 {
+        return None;
+    }
+    let mut v: Vec<f64> = gaps.iter().copied().filter(|g| g.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    let q = *v.get(v.len() / 4)?;
+    let near = v.iter().filter(|&&g| (g - q).abs() <= 2.0 * block).count();
+    (q >= 2.0 * block && near * 3 >= v.len()).then_some(q)
 }
 
 fn seen_end(w: &Workload, p: usize) -> Option<f64> {
@@ -568,6 +655,43 @@ fn seen_end(w: &Workload, p: usize) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An endpoint that had served nothing shows every prompt with nothing
+    /// cached; beside one that had, the gap is the prefix every prompt
+    /// shares, read off the log and handed to the replay for the requests
+    /// that found the endpoint fresh.
+    #[test]
+    fn the_shared_prefix_is_read_off_a_fresh_endpoint() {
+        let seen: Vec<Seen> = (0..40)
+            .map(|i| {
+                let own = 600.0 + f64::from(i % 7) * 100.0;
+                let prompt = 8000.0 + own;
+                Seen {
+                    ts: f64::from(i),
+                    chosen: "a".into(),
+                    exact: Some(vec![
+                        ("a".into(), 0.0, if i == 0 { 0.0 } else { 8000.0 }),
+                        ("b".into(), 0.0, 0.0),
+                    ]),
+                    prompt_tokens: Some(prompt),
+                    ..Seen::default()
+                }
+            })
+            .collect();
+        let w = infer(&seen, &[], 0.8, &EngineModel::unfitted(3000.0, 64));
+        assert_eq!(w.evidence.shared_prefix_tokens, Some(8000));
+        assert_eq!(w.evidence.shared_prefix_requests, 39);
+        let b = w.endpoints.iter().position(|n| n == "b").unwrap();
+        let r = &w.requests[5];
+        assert_eq!(r.unserved, vec![b]);
+        assert_eq!(r.served_cold, Some(r.cold_tokens - 8000.0));
+        // Gaps that do not recur (sessions of every size) show no prefix.
+        let spread: Vec<f64> = (1..40).map(|i| f64::from(i) * 350.0).collect();
+        assert_eq!(shared_prefix(&spread, 64.0), None);
+        assert_eq!(shared_prefix(&[8000.0; 4], 64.0), None);
+        let mostly = [8000.0, 8000.0, 8010.0, 9500.0, 12000.0, 8000.0, 15000.0];
+        assert_eq!(shared_prefix(&mostly, 64.0), Some(8000.0));
+    }
 
     #[test]
     fn running_median_of_colds_is_the_sorted_copys() {
@@ -606,6 +730,7 @@ mod tests {
             latency_s: 0.0,
             cache_capacity_tokens: f64::INFINITY,
             block_size: 64,
+            decode_s: 0.0,
         }
     }
 
