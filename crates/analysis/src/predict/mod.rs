@@ -404,6 +404,12 @@ pub fn fit_engine_with(w: &Workload, decodes: bool) -> Option<EngineFit> {
             })
             .collect();
         let Some(at) = fit_trimmed(&pts) else {
+            if decode == 0.0 {
+                // The uncached tokens alone give no fit (they do not vary,
+                // or the slope is not positive): the decode counts must
+                // not make one up.
+                return None;
+            }
             continue;
         };
         if best.as_ref().is_none_or(|(_, b)| at.ssr < b.ssr) {
