@@ -27,9 +27,11 @@
 //! [`DIRECT_BAND`] intervals, where it costs less, and any system whose
 //! iterations do not converge), the module's test holds every
 //! interval's rate and every span's rate and bounds within 10⁻⁸ on
-//! generated engines (within 4·10⁻⁹ measured); on the log set's
-//! `glm-like.log` engines the estimates and intervals of the report are
-//! the same. Both are far below the printed rates' rounding (5·10⁻⁴).
+//! generated engines (within 4·10⁻⁹ measured), far below the printed
+//! rates' rounding (5·10⁻⁴); on the log set of docs/performance.md the
+//! peak estimates are the factor's within 4·10⁻¹⁰ of themselves (the
+//! 90 % intervals move more: their bootstrap is seeded by the estimate's
+//! bits).
 //!
 //! **A span's statistical error.** `var(cᵀh) = σ²·|A H⁻¹c|²` (the
 //! rates' covariance `σ² H⁻¹AᵀA H⁻¹`, `σ²` the residual variance): one
