@@ -395,6 +395,7 @@ impl Partial {
             self.input,
             merged,
             None,
+            1,
         )
     }
 }
