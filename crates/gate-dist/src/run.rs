@@ -71,7 +71,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let emitter = Emitter::open(&args.input, emit)?;
     let list = args.input.list_deployments;
-    let audit = GateDist::new(opts, configs);
+    // The threads that read the inputs also settle and report the
+    // deployments at the end.
+    let audit = GateDist::new(opts, configs).with_threads(args.input.parse_options().threads);
     let Analysed {
         report,
         inputs,

@@ -94,6 +94,26 @@ struct DepState {
     settled: bool,
 }
 
+/// A deployment settled at the end of the input ([`InForce::take_waiting`]).
+pub(crate) struct Waiting {
+    /// The deployment.
+    pub(crate) name: String,
+    /// Each of its filter instances, with its config in force.
+    configs: Vec<(Option<Name>, SourcedConfig)>,
+    /// Its decisions, in the order pushed.
+    pub(crate) decisions: Vec<DecisionInput>,
+}
+
+impl Waiting {
+    /// The config in force of a decision's filter instance.
+    pub(crate) fn config_of(&self, d: &DecisionInput) -> Option<&SourcedConfig> {
+        self.configs
+            .iter()
+            .find(|(f, _)| *f == d.filter)
+            .map(|(_, c)| c)
+    }
+}
+
 /// The config in force: `base` with the values the log shows. A flag wins
 /// over the log (it is a what-if the user asked for); the log wins over a
 /// file and the defaults (it shows what was in force). Every difference
@@ -297,6 +317,39 @@ impl InForce {
         for d in waiting {
             self.settle(&d, out);
         }
+    }
+
+    /// At the end of the input, as [`InForce::finish`]: the deployments
+    /// whose log never showed the bar, by name, settled with the configs
+    /// known, each with its waiting decisions in the order pushed, to be
+    /// handled apart (each deployment has its own reconstruction).
+    pub(crate) fn take_waiting(&mut self) -> Vec<Waiting> {
+        let mut names: Vec<String> = self
+            .states
+            .iter()
+            .filter(|(_, st)| !st.settled)
+            .map(|(d, _)| d.clone())
+            .collect();
+        names.sort();
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            let Some(st) = self.states.get_mut(&name) else {
+                continue;
+            };
+            st.settled = true;
+            self.pending -= st.pending.len();
+            let configs = st
+                .instances
+                .iter_mut()
+                .map(|i| (i.filter.clone(), i.settle().clone()))
+                .collect();
+            out.push(Waiting {
+                name,
+                configs,
+                decisions: std::mem::take(&mut st.pending),
+            });
+        }
+        out
     }
 
     /// Adds to `shown`, the config a report gives for `deployment`, the

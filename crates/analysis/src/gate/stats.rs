@@ -468,6 +468,10 @@ impl StatsAcc {
             self.pinned_worse += 1;
         }
 
+        // The sample replayed under the deployment's config: the
+        // self-check's replay and the replay agreement's (one replay, the
+        // filter core being a pure function of the sample and the config).
+        let in_force = replay(s, config);
         // Self-check: exact evidence, replayed under the deployment's config.
         if s.traced {
             self.traced.add(s);
@@ -479,8 +483,7 @@ impl StatsAcc {
             && let Some(logged) = s.outcome
         {
             self.self_check.replayed += 1;
-            let r = replay(s, config);
-            if r.outcome == Some(logged) {
+            if in_force.outcome == Some(logged) {
                 self.self_check.agreed += 1;
             } else if self.self_check.disagreements.len() < MAX_LISTED_DISAGREEMENTS {
                 self.self_check.disagreements.push(
@@ -498,7 +501,6 @@ impl StatsAcc {
         }
 
         // Replay agreement: every decision whose gate input is known.
-        let in_force = replay(s, config);
         if s.outcome_logged {
             if s.outcome.is_some_and(Outcome::is_release) {
                 self.replay.logged_released += 1;
@@ -546,7 +548,13 @@ impl StatsAcc {
 
         for (acc, spec) in self.what_if.iter_mut().zip(specs) {
             let c = spec.apply(config);
-            acc.count(&c, &replay(s, &c), reference, self.pinned_min_ms);
+            // A what-if that is the config in force replays as it does.
+            let r = if c == *config {
+                in_force
+            } else {
+                replay(s, &c)
+            };
+            acc.count(&c, &r, reference, self.pinned_min_ms);
         }
     }
 

@@ -137,6 +137,9 @@ pub struct GateDist {
     cap: crate::input::pool::DeploymentCap,
     /// Requests the replay may still keep, all deployments together.
     room: usize,
+    /// Threads that may settle the decisions still waiting at the end
+    /// ([`GateDist::with_threads`]).
+    threads: usize,
 }
 
 impl GateDist {
@@ -169,7 +172,20 @@ impl GateDist {
             records_only: false,
             cap: crate::input::pool::DeploymentCap::default(),
             room: MAX_REPLAY_REQUESTS_TOTAL,
+            threads: 1,
         }
+    }
+
+    /// Lets up to `n` threads (this one included) settle, at the end of
+    /// the input, the deployments whose log never showed their bar: each
+    /// deployment's decisions are reconstructed and counted on their own,
+    /// so the deployments are shared out between the threads and their
+    /// figures and records come out as with one thread. Default 1; with
+    /// `--candidate-config` or `--what-if` configs the settle stays on one
+    /// thread (the requests the replay keeps are shared out in order).
+    pub fn with_threads(mut self, n: usize) -> GateDist {
+        self.threads = n.max(1);
+        self
     }
 
     /// Lets at most `max` decisions wait for their deployment's bar, all
@@ -228,8 +244,18 @@ impl GateDist {
         let view = FinishView::of(&self.opts);
         let range = self.opts.time_range;
         let opts = self.opts.clone();
+        let threads = self.threads;
         let (deps, pooled) = self.settle();
-        finish_parts(deps, pooled, &view, range, input, Vec::new(), Some(&opts))
+        finish_parts(
+            deps,
+            pooled,
+            &view,
+            range,
+            input,
+            Vec::new(),
+            Some(&opts),
+            threads,
+        )
     }
 
     /// The options that shape the figures, as a partial report records
@@ -243,6 +269,28 @@ impl GateDist {
     pub(crate) fn settle(mut self) -> (BTreeMap<String, DepAcc>, crate::input::pool::Pooled) {
         self.drain();
         // Deployments whose log never showed the bar: the configs as given.
+        if self.threads > 1 && self.opts.candidates.is_empty() && !self.records_only {
+            let waiting = self.in_force.take_waiting();
+            if waiting.len() > 1 && waiting.iter().all(|w| !self.deps.contains_key(&w.name)) {
+                settle_apart(
+                    waiting,
+                    self.threads,
+                    &self.opts,
+                    &mut self.deps,
+                    &mut self.sink,
+                );
+            } else {
+                let (recon, sink, opts, room) =
+                    (&mut self.recon, &mut self.sink, &self.opts, &mut self.room);
+                for mut w in waiting {
+                    for d in std::mem::take(&mut w.decisions) {
+                        if let Some(sc) = w.config_of(&d) {
+                            handle(recon, Some(&mut self.deps), sink, opts, room, sc, d);
+                        }
+                    }
+                }
+            }
+        }
         let (recon, sink, opts, room) =
             (&mut self.recon, &mut self.sink, &self.opts, &mut self.room);
         crate::report::intake::settle_waiting(
@@ -255,6 +303,111 @@ impl GateDist {
     }
 }
 
+/// Settles the deployments `waiting` (by name, none of them handled
+/// before) on up to `threads` threads, this one included: each thread
+/// reconstructs and counts its share of the deployments with a
+/// reconstruction of its own, the larger deployments shared out first.
+/// Their accumulators join `deps`, and their records reach `sink` in the
+/// order one thread would have made them (by deployment name, then in
+/// the order pushed). Only without candidates, whose replay shares one
+/// budget of requests in order.
+fn settle_apart(
+    waiting: Vec<crate::config::in_force::Waiting>,
+    threads: usize,
+    opts: &GateDistOptions,
+    deps: &mut BTreeMap<String, DepAcc>,
+    sink: &mut Option<RecordSink>,
+) {
+    let n = threads.min(waiting.len()).max(1);
+    // Largest first, each to the least loaded thread.
+    let mut order: Vec<usize> = (0..waiting.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(waiting[i].decisions.len()));
+    let mut load = vec![0usize; n];
+    let mut share = vec![0usize; waiting.len()];
+    for i in order {
+        let t = (0..n).min_by_key(|&t| load[t]).unwrap_or(0);
+        load[t] += waiting[i].decisions.len();
+        share[i] = t;
+    }
+    let mut groups: Vec<Vec<(usize, crate::config::in_force::Waiting)>> =
+        (0..n).map(|_| Vec::new()).collect();
+    for (i, w) in waiting.into_iter().enumerate() {
+        groups[share[i]].push((i, w));
+    }
+    let keep_records = sink.is_some();
+    let mut first = groups.swap_remove(0);
+    let done: Vec<Settled> = std::thread::scope(|scope| {
+        let others: Vec<_> = groups
+            .into_iter()
+            .map(|g| scope.spawn(move || settle_group(g, opts, keep_records)))
+            .collect();
+        let mut done = vec![settle_group(std::mem::take(&mut first), opts, keep_records)];
+        for h in others {
+            match h.join() {
+                Ok(s) => done.push(s),
+                Err(e) => std::panic::resume_unwind(e),
+            }
+        }
+        done
+    });
+    let mut records: Vec<(usize, Vec<gatecal_parser::DecisionRecord>)> = Vec::new();
+    for s in done {
+        deps.extend(s.deps);
+        records.extend(s.records);
+    }
+    if let Some(sink) = sink.as_mut() {
+        records.sort_by_key(|(i, _)| *i);
+        for r in records.into_iter().flat_map(|(_, r)| r) {
+            sink(r);
+        }
+    }
+}
+
+/// What one thread of [`settle_apart`] gives back: its deployments'
+/// accumulators, and each deployment's records (by its index).
+struct Settled {
+    deps: BTreeMap<String, DepAcc>,
+    records: Vec<(usize, Vec<gatecal_parser::DecisionRecord>)>,
+}
+
+/// Settles one thread's deployments of [`settle_apart`].
+fn settle_group(
+    group: Vec<(usize, crate::config::in_force::Waiting)>,
+    opts: &GateDistOptions,
+    keep_records: bool,
+) -> Settled {
+    let mut recon = Reconstructor::new(opts.reconstruct);
+    let mut deps = BTreeMap::new();
+    // Not drawn on without candidates.
+    let mut room = MAX_REPLAY_REQUESTS_TOTAL;
+    let mut records = Vec::new();
+    for (i, mut w) in group {
+        let kept = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut sink: Option<RecordSink> = keep_records.then(|| {
+            let kept = kept.clone();
+            Box::new(move |r| kept.borrow_mut().push(r)) as RecordSink
+        });
+        for d in std::mem::take(&mut w.decisions) {
+            if let Some(sc) = w.config_of(&d) {
+                handle(
+                    &mut recon,
+                    Some(&mut deps),
+                    &mut sink,
+                    opts,
+                    &mut room,
+                    sc,
+                    d,
+                );
+            }
+        }
+        drop(sink);
+        if keep_records {
+            records.push((i, kept.take()));
+        }
+    }
+    Settled { deps, records }
+}
+
 impl crate::report::intake::Shows for DepAcc {
     fn shown(&mut self) -> &mut crate::config::in_force::Shown {
         &mut self.shown
@@ -262,7 +415,10 @@ impl crate::report::intake::Shows for DepAcc {
 }
 
 /// The report of settled accumulators: the one path a run and a merge of
-/// partial reports finish by.
+/// partial reports finish by. The deployments' rows are made on up to
+/// `threads` threads (each row reads its own deployment alone) and kept
+/// in name order, so the report is the same on any number of threads.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn finish_parts(
     deps: BTreeMap<String, DepAcc>,
     pooled: crate::input::pool::Pooled,
@@ -271,66 +427,54 @@ pub(crate) fn finish_parts(
     input: InputSummary,
     merged: Vec<crate::report::parts::PartInfo>,
     opts: Option<&GateDistOptions>,
+    threads: usize,
 ) -> GateDistReport {
     let bins = view.histogram_bins;
     let mut overall = StatsAcc::new(view.pinned_worse_min_ms, view.what_ifs);
-    let mut deployments = Vec::new();
-    let mut findings = Vec::new();
-    for (name, mut dep) in deps {
+    for dep in deps.values() {
         overall.merge(&dep.acc);
-        let recorded = dep.acc.histogram().recorded();
-        let mut stats = dep.acc.finish_recorded(&recorded);
-        // Predicted TTFT needs the requests a run keeps; a merge of
-        // partial reports has none (`opts` is `None`).
-        let predicted = opts
-            .filter(|o| !o.candidates.is_empty())
-            .map(|o| predict_rows(&name, &mut dep, &mut stats, o));
-        let histogram = histogram_bins(&recorded, stats.bar_ms, bins);
-        let windows = match view.window_s {
-            Some(w) => dep
-                .windows
-                .iter()
-                .map(|(i, a)| WindowReport {
-                    start_ts: *i as f64 * w,
-                    end_ts: (*i + 1) as f64 * w,
-                    stats: a.finish(),
-                })
-                .collect(),
-            None => Vec::new(),
+    }
+    let deps: Vec<(String, DepAcc)> = deps.into_iter().collect();
+    let n = threads.clamp(1, deps.len().max(1));
+    let rows: Vec<(DeploymentReport, Vec<crate::findings::Finding>)> = if n == 1 {
+        deps.into_iter()
+            .map(|(name, dep)| deployment_row(name, dep, view, opts))
+            .collect()
+    } else {
+        // Deployment `i` to thread `i % n`; the rows back in name order.
+        let mut shares: Vec<Vec<(usize, (String, DepAcc))>> = (0..n).map(|_| Vec::new()).collect();
+        for (i, d) in deps.into_iter().enumerate() {
+            shares[i % n].push((i, d));
+        }
+        let row = |share: Vec<(usize, (String, DepAcc))>| {
+            share
+                .into_iter()
+                .map(|(i, (name, dep))| (i, deployment_row(name, dep, view, opts)))
+                .collect::<Vec<_>>()
         };
-        findings.extend(crate::findings::rules::all(&crate::findings::rules::View {
-            name: &name,
-            config: &dep.shown.config,
-            signals: &dep.signals,
-            decisions: stats.decisions,
-            released_share: stats.released_share,
-            pinned_worse_share: stats.pinned_worse.share,
-            pinned_worse_min_ms: view.pinned_worse_min_ms,
-            gate_p50_ms: stats.gate_input_ms.p50,
-            suggested_bar_ms: None,
-            measured_peak: None,
-            fitted_peak: None,
-            vllm_hit_rate: None,
-        }));
-        deployments.push(DeploymentReport {
-            name,
-            config: dep.shown.config,
-            first_ts: dep.first_ts,
-            last_ts: dep.last_ts,
-            stats,
-            histogram,
-            observed_ttft_ms: dep.requests.observed(),
-            observed_ttft_by_endpoint_ms: dep.requests.observed_by_endpoint(),
-            ttft_model: predicted.as_ref().map(|p| p.model.clone()),
-            ttft_self_check: predicted.as_ref().map(|p| p.check.clone()),
-            warnings: predicted.map(|p| p.warnings).unwrap_or_default(),
-            windows,
-            replicas: dep.signals.replicas(),
-            buckets: crate::report::Buckets {
-                gate_input_ms: recorded.buckets().to_vec(),
-                observed_ttft_ms: dep.requests.observed_buckets(),
-            },
+        let first = shares.swap_remove(0);
+        let mut all = std::thread::scope(|scope| {
+            let others: Vec<_> = shares
+                .into_iter()
+                .map(|share| scope.spawn(move || row(share)))
+                .collect();
+            let mut all = row(first);
+            for h in others {
+                match h.join() {
+                    Ok(r) => all.extend(r),
+                    Err(e) => std::panic::resume_unwind(e),
+                }
+            }
+            all
         });
+        all.sort_by_key(|(i, _)| *i);
+        all.into_iter().map(|(_, r)| r).collect()
+    };
+    let mut deployments = Vec::with_capacity(rows.len());
+    let mut findings = Vec::new();
+    for (row, found) in rows {
+        deployments.push(row);
+        findings.extend(found);
     }
     let recorded = overall.histogram().recorded();
     let stats = overall.finish_recorded(&recorded);
@@ -356,6 +500,69 @@ pub(crate) fn finish_parts(
             histogram,
         },
     }
+}
+
+/// One deployment's row of the report, and its findings.
+fn deployment_row(
+    name: String,
+    mut dep: DepAcc,
+    view: &FinishView,
+    opts: Option<&GateDistOptions>,
+) -> (DeploymentReport, Vec<crate::findings::Finding>) {
+    let recorded = dep.acc.histogram().recorded();
+    let mut stats = dep.acc.finish_recorded(&recorded);
+    // Predicted TTFT needs the requests a run keeps; a merge of
+    // partial reports has none (`opts` is `None`).
+    let predicted = opts
+        .filter(|o| !o.candidates.is_empty())
+        .map(|o| predict_rows(&name, &mut dep, &mut stats, o));
+    let histogram = histogram_bins(&recorded, stats.bar_ms, view.histogram_bins);
+    let windows = match view.window_s {
+        Some(w) => dep
+            .windows
+            .iter()
+            .map(|(i, a)| WindowReport {
+                start_ts: *i as f64 * w,
+                end_ts: (*i + 1) as f64 * w,
+                stats: a.finish(),
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let findings = crate::findings::rules::all(&crate::findings::rules::View {
+        name: &name,
+        config: &dep.shown.config,
+        signals: &dep.signals,
+        decisions: stats.decisions,
+        released_share: stats.released_share,
+        pinned_worse_share: stats.pinned_worse.share,
+        pinned_worse_min_ms: view.pinned_worse_min_ms,
+        gate_p50_ms: stats.gate_input_ms.p50,
+        suggested_bar_ms: None,
+        measured_peak: None,
+        fitted_peak: None,
+        vllm_hit_rate: None,
+    });
+    let row = DeploymentReport {
+        name,
+        config: dep.shown.config,
+        first_ts: dep.first_ts,
+        last_ts: dep.last_ts,
+        stats,
+        histogram,
+        observed_ttft_ms: dep.requests.observed(),
+        observed_ttft_by_endpoint_ms: dep.requests.observed_by_endpoint(),
+        ttft_model: predicted.as_ref().map(|p| p.model.clone()),
+        ttft_self_check: predicted.as_ref().map(|p| p.check.clone()),
+        warnings: predicted.map(|p| p.warnings).unwrap_or_default(),
+        windows,
+        replicas: dep.signals.replicas(),
+        buckets: crate::report::Buckets {
+            gate_input_ms: recorded.buckets().to_vec(),
+            observed_ttft_ms: dep.requests.observed_buckets(),
+        },
+    };
+    (row, findings)
 }
 
 /// Adds one decision under its config in force `sc` (to `deps`, unless
@@ -906,6 +1113,65 @@ mod tests {
         }
         let json = |g: GateDist| serde_json::to_string(&g.finish(InputSummary::default())).unwrap();
         assert_eq!(json(buffered), json(given));
+    }
+
+    /// The report and the records of decisions over five deployments,
+    /// three never showing their bar (settled at the end) and two showing
+    /// it, finished on `threads` threads.
+    fn settled_on(threads: usize) -> (String, Vec<String>) {
+        let records = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let kept = records.clone();
+        let sink: RecordSink = Box::new(move |r| {
+            kept.borrow_mut().push(serde_json::to_string(&r).unwrap());
+        });
+        let opts = GateDistOptions {
+            window_s: Some(2.0),
+            ..GateDistOptions::default()
+        };
+        let mut g = GateDist::new(opts, ConfigSet::default())
+            .with_records(sink)
+            .with_threads(threads);
+        for i in 0..300 {
+            let ts = i as f64 * 0.05;
+            let mut d = match i % 11 {
+                0 => release(ts, 6_000.0 + i as f64, 5_000.0),
+                3 | 7 => narrowed(ts, "n", 20_000.0 + 500.0 * i as f64),
+                _ => keep_all(
+                    ts,
+                    1_000.0 + 37.0 * i as f64,
+                    900.0 + (i % 13) as f64 * 400.0,
+                ),
+            };
+            // Deployments e and c show the bar; a, b and d never do (the
+            // releases there lose their bar).
+            let dep = ["d", "a", "e", "b", "c", "a", "d", "b"][i % 8];
+            if !matches!(dep, "e" | "c") {
+                d.logged_gate = None;
+            }
+            d.deployment = dep.into();
+            d.request_id = Some(format!("r{i}").into());
+            d.record = Some(Box::new(gatecal_parser::DecisionRecord {
+                deployment: dep.to_string(),
+                request_id: Some(format!("r{i}")),
+                ..gatecal_parser::DecisionRecord::default()
+            }));
+            g.push(d);
+        }
+        let report = serde_json::to_string(&g.finish(InputSummary::default())).unwrap();
+        let records = records.borrow().clone();
+        (report, records)
+    }
+
+    #[test]
+    fn deployments_settled_on_several_threads_give_the_report_of_one() {
+        let (report, records) = settled_on(1);
+        assert!(report.contains(r#""name":"a""#) && report.contains(r#""name":"e""#));
+        assert_eq!(records.len(), 300);
+        for threads in [2, 3, 8] {
+            let (r, rec) = settled_on(threads);
+            assert_eq!(r, report, "{threads} threads");
+            assert_eq!(rec, records, "{threads} threads");
+        }
     }
 
     #[test]

@@ -269,6 +269,7 @@ impl Partial {
             self.input,
             merged,
             None,
+            1,
         )
     }
 }
