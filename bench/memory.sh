@@ -55,7 +55,9 @@ if [[ "$follow" != 0 ]]; then
         # they come; one report every 2 s (of wall time), so that reports
         # fall at every point of the log and the peak does not depend on
         # where a few of them fall. Measured (docs/performance.md, "Follow
-        # mode"), --window 15m: 65.9 MiB, against 81.0 MiB before a
+        # mode"), --window 15m: 60.2 MiB, against 64.3 MiB before follow
+        # mode set mimalloc's purge delay to 0 (MIMALLOC_PURGE_DELAY
+        # in the environment overrides it), 81.0 MiB before a
         # decision's names were shared (interned per input) and 135.2 MiB
         # before the reports' audits took the window in order without
         # their reorder buffers, at most 1 024 decisions waited for their
@@ -72,8 +74,10 @@ if [[ "$follow" != 0 ]]; then
     done
     # recommend: the four EPP logs merged on stdin, the four folders of
     # vLLM logs followed (52 files); SIGINT once stdin is read (files are
-    # followed until then). Measured: 185.6 MiB, against 341.0 MiB before
-    # the whole run's calibration made the records alone.
+    # followed until then). Measured: 182.8 MiB (185.6 MiB before follow
+    # mode set mimalloc's purge delay to 0 and the window's vLLM lines
+    # were made smaller), against 341.0 MiB before the whole run's
+    # calibration made the records alone.
     for seed in 1 2 3 4; do
         [[ -f "$dir/rec$seed/epp.log" ]] ||
             nice -n 10 "$target/release/epp-sim" --scenario peak-sweep --seed "$seed" \

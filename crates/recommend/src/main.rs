@@ -30,6 +30,10 @@ fn main() -> ExitCode {
     }
     match gatecal_cli::pipeline::parse_args::<args::Args>() {
         Ok(args) => {
+            if args.follow {
+                // A run of days: freed memory goes back at once.
+                gatecal_cli::allocator::purge_freed_memory_at_once();
+            }
             let result = match args.input.generate {
                 Some(kind) => gatecal_cli::generate::to_stdout::<args::Args>(kind),
                 None => gatecal_cli::kubectl::finish("recommend", run::run(args)),
