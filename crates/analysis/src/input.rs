@@ -361,7 +361,7 @@ impl DecisionInput {
     /// gate line logs its TTFTs beside the exact in-flight tokens they were
     /// computed from (or, at `-v=5`, the approximate producer's scores and
     /// the scorer's loads that give them; see
-    /// [`implied_peak::implied_peak`]), sets [`DecisionInput::prefill_throughput`] to the
+    /// `implied_peak::implied_peak`), sets [`DecisionInput::prefill_throughput`] to the
     /// peak they imply (`tokens / TTFT`, both sides agreeing within 0.5 %)
     /// and marks it inferred. `threshold` is the `affinityThreshold` to
     /// tell the sides apart when the decision does not log it.

@@ -11,8 +11,8 @@ pub mod throughput;
 
 /// The peak from calibration output (`text`): the router's calibration
 /// record (`peak_prefill_tokens_per_second`, status `OK`,
-/// [`calibration_record::estimate_from_record`]), else the lines and TTFT
-/// samples [`throughput::from_calibration_lines`] reads. `None` when the
+/// `calibration_record::estimate_from_record`), else the lines and TTFT
+/// samples `throughput::from_calibration_lines` reads. `None` when the
 /// text holds none.
 pub fn from_calibration_text(text: &str) -> Option<throughput::PeakEstimate> {
     calibration_record::estimate_from_record(text)
