@@ -763,6 +763,20 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// The workload a log of `truth` (a replay of `requests` on two
+    /// endpoints) shows: each request's endpoint, uncached tokens and
+    /// first token as served.
+    fn logged_workload(requests: Vec<replay::Request>, truth: &Replay) -> Workload {
+        Workload {
+            logged_endpoint: truth.served.iter().map(|s| s.unwrap().endpoint).collect(),
+            logged_uncached: requests.iter().map(|r| r.cold_tokens).collect(),
+            observed_first_s: truth.first_tokens(),
+            requests,
+            endpoints: vec!["a".into(), "b".into()],
+            ..Workload::default()
+        }
+    }
+
     #[test]
     fn the_engine_is_fitted_to_the_observed_first_tokens() {
         use replay::Request;
@@ -793,18 +807,7 @@ mod tests {
             .filter(|s| s.ttft_s > 0.08 + 2.6)
             .count();
         assert!(busy > 10, "some requests queue: {busy}");
-        let w = Workload {
-            logged_endpoint: truth.served.iter().map(|s| s.unwrap().endpoint).collect(),
-            logged_uncached: requests.iter().map(|r| r.cold_tokens).collect(),
-            observed_first_s: truth
-                .served
-                .iter()
-                .map(|s| s.map(|s| s.arrival_s + s.ttft_s))
-                .collect(),
-            requests,
-            endpoints: vec!["a".into(), "b".into()],
-            ..Workload::default()
-        };
+        let w = logged_workload(requests, &truth);
         let f = fit_engine(&w).unwrap();
         assert_eq!(f.n, 300);
         assert!((f.tokens_per_s - 2000.0).abs() < 1e-3, "{f:?}");
@@ -847,15 +850,8 @@ mod tests {
         };
         let config = gatecal_filter::DEFAULT_CONFIG;
         let truth = replay(&requests, 2, &config, &Picker::default(), &truth_model);
-        let first: Vec<Option<f64>> = truth.first_tokens();
-        let w = Workload {
-            logged_endpoint: truth.served.iter().map(|s| s.unwrap().endpoint).collect(),
-            logged_uncached: requests.iter().map(|r| r.cold_tokens).collect(),
-            observed_first_s: first.clone(),
-            requests,
-            endpoints: vec!["a".into(), "b".into()],
-            ..Workload::default()
-        };
+        let first = truth.first_tokens();
+        let w = logged_workload(requests, &truth);
         let f = fit_engine(&w).unwrap();
         assert!((f.tokens_per_s - 2000.0).abs() < 1e-3, "{f:?}");
         assert!((f.overhead_s - 0.05).abs() < 1e-6, "{f:?}");
@@ -934,14 +930,7 @@ mod tests {
             replay::Arrivals::Logged,
         );
         let first = truth.first_tokens();
-        let w = Workload {
-            logged_endpoint: truth.served.iter().map(|s| s.unwrap().endpoint).collect(),
-            logged_uncached: requests.iter().map(|r| r.cold_tokens).collect(),
-            observed_first_s: first.clone(),
-            requests,
-            endpoints: vec!["a".into(), "b".into()],
-            ..Workload::default()
-        };
+        let w = logged_workload(requests, &truth);
         let f = fit_engine(&w).unwrap();
         assert_eq!(f.decode_s, truth_model.decode_s, "{f:?}");
         assert!((f.tokens_per_s / 12_000.0 - 1.0).abs() < 1e-6, "{f:?}");

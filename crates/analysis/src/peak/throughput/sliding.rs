@@ -109,6 +109,77 @@ struct Iterative {
     max_iter: usize,
 }
 
+/// The prompt in progress shifted by half, none and all of it, and the
+/// smoothing a tenth and ten times as strong at half: the five solves of
+/// an engine's hit rates, `(shift, smoothing factor)`, in the order of
+/// their results.
+const SOLVES: [(f64, f64); 5] = [(0.5, 1.0), (0.0, 1.0), (1.0, 1.0), (0.5, 0.1), (0.5, 10.0)];
+
+/// An engine's lines on the scale of its requests.
+struct Schedule {
+    /// The requests scheduled by each line (routed before it, less its
+    /// `Waiting`), never decreasing.
+    sched: Vec<f64>,
+    /// The first positive prompt count after each line.
+    ahead: Vec<f64>,
+}
+
+/// The [`Schedule`] of an engine's lines, or `None` when its window never
+/// slides, the lines are not v1 with epoch times, or the decisions start
+/// after the engine's first logged completion.
+fn schedule(lines: &[Line], counted: &[f64], arrivals: &[f64]) -> Option<Schedule> {
+    if arrivals.is_empty()
+        || lines
+            .iter()
+            .any(|l| !l.v1 || !l.absolute || l.hit.is_none())
+    {
+        return None;
+    }
+    let first_count = lines.iter().position(|l| l.rate > 0.0)?;
+    if arrivals[0] >= lines[first_count].ts? {
+        return None;
+    }
+    let n = lines.len();
+    let mut sched = Vec::with_capacity(n);
+    let mut top = 0.0f64;
+    for l in lines {
+        let s = arrivals
+            .partition_point(|a| *a <= l.ts.unwrap_or(f64::NEG_INFINITY))
+            .saturating_sub(l.queued as usize) as f64;
+        top = top.max(s);
+        sched.push(top);
+    }
+    if top <= HIT_RATE_WINDOW_REQUESTS as f64 {
+        return None;
+    }
+    // The first positive count after each line (from the end: one pass).
+    let mut ahead = vec![0.0; n];
+    let mut next = 0.0;
+    for k in (0..n).rev() {
+        ahead[k] = next;
+        if counted[k] > 0.0 {
+            next = counted[k];
+        }
+    }
+    Some(Schedule { sched, ahead })
+}
+
+/// The cumulative queries at each line with the prompt in progress
+/// shifted by `shift` of the next count (`ahead`), and each interval's.
+fn queries(history: &[f64], ahead: &[f64], shift: f64) -> (Vec<f64>, Vec<f64>) {
+    let n = history.len().min(ahead.len());
+    let mut qc = Vec::with_capacity(n);
+    let mut top = 0.0f64;
+    for k in 0..n {
+        top = top.max(history[k] + shift * ahead[k]);
+        qc.push(top);
+    }
+    let q: Vec<f64> = (0..n)
+        .map(|m| qc[m] - if m == 0 { 0.0 } else { qc[m - 1] })
+        .collect();
+    (qc, q)
+}
+
 impl Sliding {
     /// The solve for one engine's lines, or `None` when its window never
     /// slides, the lines are not v1 with epoch times, or the decisions
@@ -151,40 +222,9 @@ impl Iterative {
         arrivals: &[f64],
         min_band: usize,
     ) -> Option<Iterative> {
-        if arrivals.is_empty()
-            || lines
-                .iter()
-                .any(|l| !l.v1 || !l.absolute || l.hit.is_none())
-        {
-            return None;
-        }
-        let first_count = lines.iter().position(|l| l.rate > 0.0)?;
-        if arrivals[0] >= lines[first_count].ts? {
-            return None;
-        }
+        let Schedule { sched, ahead } = schedule(lines, counted, arrivals)?;
         let n = lines.len();
-        let mut sched = Vec::with_capacity(n);
-        let mut top = 0.0f64;
-        for l in lines {
-            let s = arrivals
-                .partition_point(|a| *a <= l.ts.unwrap_or(f64::NEG_INFINITY))
-                .saturating_sub(l.queued as usize) as f64;
-            top = top.max(s);
-            sched.push(top);
-        }
         let window = HIT_RATE_WINDOW_REQUESTS as f64;
-        if top <= window {
-            return None;
-        }
-        // The first positive count after each line (from the end: one pass).
-        let mut ahead = vec![0.0; n];
-        let mut next = 0.0;
-        for k in (0..n).rev() {
-            ahead[k] = next;
-            if counted[k] > 0.0 {
-                next = counted[k];
-            }
-        }
         // Each line's window (by request count): its first interval and
         // the fraction of that interval's requests inside; every later
         // interval up to the line's own is inside whole. `sched` never
@@ -216,25 +256,13 @@ impl Iterative {
             return None;
         }
         let max_iter = (4 * n).min(band * band / 16).max(256);
-        // The prompt in progress shifted by half, none and all of it, and
-        // the smoothing a tenth and ten times as strong at half: five
-        // solves, in this order in `solved`. The three at half share their
-        // system, and start from the first one's solution.
-        const SOLVES: [(f64, f64); 5] =
-            [(0.5, 1.0), (0.0, 1.0), (1.0, 1.0), (0.5, 0.1), (0.5, 10.0)];
+        // The five [`SOLVES`], in their order in `solved`. The three at
+        // half share their system, and start from the first one's solution.
         let mut solved: Vec<Option<(Vec<f64>, Vec<f64>)>> = vec![None; SOLVES.len()];
         let mut central = None;
         let mut start = vec![0.0; n];
         for shift in [0.5, 0.0, 1.0] {
-            let mut qc = Vec::with_capacity(n);
-            let mut top = 0.0f64;
-            for k in 0..n {
-                top = top.max(history[k] + shift * ahead[k]);
-                qc.push(top);
-            }
-            let q: Vec<f64> = (0..n)
-                .map(|m| qc[m] - if m == 0 { 0.0 } else { qc[m - 1] })
-                .collect();
+            let (qc, q) = queries(history, &ahead, shift);
             let mut rows = Vec::new();
             let mut target = Vec::new();
             for (k, (first, frac)) in windows.iter().enumerate() {

@@ -5,7 +5,7 @@
 
 use super::super::hit::Share;
 use super::super::types::{HIT_RATE_WINDOW_REQUESTS, Line};
-use super::{SLIDING_SMOOTH, SLIDING_Z};
+use super::{SLIDING_SMOOTH, SLIDING_Z, SOLVES, Schedule, queries, schedule};
 
 /// Matrix columns of the sliding-window solve's normal equations summed
 /// together (see [`normal_equations`]): 32 columns of a window of about a
@@ -184,40 +184,9 @@ impl Banded {
         history: &[f64],
         arrivals: &[f64],
     ) -> Option<Banded> {
-        if arrivals.is_empty()
-            || lines
-                .iter()
-                .any(|l| !l.v1 || !l.absolute || l.hit.is_none())
-        {
-            return None;
-        }
-        let first_count = lines.iter().position(|l| l.rate > 0.0)?;
-        if arrivals[0] >= lines[first_count].ts? {
-            return None;
-        }
+        let Schedule { sched, ahead } = schedule(lines, counted, arrivals)?;
         let n = lines.len();
-        let mut sched = Vec::with_capacity(n);
-        let mut top = 0.0f64;
-        for l in lines {
-            let s = arrivals
-                .partition_point(|a| *a <= l.ts.unwrap_or(f64::NEG_INFINITY))
-                .saturating_sub(l.queued as usize) as f64;
-            top = top.max(s);
-            sched.push(top);
-        }
         let window = HIT_RATE_WINDOW_REQUESTS as f64;
-        if top <= window {
-            return None;
-        }
-        // The first positive count after each line (from the end: one pass).
-        let mut ahead = vec![0.0; n];
-        let mut next = 0.0;
-        for k in (0..n).rev() {
-            ahead[k] = next;
-            if counted[k] > 0.0 {
-                next = counted[k];
-            }
-        }
         // The window's intervals and fractions per line (by request count).
         let weights: Vec<(usize, Vec<f64>)> = (0..n)
             .map(|k| {
@@ -246,24 +215,12 @@ impl Banded {
             .map(|(k, (m0, _))| k - m0)
             .max()?
             .max(1);
-        // The prompt in progress shifted by half, none and all of it, and
-        // the smoothing a tenth and ten times as strong at half: five
-        // solves, in this order in `solved`. The three at half share their
-        // rows and normal equations.
-        const SOLVES: [(f64, f64); 5] =
-            [(0.5, 1.0), (0.0, 1.0), (1.0, 1.0), (0.5, 0.1), (0.5, 10.0)];
+        // The five [`SOLVES`], in their order in `solved`. The three at
+        // half share their rows and normal equations.
         let mut solved: Vec<Option<(Vec<f64>, Vec<f64>)>> = vec![None; SOLVES.len()];
         let mut central = None;
         for shift in [0.5, 0.0, 1.0] {
-            let mut qc = Vec::with_capacity(n);
-            let mut top = 0.0f64;
-            for k in 0..n {
-                top = top.max(history[k] + shift * ahead[k]);
-                qc.push(top);
-            }
-            let q: Vec<f64> = (0..n)
-                .map(|m| qc[m] - if m == 0 { 0.0 } else { qc[m - 1] })
-                .collect();
+            let (qc, q) = queries(history, &ahead, shift);
             let mut rows = Vec::new();
             let mut target = Vec::new();
             for (k, (m0, w)) in weights.iter().enumerate() {
