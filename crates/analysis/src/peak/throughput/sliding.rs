@@ -180,6 +180,38 @@ fn queries(history: &[f64], ahead: &[f64], shift: f64) -> (Vec<f64>, Vec<f64>) {
     (qc, q)
 }
 
+/// The hit rate of the queries scheduled between lines `i` and `j` under
+/// one solve (the cumulative queries `qc`, the rates `h`), and each
+/// interval's weight in it; `None` when no query was scheduled there.
+fn span_rate(qc: &[f64], h: &[f64], i: usize, j: usize) -> Option<(f64, Vec<f64>)> {
+    let total = qc[j] - qc[i];
+    if total <= 0.0 {
+        return None;
+    }
+    let mut c = vec![0.0; qc.len()];
+    let mut hits = 0.0;
+    for m in i + 1..=j {
+        let q = qc[m] - qc[m - 1];
+        c[m] = q / total;
+        hits += q * h[m];
+    }
+    Some((hits / total, c))
+}
+
+/// A span's `(estimate, low, high)`: `est` (the first solve's) `sd` each
+/// side, widened to every other solve's rate of the span `sd` each side,
+/// clamped to `[0, 1]`.
+fn bounds(est: f64, sd: f64, solved: &[(Vec<f64>, Vec<f64>)], i: usize, j: usize) -> Share {
+    let (mut lo, mut hi) = (est - sd, est + sd);
+    for (qc, h) in &solved[1..] {
+        if let Some((r, _)) = span_rate(qc, h, i, j) {
+            lo = lo.min(r - sd);
+            hi = hi.max(r + sd);
+        }
+    }
+    (est, lo.clamp(0.0, 1.0), hi.clamp(0.0, 1.0))
+}
+
 impl Sliding {
     /// The solve for one engine's lines, or `None` when its window never
     /// slides, the lines are not v1 with epoch times, or the decisions
@@ -313,22 +345,8 @@ impl Iterative {
 
     /// [`Sliding::share`].
     fn share(&self, i: usize, j: usize) -> Option<Share> {
-        let rate = |qc: &[f64], h: &[f64]| -> Option<(f64, Vec<f64>)> {
-            let total = qc[j] - qc[i];
-            if total <= 0.0 {
-                return None;
-            }
-            let mut c = vec![0.0; qc.len()];
-            let mut hits = 0.0;
-            for m in i + 1..=j {
-                let q = qc[m] - qc[m - 1];
-                c[m] = q / total;
-                hits += q * h[m];
-            }
-            Some((hits / total, c))
-        };
         let (qc, h) = self.solved.first()?;
-        let (est, c) = rate(qc, h)?;
+        let (est, c) = span_rate(qc, h, i, j)?;
         let mut x = vec![0.0; qc.len()];
         Normal::new(&self.central, SLIDING_SMOOTH).solve(
             &c,
@@ -339,15 +357,7 @@ impl Iterative {
         let mut ax = Vec::new();
         self.central.apply(&x, &mut Vec::new(), &mut ax);
         let var = ax.iter().map(|v| v * v).sum::<f64>() * self.sigma2;
-        let sd = SLIDING_Z * var.sqrt();
-        let (mut lo, mut hi) = (est - sd, est + sd);
-        for (qc, h) in &self.solved[1..] {
-            if let Some((r, _)) = rate(qc, h) {
-                lo = lo.min(r - sd);
-                hi = hi.max(r + sd);
-            }
-        }
-        Some((est, lo.clamp(0.0, 1.0), hi.clamp(0.0, 1.0)))
+        Some(bounds(est, SLIDING_Z * var.sqrt(), &self.solved, i, j))
     }
 }
 
@@ -357,7 +367,7 @@ mod tests {
     use super::*;
 
     /// A deterministic stream of numbers in `[0, 1)`.
-    fn numbers(seed: u64) -> impl FnMut() -> f64 {
+    pub(super) fn numbers(seed: u64) -> impl FnMut() -> f64 {
         let mut x = seed;
         move || {
             x = x

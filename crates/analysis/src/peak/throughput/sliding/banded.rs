@@ -5,7 +5,7 @@
 
 use super::super::hit::Share;
 use super::super::types::{HIT_RATE_WINDOW_REQUESTS, Line};
-use super::{SLIDING_SMOOTH, SLIDING_Z, SOLVES, Schedule, queries, schedule};
+use super::{SLIDING_SMOOTH, SLIDING_Z, SOLVES, Schedule, bounds, queries, schedule, span_rate};
 
 /// Matrix columns of the sliding-window solve's normal equations summed
 /// together (see [`normal_equations`]): 32 columns of a window of about a
@@ -289,22 +289,8 @@ impl Banded {
     /// at each line (none or all of it counted) and [`SLIDING_Z`] standard
     /// deviations of the solve (from its residuals).
     pub(super) fn share(&self, i: usize, j: usize) -> Option<Share> {
-        let rate = |qc: &[f64], h: &[f64]| -> Option<(f64, Vec<f64>)> {
-            let total = qc[j] - qc[i];
-            if total <= 0.0 {
-                return None;
-            }
-            let mut c = vec![0.0; qc.len()];
-            let mut hits = 0.0;
-            for m in i + 1..=j {
-                let q = qc[m] - qc[m - 1];
-                c[m] = q / total;
-                hits += q * h[m];
-            }
-            Some((hits / total, c))
-        };
         let (qc, h) = self.solved.first()?;
-        let (est, c) = rate(qc, h)?;
+        let (est, c) = span_rate(qc, h, i, j)?;
         let n = qc.len();
         let x = band_solve(&self.chol, n, self.band, &c);
         let var: f64 = self
@@ -319,32 +305,14 @@ impl Banded {
             })
             .sum::<f64>()
             * self.sigma2;
-        let sd = SLIDING_Z * var.sqrt();
-        let (mut lo, mut hi) = (est - sd, est + sd);
-        for (qc, h) in &self.solved[1..] {
-            if let Some((r, _)) = rate(qc, h) {
-                lo = lo.min(r - sd);
-                hi = hi.max(r + sd);
-            }
-        }
-        Some((est, lo.clamp(0.0, 1.0), hi.clamp(0.0, 1.0)))
+        Some(bounds(est, SLIDING_Z * var.sqrt(), &self.solved, i, j))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::numbers;
     use super::*;
-
-    /// A deterministic stream of numbers in `[0, 1)`.
-    fn numbers(seed: u64) -> impl FnMut() -> f64 {
-        let mut x = seed;
-        move || {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 11) as f64 / (1u64 << 53) as f64
-        }
-    }
 
     /// Rows as [`Banded::new`] makes them: each starting at or after the
     /// previous one's start and ending one column later.
