@@ -4,8 +4,7 @@
 //! For a scenario and seed (users that wait, as `just accuracy` runs it),
 //! the simulator runs under the config in force; the workload is inferred
 //! and the engine fitted from its `-v=4` log, and the config in force is
-//! replayed with the logged arrivals, as the `current` row's prediction
-//! is. Each replayed request is set beside its truth record: the endpoint
+//! replayed with the logged arrivals. Each replayed request is set beside its truth record: the endpoint
 //! (the same as the log's or not), the filter's outcome, the TTFT, and the
 //! in-flight tokens the replay saw on the endpoint the log chose against
 //! those the log shows (`tokenLoad` less the request's uncached tokens).
@@ -14,16 +13,20 @@
 //!         [SCENARIO] [SEED] [--open-slots] [--show N] [--candidate LABEL] \
 //!         [--replay-cache TOKENS] [--no-decode-share]
 //!
-//! Prints the TTFT quantiles of the truth, the replay, the `current` row
-//! (the replay again with closed-loop turns moved against it), and the replay over
-//! the requests it routed as the log did; the share routed as the log did
-//! and its first departures with what each side saw. A departure is
+//! The replay here routes by itself (not anchored to the log, as the
+//! prediction is), to show where and why its own routing departs from the
+//! log's. Prints the TTFT quantiles of the truth, that replay, the `current`
+//! row (the config in force anchored to the log: the logged routing
+//! throughout), and the replay over the requests it routed as the log did;
+//! the share routed as the log did and its first departures with what each
+//! side saw. A departure is
 //! `primary` when the 20 requests before it were all routed as logged (its
 //! cause is local: the state the replay built so far), `secondary`
 //! otherwise.
 //!
 //! `--candidate LABEL` (`bar-low`, `bar-high`, `matched`, `peak`, as `just
-//! accuracy` builds them) compares instead the candidate's prediction with
+//! accuracy` builds them) compares instead the candidate's prediction (its
+//! replay anchored to the log, as the `recommend` row's) with
 //! the simulator's paired run under it, request by request: the TTFT
 //! quantiles, the uncached tokens each side served (the truth's from the
 //! prefix match on the endpoint it chose), and the requests one side served
@@ -36,7 +39,7 @@ use std::collections::{HashMap, HashSet};
 
 use gatecal_analysis::DecisionInput;
 use gatecal_analysis::predict::replay::{
-    Arrivals, EngineModel, Picker, replay_logged_with, replay_with,
+    Arrivals, EngineModel, Picker, replay_anchored, replay_logged_with,
 };
 use gatecal_analysis::predict::{
     infer_and_fit_with, is_prefill_profile, nearest_rank, requests_by_deployment,
@@ -176,22 +179,26 @@ fn main() {
             let paired = run(&s, seed, &Variant::default()).truth;
             compare_candidate(&dep.name, dep.block_size, &ids, &w.requests, &paired, {
                 let n = w.endpoints.len();
-                let base_run = replay_with(
+                let base_run = replay_anchored(
                     &w.requests,
                     n,
+                    &config,
                     &config,
                     &Picker::default(),
                     &model,
                     Arrivals::Logged,
+                    None,
                 );
                 let first = base_run.first_tokens();
-                replay_with(
+                replay_anchored(
                     &w.requests,
                     n,
                     &c,
+                    &config,
                     &Picker::default(),
                     &model,
                     Arrivals::Shifted(&first),
+                    None,
                 )
             });
             continue;
@@ -327,17 +334,22 @@ fn main() {
             streak = 0;
         }
         let n = truth_ttft.len();
-        // The `current` row: the config in force again, each closed-loop
-        // turn moved by its parent's first token against the replay above.
-        let first = r.first_tokens();
-        let current = replay_with(
-            &w.requests,
-            w.endpoints.len(),
-            &config,
-            &Picker::default(),
-            &model,
-            Arrivals::Shifted(&first),
-        );
+        // The `current` row: the config in force anchored to the log (it
+        // never departs from it), against the free replay above.
+        let anchored = |a: Arrivals<'_>| {
+            replay_anchored(
+                &w.requests,
+                w.endpoints.len(),
+                &config,
+                &config,
+                &Picker::default(),
+                &model,
+                a,
+                None,
+            )
+        };
+        let first = anchored(Arrivals::Logged).first_tokens();
+        let current = anchored(Arrivals::Shifted(&first));
         println!("  truth:  {}", quantiles(truth_ttft));
         println!("  replay: {}", quantiles(replay_ttft));
         println!("  current row: {}", quantiles(current.ttfts_ms()));

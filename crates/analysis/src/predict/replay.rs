@@ -61,6 +61,23 @@
 //! lowest of a per-request hash of the endpoint index, the same under every
 //! config.
 //!
+//! **Anchored to the log** ([`replay_anchored`], what the prediction uses):
+//! a request goes where the log sent it for as long as the config replayed
+//! keeps the same endpoints as the config in force, both decided on the
+//! replay's state; from the first request where they differ on, the replay
+//! routes by itself. Up to that departure the logged run *is* the run under
+//! the candidate (the same arrivals, the same decisions), so the replay
+//! keeps the log's routing exactly where it is known instead of deciding it
+//! again from its own, slightly different, loads: a saturated closed loop
+//! is chaotic, and one decision taken otherwise at a near tie (a load 0.5 %
+//! off, on the wrong side of the bar) reroutes a sixth of the requests after
+//! it. The config in force never departs, so its replay serves the logged
+//! routing throughout and the self-check tests the engine model and the
+//! workload, not a second draw of the routing. Where the two configs keep
+//! the same endpoints on the replay's state but the log's own state would
+//! have told them apart (a near tie of the candidate's bar), the departure
+//! comes a little later than in a paired run.
+//!
 //! # Closed loops
 //!
 //! A request that continues a session after the previous turn's answer
@@ -80,88 +97,12 @@ const CHAIN_KEY: u64 = 1 << 63;
 pub use crate::input::QUEUE_THRESHOLD_TOKENS;
 
 mod engine;
+mod request;
 
 pub use engine::{
     EngineModel, STEP_TOKENS, predicted_ttft_ms, prefill_tokens, service_s, step_tokens,
 };
-
-/// One request of the logged traffic, as the replay needs it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Request {
-    /// Arrival at the EPP, seconds (any origin; the replay only subtracts).
-    pub arrival_s: f64,
-    /// Prompt tokens (the filter's match fraction is over them).
-    pub prompt_tokens: f64,
-    /// Uncached tokens on an endpoint that does not hold the session (it
-    /// holds the prefix every prompt shares).
-    pub cold_tokens: f64,
-    /// Uncached tokens on an endpoint that holds the session's last prompt.
-    pub warm_tokens: f64,
-    /// The session the request belongs to: its prompt extends the prompts of
-    /// the session's earlier requests. `None`: shares only the common prefix.
-    pub session: Option<u64>,
-    /// The earlier request whose answer this one follows, by index into the
-    /// request list, when it is a closed loop (see `think_s`).
-    pub parent: Option<usize>,
-    /// Seconds between the parent's response end and this arrival, when the
-    /// request waited for its parent's answer (closed loop).
-    pub think_s: Option<f64>,
-    /// Seconds from the first token to the end of the response.
-    pub decode_s: f64,
-    /// The filter's exploration draw for this request, in `[0, 1]`.
-    pub draw: f64,
-    /// When the logged response ended, if the log shows it (seconds).
-    pub logged_end_s: Option<f64>,
-    /// Endpoints that held the request's prefix in the log (its sticky
-    /// endpoints), for a workload inferred from a log (`session` is then
-    /// `None`): the replay holds the prefix there, except that the holder
-    /// where `prefix_parent` was served in the log is replaced by the
-    /// endpoint the replay sent it to.
-    pub holders: Vec<usize>,
-    /// The earlier request (index) whose prompt this one extends, when known.
-    pub prefix_parent: Option<usize>,
-    /// The endpoint the request was sent to in the log.
-    pub logged_endpoint: Option<usize>,
-    /// The uncached tokens the log shows on endpoints that did not hold the
-    /// request's prefix (a shared prefix cached on some endpoints only):
-    /// used in place of `cold_tokens` there.
-    pub logged_cold: Vec<(usize, f64)>,
-    /// Endpoints that had served nothing in the log when the request
-    /// arrived: their logged uncached count is that of a cache holding
-    /// nothing, not even the prefix every prompt shares.
-    pub unserved: Vec<usize>,
-    /// The request's uncached tokens on an endpoint that holds the prefix
-    /// every prompt shares and not the request's own (`cold_tokens` less
-    /// that prefix, when the log shows its size): used in place of the
-    /// logged count on an endpoint of `unserved` once the replay has
-    /// served something there.
-    pub served_cold: Option<f64>,
-}
-
-impl Request {
-    /// A request of `prompt_tokens` arriving at `arrival_s`, nothing of it
-    /// cached anywhere, of no session, open loop, that never explores.
-    pub fn new(arrival_s: f64, prompt_tokens: f64) -> Request {
-        Request {
-            arrival_s,
-            prompt_tokens,
-            cold_tokens: prompt_tokens,
-            warm_tokens: prompt_tokens,
-            session: None,
-            parent: None,
-            think_s: None,
-            decode_s: 0.0,
-            draw: 1.0,
-            logged_end_s: None,
-            holders: Vec::new(),
-            prefix_parent: None,
-            logged_endpoint: None,
-            logged_cold: Vec::new(),
-            unserved: Vec::new(),
-            served_cold: None,
-        }
-    }
-}
+pub use request::Request;
 
 /// The picker stage after the filter.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -421,6 +362,7 @@ pub fn replay(
         false,
         Arrivals::AfterAnswer,
         None,
+        None,
     )
 }
 
@@ -434,7 +376,7 @@ pub fn replay_with(
     arrivals: Arrivals<'_>,
 ) -> Replay {
     run(
-        requests, endpoints, config, picker, model, false, arrivals, None,
+        requests, endpoints, config, picker, model, false, arrivals, None, None,
     )
 }
 
@@ -457,6 +399,7 @@ pub fn replay_logged(
         true,
         Arrivals::AfterAnswer,
         None,
+        None,
     )
 }
 
@@ -472,7 +415,41 @@ pub fn replay_logged_with(
     arrivals: Arrivals<'_>,
 ) -> Replay {
     run(
-        requests, endpoints, config, picker, model, true, arrivals, None,
+        requests, endpoints, config, picker, model, true, arrivals, None, None,
+    )
+}
+
+/// [`replay_with`] (with the prefill pool `pd` as [`replay_pd`] when
+/// given), each request sent where the log sent it for as long as `config`
+/// decides as the config in force `current` did: until the first request
+/// whose kept endpoints under `config` differ from those under `current`
+/// (both decided on the replay's own loads and caches), after which the
+/// replay routes by itself. The config in force itself therefore replays
+/// the log's routing throughout, and a candidate is the logged run up to
+/// its first departure from it: a paired run of the same workload under
+/// the candidate is that logged run up to there as well. Requests without
+/// a logged endpoint are routed by the replay, anchored or not.
+#[allow(clippy::too_many_arguments)]
+pub fn replay_anchored(
+    requests: &[Request],
+    endpoints: usize,
+    config: &Config,
+    current: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+    arrivals: Arrivals<'_>,
+    pd: Option<&PrefillPool<'_>>,
+) -> Replay {
+    run(
+        requests,
+        endpoints,
+        config,
+        picker,
+        model,
+        false,
+        arrivals,
+        pd,
+        Some(current),
     )
 }
 
@@ -525,6 +502,7 @@ pub fn replay_pd(
         false,
         arrivals,
         Some(pd),
+        None,
     )
 }
 
@@ -605,7 +583,15 @@ fn run(
     logged: bool,
     arrivals: Arrivals<'_>,
     pd: Option<&PrefillPool<'_>>,
+    anchor: Option<&Config>,
 ) -> Replay {
+    // Routed as the log until the first request `config` decides otherwise
+    // than the config in force (`anchor`): see [`replay_anchored`].
+    let mut anchored = anchor.is_some();
+    let in_force = |cands: &[Candidate], draw: f64, kept: &[usize]| match anchor {
+        Some(cur) if cur != config => decide(cur, cands, draw).kept == kept,
+        _ => true,
+    };
     let mut out = Replay {
         served: vec![None; requests.len()],
         loads: if logged {
@@ -710,17 +696,26 @@ fn run(
             candidates.push(cand);
         }
         let d = decide(config, &candidates, r.draw);
+        let follow = match r.logged_endpoint {
+            Some(le) if anchored && le < endpoints => {
+                anchored = in_force(&candidates, r.draw, &d.kept);
+                anchored.then_some(le)
+            }
+            _ => None,
+        };
         let loads = if logged { out.loads.get_mut(i) } else { None };
-        let Some(e) = pick(
-            &d.kept,
-            &eps,
-            &uncached,
-            &candidates,
-            picker,
-            r.logged_endpoint,
-            i,
-            loads,
-        ) else {
+        let Some(e) = follow.or_else(|| {
+            pick(
+                &d.kept,
+                &eps,
+                &uncached,
+                &candidates,
+                picker,
+                r.logged_endpoint,
+                i,
+                loads,
+            )
+        }) else {
             continue;
         };
         // Under P/D, a request whose uncached tokens on its decode endpoint
@@ -780,16 +775,25 @@ fn run(
                 let draw = pr.map_or(1.0, |(_, q)| q.draw);
                 let pd_decision = decide(config, &pcands, draw);
                 let logged_k = pr.and_then(|(_, q)| q.logged_endpoint);
-                match pick(
-                    &pd_decision.kept,
-                    &peps,
-                    &puncached,
-                    &pcands,
-                    picker,
-                    logged_k,
-                    i,
-                    None,
-                ) {
+                let follow = match logged_k {
+                    Some(k) if anchored && k < pool_n => {
+                        anchored = in_force(&pcands, draw, &pd_decision.kept);
+                        anchored.then_some(k)
+                    }
+                    _ => None,
+                };
+                match follow.or_else(|| {
+                    pick(
+                        &pd_decision.kept,
+                        &peps,
+                        &puncached,
+                        &pcands,
+                        picker,
+                        logged_k,
+                        i,
+                        None,
+                    )
+                }) {
                     Some(k) => {
                         let first = serve(&mut peps[k], t, puncached[k], &p.model);
                         // The prefill engine holds the request until its
@@ -1009,6 +1013,65 @@ mod tests {
             ..DEFAULT_CONFIG
         };
         assert!(!run(&rs, 2, &high, &model()).served[2].unwrap().released);
+    }
+
+    /// Anchored, the config in force routes as the log did throughout, and
+    /// a candidate as the log did until it first keeps other endpoints than
+    /// the config in force, by itself after that.
+    #[test]
+    fn an_anchored_replay_follows_the_log_until_the_candidate_departs() {
+        let mut rs = three_turns();
+        rs.push(req(1.7, 500.0));
+        for r in &mut rs {
+            r.logged_endpoint = Some(1);
+        }
+        let low = Config {
+            max_ttft_penalty_ms: 100.0,
+            ..DEFAULT_CONFIG
+        };
+        let anchored = |rs: &[Request], config: &Config| {
+            let r = replay_anchored(
+                rs,
+                2,
+                config,
+                &DEFAULT_CONFIG,
+                &Picker::default(),
+                &model(),
+                Arrivals::Logged,
+                None,
+            );
+            r.served
+                .iter()
+                .map(|s| s.unwrap().endpoint)
+                .collect::<Vec<_>>()
+        };
+        let free = |rs: &[Request]| {
+            let r = replay_with(
+                rs,
+                2,
+                &DEFAULT_CONFIG,
+                &Picker::default(),
+                &model(),
+                Arrivals::Logged,
+            );
+            r.served
+                .iter()
+                .map(|s| s.unwrap().endpoint)
+                .collect::<Vec<_>>()
+        };
+        // By itself the replay sends the last request away from the
+        // backlog on endpoint 1; the log sent every request there.
+        assert_eq!(free(&rs), vec![1, 1, 1, 0]);
+        assert_eq!(anchored(&rs, &DEFAULT_CONFIG), vec![1, 1, 1, 1]);
+        // The 100 ms bar keeps what the config in force keeps for the first
+        // two turns, releases the third to the idle endpoint, and routes the
+        // last request by itself, away from the backlog on endpoint 1.
+        assert_eq!(anchored(&rs, &low), vec![1, 1, 0, 0]);
+        // Without a logged endpoint the replay routes by itself.
+        for r in &mut rs {
+            r.logged_endpoint = None;
+        }
+        assert_eq!(anchored(&rs, &DEFAULT_CONFIG), free(&rs));
     }
 
     #[test]
