@@ -38,12 +38,12 @@ bins=("$@")
 [[ $reps =~ ^[1-9][0-9]*$ ]] || { echo "usage: bash bench/cat_ratio.sh [REPS] [BIN_DIR ...]" >&2; exit 2; }
 
 cd "$root"
-if [[ ${#bins[@]} -eq 0 || ! -x $target/release/epp-sim ]]; then
+if [[ ${#bins[@]} -eq 0 ]]; then
     echo "== building (release)" >&2
     nice cargo build --release --locked -p gate-dist -p gatecal-recommend -p gatecal-sim \
         --bin gate-dist --bin recommend --bin epp-sim >&2
+    bins=("$target/release")
 fi
-[[ ${#bins[@]} -gt 0 ]] || bins=("$target/release")
 
 # scenario, requests, framing flags: about 165 MB each.
 logs=(
@@ -60,6 +60,11 @@ for spec in "${logs[@]}"; do
     read -r scenario requests flags <<<"$spec"
     f="$set_dir/$scenario.log"
     if [[ ! -s $f ]]; then
+        # Builds given: only the simulator is built, when it is missing.
+        if [[ ! -x $target/release/epp-sim ]]; then
+            echo "== building epp-sim (release)" >&2
+            nice cargo build --release --locked -p gatecal-sim --bin epp-sim >&2
+        fi
         echo "== writing $f" >&2
         mkdir -p "$set_dir"
         # shellcheck disable=SC2086
