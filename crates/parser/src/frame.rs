@@ -1,5 +1,6 @@
 //! Capture framing: the kubectl `--prefix` and kubelet `--timestamps` prefixes.
 
+use crate::json::find2_short;
 use crate::time::parse_rfc3339;
 
 /// A line with its capture prefixes taken off.
@@ -24,34 +25,18 @@ pub(crate) fn frame(line: &[u8]) -> Result<Framed<'_>, ()> {
     let mut body = line;
     let mut pod = None;
     if body.starts_with(b"[pod/") {
-        let lim = body.len().min(MAX_PREFIX);
-        let close =
-            memchr::memchr_iter(b']', &body[..lim]).find(|&i| body.get(i + 1) == Some(&b' '));
-        let Some(close) = close else {
-            // `[pod/x/y]` alone on a line (an empty log line) is fine.
-            if body.ends_with(b"]") && body.len() <= MAX_PREFIX {
-                let inner = &body[5..body.len() - 1];
-                let name = inner.split(|&c| c == b'/').next().unwrap_or(inner);
-                return Ok(Framed {
-                    pod: Some(name),
-                    kubelet_raw: None,
-                    body: &[],
-                });
-            }
-            return Err(());
+        let (name, rest) = match pod_prefix(body) {
+            Some(p) => p,
+            None => pod_prefix_general(body)?,
         };
-        let inner = &body[5..close];
-        let name = inner.split(|&c| c == b'/').next().unwrap_or(inner);
-        if name.is_empty() {
-            return Err(());
-        }
         pod = Some(name);
-        body = &body[close + 2..];
+        body = rest;
     }
     let mut kubelet_raw = None;
     if body.len() >= 20 && looks_like_time(body) {
         let lim = body.len().min(40);
-        match memchr::memchr2(b' ', b'\t', &body[..lim]) {
+        // The time's first 19 bytes are digits and separators.
+        match find2_short(&body[19..lim], b' ', b'\t').map(|i| 19 + i) {
             Some(sp) if body[sp] == b' ' => {
                 kubelet_raw = Some(&body[..sp]);
                 body = &body[sp + 1..];
@@ -69,6 +54,55 @@ pub(crate) fn frame(line: &[u8]) -> Result<Framed<'_>, ()> {
         kubelet_raw,
         body,
     })
+}
+
+/// The usual `[pod/NAME/CONTAINER] ` prefix of `line` (which starts with
+/// `[pod/`), read with two short searches ([`find2_short`]): the pod's name and the rest of
+/// the line, as [`pod_prefix_general`] gives them. `None` when the name
+/// holds a `]` before its first `/`, or no `] ` closes the prefix: the
+/// general reading decides.
+#[inline]
+fn pod_prefix(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let lim = line.len().min(MAX_PREFIX);
+    // The first `/` or `]` after `[pod/`: the end of the name when it is
+    // a `/` (no `]` before it, so no close either).
+    let slash = 5 + find2_short(line.get(5..lim)?, b'/', b']')?;
+    if line[slash] != b'/' || slash == 5 {
+        return None;
+    }
+    // The first `]` followed by a space closes the prefix.
+    let mut at = slash + 1;
+    loop {
+        let close = at + find2_short(line.get(at..lim)?, b']', b']')?;
+        if line.get(close + 1) == Some(&b' ') {
+            return Some((&line[5..slash], &line[close + 2..]));
+        }
+        at = close + 1;
+    }
+}
+
+/// The `[pod/...] ` prefix of `line` (which starts with `[pod/`), any
+/// shape: the pod's name (up to its first `/`, or the whole inside of the
+/// brackets) and the rest of the line. `Err` for a prefix that does not
+/// close, or an empty name.
+fn pod_prefix_general(line: &[u8]) -> Result<(&[u8], &[u8]), ()> {
+    let lim = line.len().min(MAX_PREFIX);
+    let close = memchr::memchr_iter(b']', &line[..lim]).find(|&i| line.get(i + 1) == Some(&b' '));
+    let Some(close) = close else {
+        // `[pod/x/y]` alone on a line (an empty log line) is fine.
+        if line.ends_with(b"]") && line.len() <= MAX_PREFIX {
+            let inner = &line[5..line.len() - 1];
+            let name = inner.split(|&c| c == b'/').next().unwrap_or(inner);
+            return Ok((name, &[]));
+        }
+        return Err(());
+    };
+    let inner = &line[5..close];
+    let name = inner.split(|&c| c == b'/').next().unwrap_or(inner);
+    if name.is_empty() {
+        return Err(());
+    }
+    Ok((name, &line[close + 2..]))
 }
 
 /// `YYYY-MM-DDTHH:MM:SS` at the start (a cheap check; the full parse is
@@ -110,5 +144,49 @@ mod tests {
         assert!(frame(b"[pod/unterminated").is_err());
         let f = frame(b"{\"a\":1}").unwrap();
         assert!(f.pod.is_none() && f.kubelet_ts().is_none());
+    }
+
+    /// The usual prefix read by the two searches gives what the general
+    /// reading gives, on prefixes of every shape near it, cut at every
+    /// length.
+    #[test]
+    fn the_usual_prefix_reads_as_the_general_one() {
+        let long = format!("[pod/{}/epp] x", "a".repeat(400));
+        let lines: Vec<&[u8]> = vec![
+            b"[pod/ob-epp-7c9d8-xk2lp/epp] 2026-08-21T14:36:14.123456789Z {\"a\":1}",
+            b"[pod/a/b] ",
+            b"[pod/a/b]",
+            b"[pod//b] x",
+            b"[pod/a] x",
+            b"[pod/a]b/c] x",
+            b"[pod/a/b]c] x",
+            b"[pod/a/b/c] x",
+            b"[pod/a/b]]] x",
+            b"[pod/a/b]x",
+            b"[pod/] x",
+            b"[pod/",
+            b"[pod/a/b] ] x",
+            long.as_bytes(),
+        ];
+        for &l in &lines {
+            for n in 5..=l.len() {
+                let cut = &l[..n];
+                let general = pod_prefix_general(cut);
+                if let Some(fast) = pod_prefix(cut) {
+                    assert_eq!(Ok(fast), general, "{}", String::from_utf8_lossy(cut));
+                }
+                let f = frame(cut);
+                match general {
+                    Ok((name, rest)) => {
+                        let f = f.unwrap_or_else(|()| panic!("{}", String::from_utf8_lossy(cut)));
+                        assert_eq!(f.pod, Some(name));
+                        assert!(rest.ends_with(f.body));
+                    }
+                    Err(()) => assert!(f.is_err()),
+                }
+            }
+        }
+        // The fast reading takes the usual lines.
+        assert!(pod_prefix(lines[0]).is_some());
     }
 }
