@@ -106,16 +106,39 @@ fn pod_prefix_general(line: &[u8]) -> Result<(&[u8], &[u8]), ()> {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS` at the start (a cheap check; the full parse is
-/// [`Framed::kubelet_ts`]).
+/// [`Framed::kubelet_ts`]): its 19 bytes checked a word at a time.
 fn looks_like_time(b: &[u8]) -> bool {
-    const DIGITS: [usize; 14] = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
-    b.len() >= 19
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && b[10] == b'T'
-        && b[13] == b':'
-        && b[16] == b':'
-        && DIGITS.iter().all(|&i| b[i].is_ascii_digit())
+    // Each 8-byte part: the shape's bytes (`0` where a digit goes), and
+    // which of them are digits.
+    const SHAPE: [u64; 3] = [
+        u64::from_le_bytes(*b"0000-00-"),
+        u64::from_le_bytes(*b"00T00:00"),
+        u64::from_le_bytes(*b":00\0\0\0\0\0"),
+    ];
+    const DIGITS: [u64; 3] = [
+        0x00FF_FF00_FFFF_FFFF,
+        0xFFFF_00FF_FF00_FFFF,
+        0x0000_0000_00FF_FF00,
+    ];
+    const LO: u64 = 0x0F0F_0F0F_0F0F_0F0F;
+    // Most lines are not framed: they fail here, on one byte.
+    let Some(h) = b.first_chunk::<19>().filter(|h| h[4] == b'-') else {
+        return false;
+    };
+    let mut w = [0u8; 24];
+    w[..19].copy_from_slice(h);
+    let mut bad = 0;
+    for (i, part) in w.chunks_exact(8).enumerate() {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(part);
+        // A digit's byte of `t` is 0..=9: its high nibble is 0 and its low
+        // nibble plus 6 stays below 16 (no carry leaves the byte); every
+        // other byte of `t` is 0 where the shape matches.
+        let t = u64::from_le_bytes(x) ^ SHAPE[i];
+        let digit_bad = (t & !LO) | (((t & LO) + 0x0606_0606_0606_0606) & 0x1010_1010_1010_1010);
+        bad |= (t & !DIGITS[i]) | (digit_bad & DIGITS[i]);
+    }
+    bad == 0
 }
 
 impl Framed<'_> {
@@ -144,6 +167,54 @@ mod tests {
         assert!(frame(b"[pod/unterminated").is_err());
         let f = frame(b"{\"a\":1}").unwrap();
         assert!(f.pod.is_none() && f.kubelet_ts().is_none());
+    }
+
+    /// The word-at-a-time time check is the byte-by-byte one.
+    #[test]
+    fn time_shape_check_is_the_byte_check() {
+        fn bytewise(b: &[u8]) -> bool {
+            const DIGITS: [usize; 14] = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
+            b.len() >= 19
+                && b[4] == b'-'
+                && b[7] == b'-'
+                && b[10] == b'T'
+                && b[13] == b':'
+                && b[16] == b':'
+                && DIGITS.iter().all(|&i| b[i].is_ascii_digit())
+        }
+        let good = *b"2026-08-21T14:36:14.123456789Z x";
+        assert!(looks_like_time(&good));
+        let probes = [
+            b'0',
+            b'9',
+            b'/',
+            b':',
+            b'-',
+            b'T',
+            b't',
+            b' ',
+            0,
+            0x30 + 10,
+            0xb0,
+            0xff,
+            b'Z',
+            b'.',
+        ];
+        for i in 0..good.len() {
+            for &p in &probes {
+                let mut x = good;
+                x[i] = p;
+                for n in 0..=x.len() {
+                    let b = &x[..n];
+                    assert_eq!(
+                        looks_like_time(b),
+                        bytewise(b),
+                        "{}",
+                        String::from_utf8_lossy(b)
+                    );
+                }
+            }
+        }
     }
 
     /// The usual prefix read by the two searches gives what the general
