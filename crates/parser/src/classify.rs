@@ -277,6 +277,9 @@ fn full<'a>(
         }
     }
     let kind = match f.get(Key::Msg) {
+        // The head's own message (not a later `msg` member): the kind the
+        // prefilter looked up from it.
+        Some(Val::Str(raw, false)) if is_head_msg(raw, head) => kind,
         // The message as written (no copy, no UTF-8 check) unless escaped.
         Some(Val::Str(raw, false)) => kind_of(raw),
         Some(v @ Val::Str(_, true)) => v.as_str().and_then(|m| kind_of(m.as_bytes())),
@@ -299,6 +302,14 @@ fn full<'a>(
         ..LineMeta::default()
     };
     build(kind, &f, &mut meta, LineShape::ZapJson, a)
+}
+
+/// Whether `msg` is the message of zap's head `head` itself, the same bytes
+/// of the line (a later `msg` member is other bytes): [`zap_json`] looked
+/// its kind up already, and the caller's `kind` is that.
+#[inline]
+fn is_head_msg(msg: &[u8], head: Option<json::ZapHead<'_>>) -> bool {
+    matches!(head, Some(([.., m], _)) if std::ptr::eq(m, msg))
 }
 
 /// The lines that carry endpoint dumps (`Before running filter plugins`,
@@ -333,7 +344,7 @@ fn dump_fast<'a>(
     };
     let msg = f.get(Key::Msg)?;
     let Val::Str(m, false) = msg else { return None };
-    if kind_of(m) != Some(kind) {
+    if !is_head_msg(m, head) && kind_of(m) != Some(kind) {
         return None;
     }
     let tail = &body[at..];
@@ -906,6 +917,27 @@ mod tests {
             ),
             Class::Malformed(_, MalformedReason::OutOfRange("len(responseBytes)"))
         ));
+    }
+
+    /// A later `msg` member decides the line's message over zap's head
+    /// (the last occurrence of a key wins), for the dump lines too.
+    #[test]
+    fn a_later_msg_member_decides() {
+        let head = r#"{"level":"debug","ts":1755786974.5,"caller":"p.go:1","msg":"Request handled","x-request-id":"r1""#;
+        assert_eq!(
+            used(&format!("{head}}}")).event,
+            Event::RequestHandled { endpoint: None }
+        );
+        assert_eq!(
+            used(&format!(r#"{head},"msg":"EPP received request"}}"#)).event,
+            Event::ReceivedRequest
+        );
+        assert!(matches!(
+            classify(format!(r#"{head},"msg":"something else"}}"#).as_bytes()),
+            Class::Ignored(LineShape::ZapJson)
+        ));
+        let dump = r#"{"level":"debug","ts":1755786974.5,"caller":"p.go:1","msg":"Before running filter plugins","x-request-id":"r1","msg":"EPP received request","endpoints":[{"ID":{"Namespace":"n","Name":"a"}}]}"#;
+        assert_eq!(used(dump).event, Event::ReceivedRequest);
     }
 
     #[test]

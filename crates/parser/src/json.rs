@@ -17,7 +17,7 @@
 mod search;
 mod zap;
 
-pub(crate) use search::{digit_run, quote_or_backslash, utf8};
+pub(crate) use search::{digit_run, find2_short, quote_or_backslash, utf8};
 use zap::hand_out_head;
 pub(crate) use zap::{ZapHead, zap_head, zap_members};
 
