@@ -51,14 +51,14 @@
 //! matrix's largest eigenvalues (up to a few hundred, against a bulk
 //! between 0.07 and 2 on the log set) are `AᵀA`'s smooth directions, which
 //! the tridiagonal preconditioner does not see; plain iterations keep
-//! finding them again and took about 85 iterations a span. The span's
+//! finding them again and took about 86 iterations a span. The span's
 //! solve is deflated instead ([`Coarse`], `Normal::solve_deflated`):
 //! with `Z` the indicators of blocks of [`COARSE_BLOCK`] consecutive
 //! intervals and `E = Zᵀ H Z` (made and inverted once per engine, `k`
 //! columns of `O(n)` each for `k = n / 16` blocks), the iterations start
 //! from the coarse solution `Z E⁻¹ Zᵀ c` and keep every search direction
 //! `H`-orthogonal to `Z`, so they work on the rest of the spectrum only:
-//! about 28 iterations a span on the log set. `Zᵀ H w` costs `O(n)`
+//! about 27 iterations a span on the log set. `Zᵀ H w` costs `O(n)`
 //! without `H w` (a row of `A Z` is its window over the blocks, whole
 //! ones between its two ends), and `A p` follows the directions'
 //! recurrence (`A p = A w + β A p − A Z μ`), so an iteration costs about
