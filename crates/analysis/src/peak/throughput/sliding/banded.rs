@@ -175,6 +175,12 @@ impl Banded {
         &self.solved
     }
 
+    /// The widest window, in intervals (for the tests).
+    #[cfg(test)]
+    pub(super) fn band(&self) -> usize {
+        self.band
+    }
+
     /// The solve for one engine's lines, or `None` when its window never
     /// slides, the lines are not v1 with epoch times, or the decisions
     /// start after the engine's first logged completion.
@@ -291,8 +297,13 @@ impl Banded {
     pub(super) fn share(&self, i: usize, j: usize) -> Option<Share> {
         let (qc, h) = self.solved.first()?;
         let (est, c) = span_rate(qc, h, i, j)?;
-        let n = qc.len();
-        let x = band_solve(&self.chol, n, self.band, &c);
+        Some(bounds(est, self.error(&c), &self.solved, i, j))
+    }
+
+    /// The statistical error added each side of the span's rate whose
+    /// weights are `c` ([`SLIDING_Z`]`·σ·|A H⁻¹c|`), by the factor.
+    pub(super) fn error(&self, c: &[f64]) -> f64 {
+        let x = band_solve(&self.chol, c.len(), self.band, c);
         let var: f64 = self
             .rows
             .iter()
@@ -305,7 +316,7 @@ impl Banded {
             })
             .sum::<f64>()
             * self.sigma2;
-        Some(bounds(est, SLIDING_Z * var.sqrt(), &self.solved, i, j))
+        SLIDING_Z * var.sqrt()
     }
 }
 
