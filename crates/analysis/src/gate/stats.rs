@@ -785,4 +785,9 @@ pub struct PredictedTtft {
     pub interval: PredictedIntervals,
     /// Requests replayed.
     pub n: usize,
+    /// `[differ, compared]`: the logged decisions the config decided the
+    /// other way on the replay's state (`Prediction::logged_outcomes`); read
+    /// by the self-check of the config in force, not written out.
+    #[serde(skip)]
+    pub logged_outcomes: [usize; 2],
 }

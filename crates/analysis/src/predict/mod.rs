@@ -68,6 +68,10 @@ pub struct Prediction {
     pub prefix_hit_share: Option<f64>,
     /// Share of requests whose pin was released.
     pub release_share: Option<f64>,
+    /// `[differ, compared]`: the logged decisions the config decided the
+    /// other way on the replay's state ([`Replay::logged_outcomes`]). For
+    /// the config in force, a check that it is the config the EPP ran.
+    pub logged_outcomes: [usize; 2],
 }
 
 /// The quantiles this module predicts.
@@ -227,6 +231,7 @@ pub fn predict_replay(
         n: runs[0].len(),
         prefix_hit_share: main.prefix_hit_share(&w.requests),
         release_share: main.release_share(),
+        logged_outcomes: main.logged_outcomes(&w.requests),
     })
 }
 

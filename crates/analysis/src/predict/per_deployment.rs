@@ -28,6 +28,8 @@ use gatecal_filter::Config;
 use rustc_hash::{FxBuildHasher, FxHashSet};
 use serde::Serialize;
 
+mod self_check;
+
 pub use super::edges::RECENT_IDS;
 use super::edges::{Edge, Edges};
 use super::replay::{EngineModel, Picker};
@@ -36,6 +38,10 @@ use super::{EngineFit, Prediction, infer_and_fit, predict};
 use crate::gate::hist::SignedHistogram;
 pub use crate::gate::stats::{PredictedIntervals, PredictedTtft};
 use crate::input::DecisionInput;
+pub use self_check::{
+    LoggedOutcomes, MAX_LOGGED_OUTCOMES_DIFFER, MIN_LOGGED_OUTCOMES, SelfCheck, SelfCheckQuantile,
+    self_check,
+};
 
 /// Requests kept for the replay per deployment.
 pub const MAX_REPLAY_REQUESTS: usize = 131_072;
@@ -99,6 +105,7 @@ impl PredictedTtft {
                 mean: p.mean_interval_ms,
             },
             n: p.n,
+            logged_outcomes: p.logged_outcomes,
         }
     }
 
@@ -252,36 +259,6 @@ pub const PREFILL_POOL_ASSUMED: &str = "the decode profile picks the decode endp
 /// The gate's TTFT the replay assumes under `ttftSource:
 /// latencyPredictor`.
 pub const PREDICTOR_ASSUMED: &str = "; under ttftSource latencyPredictor the filter's gate reads each endpoint's predicted TTFT as the fitted engine gives it (its in-flight and the request's uncached tokens at the fitted speed, plus the overhead: the predictor's own model and noise are not known)";
-
-/// One quantile of the self-check.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SelfCheckQuantile {
-    /// `p50`, `p90` or `p99`.
-    pub quantile: &'static str,
-    /// What the log observed, ms.
-    pub observed: f64,
-    /// What the replay of the config in force predicts, ms.
-    pub predicted: f64,
-    /// The prediction's 90 % interval.
-    pub interval: [f64; 2],
-    /// `predicted − observed`, ms.
-    pub gap_ms: f64,
-    /// `gap / observed`.
-    pub gap_share: f64,
-    /// The observed value lies inside the interval.
-    pub inside: bool,
-}
-
-/// The self-check (`ttft_self_check`): the `current` row's prediction
-/// beside the observed TTFT.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SelfCheck {
-    /// p50, p90 and p99.
-    pub quantiles: Vec<SelfCheckQuantile>,
-    /// Every quantile checked (p50, p90 and the objective's) is inside its
-    /// interval: the predictions can be acted on.
-    pub passed: bool,
-}
 
 /// The observed TTFT of one deployment's requests, as the decisions
 /// arrive: each request id once.
@@ -825,40 +802,6 @@ impl Engine {
     }
 }
 
-/// The self-check of `current` (the config in force's prediction) against
-/// `observed`, checking p50, p90 and `objective`'s quantile. `None`
-/// without an observed TTFT.
-pub fn self_check(
-    current: &PredictedTtft,
-    observed: &ObservedTtft,
-    objective: Objective,
-) -> Option<SelfCheck> {
-    let mut quantiles = Vec::new();
-    let mut passed = true;
-    for (name, o, p, i) in [
-        ("p50", observed.p50, current.p50, current.interval.p50),
-        ("p90", observed.p90, current.p90, current.interval.p90),
-        ("p99", observed.p99, current.p99, current.interval.p99),
-    ] {
-        let o = o?;
-        let inside = (i[0]..=i[1]).contains(&o);
-        let checked = name != "p99" || objective == Objective::P99;
-        if checked && !inside {
-            passed = false;
-        }
-        quantiles.push(SelfCheckQuantile {
-            quantile: name,
-            observed: o,
-            predicted: p,
-            interval: i,
-            gap_ms: p - o,
-            gap_share: if o > 0.0 { (p - o) / o } else { 0.0 },
-            inside,
-        });
-    }
-    Some(SelfCheck { quantiles, passed })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -958,6 +901,7 @@ mod tests {
                 mean: [110.0, 130.0],
             },
             n: 1000,
+            logged_outcomes: [0, 1000],
         };
         let mut o = ObservedTtft {
             p50: Some(105.0),
@@ -971,6 +915,25 @@ mod tests {
         assert!(!c.quantiles[2].inside);
         assert!((c.quantiles[1].gap_ms + 10.0).abs() < 1e-9);
         assert!(!self_check(&p, &o, Objective::P99).unwrap().passed);
+        // A config that decides more than 5 % of the logged outcomes the
+        // other way fails, however close its TTFT.
+        let other = PredictedTtft {
+            logged_outcomes: [51, 1000],
+            ..p.clone()
+        };
+        let c = self_check(&other, &o, Objective::P90).unwrap();
+        assert!(!c.passed && !c.logged_outcomes.reproduced);
+        assert!(c.outcomes_failure().unwrap().contains("51 of 1000"));
+        let near = PredictedTtft {
+            logged_outcomes: [50, 1000],
+            ..p.clone()
+        };
+        assert!(self_check(&near, &o, Objective::P90).unwrap().passed);
+        let few = PredictedTtft {
+            logged_outcomes: [5, 19],
+            ..p.clone()
+        };
+        assert!(self_check(&few, &o, Objective::P90).unwrap().passed);
         o.p90 = Some(260.0);
         assert!(!self_check(&p, &o, Objective::P90).unwrap().passed);
         o.p50 = None;

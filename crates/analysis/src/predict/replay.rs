@@ -182,6 +182,26 @@ impl Replay {
             .collect()
     }
 
+    /// `[differ, compared]`: of the requests served whose logged outcome is
+    /// known, how many the replayed config decided the other way (released
+    /// where the log held, or held where it released), each on the
+    /// replay's state. For the config in force replayed anchored to the
+    /// log ([`replay_anchored`]) these are the logged decisions it does not
+    /// reproduce: a handful at near ties when it is the config the EPP ran,
+    /// many when it is not.
+    pub fn logged_outcomes(&self, requests: &[Request]) -> [usize; 2] {
+        let mut out = [0, 0];
+        for (s, r) in self.served.iter().zip(requests) {
+            if let (Some(s), Some(logged)) = (s, r.logged_release) {
+                out[1] += 1;
+                if s.released != logged {
+                    out[0] += 1;
+                }
+            }
+        }
+        out
+    }
+
     /// Share of the requests whose filter outcome released a pin.
     pub fn release_share(&self) -> Option<f64> {
         let n = self.served.iter().flatten().count();

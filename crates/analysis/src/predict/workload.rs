@@ -599,6 +599,7 @@ pub fn infer_with(
             holders: holders.clone(),
             prefix_parent: parent,
             logged_endpoint: Some(c),
+            logged_release: s.outcome.map(|o| o.is_release()),
         });
         eps[c].served = true;
         w.logged_endpoint.push(c);

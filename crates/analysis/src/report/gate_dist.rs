@@ -791,9 +791,11 @@ fn predict_rows(
                 )
             })
             .collect();
+        let mut why = outside;
+        why.extend(c.outcomes_failure());
         warnings.push(format!(
             "the predicted TTFT fails its self-check ({}): the what-if predictions are not to be acted on",
-            outside.join(", ")
+            why.join(", ")
         ));
     }
     Predicted {

@@ -105,7 +105,7 @@ pub fn model_note(name: &str, m: &TtftModel) -> Option<Note> {
 /// The self-check of the current row, as a note; `failed` says what a
 /// failed check means for the report.
 pub fn self_check_note(name: &str, c: &SelfCheck, failed: &str) -> Note {
-    let parts: Vec<String> = c
+    let mut parts: Vec<String> = c
         .quantiles
         .iter()
         .map(|q| {
@@ -121,6 +121,7 @@ pub fn self_check_note(name: &str, c: &SelfCheck, failed: &str) -> Note {
             )
         })
         .collect();
+    parts.extend(c.outcomes_failure());
     Note::about(
         name,
         format!(

@@ -51,6 +51,10 @@ pub struct Request {
     /// logged count on an endpoint of `unserved` once the replay has
     /// served something there.
     pub served_cold: Option<f64>,
+    /// Whether the log's filter released the request's pin (`Some(false)`:
+    /// it held it, or found nothing to hold), when the log shows the
+    /// outcome.
+    pub logged_release: Option<bool>,
 }
 
 impl Request {
@@ -74,6 +78,7 @@ impl Request {
             logged_cold: Vec::new(),
             unserved: Vec::new(),
             served_cold: None,
+            logged_release: None,
         }
     }
 }

@@ -623,9 +623,17 @@ fn self_check_failed(c: &SelfCheck, objective: Objective) -> String {
             )
         })
         .collect();
+    let mut why = Vec::new();
+    if !off.is_empty() {
+        why.push(format!(
+            "the replay of the config in force misses the observed TTFT beyond its 90 % interval ({})",
+            off.join("; ")
+        ));
+    }
+    why.extend(c.outcomes_failure());
     format!(
-        "no recommendation: the replay of the config in force misses the observed TTFT beyond its 90 % interval ({}), so no predicted TTFT is acted on; the paste block falls back to the corrected peak",
-        off.join("; ")
+        "no recommendation: {}, so no predicted TTFT is acted on; the paste block falls back to the corrected peak",
+        why.join("; and ")
     )
 }
 
