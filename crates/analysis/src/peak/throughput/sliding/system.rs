@@ -278,13 +278,7 @@ impl<'a> Normal<'a> {
                 e[b * k + a] = *v;
             }
         }
-        for a in 0..k {
-            for b in 0..a {
-                let v = 0.5 * (e[a * k + b] + e[b * k + a]);
-                e[a * k + b] = v;
-                e[b * k + a] = v;
-            }
-        }
+        symmetrize(&mut e, k);
         if !dense_cholesky(&mut e, k) {
             return None;
         }
@@ -299,13 +293,7 @@ impl<'a> Normal<'a> {
                 inv[b * k + a] = *v;
             }
         }
-        for a in 0..k {
-            for b in 0..a {
-                let v = 0.5 * (inv[a * k + b] + inv[b * k + a]);
-                inv[a * k + b] = v;
-                inv[b * k + a] = v;
-            }
-        }
+        symmetrize(&mut inv, k);
         z.inv = inv;
         Some(z)
     }
@@ -533,6 +521,19 @@ impl Coarse {
             for (p, w) in p.iter_mut().zip(w) {
                 *p = w + beta * *p - m;
             }
+        }
+    }
+}
+
+/// The `k × k` matrix `m` (row-major) made exactly symmetric: each pair
+/// of entries across the diagonal set to their mean (they differ by
+/// rounding only).
+fn symmetrize(m: &mut [f64], k: usize) {
+    for a in 0..k {
+        for b in 0..a {
+            let v = 0.5 * (m[a * k + b] + m[b * k + a]);
+            m[a * k + b] = v;
+            m[b * k + a] = v;
         }
     }
 }
