@@ -782,5 +782,25 @@ fn main() -> ExitCode {
             println!("{}", summary_row(scope, &cs, &cal, ""));
         }
     }
+    // The logged decisions the config in force decides the other way on
+    // the replay: the self-check fails it above 5 %.
+    let share = |c: &Case| {
+        let [differ, compared] = c.predicted.logged_outcomes;
+        differ as f64 / compared.max(1) as f64
+    };
+    if let Some(c) = held
+        .iter()
+        .filter(|c| c.label == "current")
+        .max_by(|a, b| share(a).total_cmp(&share(b)))
+    {
+        let [differ, compared] = c.predicted.logged_outcomes;
+        println!(
+            "\nLogged outcomes the config in force decides the other way on the replay: at most {:.2} % ({differ} of {compared}, {} seed {} {}).",
+            100.0 * share(c),
+            c.scenario,
+            c.seed,
+            c.deployment
+        );
+    }
     ExitCode::SUCCESS
 }

@@ -12,9 +12,9 @@
 //!    fitted on its own ([`infer_and_fit`], [`prefill_pool`]).
 //! 2. Each candidate config is replayed over that workload, routed as the
 //!    log until it first decides otherwise than the config in force
-//!    ([`replay::replay_anchored`]); the TTFTs of the replay give the predicted
-//!    p50, p90 and p99 (nearest rank), the cached share of prompt tokens
-//!    and the share of requests whose pin was released.
+//!    ([`replay::replay_anchored`]); the TTFTs of the replay give the
+//!    predicted p50, p90 and p99 (nearest rank), the cached share of prompt
+//!    tokens and the share of requests whose pin was released.
 //! 3. **Interval** (90 %): the replay is run again at both ends of the
 //!    peak's 90 % interval (the engine's speed is the largest single
 //!    uncertainty of the model), and each quantile's range over those runs
@@ -29,10 +29,12 @@
 //! The replay of the config in force predicts what the log observed: beside
 //! the observed TTFT it shows whether the engine model and the workload are
 //! right before any other config is trusted. Anchored, that replay keeps the
-//! log's routing throughout, so the check is of the engine and the workload;
-//! the replay's routing after a candidate departs from the log is measured
-//! by the held-out accuracy instead (docs/methodology.md §8). Limits of the inference are in
-//! [`workload`]'s docs; the engine model's assumptions in [`replay`]'s.
+//! log's routing throughout, so the check is of the engine and the workload
+//! (and of the logged outcomes, which a config the EPP did not run decides
+//! otherwise); the replay's routing after a candidate departs from the log
+//! is measured by the held-out accuracy instead (docs/methodology.md §8).
+//! Limits of the inference are in [`workload`]'s docs; the engine model's
+//! assumptions in [`replay`]'s.
 
 pub mod edges;
 pub mod per_deployment;
@@ -116,14 +118,15 @@ pub fn rank_interval(sorted: &[f64], q: f64) -> Option<[f64; 2]> {
 /// "interval calibration"), the widest on each side of three calibrations
 /// on those seeds (each scenario's four candidates). The current code's
 /// (316 cases of every scenario and the Mooncake trace, the replay anchored
-/// to the log, each scenario weighing as one) is narrower on every side: p50 [−0.137, +0.074], p90
-/// [−0.108, +0.046], p99 [−0.166, +0.051]; on the held-out seeds 5–8 it
-/// covers 90, 92 and 92 % of the cases but only 69, 75 and 62 % on
-/// saturated closed loops (`glm-like`), where the wider terms kept here
-/// cover 88, 94 and 69 % (94, 97 and 97 % overall). The wider terms come
-/// from two calibrations of earlier code: 316 cases of every scenario with
-/// `peak-sweep`, whose slow p50 errors set the upper sides, and 220 cases
-/// without it (its lower sides at p50 and p99, −0.248 and −0.188).
+/// to the log, each scenario weighing as one) is narrower on every side:
+/// p50 [−0.137, +0.074], p90 [−0.108, +0.046], p99 [−0.166, +0.051]; on
+/// the held-out seeds 5–8 it covers 90, 92 and 92 % of the cases but only
+/// 69, 75 and 62 % on saturated closed loops (`glm-like`), where the wider
+/// terms kept here cover 88, 94 and 69 % (94, 97 and 97 % overall). The
+/// wider terms come from two calibrations of earlier code: 316 cases of
+/// every scenario with `peak-sweep`, whose slow p50 errors set the upper
+/// sides, and 220 cases without it (its lower sides at p50 and p99, −0.248
+/// and −0.188).
 /// [`predict`] widens each interval so that it holds `predicted · exp(−hi)
 /// .. predicted · exp(−lo)` (docs/methodology.md §8). On real engines the
 /// model's error may be larger than on the simulator, whose engine the

@@ -608,9 +608,10 @@ fn run(
     // Routed as the log until the first request `config` decides otherwise
     // than the config in force (`anchor`): see [`replay_anchored`].
     let mut anchored = anchor.is_some();
-    let in_force = |cands: &[Candidate], draw: f64, kept: &[usize]| match anchor {
-        Some(cur) if cur != config => decide(cur, cands, draw).kept == kept,
-        _ => true,
+    let other = anchor.filter(|cur| *cur != config);
+    let in_force = |cands: &[Candidate], draw: f64, kept: &[usize]| match other {
+        Some(cur) => decide(cur, cands, draw).kept == kept,
+        None => true,
     };
     let mut out = Replay {
         served: vec![None; requests.len()],
