@@ -30,7 +30,9 @@
 //! the simulator's paired run under it, request by request: the TTFT
 //! quantiles, the uncached tokens each side served (the truth's from the
 //! prefix match on the endpoint it chose), and the requests one side served
-//! from a prefix cache the other did not (half the prompt or more apart).
+//! from a prefix cache the other did not (half the prompt or more apart),
+//! the share each side served in under a second and its split between
+//! endpoints.
 //! `--replay-cache TOKENS` bounds the replay's prefix cache per endpoint;
 //! `--no-decode-share` fits the engine without the decode share of its
 //! steps.
@@ -407,10 +409,15 @@ fn compare_candidate(
     let mut colder_truth_replay_ttft = Vec::new();
     // The filter's outcomes on each side.
     let mut outcomes: std::collections::BTreeMap<(String, String), usize> = Default::default();
+    // Requests per endpoint on each side.
+    let mut truth_split: HashMap<&str, usize> = HashMap::new();
+    let mut replay_split: HashMap<usize, usize> = HashMap::new();
     for (i, id) in ids.iter().enumerate() {
         let (Some(t), Some(s)) = (truth.get(id), r.served[i]) else {
             continue;
         };
+        *truth_split.entry(t.chosen_endpoint.as_str()).or_default() += 1;
+        *replay_split.entry(s.endpoint).or_default() += 1;
         *outcomes
             .entry((t.outcome.clone(), s.outcome.as_str().to_string()))
             .or_default() += 1;
@@ -471,6 +478,27 @@ fn compare_candidate(
             .map(|((a, b), n)| format!("{a}/{b} {n}"))
             .collect::<Vec<_>>()
             .join(", ")
+    );
+    // The share served in under a second (a bimodal TTFT's fast mode),
+    // and each side's split between endpoints, largest first.
+    let fast = |v: &[f64]| {
+        100.0 * v.iter().filter(|&&x| x < 1000.0).count() as f64 / v.len().max(1) as f64
+    };
+    let split = |counts: Vec<usize>| {
+        let mut c = counts;
+        c.sort_unstable_by(|a, b| b.cmp(a));
+        let n = c.iter().sum::<usize>().max(1) as f64;
+        c.iter()
+            .map(|k| format!("{:.0}", 100.0 * *k as f64 / n))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    println!(
+        "  served in under 1 s: truth {:.1} %, replay {:.1} %; split between endpoints (%): truth {}, replay {}",
+        fast(&truth_ttft),
+        fast(&replay_ttft),
+        split(truth_split.into_values().collect()),
+        split(replay_split.into_values().collect())
     );
     println!("  truth:  {}", quantiles(truth_ttft));
     println!("  replay: {}", quantiles(replay_ttft));
