@@ -47,6 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|a| InputSpec::parse(a))
         .collect();
     let inputs = gatecal_cli::follow::start(&specs, &args.input.parse_options(), true)?;
+    let threads = args.input.parse_options().threads;
     gatecal_cli::follow::follow(
         "recommend",
         inputs,
@@ -60,7 +61,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .records_only(),
         |_| {},
         |info, windows| {
-            let report = audit(Recommend::new(opts.clone(), configs.clone()), windows, info);
+            let fresh = Recommend::new(opts.clone(), configs.clone()).with_threads(threads);
+            let report = audit(fresh, windows, info);
             let mut text = Vec::new();
             report_renderer(format, width, run_info(None, None)).recommend(&report, &mut text)?;
             let mut out = std::io::stdout().lock();

@@ -99,7 +99,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let emitter = Emitter::open(&args.input, emit)?;
     let prometheus = take_prometheus(&mut files, &args.input, args.max_prometheus_mib << 20)?;
-    let mut recommend = Recommend::new(opts, configs);
+    let mut recommend =
+        Recommend::new(opts, configs).with_threads(args.input.parse_options().threads);
     for (_, series) in prometheus {
         recommend.push_prometheus(series);
     }

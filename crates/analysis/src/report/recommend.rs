@@ -315,6 +315,8 @@ pub struct Recommend {
     /// Finishing partial reports of which one did not carry the requests
     /// (written by an earlier version): nothing to predict from.
     merged_without_requests: bool,
+    /// Threads the deployments' records are computed on at the end.
+    threads: usize,
 }
 
 impl InOrder for Recommend {
@@ -374,6 +376,7 @@ impl Recommend {
             fallback_configs: BTreeMap::new(),
             merged: None,
             merged_without_requests: false,
+            threads: 1,
         }
     }
 
@@ -406,6 +409,14 @@ impl Recommend {
     /// to `sink`, completed with its gate and config (`report::records`).
     pub fn with_records(mut self, sink: crate::report::records::RecordSink) -> Recommend {
         self.sink = Some(sink);
+        self
+    }
+
+    /// Computes the deployments' records at the end on up to `n` threads
+    /// (default 1): each deployment's engine fit, replays and findings are
+    /// its own, so the report is the same on any number.
+    pub fn with_threads(mut self, n: usize) -> Recommend {
+        self.threads = n.max(1);
         self
     }
 

@@ -38,7 +38,17 @@ fn recommend(out: &SimOutput, epp: bool) -> RecommendReport {
 }
 
 fn recommend_with(out: &SimOutput, epp: bool, opts: RecommendOptions) -> RecommendReport {
-    let mut rec = Recommend::new(opts, ConfigSet::default());
+    recommend_on(out, epp, opts, 1)
+}
+
+/// [`recommend_with`], the deployments' records computed on `threads`.
+fn recommend_on(
+    out: &SimOutput,
+    epp: bool,
+    opts: RecommendOptions,
+    threads: usize,
+) -> RecommendReport {
+    let mut rec = Recommend::new(opts, ConfigSet::default()).with_threads(threads);
     if epp {
         feed(&mut rec, "epp/epp.log", &out.epp_log);
     } else {
@@ -78,6 +88,28 @@ fn truth_break_even(out: &SimOutput) -> BTreeMap<String, f64> {
             (d, v[k - 1])
         })
         .collect()
+}
+
+/// The deployments' fits, replays and findings computed on several
+/// threads give the report of one, byte for byte.
+#[test]
+fn deployments_finished_on_several_threads_give_the_report_of_one() {
+    let s = scenario("eight-deployments").unwrap();
+    let out = run(&s, 2, &Variant::default());
+    let json = |threads| {
+        let r = recommend_on(&out, true, RecommendOptions::default(), threads);
+        let predicted = r
+            .deployments
+            .iter()
+            .filter(|d| d.rows.iter().any(|r| r.predicted_ttft_ms.is_some()))
+            .count();
+        assert!(predicted >= 4, "{predicted} deployments predicted");
+        serde_json::to_string(&r).unwrap()
+    };
+    let one = json(1);
+    for threads in [2, 3, 8] {
+        assert!(json(threads) == one, "{threads} threads");
+    }
 }
 
 #[test]

@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 use gatecal_filter::{Config, Outcome, PenaltyMode, TtftSource, ttft_ms};
 
 use super::bar::{derive_static_bar, excess_ms, fmt_ms, nearest_rank, recommendation_yaml};
+use super::finish::Finish;
 use super::schema::{
     BreakEven, BreakEvenTokens, BreakEvenWindow, Current, DeploymentRec, Gain, MatchedTokens,
     ModeParams, Paste, PeakReport, Recommended, Row, RowKind,
 };
 use super::{
-    Dep, Kept, MIN_WINDOW_DECISIONS, MISSING_MATCHED, Recommend, THIN_MATCHED_DECISIONS,
+    Dep, Kept, MIN_WINDOW_DECISIONS, MISSING_MATCHED, THIN_MATCHED_DECISIONS,
     THIN_SATURATED_INTERVALS, wide_interval,
 };
 use crate::config::source::SourcedConfig;
@@ -23,7 +24,7 @@ use crate::predict::per_deployment::{Engine, Objective, SelfCheck, self_check};
 /// The bars of the static sweep, ms.
 pub const SWEEP_BARS_MS: [f64; 5] = [1000.0, 2000.0, 5000.0, 10000.0, 30000.0];
 
-impl Recommend {
+impl Finish<'_> {
     pub(super) fn deployment(
         &self,
         name: String,
@@ -637,7 +638,7 @@ fn self_check_failed(c: &SelfCheck, objective: Objective) -> String {
     )
 }
 
-impl Recommend {
+impl Finish<'_> {
     /// The row with the lowest predicted `objective`, the current one when
     /// their intervals overlap.
     pub(super) fn choose(

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::*;
+use crate::peak::agreement::SourceDisagreement;
 
 impl Recommend {
     /// The report.
@@ -51,8 +52,10 @@ impl Recommend {
             }
         }
         names.sort();
-        let mut deployments = Vec::new();
-        let mut findings = Vec::new();
+        // What each deployment's record starts from, in name order; then
+        // the records, each on its own (the fit and the replays are most of
+        // a report's time), shared out between the threads.
+        let mut jobs = Vec::with_capacity(names.len());
         for name in names {
             let dep = self.deps.get(&name);
             let config = dep
@@ -69,42 +72,27 @@ impl Recommend {
                 disagreements.extend(crate::peak::agreement::hit_rate(l, p));
             }
             let conflict = prom_conflicts.remove(&name);
-            let block = self.opts.block_sizes_of(&name).approximate_producer.tokens;
-            // Merged partials of an earlier version carry no requests:
-            // nothing to predict from.
-            let engine = self
-                .deps
-                .get_mut(&name)
-                .filter(|_| !self.merged_without_requests)
-                .map(|d| {
-                    let mut e =
-                        d.requests
-                            .engine(peak.value, config.parameters.affinity_threshold, block);
-                    e.assume_config(&config.parameters);
-                    e
-                });
-            let dep = self.deps.get(&name);
-            let mut rec = self.deployment(name, dep, config, peak, engine.as_ref());
-            if self.merged_without_requests && dep.is_some() {
-                rec.ttft_model.source = NO_PREDICTION_AFTER_MERGE.into();
-                rec.warnings.push(NO_PREDICTION_AFTER_MERGE.into());
-            }
-            rec.warnings.extend(conflict);
-            rec.warnings
-                .extend(disagreements.iter().map(|d| d.message.clone()));
-            rec.source_disagreements = disagreements;
-            if let Some(dep) = dep {
-                let found =
-                    crate::findings::rules::all(&self.view(&rec, dep, line_hits.get(&rec.name)));
-                let misconfigured = found
-                    .iter()
-                    .any(|f| f.id == crate::findings::ids::PEAK_MISCONFIGURED);
-                if misconfigured && let Some(w) = corrected_peak_predicted_worse(&rec) {
-                    rec.warnings.push(w);
-                }
-                findings.extend(found);
-            }
+            jobs.push(Job {
+                hits: line_hits.remove(&name),
+                name,
+                config,
+                peak,
+                disagreements,
+                conflict,
+            });
+        }
+        let mut deps = std::mem::take(&mut self.deps);
+        let finish = Finish {
+            opts: &self.opts,
+            merged_without_requests: self.merged_without_requests,
+        };
+        let done = finish.records(jobs, &mut deps, self.threads);
+        self.deps = deps;
+        let mut deployments = Vec::with_capacity(done.len());
+        let mut findings = Vec::new();
+        for (rec, found) in done {
             deployments.push(rec);
+            findings.extend(found);
         }
         crate::findings::sort(&mut findings);
         RecommendReport {
@@ -116,6 +104,118 @@ impl Recommend {
             vllm_cut: self.vllm_cut,
             merged: self.merged.take().unwrap_or_default(),
         }
+    }
+}
+
+/// What the deployments' records need of the calibration, shared by the
+/// threads that compute them: its options (the rest of the calibration,
+/// its record sink among it, stays on the calling thread).
+pub(super) struct Finish<'a> {
+    pub(super) opts: &'a RecommendOptions,
+    merged_without_requests: bool,
+}
+
+impl Finish<'_> {
+    /// Each job's record and findings, in the jobs' order: on one thread,
+    /// or on up to `threads` (`Recommend::with_threads`), the
+    /// deployments with the most requests taken first. Each record is
+    /// computed from its own deployment alone, so the report is the same
+    /// on any number of threads.
+    fn records(
+        &self,
+        jobs: Vec<Job>,
+        deps: &mut BTreeMap<String, Dep>,
+        threads: usize,
+    ) -> Vec<Done> {
+        let mut mine: HashMap<&str, &mut Dep> =
+            deps.iter_mut().map(|(k, d)| (k.as_str(), d)).collect();
+        let mut work: Vec<(usize, Job, Option<&mut Dep>)> = Vec::with_capacity(jobs.len());
+        for (i, job) in jobs.into_iter().enumerate() {
+            let dep = mine.remove(job.name.as_str());
+            work.push((i, job, dep));
+        }
+        let threads = threads.min(work.len());
+        if threads <= 1 {
+            return work
+                .into_iter()
+                .map(|(_, job, dep)| self.record(job, dep))
+                .collect();
+        }
+        work.sort_by_key(|(i, _, dep)| {
+            (
+                std::cmp::Reverse(dep.as_ref().map_or(0, |d| d.requests.kept().0.len())),
+                *i,
+            )
+        });
+        let queue = std::sync::Mutex::new(work.into_iter());
+        let mut done: Vec<(usize, Done)> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut got = Vec::new();
+                        loop {
+                            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                            let Some((i, job, dep)) = next else {
+                                return got;
+                            };
+                            got.push((i, self.record(job, dep)));
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        done.sort_by_key(|(i, _)| *i);
+        done.into_iter().map(|(_, d)| d).collect()
+    }
+
+    /// One deployment's record and findings.
+    fn record(&self, job: Job, mut dep: Option<&mut Dep>) -> Done {
+        let Job {
+            name,
+            config,
+            peak,
+            disagreements,
+            conflict,
+            hits,
+        } = job;
+        let block = self.opts.block_sizes_of(&name).approximate_producer.tokens;
+        // Merged partials of an earlier version carry no requests:
+        // nothing to predict from.
+        let engine = dep
+            .as_deref_mut()
+            .filter(|_| !self.merged_without_requests)
+            .map(|d| {
+                let mut e =
+                    d.requests
+                        .engine(peak.value, config.parameters.affinity_threshold, block);
+                e.assume_config(&config.parameters);
+                e
+            });
+        let dep = dep.map(|d| &*d);
+        let mut rec = self.deployment(name, dep, config, peak, engine.as_ref());
+        if self.merged_without_requests && dep.is_some() {
+            rec.ttft_model.source = NO_PREDICTION_AFTER_MERGE.into();
+            rec.warnings.push(NO_PREDICTION_AFTER_MERGE.into());
+        }
+        rec.warnings.extend(conflict);
+        rec.warnings
+            .extend(disagreements.iter().map(|d| d.message.clone()));
+        rec.source_disagreements = disagreements;
+        let mut found = Vec::new();
+        if let Some(dep) = dep {
+            found = crate::findings::rules::all(&self.view(&rec, dep, hits.as_ref()));
+            let misconfigured = found
+                .iter()
+                .any(|f| f.id == crate::findings::ids::PEAK_MISCONFIGURED);
+            if misconfigured && let Some(w) = corrected_peak_predicted_worse(&rec) {
+                rec.warnings.push(w);
+            }
+        }
+        (rec, found)
     }
 
     /// What the findings read of a deployment's calibration.
@@ -199,3 +299,16 @@ fn corrected_peak_predicted_worse(rec: &DeploymentRec) -> Option<String> {
         share(cur.predicted_prefix_hit_share),
     ))
 }
+
+/// What a deployment's record starts from.
+struct Job {
+    name: String,
+    config: SourcedConfig,
+    peak: PeakReport,
+    disagreements: Vec<SourceDisagreement>,
+    conflict: Option<String>,
+    hits: Option<LineHitRates>,
+}
+
+/// A deployment's record and its findings.
+type Done = (DeploymentRec, Vec<crate::findings::Finding>);
