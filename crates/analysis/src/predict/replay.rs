@@ -86,19 +86,21 @@
 //! next turn sooner.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::BinaryHeap;
 
 use gatecal_filter::{Candidate, Config, Outcome, TtftSource, decide};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 /// The bit that keeps an inferred chain's key apart from session ids.
 const CHAIN_KEY: u64 = 1 << 63;
 
 pub use crate::input::QUEUE_THRESHOLD_TOKENS;
 
+mod endpoint;
 mod engine;
 mod request;
 
+use endpoint::{Endpoint, set_attributes};
 pub use engine::{
     EngineModel, STEP_TOKENS, predicted_ttft_ms, prefill_tokens, service_s, step_tokens,
 };
@@ -207,99 +209,6 @@ impl Replay {
         let n = self.served.iter().flatten().count();
         let released = self.served.iter().flatten().filter(|s| s.released).count();
         (n > 0).then(|| released as f64 / n as f64)
-    }
-}
-
-/// One endpoint's state in the replay.
-#[derive(Clone, Debug, Default)]
-struct Endpoint {
-    /// When the prefill queue is free.
-    free_at: f64,
-    /// Uncached tokens of requests before their first token: (first token time, tokens).
-    pending: Vec<(f64, f64)>,
-    /// Response ends of requests in flight.
-    open: Vec<f64>,
-    /// First tokens of the requests still decoding here (the engine
-    /// model's `decode_s`).
-    decodes: Vec<f64>,
-    /// Session -> (cached tokens, last use).
-    sessions: FxHashMap<u64, (u64, f64)>,
-    /// The held sessions by last use: (use, session).
-    lru: BTreeSet<(u64, u64)>,
-    /// Sessions evicted here and not served here since.
-    evicted: FxHashSet<u64>,
-    /// Uses so far (the replay serves in time order).
-    tick: u64,
-    /// Sum of the cached session tokens.
-    cached_total: f64,
-    /// Whether the replay has served a request here (its cache holds the
-    /// prefix every prompt shares).
-    served: bool,
-}
-
-impl Endpoint {
-    fn prune(&mut self, t: f64, decode_s: f64) {
-        self.pending.retain(|&(first, _)| first > t);
-        self.open.retain(|&end| end > t);
-        self.decodes.retain(|&first| first + decode_s > t);
-    }
-
-    /// Requests decoding here at `t`: first token at or before it, for
-    /// `decode_s` after.
-    fn decoding(&self, t: f64, decode_s: f64) -> f64 {
-        self.decodes
-            .iter()
-            .filter(|&&first| first <= t && first + decode_s > t)
-            .count() as f64
-    }
-
-    fn in_flight_tokens(&self) -> f64 {
-        self.pending.iter().map(|&(_, u)| u).sum()
-    }
-
-    fn cached(&self, r: &Request, e: usize, holder: bool) -> f64 {
-        let holds = holder || r.session.is_some_and(|s| self.sessions.contains_key(&s));
-        let uncached = if holds {
-            r.warm_tokens
-        } else {
-            let logged = r
-                .logged_cold
-                .iter()
-                .find(|&&(k, _)| k == e)
-                .map_or(r.cold_tokens, |&(_, u)| u);
-            match r.served_cold {
-                // Cold in the log because nothing had been served there
-                // yet; the replay has, so the shared prefix is cached.
-                Some(warmed) if self.served && r.unserved.contains(&e) => logged.min(warmed),
-                _ => logged,
-            }
-        };
-        (r.prompt_tokens - uncached).clamp(0.0, r.prompt_tokens)
-    }
-
-    fn remember(&mut self, m: &EngineModel, session: u64, tokens: f64) {
-        self.tick += 1;
-        let tokens = tokens.max(0.0);
-        let old = match self.sessions.insert(session, (self.tick, tokens)) {
-            Some((use_, tok)) => {
-                self.lru.remove(&(use_, session));
-                tok
-            }
-            None => 0.0,
-        };
-        self.lru.insert((self.tick, session));
-        self.evicted.remove(&session);
-        self.cached_total += tokens - old;
-        // Least recently used first, never the session just written.
-        while self.cached_total > m.cache_capacity_tokens && self.sessions.len() > 1 {
-            let Some((_, victim)) = self.lru.pop_first() else {
-                break;
-            };
-            if let Some((_, tok)) = self.sessions.remove(&victim) {
-                self.cached_total -= tok;
-            }
-            self.evicted.insert(victim);
-        }
     }
 }
 
@@ -543,7 +452,7 @@ fn serve(ep: &mut Endpoint, t: f64, u: f64, m: &EngineModel) -> f64 {
     ep.free_at = done;
     let first = done + m.latency_s;
     if m.decode_s > 0.0 {
-        ep.decodes.push(first);
+        ep.add_decode(first);
     }
     first
 }
@@ -645,7 +554,11 @@ fn run(
     // Under `ttftSource: latencyPredictor` the gate reads each endpoint's
     // predicted TTFT: the engine model's own, for this request there.
     let predicts = config.ttft_source == TtftSource::LatencyPredictor;
-    let mut candidates: Vec<Candidate> = Vec::with_capacity(endpoints);
+    // Each endpoint's candidate, its id made once; its attributes are set
+    // for each request.
+    let mut candidates: Vec<Candidate> = (0..endpoints)
+        .map(|e| Candidate::new(e.to_string()))
+        .collect();
     let mut uncached = vec![0.0; endpoints];
     let mut cached = vec![0.0; endpoints];
     let mut holders: Vec<usize> = Vec::new();
@@ -653,7 +566,7 @@ fn run(
     // each of its requests.
     let pool_n = pd.map_or(0, |p| p.endpoints);
     let mut peps: Vec<Endpoint> = vec![Endpoint::default(); pool_n];
-    let mut pcands: Vec<Candidate> = Vec::with_capacity(pool_n);
+    let mut pcands: Vec<Candidate> = (0..pool_n).map(|k| Candidate::new(k.to_string())).collect();
     let mut puncached = vec![0.0; pool_n];
     let mut pcached = vec![0.0; pool_n];
     let mut pool_served: Vec<Option<usize>> = vec![None; pd.map_or(0, |p| p.requests.len())];
@@ -697,24 +610,17 @@ fn run(
             }
             holders.push(h);
         }
-        candidates.clear();
         let total_blocks = ((r.prompt_tokens / block as f64).floor() as i64).max(1);
-        for (e, ep) in eps.iter_mut().enumerate() {
+        for (e, (ep, cand)) in eps.iter_mut().zip(&mut candidates).enumerate() {
             ep.prune(t, model.decode_s);
             let c = ep.cached(r, e, holders.contains(&e));
             cached[e] = c;
             uncached[e] = (r.prompt_tokens - c).max(0.0);
             let match_blocks = ((c / block as f64).floor() as i64).min(total_blocks);
             let in_flight = ep.in_flight_tokens();
-            let mut cand = Candidate::new(e.to_string())
-                .with_match(match_blocks, total_blocks, block)
-                .with_in_flight_tokens(in_flight.round() as i64)
-                .with_in_flight_requests(ep.open.len() as i64);
-            if predicts {
-                cand =
-                    cand.with_predicted_ttft_ms(predicted_ttft_ms(model, in_flight, uncached[e]));
-            }
-            candidates.push(cand);
+            set_attributes(cand, ep, (match_blocks, total_blocks, block), in_flight);
+            cand.predicted_ttft_ms =
+                predicts.then(|| predicted_ttft_ms(model, in_flight, uncached[e]));
         }
         let d = decide(config, &candidates, r.draw);
         let follow = match r.logged_endpoint {
@@ -767,8 +673,7 @@ fn run(
                 }
                 let prompt = pr.map_or(r.prompt_tokens, |(_, q)| q.prompt_tokens);
                 let total_blocks = ((prompt / block as f64).floor() as i64).max(1);
-                pcands.clear();
-                for (k, ep) in peps.iter_mut().enumerate() {
+                for (k, (ep, cand)) in peps.iter_mut().zip(&mut pcands).enumerate() {
                     ep.prune(t, 0.0);
                     // A request the log did not disaggregate finds only the
                     // prefix every prompt shares there.
@@ -780,18 +685,9 @@ fn run(
                     puncached[k] = (prompt - c).max(0.0);
                     let match_blocks = ((c / block as f64).floor() as i64).min(total_blocks);
                     let in_flight = ep.in_flight_tokens();
-                    let mut cand = Candidate::new(k.to_string())
-                        .with_match(match_blocks, total_blocks, block)
-                        .with_in_flight_tokens(in_flight.round() as i64)
-                        .with_in_flight_requests(ep.open.len() as i64);
-                    if predicts {
-                        cand = cand.with_predicted_ttft_ms(predicted_ttft_ms(
-                            &p.model,
-                            in_flight,
-                            puncached[k],
-                        ));
-                    }
-                    pcands.push(cand);
+                    set_attributes(cand, ep, (match_blocks, total_blocks, block), in_flight);
+                    cand.predicted_ttft_ms =
+                        predicts.then(|| predicted_ttft_ms(&p.model, in_flight, puncached[k]));
                 }
                 let draw = pr.map_or(1.0, |(_, q)| q.draw);
                 let pd_decision = decide(config, &pcands, draw);
@@ -819,8 +715,8 @@ fn run(
                         let first = serve(&mut peps[k], t, puncached[k], &p.model);
                         // The prefill engine holds the request until its
                         // KV cache is sent.
-                        peps[k].pending.push((first, puncached[k]));
-                        peps[k].open.push(first);
+                        peps[k].add_pending(first, puncached[k]);
+                        peps[k].add_open(first);
                         if let Some((j, _)) = pr
                             && let Some(slot) = pool_served.get_mut(j)
                         {
@@ -829,28 +725,28 @@ fn run(
                         // The decode endpoint counts the request's tokens in
                         // flight until its first token, and decodes it from
                         // then on.
-                        eps[e].pending.push((first, uncached[e]));
+                        eps[e].add_pending(first, uncached[e]);
                         if model.decode_s > 0.0 {
-                            eps[e].decodes.push(first);
+                            eps[e].add_decode(first);
                         }
                         (first, pcached[k])
                     }
                     None => {
                         let first = serve(&mut eps[e], t, uncached[e], model);
-                        eps[e].pending.push((first, uncached[e]));
+                        eps[e].add_pending(first, uncached[e]);
                         (first, cached[e])
                     }
                 }
             }
             None => {
                 let first = serve(&mut eps[e], t, uncached[e], model);
-                eps[e].pending.push((first, uncached[e]));
+                eps[e].add_pending(first, uncached[e]);
                 (first, cached[e])
             }
         };
         let end = first + r.decode_s.max(0.0);
         let ep = &mut eps[e];
-        ep.open.push(end);
+        ep.add_open(end);
         ep.served = true;
         // A session's prompt, or (with a bounded cache) what an inferred
         // chain adds to the prefix every prompt shares.
