@@ -69,6 +69,7 @@ mod config;
 pub mod findings;
 mod gate;
 mod input;
+mod par;
 mod peak;
 pub mod predict;
 mod report;

@@ -476,144 +476,159 @@ impl VllmEstimator {
 
     /// The estimate of each deployment seen.
     pub fn estimates(&self) -> BTreeMap<String, PeakEstimate> {
-        let mut out = BTreeMap::new();
-        for (dep, engines) in &self.engines {
-            let mut all = Vec::new();
-            let mut n_engines = 0;
-            let mut highest: f64 = 0.0;
-            let mut rates = Vec::new();
-            let mut queues: Vec<Queue> = Vec::new();
-            let mut unqueued = 0usize;
-            // Routed requests, and those whose match came from the lines.
-            let (mut n_routed, mut n_from_lines) = (0usize, 0usize);
-            for (key, lines) in engines {
-                let mut lines = lines.clone();
-                lines.sort_by(|a, b| {
-                    a.ts.unwrap_or(f64::NAN)
-                        .total_cmp(&b.ts.unwrap_or(f64::NAN))
-                });
-                for l in &lines {
-                    highest = highest.max(l.rate * (1.0 - l.hit.unwrap_or(0.0)));
-                }
-                let mut routed = self.routed.get(key).cloned().unwrap_or_default();
-                // Lines without a year take the year of the decisions.
-                let near = routed.first().map(|r| r.ts).or_else(|| {
-                    self.arrivals
-                        .get(key)
-                        .and_then(|a| a.iter().map(|x| x.0).reduce(f64::min))
-                });
-                if let Some(near) = near {
-                    let start = lines
-                        .iter()
-                        .find(|l| !l.absolute)
-                        .and_then(|l| l.ts)
-                        .map(|rel| year_start(rel, near));
-                    if let Some(start) = start {
-                        for l in lines.iter_mut().filter(|l| !l.absolute) {
-                            l.ts = l.ts.map(|rel| start + rel);
-                            l.absolute = l.ts.is_some();
-                        }
-                    }
-                }
-                routed.sort_by(|a, b| a.request.cmp(&b.request).then(a.ts.total_cmp(&b.ts)));
-                routed.dedup_by(|b, a| a.request != 0 && a.request == b.request);
-                routed.sort_by(|a, b| a.ts.total_cmp(&b.ts));
-                n_routed += routed.len();
-                n_from_lines += routed.iter().filter(|r| r.from_lines).count();
-                // Every request routed to the engine, once each.
-                let mut arrivals = match self.arrivals.get(key) {
-                    Some(a) if !a.is_empty() => a.clone(),
-                    _ => routed.iter().map(|r| (r.ts, r.request)).collect(),
-                };
-                arrivals.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.total_cmp(&b.0)));
-                arrivals.dedup_by(|b, a| a.1 != 0 && a.1 == b.1);
-                let mut arrivals: Vec<f64> = arrivals.into_iter().map(|a| a.0).collect();
-                arrivals.sort_by(f64::total_cmp);
-                let sp = spans(&lines, &routed, &arrivals);
-                if !routed.is_empty() {
-                    let (cadence, counted) = counted_tokens(&lines);
-                    match queue_model(&lines, &counted, cadence, &routed) {
-                        Some(q) => queues.push(q),
-                        None => unqueued += usize::from(!sp.is_empty()),
-                    }
-                } else {
-                    unqueued += usize::from(!sp.is_empty());
-                }
-                if !sp.is_empty() {
-                    n_engines += 1;
-                }
-                for s in &sp {
-                    for b in &s.blocks {
-                        if b.1 > 0.0 {
-                            rates.push(b.0 * s.keep() / b.1);
-                        }
-                    }
-                }
-                all.extend(sp);
+        self.estimates_on(1)
+    }
+
+    /// [`VllmEstimator::estimates`], the deployments shared out between up
+    /// to `threads` threads (each estimate is its deployment's alone, the
+    /// same on any number).
+    pub fn estimates_on(&self, threads: usize) -> BTreeMap<String, PeakEstimate> {
+        let deps: Vec<_> = self.engines.iter().collect();
+        let lines = |engines: &BTreeMap<String, Vec<Line>>| engines.values().map(Vec::len).sum();
+        let est = crate::par::map(
+            deps,
+            threads,
+            |(_, engines)| lines(engines),
+            |(_, engines)| self.estimate(engines),
+        );
+        self.engines.keys().cloned().zip(est).collect()
+    }
+
+    /// The estimate of one deployment, from its engines' lines.
+    fn estimate(&self, engines: &BTreeMap<String, Vec<Line>>) -> PeakEstimate {
+        let mut all = Vec::new();
+        let mut n_engines = 0;
+        let mut highest: f64 = 0.0;
+        let mut rates = Vec::new();
+        let mut queues: Vec<Queue> = Vec::new();
+        let mut unqueued = 0usize;
+        // Routed requests, and those whose match came from the lines.
+        let (mut n_routed, mut n_from_lines) = (0usize, 0usize);
+        for (key, lines) in engines {
+            let mut lines = lines.clone();
+            lines.sort_by(|a, b| {
+                a.ts.unwrap_or(f64::NAN)
+                    .total_cmp(&b.ts.unwrap_or(f64::NAN))
+            });
+            for l in &lines {
+                highest = highest.max(l.rate * (1.0 - l.hit.unwrap_or(0.0)));
             }
-            let intervals: u64 = all.iter().map(|s| s.intervals() as u64).sum();
-            let how = hit_method(&all);
-            let waited: usize = queues.iter().map(|q| q.waited).sum();
-            let queued = unqueued == 0 && waited >= QUEUE_MIN_WAITED;
-            let how = if queued {
-                format!(
-                    "v1: a first-come-first-served queue of {} engine(s) fitted to the decisions' arrivals and the lines' completed prompts; the uncached tokens of the {waited} request(s) that waited over their modelled prefill time",
-                    queues.len()
-                )
-            } else {
-                how
-            };
-            let uses_routed = queued || all.iter().any(Span::routed);
-            let how = if uses_routed && n_from_lines > 0 {
-                format!(
-                    "{how}; of the {n_routed} routed request(s), {n_from_lines} matched from the prefix producers' -v=5 lines (whole blocks, the prompt to half a block)"
-                )
-            } else {
-                how
-            };
-            let found = (intervals >= MIN_SATURATED_INTERVALS)
-                .then(|| {
-                    if queued {
-                        from_queues(&queues)
-                    } else {
-                        from_spans(&all)
-                    }
-                })
-                .flatten();
-            let est = match found {
-                Some((v, interval, _)) => {
-                    rates.sort_by(f64::total_cmp);
-                    PeakEstimate {
-                        value: v,
-                        source: PeakSource::VllmStats,
-                        samples: intervals,
-                        spread_low: quantile_sorted(&rates, 0.1),
-                        spread_high: quantile_sorted(&rates, 0.9),
-                        interval: Some(interval),
-                        engines: n_engines,
-                        method: format!(
-                            "prompt tokens computed per second over {intervals} saturated interval(s) of {n_engines} engine(s) ({how}); 90 % interval from a bootstrap over intervals widened by the straddling prompts and the computed share's bounds"
-                        ),
-                        estimates: Vec::new(),
+            let mut routed = self.routed.get(key).cloned().unwrap_or_default();
+            // Lines without a year take the year of the decisions.
+            let near = routed.first().map(|r| r.ts).or_else(|| {
+                self.arrivals
+                    .get(key)
+                    .and_then(|a| a.iter().map(|x| x.0).reduce(f64::min))
+            });
+            if let Some(near) = near {
+                let start = lines
+                    .iter()
+                    .find(|l| !l.absolute)
+                    .and_then(|l| l.ts)
+                    .map(|rel| year_start(rel, near));
+                if let Some(start) = start {
+                    for l in lines.iter_mut().filter(|l| !l.absolute) {
+                        l.ts = l.ts.map(|rel| start + rel);
+                        l.absolute = l.ts.is_some();
                     }
                 }
-                None => PeakEstimate {
-                    value: highest,
-                    source: PeakSource::VllmStatsUnsaturated,
+            }
+            routed.sort_by(|a, b| a.request.cmp(&b.request).then(a.ts.total_cmp(&b.ts)));
+            routed.dedup_by(|b, a| a.request != 0 && a.request == b.request);
+            routed.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+            n_routed += routed.len();
+            n_from_lines += routed.iter().filter(|r| r.from_lines).count();
+            // Every request routed to the engine, once each.
+            let mut arrivals = match self.arrivals.get(key) {
+                Some(a) if !a.is_empty() => a.clone(),
+                _ => routed.iter().map(|r| (r.ts, r.request)).collect(),
+            };
+            arrivals.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.total_cmp(&b.0)));
+            arrivals.dedup_by(|b, a| a.1 != 0 && a.1 == b.1);
+            let mut arrivals: Vec<f64> = arrivals.into_iter().map(|a| a.0).collect();
+            arrivals.sort_by(f64::total_cmp);
+            let sp = spans(&lines, &routed, &arrivals);
+            if !routed.is_empty() {
+                let (cadence, counted) = counted_tokens(&lines);
+                match queue_model(&lines, &counted, cadence, &routed) {
+                    Some(q) => queues.push(q),
+                    None => unqueued += usize::from(!sp.is_empty()),
+                }
+            } else {
+                unqueued += usize::from(!sp.is_empty());
+            }
+            if !sp.is_empty() {
+                n_engines += 1;
+            }
+            for s in &sp {
+                for b in &s.blocks {
+                    if b.1 > 0.0 {
+                        rates.push(b.0 * s.keep() / b.1);
+                    }
+                }
+            }
+            all.extend(sp);
+        }
+        let intervals: u64 = all.iter().map(|s| s.intervals() as u64).sum();
+        let how = hit_method(&all);
+        let waited: usize = queues.iter().map(|q| q.waited).sum();
+        let queued = unqueued == 0 && waited >= QUEUE_MIN_WAITED;
+        let how = if queued {
+            format!(
+                "v1: a first-come-first-served queue of {} engine(s) fitted to the decisions' arrivals and the lines' completed prompts; the uncached tokens of the {waited} request(s) that waited over their modelled prefill time",
+                queues.len()
+            )
+        } else {
+            how
+        };
+        let uses_routed = queued || all.iter().any(Span::routed);
+        let how = if uses_routed && n_from_lines > 0 {
+            format!(
+                "{how}; of the {n_routed} routed request(s), {n_from_lines} matched from the prefix producers' -v=5 lines (whole blocks, the prompt to half a block)"
+            )
+        } else {
+            how
+        };
+        let found = (intervals >= MIN_SATURATED_INTERVALS)
+            .then(|| {
+                if queued {
+                    from_queues(&queues)
+                } else {
+                    from_spans(&all)
+                }
+            })
+            .flatten();
+        match found {
+            Some((v, interval, _)) => {
+                rates.sort_by(f64::total_cmp);
+                PeakEstimate {
+                    value: v,
+                    source: PeakSource::VllmStats,
                     samples: intervals,
-                    spread_low: None,
-                    spread_high: None,
-                    interval: None,
-                    engines: engines.len() as u64,
+                    spread_low: quantile_sorted(&rates, 0.1),
+                    spread_high: quantile_sorted(&rates, 0.9),
+                    interval: Some(interval),
+                    engines: n_engines,
                     method: format!(
-                        "never saturated (no run of {MIN_RUN} lines with requests waiting on any engine): the highest corrected per-interval rate, thin evidence"
+                        "prompt tokens computed per second over {intervals} saturated interval(s) of {n_engines} engine(s) ({how}); 90 % interval from a bootstrap over intervals widened by the straddling prompts and the computed share's bounds"
                     ),
                     estimates: Vec::new(),
-                },
-            };
-            out.insert(dep.clone(), est);
+                }
+            }
+            None => PeakEstimate {
+                value: highest,
+                source: PeakSource::VllmStatsUnsaturated,
+                samples: intervals,
+                spread_low: None,
+                spread_high: None,
+                interval: None,
+                engines: engines.len() as u64,
+                method: format!(
+                    "never saturated (no run of {MIN_RUN} lines with requests waiting on any engine): the highest corrected per-interval rate, thin evidence"
+                ),
+                estimates: Vec::new(),
+            },
         }
-        out
     }
 }
 

@@ -29,7 +29,7 @@ impl Recommend {
             }
             lines.move_into(&mut est, &dep);
         }
-        let vllm = est.estimates();
+        let vllm = est.estimates_on(self.threads);
         let pods = std::mem::take(&mut self.pods);
         let deployment_of = |p: &str| pods.get(p).or_else(|| line_pods.get(p)).cloned();
         let prom = self.prometheus.estimates(deployment_of);
@@ -129,47 +129,19 @@ impl Finish<'_> {
     ) -> Vec<Done> {
         let mut mine: HashMap<&str, &mut Dep> =
             deps.iter_mut().map(|(k, d)| (k.as_str(), d)).collect();
-        let mut work: Vec<(usize, Job, Option<&mut Dep>)> = Vec::with_capacity(jobs.len());
-        for (i, job) in jobs.into_iter().enumerate() {
-            let dep = mine.remove(job.name.as_str());
-            work.push((i, job, dep));
-        }
-        let threads = threads.min(work.len());
-        if threads <= 1 {
-            return work
-                .into_iter()
-                .map(|(_, job, dep)| self.record(job, dep))
-                .collect();
-        }
-        work.sort_by_key(|(i, _, dep)| {
-            (
-                std::cmp::Reverse(dep.as_ref().map_or(0, |d| d.requests.kept().0.len())),
-                *i,
-            )
-        });
-        let queue = std::sync::Mutex::new(work.into_iter());
-        let mut done: Vec<(usize, Done)> = std::thread::scope(|s| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut got = Vec::new();
-                        loop {
-                            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
-                            let Some((i, job, dep)) = next else {
-                                return got;
-                            };
-                            got.push((i, self.record(job, dep)));
-                        }
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        });
-        done.sort_by_key(|(i, _)| *i);
-        done.into_iter().map(|(_, d)| d).collect()
+        let work: Vec<(Job, Option<&mut Dep>)> = jobs
+            .into_iter()
+            .map(|job| {
+                let dep = mine.remove(job.name.as_str());
+                (job, dep)
+            })
+            .collect();
+        crate::par::map(
+            work,
+            threads,
+            |(_, dep)| dep.as_ref().map_or(0, |d| d.requests.kept().0.len()),
+            |(job, dep)| self.record(job, dep),
+        )
     }
 
     /// One deployment's record and findings.
