@@ -3,7 +3,8 @@
 
 use gatecal_filter::Candidate;
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::collections::BTreeSet;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeSet, BinaryHeap};
 
 use super::{EngineModel, Request};
 
@@ -14,16 +15,15 @@ pub(super) struct Endpoint {
     pub(super) free_at: f64,
     /// Uncached tokens of requests before their first token: (first token time, tokens).
     pub(super) pending: Vec<(f64, f64)>,
-    /// Response ends of requests in flight.
-    pub(super) open: Vec<f64>,
+    /// Response ends of requests in flight, earliest first.
+    pub(super) open: Times,
     /// First tokens of the requests still decoding here (the engine
-    /// model's `decode_s`).
-    pub(super) decodes: Vec<f64>,
-    /// The least first token of `pending`, response end of `open` and
-    /// first token of `decodes` (negative infinity after a NaN one): while
-    /// the time is below each (with `decode_s` added to the last), a
-    /// prune would keep everything, and is skipped.
-    pub(super) least: [f64; 3],
+    /// model's `decode_s`), earliest first.
+    pub(super) decodes: Times,
+    /// The least first token of `pending` (negative infinity after a NaN
+    /// one): while the time is below it, pruning `pending` would keep it
+    /// all, and is skipped.
+    pub(super) least_pending: f64,
     /// [`Endpoint::pending_total`] (when `pending` is not empty).
     pub(super) pending_sum: f64,
     /// Session -> (cached tokens, last use).
@@ -42,38 +42,28 @@ pub(super) struct Endpoint {
 }
 
 impl Endpoint {
+    /// Drops what has ended by `t`: the first tokens of `pending` and the
+    /// response ends of `open` at or before it, and the decodes that ended
+    /// by it (`decode_s` after their first token).
     pub(super) fn prune(&mut self, t: f64, decode_s: f64) {
-        // Sums round monotonically: every `first + decode_s` is at least
-        // the least one's.
-        let [p, o, d] = self.least;
-        if t < p && t < o && d + decode_s > t {
+        self.open.keep_from(|end| end > t);
+        // Sums round monotonically: the decodes that ended are the
+        // earliest.
+        self.decodes.keep_from(|first| first + decode_s > t);
+        if t < self.least_pending {
             return;
         }
         let n = self.pending.len();
         // What is kept is above `t`, so no NaN.
-        let mut least = [f64::INFINITY; 3];
+        let mut least = f64::INFINITY;
         self.pending.retain(|&(first, _)| {
             let keep = first > t;
-            if keep && first < least[0] {
-                least[0] = first;
+            if keep && first < least {
+                least = first;
             }
             keep
         });
-        self.open.retain(|&end| {
-            let keep = end > t;
-            if keep && end < least[1] {
-                least[1] = end;
-            }
-            keep
-        });
-        self.decodes.retain(|&first| {
-            let keep = first + decode_s > t;
-            if keep && first < least[2] {
-                least[2] = first;
-            }
-            keep
-        });
-        self.least = least;
+        self.least_pending = least;
         if self.pending.len() != n {
             self.pending_sum = self.pending_total();
         }
@@ -84,19 +74,21 @@ impl Endpoint {
         // The sum in order, one more term.
         self.pending_sum = self.in_flight_tokens() + tokens;
         self.pending.push((first, tokens));
-        note_least(&mut self.least[0], first);
+        self.least_pending = if first.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            self.least_pending.min(first)
+        };
     }
 
     /// A response that ends at `end`.
     pub(super) fn add_open(&mut self, end: f64) {
         self.open.push(end);
-        note_least(&mut self.least[1], end);
     }
 
     /// A request decoding from `first`.
     pub(super) fn add_decode(&mut self, first: f64) {
         self.decodes.push(first);
-        note_least(&mut self.least[2], first);
     }
 
     /// Requests decoding here at `t`: first token at or before it, for
@@ -182,12 +174,51 @@ pub(super) fn set_attributes(
     cand.in_flight_requests = Some(ep.open.len() as i64);
 }
 
-/// Lowers `least` to `x`; a NaN `x` (which every prune drops) makes the
-/// next prune run.
-fn note_least(least: &mut f64, x: f64) {
-    *least = if x.is_nan() {
-        f64::NEG_INFINITY
-    } else {
-        least.min(x)
-    };
+/// Times, the earliest first. A NaN time is not kept: every use of an
+/// endpoint's times follows a prune at the time of use, which would drop
+/// it (it is not after any time).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Times(BinaryHeap<Reverse<Time>>);
+
+impl Times {
+    pub(super) fn push(&mut self, t: f64) {
+        if !t.is_nan() {
+            self.0.push(Reverse(Time(t)));
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &f64> {
+        self.0.iter().map(|r| &r.0.0)
+    }
+
+    /// Drops the earliest times up to the first that `keep` keeps.
+    fn keep_from(&mut self, keep: impl Fn(f64) -> bool) {
+        while let Some(Reverse(Time(x))) = self.0.peek()
+            && !keep(*x)
+        {
+            self.0.pop();
+        }
+    }
+}
+
+/// A time ordered by `total_cmp` (`Times` holds no NaN).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Time(f64);
+
+impl Eq for Time {}
+
+impl Ord for Time {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
 }
