@@ -222,3 +222,82 @@ impl PartialOrd for Time {
         Some(self.cmp(other))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix;
+
+    /// The queues as plain lists, pruned and summed in full each time.
+    #[derive(Default)]
+    struct Plain {
+        pending: Vec<(f64, f64)>,
+        open: Vec<f64>,
+        decodes: Vec<f64>,
+    }
+
+    impl Plain {
+        fn prune(&mut self, t: f64, decode_s: f64) {
+            self.pending.retain(|&(first, _)| first > t);
+            self.open.retain(|&end| end > t);
+            self.decodes.retain(|&first| first + decode_s > t);
+        }
+
+        fn decoding(&self, t: f64, decode_s: f64) -> usize {
+            self.decodes
+                .iter()
+                .filter(|&&first| first <= t && first + decode_s > t)
+                .count()
+        }
+    }
+
+    /// Pruning only when something ended, the sum kept as it changes and
+    /// the times kept earliest first give, at every read, what the plain
+    /// lists give: the same sum to the bit, the same counts; NaN times and
+    /// times equal to the prune's included.
+    #[test]
+    fn kept_queues_read_as_the_plain_lists_do() {
+        for seed in 1..40u64 {
+            let mut rng = SplitMix(seed);
+            let mut ep = Endpoint::default();
+            let mut plain = Plain::default();
+            let decode_s = [0.0, 0.5, 3.0][(seed % 3) as usize];
+            let mut t = 0.0;
+            for step in 0..600 {
+                let x = t + (rng.uniform() * 8.0 * 4.0).floor() / 4.0;
+                let x = if rng.below(97) == 0 { f64::NAN } else { x };
+                let u = (rng.uniform() * 3000.0).round() / 7.0;
+                match rng.below(4) {
+                    0 => {
+                        ep.add_pending(x, u);
+                        plain.pending.push((x, u));
+                    }
+                    1 => {
+                        ep.add_open(x);
+                        plain.open.push(x);
+                    }
+                    2 => {
+                        ep.add_decode(x);
+                        plain.decodes.push(x);
+                    }
+                    _ => {
+                        t += (rng.uniform() * 2.0 * 4.0).floor() / 4.0;
+                        ep.prune(t, decode_s);
+                        plain.prune(t, decode_s);
+                        let want: f64 = plain.pending.iter().map(|&(_, u)| u).sum();
+                        let got = ep.in_flight_tokens();
+                        assert_eq!(got.to_bits(), want.to_bits(), "seed {seed} step {step}");
+                        assert_eq!(ep.open.len(), plain.open.len(), "seed {seed} step {step}");
+                        assert_eq!(ep.pending.len(), plain.pending.len());
+                        let at = t + 0.25;
+                        assert_eq!(
+                            ep.decoding(at, decode_s) as usize,
+                            plain.decoding(at, decode_s),
+                            "seed {seed} step {step}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
