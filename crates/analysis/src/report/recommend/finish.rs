@@ -19,11 +19,7 @@ impl Recommend {
         // decision names the pod.
         let mut line_pods: HashMap<String, String> = HashMap::new();
         for ((dep, pod), lines) in std::mem::take(&mut self.vllm) {
-            let dep = pod
-                .as_deref()
-                .and_then(|p| self.pods.get(p))
-                .cloned()
-                .unwrap_or(dep);
+            let dep = self.pod_deployment(dep, pod.as_deref());
             if let Some(p) = pod {
                 line_pods.entry(p).or_insert_with(|| dep.clone());
             }
@@ -38,11 +34,7 @@ impl Recommend {
         self.pods = pods;
         let mut line_hits: BTreeMap<String, LineHitRates> = BTreeMap::new();
         for ((dep, pod), h) in std::mem::take(&mut self.line_hit_rates) {
-            let dep = pod
-                .as_deref()
-                .and_then(|p| self.pods.get(p))
-                .cloned()
-                .unwrap_or(dep);
+            let dep = self.pod_deployment(dep, pod.as_deref());
             line_hits.entry(dep).or_default().extend(h);
         }
         let mut names: Vec<String> = self.deps.keys().cloned().collect();
@@ -104,6 +96,12 @@ impl Recommend {
             vllm_cut: self.vllm_cut,
             merged: self.merged.take().unwrap_or_default(),
         }
+    }
+
+    /// The deployment of vLLM lines read as `dep`'s: that of their pod
+    /// when an EPP decision named it, else `dep`.
+    fn pod_deployment(&self, dep: String, pod: Option<&str>) -> String {
+        pod.and_then(|p| self.pods.get(p)).cloned().unwrap_or(dep)
     }
 }
 
