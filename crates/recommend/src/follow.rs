@@ -46,8 +46,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|a| InputSpec::parse(a))
         .collect();
-    let inputs = gatecal_cli::follow::start(&specs, &args.input.parse_options(), true)?;
-    let threads = args.input.parse_options().threads;
+    let parse = args.input.parse_options();
+    let inputs = gatecal_cli::follow::start(&specs, &parse, true)?;
+    let threads = parse.threads;
     gatecal_cli::follow::follow(
         "recommend",
         inputs,

@@ -435,41 +435,12 @@ pub(crate) fn finish_parts(
         overall.merge(&dep.acc);
     }
     let deps: Vec<(String, DepAcc)> = deps.into_iter().collect();
-    let n = threads.clamp(1, deps.len().max(1));
-    let rows: Vec<(DeploymentReport, Vec<crate::findings::Finding>)> = if n == 1 {
-        deps.into_iter()
-            .map(|(name, dep)| deployment_row(name, dep, view, opts))
-            .collect()
-    } else {
-        // Deployment `i` to thread `i % n`; the rows back in name order.
-        let mut shares: Vec<Vec<(usize, (String, DepAcc))>> = (0..n).map(|_| Vec::new()).collect();
-        for (i, d) in deps.into_iter().enumerate() {
-            shares[i % n].push((i, d));
-        }
-        let row = |share: Vec<(usize, (String, DepAcc))>| {
-            share
-                .into_iter()
-                .map(|(i, (name, dep))| (i, deployment_row(name, dep, view, opts)))
-                .collect::<Vec<_>>()
-        };
-        let first = shares.swap_remove(0);
-        let mut all = std::thread::scope(|scope| {
-            let others: Vec<_> = shares
-                .into_iter()
-                .map(|share| scope.spawn(move || row(share)))
-                .collect();
-            let mut all = row(first);
-            for h in others {
-                match h.join() {
-                    Ok(r) => all.extend(r),
-                    Err(e) => std::panic::resume_unwind(e),
-                }
-            }
-            all
-        });
-        all.sort_by_key(|(i, _)| *i);
-        all.into_iter().map(|(_, r)| r).collect()
-    };
+    let rows: Vec<(DeploymentReport, Vec<crate::findings::Finding>)> = crate::par::map(
+        deps,
+        threads,
+        |_| 0,
+        |(name, dep)| deployment_row(name, dep, view, opts),
+    );
     let mut deployments = Vec::with_capacity(rows.len());
     let mut findings = Vec::new();
     for (row, found) in rows {
