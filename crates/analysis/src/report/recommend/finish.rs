@@ -79,7 +79,6 @@ impl Recommend {
             merged_without_requests: self.merged_without_requests,
         };
         let done = finish.records(jobs, &mut deps, self.threads);
-        self.deps = deps;
         let mut deployments = Vec::with_capacity(done.len());
         let mut findings = Vec::new();
         for (rec, found) in done {
