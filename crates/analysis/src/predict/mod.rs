@@ -391,6 +391,12 @@ pub fn fit_engine_with(w: &Workload, decodes: bool) -> Option<EngineFit> {
     for f in &mut firsts {
         f.sort_by(f64::total_cmp);
     }
+    // Each point's first tokens observed on its endpoint by its start: the
+    // upper end of its decode count, the same for every decode duration.
+    let upto: Vec<usize> = raw
+        .iter()
+        .map(|&(_, _, _, e, start)| firsts[e].partition_point(|&x| x <= start))
+        .collect();
     // The fit with each request decoding `decode` seconds after its first
     // token: the tokens of each point are those its steps computed
     // (`step_tokens`, with the requests decoding on its endpoint when it
@@ -404,10 +410,10 @@ pub fn fit_engine_with(w: &Workload, decodes: bool) -> Option<EngineFit> {
     for decode in grid {
         let pts: Vec<(f64, f64, bool)> = raw
             .iter()
-            .map(|&(u, svc, idle, e, start)| {
+            .zip(&upto)
+            .map(|(&(u, svc, idle, e, start), &hi)| {
                 let d = if decode > 0.0 {
-                    let f = &firsts[e];
-                    let hi = f.partition_point(|&x| x <= start);
+                    let f = &firsts[e][..hi];
                     let lo = f.partition_point(|&x| x <= start - decode);
                     (hi - lo) as f64
                 } else {
@@ -510,13 +516,15 @@ fn fit_trimmed(pts: &[(f64, f64, bool)]) -> Option<FitAt> {
     let predicted =
         |&(x, _, idle): &(f64, f64, bool)| icpt + slope * x + if idle { latency } else { 0.0 };
     // The points by their miss, the earlier first among equal misses (an
-    // unstable sort of (miss, index) gives the stable order, faster).
-    let mut res: Vec<(f64, usize)> = pts
+    // unstable sort of (miss, index) gives the stable order, faster). A
+    // miss is an absolute value, its sign bit clear (NaN's too), so the
+    // order of its bits as an integer is `f64::total_cmp`'s.
+    let mut res: Vec<(u64, usize)> = pts
         .iter()
         .enumerate()
-        .map(|(i, p)| ((p.1 - predicted(p)).abs(), i))
+        .map(|(i, p)| ((p.1 - predicted(p)).abs().to_bits(), i))
         .collect();
-    res.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    res.sort_unstable();
     let keep: Vec<(f64, f64, bool)> = res[..res.len() - res.len() / 10]
         .iter()
         .map(|r| pts[r.1])
