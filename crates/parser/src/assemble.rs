@@ -6,7 +6,7 @@
 mod naming;
 mod request;
 
-pub use naming::{DeploymentNaming, PoolNames, endpoint_pod, pod_deployment};
+pub use naming::{DeploymentNaming, PoolNames, endpoint_pod, pod_deployment, strip_rank};
 use request::{Buffered, FirstBody, Req};
 
 use std::collections::VecDeque;

@@ -244,7 +244,7 @@ use std::io::Read;
 
 pub use assemble::{
     Assembler, AssemblerLimits, DEFAULT_MAX_EVENTS_PER_REQUEST, DEFAULT_MAX_OPEN_BYTES,
-    DeploymentNaming, PoolNames, endpoint_pod, pod_deployment,
+    DeploymentNaming, PoolNames, endpoint_pod, pod_deployment, strip_rank,
 };
 pub use decision::{
     CandidateObs, Completion, Decision, FilterExtras, FilterMsg, GatePenalty, PrefixProducers,

@@ -341,13 +341,7 @@ impl Intake for Recommend {
 
 /// The pod behind an endpoint id: `namespace/pod[-rank-N]` -> `pod`.
 pub fn endpoint_pod(endpoint: &str) -> &str {
-    let name = endpoint.rsplit('/').next().unwrap_or(endpoint);
-    match name.rfind("-rank-") {
-        Some(i) if name[i + 6..].chars().all(|c| c.is_ascii_digit()) && i + 6 < name.len() => {
-            &name[..i]
-        }
-        _ => name,
-    }
+    gatecal_parser::strip_rank(endpoint.rsplit('/').next().unwrap_or(endpoint))
 }
 
 impl Recommend {
@@ -728,6 +722,11 @@ mod tests {
         assert_eq!(endpoint_pod("llm/p-0"), "p-0");
         assert_eq!(endpoint_pod("p-rank-x"), "p-rank-x");
         assert_eq!(endpoint_pod("10.0.0.1:8000"), "10.0.0.1:8000");
+        assert_eq!(endpoint_pod("p-rank-"), "p-rank-");
+        assert_eq!(endpoint_pod("p-rank-1-rank-2"), "p-rank-1");
+        assert_eq!(endpoint_pod("p-rank--rank-5"), "p-rank-");
+        assert_eq!(endpoint_pod("p-rank-1x"), "p-rank-1x");
+        assert_eq!(endpoint_pod("-rank-7"), "");
     }
 
     #[test]

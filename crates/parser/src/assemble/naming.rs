@@ -132,12 +132,19 @@ pub fn endpoint_pod(endpoint: &str) -> Option<&str> {
     {
         return None;
     }
-    Some(match name.rfind("-rank-") {
-        Some(i) if i + 6 < name.len() && name[i + 6..].bytes().all(|c| c.is_ascii_digit()) => {
-            &name[..i]
-        }
+    Some(strip_rank(name))
+}
+
+/// A pod name without its rank: `pod-rank-N` (N one digit or more, the
+/// last `-rank-` of the name) gives `pod`; any other name is returned
+/// whole. Read from the end, with no substring searcher to build: it runs
+/// for every decision's endpoints.
+pub fn strip_rank(name: &str) -> &str {
+    let head = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    match head.strip_suffix("-rank-") {
+        Some(pod) if head.len() < name.len() => pod,
         _ => name,
-    })
+    }
 }
 
 /// Names endpoint pools: a pool is a connected set of endpoints (two
