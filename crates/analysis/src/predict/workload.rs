@@ -241,8 +241,10 @@ const RECENT_PER_ENDPOINT: usize = 512;
 struct Ep {
     free_at: f64,
     pending: Vec<(f64, f64)>,
-    /// Recent requests routed here not yet continued (indices).
-    recent: Vec<usize>,
+    /// Recent requests routed here not yet continued: their indices and
+    /// logged ends (kept beside the index: the parent search reads them
+    /// for up to 256 requests per holder).
+    recent: std::collections::VecDeque<(usize, Option<f64>)>,
     /// First tokens of the requests that may still decode here (the engine
     /// model's `decode_s`).
     decodes: Vec<f64>,
@@ -342,6 +344,8 @@ pub fn infer_with(
         names.len() - 1
     };
     let mut eps: Vec<Ep> = Vec::new();
+    // The endpoint each request was routed to, by index.
+    let mut routed_to: Vec<usize> = Vec::new();
     let mut w = Workload::default();
     let mut colds = Colds::default();
     let mut prefix_gaps: Vec<f64> = Vec::new();
@@ -461,8 +465,8 @@ pub fn infer_with(
         let mut parent: Option<usize> = None;
         let mut best_end = f64::NEG_INFINITY;
         for &k in &holders {
-            for &p in eps[k].recent.iter().rev().take(256) {
-                if let Some(end) = w.requests[p].logged_end_s
+            for &(p, logged_end) in eps[k].recent.iter().rev().take(256) {
+                if let Some(end) = logged_end
                     && end <= t
                     && end > best_end
                 {
@@ -473,7 +477,7 @@ pub fn infer_with(
         }
         if parent.is_none() {
             for &k in &holders {
-                if let Some(&p) = eps[k].recent.last()
+                if let Some(&(p, _)) = eps[k].recent.back()
                     && parent.is_none_or(|q| w.requests[p].arrival_s > w.requests[q].arrival_s)
                 {
                     parent = Some(p);
@@ -526,9 +530,11 @@ pub fn infer_with(
         colds.push(cold);
         if let Some(p) = parent {
             w.evidence.continued += 1;
-            // Continued: no later request continues it again.
-            for ep in eps.iter_mut() {
-                ep.recent.retain(|&q| q != p);
+            // Continued: no later request continues it again. It is only
+            // on the list of the endpoint it was routed to, once.
+            let list = &mut eps[routed_to[p]].recent;
+            if let Some(i) = list.iter().rposition(|&(q, _)| q == p) {
+                list.remove(i);
             }
         }
         let think_s = parent
@@ -562,9 +568,10 @@ pub fn infer_with(
         if model.decode_s > 0.0 {
             ep.decodes.push(first);
         }
-        ep.recent.push(w.requests.len());
+        ep.recent.push_back((w.requests.len(), s.end_s));
+        routed_to.push(c);
         if ep.recent.len() > RECENT_PER_ENDPOINT {
-            ep.recent.remove(0);
+            ep.recent.pop_front();
         }
         let decode_s = match (s.end_s, s.ttft_s) {
             (Some(end), Some(ttft)) => (end - t - ttft).max(0.0),
