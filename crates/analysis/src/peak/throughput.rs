@@ -479,23 +479,96 @@ impl VllmEstimator {
         self.estimates_on(1)
     }
 
-    /// [`VllmEstimator::estimates`], the deployments shared out between up
-    /// to `threads` threads (each estimate is its deployment's alone, the
-    /// same on any number).
+    /// [`VllmEstimator::estimates`], the engines shared out between up to
+    /// `threads` threads (each engine's spans and queue are its own; a
+    /// deployment's estimate combines them in engine order, the same on
+    /// any number). By engine rather than by deployment: the engines'
+    /// spans are nearly all of the work, and one deployment's few
+    /// saturated engines can be most of it.
     pub fn estimates_on(&self, threads: usize) -> BTreeMap<String, PeakEstimate> {
-        let deps: Vec<_> = self.engines.iter().collect();
-        let lines = |engines: &BTreeMap<String, Vec<Line>>| engines.values().map(Vec::len).sum();
-        let est = crate::par::map(
-            deps,
+        let engines: Vec<(&String, &Vec<Line>)> =
+            self.engines.values().flat_map(|e| e.iter()).collect();
+        let mut parts = crate::par::map(
+            engines,
             threads,
-            |(_, engines)| lines(engines),
-            |(_, engines)| self.estimate(engines),
-        );
-        self.engines.keys().cloned().zip(est).collect()
+            |(_, lines)| lines.len(),
+            |(key, lines)| self.engine_part(key, lines),
+        )
+        .into_iter();
+        self.engines
+            .iter()
+            .map(|(dep, engines)| {
+                let mine: Vec<EnginePart> = parts.by_ref().take(engines.len()).collect();
+                (dep.clone(), Self::combine(engines.len(), mine))
+            })
+            .collect()
     }
 
-    /// The estimate of one deployment, from its engines' lines.
-    fn estimate(&self, engines: &BTreeMap<String, Vec<Line>>) -> PeakEstimate {
+    /// One engine's share of its deployment's estimate: its saturated
+    /// spans, its queue model, the counts.
+    fn engine_part(&self, key: &str, lines: &[Line]) -> EnginePart {
+        let mut lines = lines.to_vec();
+        lines.sort_by(|a, b| {
+            a.ts.unwrap_or(f64::NAN)
+                .total_cmp(&b.ts.unwrap_or(f64::NAN))
+        });
+        let mut highest: f64 = 0.0;
+        for l in &lines {
+            highest = highest.max(l.rate * (1.0 - l.hit.unwrap_or(0.0)));
+        }
+        let mut routed = self.routed.get(key).cloned().unwrap_or_default();
+        // Lines without a year take the year of the decisions.
+        let near = routed.first().map(|r| r.ts).or_else(|| {
+            self.arrivals
+                .get(key)
+                .and_then(|a| a.iter().map(|x| x.0).reduce(f64::min))
+        });
+        if let Some(near) = near {
+            let start = lines
+                .iter()
+                .find(|l| !l.absolute)
+                .and_then(|l| l.ts)
+                .map(|rel| year_start(rel, near));
+            if let Some(start) = start {
+                for l in lines.iter_mut().filter(|l| !l.absolute) {
+                    l.ts = l.ts.map(|rel| start + rel);
+                    l.absolute = l.ts.is_some();
+                }
+            }
+        }
+        routed.sort_by(|a, b| a.request.cmp(&b.request).then(a.ts.total_cmp(&b.ts)));
+        routed.dedup_by(|b, a| a.request != 0 && a.request == b.request);
+        routed.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+        let n_routed = routed.len();
+        let n_from_lines = routed.iter().filter(|r| r.from_lines).count();
+        // Every request routed to the engine, once each.
+        let mut arrivals = match self.arrivals.get(key) {
+            Some(a) if !a.is_empty() => a.clone(),
+            _ => routed.iter().map(|r| (r.ts, r.request)).collect(),
+        };
+        arrivals.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.total_cmp(&b.0)));
+        arrivals.dedup_by(|b, a| a.1 != 0 && a.1 == b.1);
+        let mut arrivals: Vec<f64> = arrivals.into_iter().map(|a| a.0).collect();
+        arrivals.sort_by(f64::total_cmp);
+        let spans = spans(&lines, &routed, &arrivals);
+        let queue = if routed.is_empty() {
+            None
+        } else {
+            let (cadence, counted) = counted_tokens(&lines);
+            queue_model(&lines, &counted, cadence, &routed)
+        };
+        EnginePart {
+            highest,
+            n_routed,
+            n_from_lines,
+            spans,
+            queue,
+        }
+    }
+
+    /// A deployment's estimate from its `n` engines' parts, in engine
+    /// order.
+    fn combine(n: usize, parts: Vec<EnginePart>) -> PeakEstimate {
         let mut all = Vec::new();
         let mut n_engines = 0;
         let mut highest: f64 = 0.0;
@@ -504,58 +577,14 @@ impl VllmEstimator {
         let mut unqueued = 0usize;
         // Routed requests, and those whose match came from the lines.
         let (mut n_routed, mut n_from_lines) = (0usize, 0usize);
-        for (key, lines) in engines {
-            let mut lines = lines.clone();
-            lines.sort_by(|a, b| {
-                a.ts.unwrap_or(f64::NAN)
-                    .total_cmp(&b.ts.unwrap_or(f64::NAN))
-            });
-            for l in &lines {
-                highest = highest.max(l.rate * (1.0 - l.hit.unwrap_or(0.0)));
-            }
-            let mut routed = self.routed.get(key).cloned().unwrap_or_default();
-            // Lines without a year take the year of the decisions.
-            let near = routed.first().map(|r| r.ts).or_else(|| {
-                self.arrivals
-                    .get(key)
-                    .and_then(|a| a.iter().map(|x| x.0).reduce(f64::min))
-            });
-            if let Some(near) = near {
-                let start = lines
-                    .iter()
-                    .find(|l| !l.absolute)
-                    .and_then(|l| l.ts)
-                    .map(|rel| year_start(rel, near));
-                if let Some(start) = start {
-                    for l in lines.iter_mut().filter(|l| !l.absolute) {
-                        l.ts = l.ts.map(|rel| start + rel);
-                        l.absolute = l.ts.is_some();
-                    }
-                }
-            }
-            routed.sort_by(|a, b| a.request.cmp(&b.request).then(a.ts.total_cmp(&b.ts)));
-            routed.dedup_by(|b, a| a.request != 0 && a.request == b.request);
-            routed.sort_by(|a, b| a.ts.total_cmp(&b.ts));
-            n_routed += routed.len();
-            n_from_lines += routed.iter().filter(|r| r.from_lines).count();
-            // Every request routed to the engine, once each.
-            let mut arrivals = match self.arrivals.get(key) {
-                Some(a) if !a.is_empty() => a.clone(),
-                _ => routed.iter().map(|r| (r.ts, r.request)).collect(),
-            };
-            arrivals.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.total_cmp(&b.0)));
-            arrivals.dedup_by(|b, a| a.1 != 0 && a.1 == b.1);
-            let mut arrivals: Vec<f64> = arrivals.into_iter().map(|a| a.0).collect();
-            arrivals.sort_by(f64::total_cmp);
-            let sp = spans(&lines, &routed, &arrivals);
-            if !routed.is_empty() {
-                let (cadence, counted) = counted_tokens(&lines);
-                match queue_model(&lines, &counted, cadence, &routed) {
-                    Some(q) => queues.push(q),
-                    None => unqueued += usize::from(!sp.is_empty()),
-                }
-            } else {
-                unqueued += usize::from(!sp.is_empty());
+        for part in parts {
+            highest = highest.max(part.highest);
+            n_routed += part.n_routed;
+            n_from_lines += part.n_from_lines;
+            let sp = part.spans;
+            match part.queue {
+                Some(q) => queues.push(q),
+                None => unqueued += usize::from(!sp.is_empty()),
             }
             if !sp.is_empty() {
                 n_engines += 1;
@@ -622,7 +651,7 @@ impl VllmEstimator {
                 spread_low: None,
                 spread_high: None,
                 interval: None,
-                engines: engines.len() as u64,
+                engines: n as u64,
                 method: format!(
                     "never saturated (no run of {MIN_RUN} lines with requests waiting on any engine): the highest corrected per-interval rate, thin evidence"
                 ),
@@ -630,6 +659,20 @@ impl VllmEstimator {
             },
         }
     }
+}
+
+/// One engine's share of its deployment's peak estimate
+/// ([`VllmEstimator::estimates_on`]).
+struct EnginePart {
+    /// The highest corrected per-line rate (the unsaturated fallback).
+    highest: f64,
+    /// Routed requests, and those whose match came from the lines.
+    n_routed: usize,
+    n_from_lines: usize,
+    /// The saturated spans.
+    spans: Vec<Span>,
+    /// The queue model, when requests were routed here and it fits.
+    queue: Option<Queue>,
 }
 
 #[cfg(test)]
@@ -922,6 +965,54 @@ mod tests {
             hi - lo < 0.5 * (ahi - alo),
             "routed [{lo}, {hi}], alone [{alo}, {ahi}]"
         );
+    }
+
+    #[test]
+    fn engines_shared_out_between_threads_give_the_estimates_of_one() {
+        // Deployments of 1 to 4 engines, saturated or not, all in one
+        // estimator: each thread takes whole engines, and every deployment
+        // must get its own engines back, the estimate it has alone.
+        let mut all = VllmEstimator::default();
+        let mut alone = BTreeMap::new();
+        for (d, pods) in [("a", 4), ("b", 1), ("c", 3), ("d", 2)] {
+            let own = alone.entry(d).or_insert_with(VllmEstimator::default);
+            for p in 0..pods {
+                let mut t = 0.0;
+                for i in 0..(12 + 7 * p) {
+                    let waiting = u64::from(d == "b" || (d != "d" && (i + p) % 5 != 0));
+                    let prompt = 1000.0 * (1 + i % 4 + p) as f64;
+                    let mut l = line(t, &format!("{d}-{p}"), prompt, waiting, 10.0 * p as f64);
+                    l.deployment = d.into();
+                    all.push(&l);
+                    own.push(&l);
+                    t += 10.0;
+                }
+            }
+        }
+        let want: Vec<String> = alone
+            .iter()
+            .map(|(d, e)| format!("{:?}", e.estimates()[*d]))
+            .collect();
+        assert_eq!(
+            want.iter()
+                .filter(|w| w.contains("VllmStatsUnsaturated"))
+                .count(),
+            1
+        );
+        assert_eq!(
+            want.iter()
+                .filter(|w| w.contains("source: VllmStats,"))
+                .count(),
+            3
+        );
+        for threads in [1, 2, 3, 8] {
+            let got: Vec<String> = all
+                .estimates_on(threads)
+                .values()
+                .map(|e| format!("{e:?}"))
+                .collect();
+            assert_eq!(got, want, "{threads} threads");
+        }
     }
 
     #[test]
