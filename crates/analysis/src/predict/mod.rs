@@ -161,8 +161,71 @@ pub fn predict(
     model: &EngineModel,
     peak_interval: Option<[f64; 2]>,
 ) -> Option<Prediction> {
-    predict_replay(w, current, config, picker, model, peak_interval)
+    let bases = Baselines::default();
+    predict_with(w, current, config, picker, model, peak_interval, &bases)
+}
+
+/// [`predict`], the baseline replays kept in `bases` for the next
+/// predictions of the same workload and picker.
+pub(crate) fn predict_with(
+    w: &Workload,
+    current: &Config,
+    config: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+    peak_interval: Option<[f64; 2]>,
+    bases: &Baselines,
+) -> Option<Prediction> {
+    predict_replay_with(w, current, config, picker, model, peak_interval, bases)
         .map(|p| with_model_error(&p, &MODEL_ERROR_LN90))
+}
+
+/// The first tokens of baseline replays (the config in force with the
+/// logged arrivals, [`predict_replay`]) of one workload and picker, by
+/// the config in force and the engine model: every prediction of another
+/// config under the same two starts from the same baseline, so the rows
+/// of a deployment's report replay it once, not once each. A replay is a
+/// function of its inputs alone, so a kept baseline is the one a new
+/// replay would give.
+#[derive(Default)]
+pub(crate) struct Baselines(std::sync::Mutex<Vec<Baseline>>);
+
+/// One kept baseline: its config in force, its engine model's bits, its
+/// first tokens by request.
+type Baseline = (Config, [u64; 6], std::sync::Arc<Vec<Option<f64>>>);
+
+impl Baselines {
+    /// The first tokens of the baseline of `current` under `model`, made
+    /// by `make` when not kept yet.
+    fn first_tokens(
+        &self,
+        current: &Config,
+        model: &EngineModel,
+        make: impl FnOnce() -> Vec<Option<f64>>,
+    ) -> std::sync::Arc<Vec<Option<f64>>> {
+        // The model by its bits: a kept baseline is used only for the very
+        // same numbers (-0 and 0 apart, NaN equal to itself).
+        let key = [
+            model.peak_tps.to_bits(),
+            model.overhead_s.to_bits(),
+            model.latency_s.to_bits(),
+            model.cache_capacity_tokens.to_bits(),
+            model.block_size as u64,
+            model.decode_s.to_bits(),
+        ];
+        let kept = |list: &Vec<Baseline>| {
+            list.iter()
+                .find(|(c, k, _)| *k == key && c == current)
+                .map(|b| b.2.clone())
+        };
+        let lock = || self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(first) = kept(&lock()) {
+            return first;
+        }
+        let first = std::sync::Arc::new(make());
+        lock().push((current.clone(), key, first.clone()));
+        first
+    }
 }
 
 /// [`predict`] with the replay's interval alone: the peak's interval and
@@ -175,14 +238,29 @@ pub fn predict_replay(
     model: &EngineModel,
     peak_interval: Option<[f64; 2]>,
 ) -> Option<Prediction> {
+    let bases = Baselines::default();
+    predict_replay_with(w, current, config, picker, model, peak_interval, &bases)
+}
+
+/// [`predict_replay`], the baseline replays kept in `bases`.
+fn predict_replay_with(
+    w: &Workload,
+    current: &Config,
+    config: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+    peak_interval: Option<[f64; 2]>,
+    bases: &Baselines,
+) -> Option<Prediction> {
     let n_ep = w.endpoints.len();
     let pool = prefill_pool(w);
     let one = |c: &Config, m: &EngineModel, a: Arrivals<'_>| {
         replay_anchored(&w.requests, n_ep, c, current, picker, m, a, pool.as_ref())
     };
     let run = |m: &EngineModel| {
-        let base = one(current, m, Arrivals::Logged);
-        let first = base.first_tokens();
+        let first = bases.first_tokens(current, m, || {
+            one(current, m, Arrivals::Logged).first_tokens()
+        });
         one(config, m, Arrivals::Shifted(&first))
     };
     let main = run(model);
@@ -1107,6 +1185,45 @@ mod tests {
         let model = fit.model(&start);
         let observed = truth_ms(&out);
         (s, w, model, config, observed)
+    }
+
+    /// The rows of a report share their baselines: kept from one
+    /// prediction to the next, by the config in force and the engine
+    /// model, they give each prediction a fresh one would.
+    #[test]
+    fn kept_baselines_give_the_predictions_of_fresh_ones() {
+        let (_, w, model, config, _) = simulated("glm-like", 400, 3);
+        let low = Config {
+            max_ttft_penalty_ms: 4500.0,
+            ..config.clone()
+        };
+        let slow = EngineModel {
+            peak_tps: model.peak_tps * 0.8,
+            ..model
+        };
+        let interval = Some([model.peak_tps * 0.9, model.peak_tps * 1.1]);
+        let bases = Baselines::default();
+        let calls = [
+            (&config, &low, &model),
+            (&config, &config, &model),
+            (&low, &config, &model),
+            (&config, &low, &slow),
+            (&low, &low, &model),
+        ];
+        let mut seen = Vec::new();
+        for (current, cfg, m) in calls {
+            let picker = Picker::default();
+            let kept = predict_with(&w, current, cfg, &picker, m, interval, &bases);
+            let fresh = predict(&w, current, cfg, &picker, m, interval);
+            assert_eq!(format!("{kept:?}"), format!("{fresh:?}"));
+            seen.push(kept.unwrap().quantiles_ms);
+        }
+        // The two configs in force start from different baselines.
+        assert_ne!(seen[0], seen[4]);
+        // Kept: under `config`, the model's and the slow model's peaks and
+        // the interval's two ends (the same two models for both); under
+        // `low`, the model's peak and the interval's ends.
+        assert_eq!(bases.0.lock().unwrap().len(), 7);
     }
 
     /// The relative error of each predicted quantile against `truth`.

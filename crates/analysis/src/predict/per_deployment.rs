@@ -34,7 +34,7 @@ pub use super::edges::RECENT_IDS;
 use super::edges::{Edge, Edges};
 use super::replay::{EngineModel, Picker};
 use super::workload::{Seen, Workload, WorkloadEvidence};
-use super::{EngineFit, Prediction, infer_and_fit, predict};
+use super::{EngineFit, Prediction, infer_and_fit};
 use crate::gate::hist::SignedHistogram;
 pub use crate::gate::stats::{PredictedIntervals, PredictedTtft};
 use crate::input::DecisionInput;
@@ -749,6 +749,7 @@ impl Requests {
             fit,
             w,
             model,
+            bases: super::Baselines::default(),
         }
     }
 }
@@ -760,6 +761,9 @@ pub struct Engine {
     engine: Option<EngineModel>,
     /// What is shown of it.
     pub model: TtftModel,
+    /// The baselines of its predictions, kept from one config's to the
+    /// next.
+    bases: super::Baselines,
 }
 
 impl Engine {
@@ -797,7 +801,15 @@ impl Engine {
             .and_then(|f| f.tokens_per_s_interval.map(|i| (i, f.tokens_per_s)))
             .filter(|&([lo, hi], v)| (hi - lo) / v > MIN_REPLAYED_INTERVAL)
             .map(|(i, _)| i);
-        let p = predict(&self.w, current, config, &Picker::default(), m, interval)?;
+        let p = super::predict_with(
+            &self.w,
+            current,
+            config,
+            &Picker::default(),
+            m,
+            interval,
+            &self.bases,
+        )?;
         Some((PredictedTtft::of(&p), p.prefix_hit_share))
     }
 }
