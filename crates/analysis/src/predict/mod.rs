@@ -416,6 +416,20 @@ fn decode_grid() -> impl Iterator<Item = f64> {
     std::iter::once(0.0).chain((0..=24).map(|k| 0.5 * 1.25f64.powi(k)))
 }
 
+/// How many of the sorted `f` are at most `bound`: the search goes on
+/// from `last` (the previous bound and its count) when `bound` is not
+/// below it, and `last` becomes this bound's.
+fn count_upto(f: &[f64], bound: f64, last: &mut (f64, usize)) -> usize {
+    let (prev, from) = *last;
+    let n = if bound >= prev && from <= f.len() {
+        from + f[from..].iter().take_while(|&&x| x <= bound).count()
+    } else {
+        f.partition_point(|&x| x <= bound)
+    };
+    *last = (bound, n);
+    n
+}
+
 /// [`fit_engine`], the decode duration fitted when `decodes` (a prefill
 /// pool's endpoints decode nothing: `false` keeps it at 0).
 pub fn fit_engine_with(w: &Workload, decodes: bool) -> Option<EngineFit> {
@@ -486,13 +500,18 @@ pub fn fit_engine_with(w: &Workload, decodes: bool) -> Option<EngineFit> {
         vec![0.0]
     };
     for decode in grid {
+        // Per endpoint, the last bound searched and the count of its first
+        // tokens up to it: an endpoint's starts come in order (each is the
+        // later of an arrival and the previous first token), so the next
+        // count goes on from there; a bound that goes back (or is NaN) is
+        // searched from the start.
+        let mut last: Vec<(f64, usize)> = vec![(f64::NEG_INFINITY, 0); n_ep];
         let pts: Vec<(f64, f64, bool)> = raw
             .iter()
             .zip(&upto)
             .map(|(&(u, svc, idle, e, start), &hi)| {
                 let d = if decode > 0.0 {
-                    let f = &firsts[e][..hi];
-                    let lo = f.partition_point(|&x| x <= start - decode);
+                    let lo = count_upto(&firsts[e], start - decode, &mut last[e]);
                     (hi - lo) as f64
                 } else {
                     0.0
@@ -1185,6 +1204,33 @@ mod tests {
         let model = fit.model(&start);
         let observed = truth_ms(&out);
         (s, w, model, config, observed)
+    }
+
+    #[test]
+    fn counts_that_go_on_from_the_last_bound_are_the_searched_ones() {
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as f64 / (1u64 << 31) as f64
+        };
+        let mut f: Vec<f64> = (0..300).map(|_| (next() * 50.0).floor()).collect();
+        f.sort_by(f64::total_cmp);
+        let mut last = (f64::NEG_INFINITY, 0);
+        let mut bound = -5.0;
+        for k in 0..2000 {
+            // Mostly forward, equal bounds and ties included; now and then
+            // back, or NaN.
+            bound = match k % 97 {
+                0 => f64::NAN,
+                13 | 50 => bound - 20.0 * next(),
+                _ if bound.is_nan() => 10.0 * next(),
+                _ => bound + (next() * 2.0).floor() * 0.5,
+            };
+            let want = f.partition_point(|&x| x <= bound);
+            assert_eq!(count_upto(&f, bound, &mut last), want, "bound {bound}");
+        }
     }
 
     /// The rows of a report share their baselines: kept from one
