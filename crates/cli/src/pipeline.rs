@@ -80,9 +80,9 @@ pub struct InputArgs {
     /// malformed (each is held whole while it is read).
     #[arg(long, value_name = "MIB", default_value_t = (gatecal_parser::DEFAULT_MAX_TRACE_DOCUMENT_BYTES >> 20) as u64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_trace_document_mib: u64,
-    /// Threads for reading and parsing, and in recommend for the
-    /// deployments' engine fits and replays at the end, 1 to 256 (default:
-    /// the machine's cores, at most 8).
+    /// Threads for reading and parsing, and in recommend for the vLLM
+    /// peak estimates and the deployments' engine fits and replays at the
+    /// end, 1 to 256 (default: the machine's cores, at most 8).
     #[arg(short = 'j', long, value_name = "N", value_parser = crate::bounds::parse_threads)]
     pub threads: Option<usize>,
     /// No progress on stderr.
