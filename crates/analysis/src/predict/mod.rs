@@ -161,22 +161,7 @@ pub fn predict(
     model: &EngineModel,
     peak_interval: Option<[f64; 2]>,
 ) -> Option<Prediction> {
-    let bases = Baselines::default();
-    predict_with(w, current, config, picker, model, peak_interval, &bases)
-}
-
-/// [`predict`], the baseline replays kept in `bases` for the next
-/// predictions of the same workload and picker.
-pub(crate) fn predict_with(
-    w: &Workload,
-    current: &Config,
-    config: &Config,
-    picker: &Picker,
-    model: &EngineModel,
-    peak_interval: Option<[f64; 2]>,
-    bases: &Baselines,
-) -> Option<Prediction> {
-    predict_replay_with(w, current, config, picker, model, peak_interval, bases)
+    predict_replay(w, current, config, picker, model, peak_interval)
         .map(|p| with_model_error(&p, &MODEL_ERROR_LN90))
 }
 
@@ -242,8 +227,9 @@ pub fn predict_replay(
     predict_replay_with(w, current, config, picker, model, peak_interval, &bases)
 }
 
-/// [`predict_replay`], the baseline replays kept in `bases`.
-fn predict_replay_with(
+/// [`predict_replay`], the baseline replays kept in `bases` for the next
+/// predictions of the same workload and picker.
+pub(crate) fn predict_replay_with(
     w: &Workload,
     current: &Config,
     config: &Config,
@@ -1259,7 +1245,8 @@ mod tests {
         let mut seen = Vec::new();
         for (current, cfg, m) in calls {
             let picker = Picker::default();
-            let kept = predict_with(&w, current, cfg, &picker, m, interval, &bases);
+            let kept = predict_replay_with(&w, current, cfg, &picker, m, interval, &bases)
+                .map(|p| with_model_error(&p, &MODEL_ERROR_LN90));
             let fresh = predict(&w, current, cfg, &picker, m, interval);
             assert_eq!(format!("{kept:?}"), format!("{fresh:?}"));
             seen.push(kept.unwrap().quantiles_ms);

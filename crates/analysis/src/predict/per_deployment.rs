@@ -801,7 +801,7 @@ impl Engine {
             .and_then(|f| f.tokens_per_s_interval.map(|i| (i, f.tokens_per_s)))
             .filter(|&([lo, hi], v)| (hi - lo) / v > MIN_REPLAYED_INTERVAL)
             .map(|(i, _)| i);
-        let p = super::predict_with(
+        let p = super::predict_replay_with(
             &self.w,
             current,
             config,
@@ -809,7 +809,8 @@ impl Engine {
             m,
             interval,
             &self.bases,
-        )?;
+        )
+        .map(|p| super::with_model_error(&p, &super::MODEL_ERROR_LN90))?;
         Some((PredictedTtft::of(&p), p.prefix_hit_share))
     }
 }
