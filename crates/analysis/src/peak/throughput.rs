@@ -499,7 +499,7 @@ impl VllmEstimator {
             .iter()
             .map(|(dep, engines)| {
                 let mine: Vec<EnginePart> = parts.by_ref().take(engines.len()).collect();
-                (dep.clone(), Self::combine(engines.len(), mine))
+                (dep.clone(), Self::combine(mine))
             })
             .collect()
     }
@@ -566,9 +566,9 @@ impl VllmEstimator {
         }
     }
 
-    /// A deployment's estimate from its `n` engines' parts, in engine
-    /// order.
-    fn combine(n: usize, parts: Vec<EnginePart>) -> PeakEstimate {
+    /// A deployment's estimate from its engines' parts, in engine order.
+    fn combine(parts: Vec<EnginePart>) -> PeakEstimate {
+        let n = parts.len();
         let mut all = Vec::new();
         let mut n_engines = 0;
         let mut highest: f64 = 0.0;

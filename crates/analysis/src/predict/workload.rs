@@ -344,8 +344,6 @@ pub fn infer_with(
         names.len() - 1
     };
     let mut eps: Vec<Ep> = Vec::new();
-    // The endpoint each request was routed to, by index.
-    let mut routed_to: Vec<usize> = Vec::new();
     let mut w = Workload::default();
     let mut colds = Colds::default();
     let mut prefix_gaps: Vec<f64> = Vec::new();
@@ -531,8 +529,9 @@ pub fn infer_with(
         if let Some(p) = parent {
             w.evidence.continued += 1;
             // Continued: no later request continues it again. It is only
-            // on the list of the endpoint it was routed to, once.
-            let list = &mut eps[routed_to[p]].recent;
+            // on the list of the endpoint it was routed to (its logged one),
+            // once.
+            let list = &mut eps[w.logged_endpoint[p]].recent;
             if let Some(i) = list.iter().rposition(|&(q, _)| q == p) {
                 list.remove(i);
             }
@@ -569,7 +568,6 @@ pub fn infer_with(
             ep.decodes.push(first);
         }
         ep.recent.push_back((w.requests.len(), s.end_s));
-        routed_to.push(c);
         if ep.recent.len() > RECENT_PER_ENDPOINT {
             ep.recent.pop_front();
         }
