@@ -13,7 +13,7 @@ test:
 
 [doc('Clippy over all targets, warnings denied.')]
 lint:
-    cargo clippy --workspace --all-targets --locked -- -D warnings
+    cargo clippy --workspace --all-targets --locked --features gatecal-parser/bench,gatecal-analysis/bench -- -D warnings
 
 [doc('Format the code.')]
 fmt:
@@ -48,7 +48,7 @@ accuracy *ARGS: accuracy-check
 
 [doc('Benchmarks: the criterion benches (parser, replay, merging 1,000 partial reports), then the side-by-side run against the Python baseline.')]
 bench:
-    cargo bench --workspace --locked
+    cargo bench --workspace --locked --features gatecal-parser/bench,gatecal-analysis/bench
     bash bench/side_by_side.sh
 
 [doc('Peak RSS on the memory-bound cases (multi-GB logs under /tmp, deleted after; docs/performance.md).')]

@@ -7,7 +7,7 @@
 //! routed requests.
 //!
 //! ```text
-//! cargo bench -p gatecal-analysis --bench merge
+//! cargo bench -p gatecal-analysis --features bench --bench merge
 //! ```
 
 use std::hint::black_box;

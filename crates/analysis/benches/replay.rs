@@ -5,7 +5,7 @@
 //! speed and at both ends of its interval).
 //!
 //! ```text
-//! cargo bench -p gatecal-analysis --bench replay
+//! cargo bench -p gatecal-analysis --features bench --bench replay
 //! ```
 
 use std::hint::black_box;

@@ -8,7 +8,7 @@
 //! and by the general trace reader alone.
 //!
 //! ```text
-//! cargo bench -p gatecal-parser --bench parse
+//! cargo bench -p gatecal-parser --features bench --bench parse
 //! ```
 
 use std::hint::black_box;
