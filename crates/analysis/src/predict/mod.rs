@@ -176,12 +176,58 @@ pub fn predict(
 /// of a deployment's report replay it once, not once each. A replay is a
 /// function of its inputs alone, so a kept baseline is the one a new
 /// replay would give.
+///
+/// Also kept, by the same two: the replay of the config in force itself
+/// from that baseline, with the trace of its filter's decisions
+/// ([`replay::Trace`]). A config that decides as the config in force at
+/// every one of them replays the same run, and takes it from there instead
+/// of replaying (on the bundled logs, about two rows in five).
 #[derive(Default)]
-pub(crate) struct Baselines(std::sync::Mutex<Vec<Baseline>>);
+pub(crate) struct Baselines {
+    /// The first tokens of each baseline, by request.
+    first: Kept<Vec<Option<f64>>>,
+    /// The config in force's run from each baseline, and its trace.
+    traced: Kept<(Replay, replay::Trace)>,
+}
 
-/// One kept baseline: its config in force, its engine model's bits, its
-/// first tokens by request.
-type Baseline = (Config, [u64; 6], std::sync::Arc<Vec<Option<f64>>>);
+/// What is kept of each config in force and engine model (by the model's
+/// bits, [`model_key`]).
+type Kept<T> = std::sync::Mutex<Vec<(Config, [u64; 6], std::sync::Arc<T>)>>;
+
+/// An engine model by its bits: what is kept is used only for the very
+/// same numbers (-0 and 0 apart, NaN equal to itself).
+fn model_key(model: &EngineModel) -> [u64; 6] {
+    [
+        model.peak_tps.to_bits(),
+        model.overhead_s.to_bits(),
+        model.latency_s.to_bits(),
+        model.cache_capacity_tokens.to_bits(),
+        model.block_size as u64,
+        model.decode_s.to_bits(),
+    ]
+}
+
+/// The entry of `list` for `current` and the model `key`, or the one
+/// `make` gives, kept (made outside the lock: another thread may make the
+/// same meanwhile, and both are the same).
+fn kept_or_make<T>(
+    list: &Kept<T>,
+    current: &Config,
+    key: [u64; 6],
+    make: impl FnOnce() -> T,
+) -> std::sync::Arc<T> {
+    let lock = || list.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(kept) = lock()
+        .iter()
+        .find(|(c, k, _)| *k == key && c == current)
+        .map(|e| e.2.clone())
+    {
+        return kept;
+    }
+    let made = std::sync::Arc::new(make());
+    lock().push((current.clone(), key, made.clone()));
+    made
+}
 
 impl Baselines {
     /// The first tokens of the baseline of `current` under `model`, made
@@ -192,28 +238,23 @@ impl Baselines {
         model: &EngineModel,
         make: impl FnOnce() -> Vec<Option<f64>>,
     ) -> std::sync::Arc<Vec<Option<f64>>> {
-        // The model by its bits: a kept baseline is used only for the very
-        // same numbers (-0 and 0 apart, NaN equal to itself).
-        let key = [
-            model.peak_tps.to_bits(),
-            model.overhead_s.to_bits(),
-            model.latency_s.to_bits(),
-            model.cache_capacity_tokens.to_bits(),
-            model.block_size as u64,
-            model.decode_s.to_bits(),
-        ];
-        let kept = |list: &Vec<Baseline>| {
-            list.iter()
-                .find(|(c, k, _)| *k == key && c == current)
-                .map(|b| b.2.clone())
+        kept_or_make(&self.first, current, model_key(model), make)
+    }
+
+    /// The run of `current` under `model` and its trace, made by `make`
+    /// (given the room left for traces) when not kept yet.
+    fn traced(
+        &self,
+        current: &Config,
+        model: &EngineModel,
+        make: impl FnOnce(usize) -> (Replay, replay::Trace),
+    ) -> std::sync::Arc<(Replay, replay::Trace)> {
+        let held: usize = {
+            let list = self.traced.lock().unwrap_or_else(|e| e.into_inner());
+            list.iter().map(|e| e.2.1.len()).sum()
         };
-        let lock = || self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(first) = kept(&lock()) {
-            return first;
-        }
-        let first = std::sync::Arc::new(make());
-        lock().push((current.clone(), key, first.clone()));
-        first
+        let room = replay::MAX_TRACE_CANDIDATES.saturating_sub(held);
+        kept_or_make(&self.traced, current, model_key(model), || make(room))
     }
 }
 
@@ -251,6 +292,34 @@ pub(crate) fn predict_replay_with(
         let first = bases.first_tokens(current, m, || {
             one(current, m, Arrivals::Logged).first_tokens()
         });
+        // The config in force's run, traced: the same run for a config
+        // that decides as it does at every decision (and reads the same
+        // TTFT source, so its candidates are the same).
+        if config.ttft_source == current.ttft_source {
+            let traced = bases.traced(current, m, |room| {
+                let mut trace = replay::Trace::with_room(room);
+                let r = replay::replay_anchored_traced(
+                    &w.requests,
+                    n_ep,
+                    current,
+                    current,
+                    picker,
+                    m,
+                    Arrivals::Shifted(&first),
+                    pool.as_ref(),
+                    &mut trace,
+                );
+                (r, trace)
+            });
+            let (run, trace) = &*traced;
+            if config == current {
+                return run.clone();
+            }
+            let pool_n = pool.as_ref().map_or(0, |p| p.endpoints);
+            if let Some(same) = trace.replay_as(config, run, n_ep, pool_n) {
+                return same;
+            }
+        }
         one(config, m, Arrivals::Shifted(&first))
     };
     let main = run(model);
@@ -899,7 +968,137 @@ mod tests {
         // Kept: under `config`, the model's and the slow model's peaks and
         // the interval's two ends (the same two models for both); under
         // `low`, the model's peak and the interval's ends.
-        assert_eq!(bases.0.lock().unwrap().len(), 7);
+        assert_eq!(bases.first.lock().unwrap().len(), 7);
+        // And the config in force's traced run for each of them.
+        assert_eq!(bases.traced.lock().unwrap().len(), 7);
+    }
+
+    /// A config that keeps what the config in force keeps at every
+    /// decision of the config in force's run takes that run with its own
+    /// outcomes: the very replay a full one gives it (P/D and the gate on
+    /// predicted TTFTs included). A
+    /// config that decides otherwise somewhere is not taken from the
+    /// trace, nor is any config from a trace cut for want of room.
+    #[test]
+    fn a_config_deciding_as_the_one_in_force_takes_its_traced_run() {
+        for (scenario, n, seed) in [
+            ("glm-like", 400, 3),
+            ("pd-disagg", 600, 5),
+            ("latency-predictor", 400, 2),
+        ] {
+            let (_, w, model, config, _) = simulated(scenario, n, seed);
+            let n_ep = w.endpoints.len();
+            let pool = prefill_pool(&w);
+            let pool_n = pool.as_ref().map_or(0, |p| p.endpoints);
+            let picker = Picker::default();
+            let anchored = |c: &Config, a: Arrivals<'_>| {
+                replay_anchored(
+                    &w.requests,
+                    n_ep,
+                    c,
+                    &config,
+                    &picker,
+                    &model,
+                    a,
+                    pool.as_ref(),
+                )
+            };
+            let first = anchored(&config, Arrivals::Logged).first_tokens();
+            let traced = |room: usize| {
+                let mut trace = replay::Trace::with_room(room);
+                let run = replay::replay_anchored_traced(
+                    &w.requests,
+                    n_ep,
+                    &config,
+                    &config,
+                    &picker,
+                    &model,
+                    Arrivals::Shifted(&first),
+                    pool.as_ref(),
+                    &mut trace,
+                );
+                (run, trace)
+            };
+            let (run, trace) = traced(usize::MAX);
+            assert_eq!(run, anchored(&config, Arrivals::Shifted(&first)));
+            let predicts = config.ttft_source == gatecal_filter::TtftSource::LatencyPredictor;
+            assert_eq!(predicts, scenario == "latency-predictor");
+            let (mut same, mut other) = (0, 0);
+            for k in [0.01, 0.3, 0.999, 1.001, 3.0, 1e6] {
+                let c = Config {
+                    max_ttft_penalty_ms: config.max_ttft_penalty_ms * k,
+                    ..config.clone()
+                };
+                match trace.replay_as(&c, &run, n_ep, pool_n) {
+                    Some(r) => {
+                        assert_eq!(
+                            r,
+                            anchored(&c, Arrivals::Shifted(&first)),
+                            "{scenario} ×{k}"
+                        );
+                        same += 1;
+                    }
+                    None => other += 1,
+                }
+            }
+            assert!(
+                same > 0 && other > 0,
+                "{scenario}: {same} same, {other} other"
+            );
+            // A trace without room for every decision is of no use.
+            let (cut_run, cut) = traced(n_ep * 3);
+            assert_eq!(cut_run, run);
+            assert_eq!(cut.len(), 0);
+            assert!(cut.replay_as(&config, &cut_run, n_ep, pool_n).is_none());
+        }
+    }
+
+    /// The same endpoints kept by another outcome: in force, an affinity
+    /// threshold no endpoint reaches (no match: all endpoints kept); the
+    /// other config keeps them all too, its threshold 0 turning the filter
+    /// off. Its run is the traced one, each decision with its own outcome.
+    #[test]
+    fn a_config_keeping_the_same_by_another_outcome_has_its_own_outcomes() {
+        let (_, w, model, config, _) = simulated("glm-like", 400, 3);
+        let n_ep = w.endpoints.len();
+        let picker = Picker::default();
+        let no_match = Config {
+            affinity_threshold: 2.0,
+            ..config.clone()
+        };
+        let off = Config {
+            affinity_threshold: 0.0,
+            ..config.clone()
+        };
+        let anchored = |c: &Config, a: Arrivals<'_>| {
+            replay_anchored(&w.requests, n_ep, c, &no_match, &picker, &model, a, None)
+        };
+        let first = anchored(&no_match, Arrivals::Logged).first_tokens();
+        let mut trace = replay::Trace::with_room(usize::MAX);
+        let run = replay::replay_anchored_traced(
+            &w.requests,
+            n_ep,
+            &no_match,
+            &no_match,
+            &picker,
+            &model,
+            Arrivals::Shifted(&first),
+            None,
+            &mut trace,
+        );
+        let full = anchored(&off, Arrivals::Shifted(&first));
+        let taken = trace.replay_as(&off, &run, n_ep, 0).expect("the same kept");
+        assert_eq!(taken, full);
+        let outcomes = |r: &Replay, o: gatecal_filter::Outcome| {
+            r.served.iter().flatten().filter(|s| s.outcome == o).count()
+        };
+        let served = run.served.iter().flatten().count();
+        assert!(served > 100);
+        assert_eq!(outcomes(&run, gatecal_filter::Outcome::NoMatch), served);
+        assert_eq!(
+            outcomes(&taken, gatecal_filter::Outcome::NotApplicable),
+            served
+        );
     }
 
     /// The relative error of each predicted quantile against `truth`.

@@ -99,12 +99,14 @@ pub use crate::input::QUEUE_THRESHOLD_TOKENS;
 mod endpoint;
 mod engine;
 mod request;
+mod trace;
 
 use endpoint::{Endpoint, set_attributes};
 pub use engine::{
     EngineModel, STEP_TOKENS, predicted_ttft_ms, prefill_tokens, service_s, step_tokens,
 };
 pub use request::Request;
+pub(crate) use trace::{MAX_TRACE_CANDIDATES, Trace};
 
 /// The picker stage after the filter.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -292,6 +294,7 @@ pub fn replay(
         Arrivals::AfterAnswer,
         None,
         None,
+        None,
     )
 }
 
@@ -305,7 +308,7 @@ pub fn replay_with(
     arrivals: Arrivals<'_>,
 ) -> Replay {
     run(
-        requests, endpoints, config, picker, model, false, arrivals, None, None,
+        requests, endpoints, config, picker, model, false, arrivals, None, None, None,
     )
 }
 
@@ -329,6 +332,7 @@ pub fn replay_logged(
         Arrivals::AfterAnswer,
         None,
         None,
+        None,
     )
 }
 
@@ -344,7 +348,7 @@ pub fn replay_logged_with(
     arrivals: Arrivals<'_>,
 ) -> Replay {
     run(
-        requests, endpoints, config, picker, model, true, arrivals, None, None,
+        requests, endpoints, config, picker, model, true, arrivals, None, None, None,
     )
 }
 
@@ -379,6 +383,35 @@ pub fn replay_anchored(
         arrivals,
         pd,
         Some(current),
+        None,
+    )
+}
+
+/// [`replay_anchored`], each filter decision recorded in `trace` (see
+/// [`Trace::replay_as`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn replay_anchored_traced(
+    requests: &[Request],
+    endpoints: usize,
+    config: &Config,
+    current: &Config,
+    picker: &Picker,
+    model: &EngineModel,
+    arrivals: Arrivals<'_>,
+    pd: Option<&PrefillPool<'_>>,
+    trace: &mut Trace,
+) -> Replay {
+    run(
+        requests,
+        endpoints,
+        config,
+        picker,
+        model,
+        false,
+        arrivals,
+        pd,
+        Some(current),
+        Some(trace),
     )
 }
 
@@ -431,6 +464,7 @@ pub fn replay_pd(
         false,
         arrivals,
         Some(pd),
+        None,
         None,
     )
 }
@@ -513,6 +547,7 @@ fn run(
     arrivals: Arrivals<'_>,
     pd: Option<&PrefillPool<'_>>,
     anchor: Option<&Config>,
+    mut trace: Option<&mut Trace>,
 ) -> Replay {
     // Routed as the log until the first request `config` decides otherwise
     // than the config in force (`anchor`): see [`replay_anchored`].
@@ -623,6 +658,9 @@ fn run(
                 predicts.then(|| predicted_ttft_ms(model, in_flight, uncached[e]));
         }
         let d = decide(config, &candidates, r.draw);
+        if let Some(tr) = trace.as_deref_mut() {
+            tr.record(i, false, r.draw, &candidates, &d.kept);
+        }
         let follow = match r.logged_endpoint {
             Some(le) if anchored && le < endpoints => {
                 anchored = in_force(&candidates, r.draw, &d.kept);
@@ -691,6 +729,9 @@ fn run(
                 }
                 let draw = pr.map_or(1.0, |(_, q)| q.draw);
                 let pd_decision = decide(config, &pcands, draw);
+                if let Some(tr) = trace.as_deref_mut() {
+                    tr.record(i, true, draw, &pcands, &pd_decision.kept);
+                }
                 let logged_k = pr.and_then(|(_, q)| q.logged_endpoint);
                 let follow = match logged_k {
                     Some(k) if anchored && k < pool_n => {
