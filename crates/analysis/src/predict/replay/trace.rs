@@ -59,6 +59,8 @@ struct Step {
     request: usize,
     /// A decision of the prefill pool (P/D), not the decode profile's.
     pool: bool,
+    /// Its candidates.
+    n: usize,
     /// Which attributes every candidate of the decision has (the replay
     /// sets the same on each, and the same prompt's blocks: a decision
     /// whose candidates differ there cuts the trace).
@@ -149,6 +151,7 @@ impl Trace {
         self.steps.push(Step {
             request,
             pool,
+            n: cands.len(),
             present: bits,
             draw,
             total_blocks: first.and_then(|c| c.total_blocks),
@@ -185,8 +188,12 @@ impl Trace {
         let (mut at, mut kept_at) = (0, 0);
         for s in &self.steps {
             let cands = if s.pool { &mut pcands } else { &mut main };
-            let attrs = self.attrs.get(at..at + cands.len())?;
-            at += cands.len();
+            if s.n != cands.len() {
+                // Not the endpoints the traced replay had.
+                return None;
+            }
+            let attrs = self.attrs.get(at..at + s.n)?;
+            at += s.n;
             let has = |bit: u8| s.present & bit != 0;
             for (c, a) in cands.iter_mut().zip(attrs) {
                 c.match_blocks = has(MATCH).then_some(i64::from(a.match_blocks));
