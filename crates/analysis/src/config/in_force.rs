@@ -90,8 +90,59 @@ impl Instance {
 #[derive(Default)]
 struct DepState {
     instances: Vec<Instance>,
-    pending: Vec<DecisionInput>,
+    pending: Pending,
     settled: bool,
+}
+
+/// Decisions in the order pushed, kept in chunks of [`Pending::CHUNK`]: a
+/// list that grows never moves the decisions it holds (a decision is a
+/// few hundred bytes, and thousands may wait), and its chunks are
+/// allocations of a size the allocator reuses, where one growing vector
+/// would be copied into fresh memory at every doubling.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    chunks: Vec<Vec<DecisionInput>>,
+    len: usize,
+}
+
+impl Pending {
+    /// Decisions a chunk holds.
+    const CHUNK: usize = 64;
+
+    fn push(&mut self, d: DecisionInput) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < Self::CHUNK => c.push(d),
+            _ => {
+                let mut c = Vec::with_capacity(Self::CHUNK);
+                c.push(d);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// Decisions held.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    fn first(&self) -> Option<&DecisionInput> {
+        self.chunks.first().and_then(|c| c.first())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl IntoIterator for Pending {
+    type Item = DecisionInput;
+    type IntoIter = std::iter::Flatten<std::vec::IntoIter<Vec<DecisionInput>>>;
+
+    /// The decisions in the order pushed.
+    fn into_iter(self) -> Self::IntoIter {
+        self.chunks.into_iter().flatten()
+    }
 }
 
 /// A deployment settled at the end of the input ([`InForce::take_waiting`]).
@@ -101,7 +152,7 @@ pub(crate) struct Waiting {
     /// Each of its filter instances, with its config in force.
     configs: Vec<(Option<Name>, SourcedConfig)>,
     /// Its decisions, in the order pushed.
-    pub(crate) decisions: Vec<DecisionInput>,
+    pub(crate) decisions: Pending,
 }
 
 impl Waiting {
@@ -260,8 +311,9 @@ impl InForce {
             st.pending.push(d);
             self.pending += 1;
             if st.instances.iter().all(Instance::bar_known) {
-                let dep = st.pending[0].deployment.clone();
-                self.settle(&dep, out);
+                if let Some(dep) = st.pending.first().map(|d| d.deployment.clone()) {
+                    self.settle(&dep, out);
+                }
             } else if self.pending >= self.max_pending {
                 // The most waiting decisions, ties to the first name: the
                 // same choice in every run.
@@ -475,8 +527,35 @@ impl Shown {
 mod tests {
     use gatecal_filter::Config;
 
-    use super::merge_log;
+    use super::{Pending, merge_log};
     use crate::config::source::{ParamSource, SourcedConfig};
+    use crate::input::DecisionInput;
+
+    /// The waiting decisions come back in the order pushed, across the
+    /// chunks they are kept in, and are counted.
+    #[test]
+    fn waiting_decisions_keep_their_order_across_chunks() {
+        for n in [
+            0,
+            1,
+            Pending::CHUNK - 1,
+            Pending::CHUNK,
+            3 * Pending::CHUNK + 5,
+        ] {
+            let mut p = Pending::default();
+            for i in 0..n {
+                p.push(DecisionInput {
+                    ts: Some(i as f64),
+                    ..DecisionInput::default()
+                });
+            }
+            assert_eq!(p.len(), n);
+            assert_eq!(p.is_empty(), n == 0);
+            assert_eq!(p.first().map(|d| d.ts), (n > 0).then_some(Some(0.0)));
+            let ts: Vec<Option<f64>> = p.into_iter().map(|d| d.ts).collect();
+            assert_eq!(ts, (0..n).map(|i| Some(i as f64)).collect::<Vec<_>>());
+        }
+    }
 
     #[test]
     fn a_file_that_disagrees_with_the_log_loses_with_a_warning() {
