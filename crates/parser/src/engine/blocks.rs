@@ -21,6 +21,11 @@ pub(super) const MAX_BLOCK_LINES: usize = 8192;
 const TAIL_FIRST_STEP: usize = 4 * 1024;
 /// The largest such read (the steps double up to it).
 const TAIL_MAX_STEP: usize = 64 * 1024;
+/// Room a block's buffer is given beyond the block when it first grows:
+/// the steps that read its last line on to a newline up to 124 KiB past
+/// the block's end (4 + 8 + ... + 64 KiB), so that they do not move the
+/// block (a copy of the whole block into fresh memory) to make room.
+const TAIL_ROOM: usize = 2 * TAIL_MAX_STEP;
 
 /// A block read by a worker.
 pub(super) enum Body {
@@ -435,6 +440,10 @@ impl<'s, S: ReadAt + ?Sized> AtBlocks<'s, S> {
         // line starts right at `start`.
         let back = u64::from(k > 0);
         let at = start - back;
+        let room = (end - at) as usize + TAIL_ROOM;
+        if buf.capacity() < room {
+            buf.reserve_exact(room - buf.len());
+        }
         let n = read_at_into(self.src, buf, 0, at, (end - at) as usize)?;
         let first = if k == 0 {
             0
