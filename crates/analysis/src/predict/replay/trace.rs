@@ -118,33 +118,30 @@ impl Trace {
         }
         let first = cands.first();
         let bits = first.map_or(0, present);
-        let attrs = cands.iter().map(|c| {
+        // A candidate as the compact form holds it: `None` when its
+        // attributes are not those of the decision's first candidate, or
+        // too large for it.
+        let compact = |c: &Candidate| {
+            let alike = present(c) == bits
+                && first.is_some_and(|f| {
+                    f.total_blocks == c.total_blocks && f.block_size_tokens == c.block_size_tokens
+                });
+            alike.then_some(())?;
             Some(Attrs {
                 in_flight_tokens: c.in_flight_tokens.unwrap_or(0),
                 predicted_ttft_ms: c.predicted_ttft_ms.unwrap_or(0.0),
                 match_blocks: i32::try_from(c.match_blocks.unwrap_or(0)).ok()?,
                 in_flight_requests: i32::try_from(c.in_flight_requests.unwrap_or(0)).ok()?,
             })
-            .filter(|_| {
-                present(c) == bits
-                    && first.is_some_and(|f| {
-                        f.total_blocks == c.total_blocks
-                            && f.block_size_tokens == c.block_size_tokens
-                    })
-            })
-        });
-        let at = self.attrs.len();
-        if cands.len() <= self.room {
-            self.attrs.extend(attrs.map_while(|a| a));
+        };
+        if cands.len() > self.room {
+            return self.cut_off();
         }
-        if self.attrs.len() - at != cands.len() {
-            // Out of room, or attributes the compact form does not hold:
-            // of no use now, and its memory goes at once.
-            *self = Trace {
-                cut: true,
-                ..Trace::default()
+        for c in cands {
+            let Some(a) = compact(c) else {
+                return self.cut_off();
             };
-            return;
+            self.attrs.push(a);
         }
         self.room -= cands.len();
         self.kept.extend_from_slice(kept);
@@ -158,6 +155,15 @@ impl Trace {
             block_size_tokens: first.and_then(|c| c.block_size_tokens),
             kept_end: self.kept.len(),
         });
+    }
+
+    /// Stops tracing: out of room, or attributes the compact form does not
+    /// hold. The trace is of no use now, and its memory goes at once.
+    fn cut_off(&mut self) {
+        *self = Trace {
+            cut: true,
+            ..Trace::default()
+        };
     }
 
     /// The replay of `config` on the traced replay's requests, `traced`
@@ -217,5 +223,39 @@ impl Trace {
             }
         }
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Candidates the compact form cannot hold (attributes set on some
+    /// and not others, a count past `i32`) cut the trace, which is then of
+    /// no use; candidates it holds are traced.
+    #[test]
+    fn candidates_the_compact_form_cannot_hold_cut_the_trace() {
+        let c = |m: i64| {
+            Candidate::new("0")
+                .with_match(m, 10, 16)
+                .with_in_flight_tokens(5)
+        };
+        let mut ok = Trace::with_room(100);
+        ok.record(0, false, 0.5, &[c(1), c(2)], &[0]);
+        assert_eq!(ok.len(), 2);
+        assert!(!ok.cut);
+        for cands in [
+            vec![c(1), Candidate::new("1")],
+            vec![c(1), c(i64::from(i32::MAX) + 1)],
+            vec![c(1), c(2).with_predicted_ttft_ms(3.0)],
+        ] {
+            let mut t = Trace::with_room(100);
+            t.record(0, false, 0.5, &[c(1), c(1)], &[0, 1]);
+            t.record(1, false, 0.5, &cands, &[0]);
+            assert!(t.cut, "{cands:?}");
+            assert_eq!(t.len(), 0);
+            let cfg = Config::default();
+            assert!(t.replay_as(&cfg, &Replay::default(), 2, 0).is_none());
+        }
     }
 }
